@@ -1,3 +1,6 @@
 //! dsa-sim: simulates sparse-attention needle retrieval.
-//!
-//! (crate documentation is written as the modules land)
+#![deny(missing_docs)]
+
+pub mod scenario;
+
+pub use scenario::{Scenario, ScenarioError};
