@@ -2,6 +2,8 @@
 #![deny(missing_docs)]
 
 pub mod geometry;
+pub mod quadrature;
 pub mod scenario;
+pub mod stats;
 
 pub use scenario::{Scenario, ScenarioError};
