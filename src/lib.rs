@@ -4,6 +4,7 @@
 pub mod geometry;
 pub mod quadrature;
 pub mod scenario;
+pub mod scores;
 pub mod stats;
 
 pub use scenario::{Scenario, ScenarioError};
