@@ -120,6 +120,26 @@ impl EntryLaw {
         }
     }
 
+    /// Draws one score.
+    #[inline]
+    pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        use rand_distr::StandardNormal;
+        match *self {
+            EntryLaw::Gauss { mean, sd } => mean + sd * rng.sample::<f64, _>(StandardNormal),
+            EntryLaw::Token(t) => t.sample(rng),
+            EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd } => {
+                let mut m = f64::NEG_INFINITY;
+                for _ in 0..n_dist {
+                    m = m.max(token.sample(rng));
+                }
+                for _ in 0..n_needle {
+                    m = m.max(needle_mean + needle_sd * rng.sample::<f64, _>(StandardNormal));
+                }
+                m
+            }
+        }
+    }
+
     /// A point where the law's CDF has a jump or a kink worth splitting an integral at.
     pub fn breakpoint(&self) -> Option<f64> {
         match *self {

@@ -11,4 +11,4 @@ mod model;
 
 pub use distractor::TokenLaw;
 pub use entry::EntryLaw;
-pub use model::{NotExact, ScoreModel};
+pub use model::{needle_token, NotExact, ScoreModel};

@@ -11,6 +11,15 @@ use crate::scenario::{Distractor, Pooling, Scenario};
 #[error("not exact: {0}")]
 pub struct NotExact(pub String);
 
+/// Mean and sd of one needle token score: Normal(dprime, needle_sd²) split into a shared part
+/// √ρ·needle_sd·z and an independent part of sd √(1−ρ)·needle_sd. `z = None` gives the marginal.
+pub fn needle_token(dprime: f64, needle_sd: f64, rho: f64, z: Option<f64>) -> (f64, f64) {
+    match z {
+        Some(z) => (dprime + needle_sd * rho.sqrt() * z, needle_sd * (1.0 - rho).max(0.0).sqrt()),
+        None => (dprime, needle_sd),
+    }
+}
+
 /// The score laws of one scenario: regular and hard-negative distractor entries, and the needle's
 /// entries, conditional on the needle's shared component z where one is needed.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,13 +103,7 @@ impl ScoreModel {
     /// Mean and sd of one needle token score given the shared component z (`None`: marginal,
     /// valid only when [`ScoreModel::shared`] is false).
     pub fn needle_token(&self, z: Option<f64>) -> (f64, f64) {
-        match z {
-            Some(z) => (
-                self.dprime + self.needle_sd * self.rho.sqrt() * z,
-                self.needle_sd * (1.0 - self.rho).max(0.0).sqrt(),
-            ),
-            None => (self.dprime, self.needle_sd),
-        }
+        needle_token(self.dprime, self.needle_sd, self.rho, z)
     }
 
     /// The law of a needle entry's score given z (see [`ScoreModel::needle_token`]).
