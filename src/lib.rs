@@ -4,3 +4,4 @@
 pub mod scenario;
 
 pub use scenario::{Scenario, ScenarioError};
+pub mod sweep;
