@@ -5,3 +5,4 @@ pub mod scenario;
 
 pub use scenario::{Scenario, ScenarioError};
 pub mod sweep;
+pub mod report;
