@@ -578,8 +578,12 @@ impl Scenario {
                 ),
             ));
         }
-        if s.repeat > 1 << 20 {
-            return Err(range_err("repeat", s.repeat, "allowed 1..=1048576"));
+        if span > 1 << 24 {
+            return Err(range_err(
+                "repeat",
+                s.repeat,
+                format!("repeat × needle_tokens must be at most 16777216 ({} × {})", s.repeat, s.needle_tokens),
+            ));
         }
         if s.layers == 0 || s.layers > 4096 {
             return Err(range_err("layers", s.layers, "allowed 1..=4096"));

@@ -1,0 +1,287 @@
+//! Geometry of one sparse layer (DESIGN.md §2.1): candidate entries, the window and sink, needle
+//! placement, which entries cover the needle, and the coverage horizon.
+//!
+//! Everything here is integer arithmetic on positions and never allocates per candidate: a
+//! context of 10^9 tokens costs the same as one of 10^3.
+
+use crate::scenario::{Pooling, RepeatLayout, Scenario};
+
+/// An entry that pools at least one needle token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedleEntry {
+    /// Entry index in 0..N.
+    pub index: u64,
+    /// Tokens the entry pools (c, or 2c with overlap except entry 0).
+    pub pool_size: u64,
+    /// How many of those tokens are needle tokens (any copy).
+    pub needle_tokens: u64,
+}
+
+/// The resolved geometry of a scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Geometry {
+    /// N = floor(L / c) candidate entries.
+    pub n_candidates: u64,
+    /// min(k, N): how many entries the indexer selects.
+    pub k_eff: u64,
+    /// Start token of each needle copy (each copy spans `needle_tokens` tokens).
+    pub copy_starts: Vec<u64>,
+    /// Some copy has a token inside the window or the sink: attended in every layer.
+    pub always_attended: bool,
+    /// The distinct entries covering any needle token, by index.
+    pub needle_entries: Vec<NeedleEntry>,
+    /// Resolved number of hard-negative candidates (clamped to the distractor entries).
+    pub hard_negatives: u64,
+    /// Distractor entries: N minus the needle entries.
+    pub n_distractors: u64,
+}
+
+/// Tokens [start, end) pooled by entry `i`.
+pub fn entry_tokens(i: u64, compress_ratio: u64, overlap: bool) -> (u64, u64) {
+    let c = compress_ratio;
+    let start = if overlap && i > 0 { (i - 1) * c } else { i * c };
+    (start, i * c + c)
+}
+
+/// Start positions of the needle copies.
+pub fn copy_starts(s: &Scenario) -> Vec<u64> {
+    let l = s.context_len;
+    let m = s.needle_tokens;
+    let r = s.repeat as u64;
+    let at = |depth: f64, room: u64| -> u64 { ((depth * room as f64).floor() as u64).min(room) };
+    if r == 1 {
+        // A single copy sits at `depth` under either layout.
+        return vec![at(s.depth, l - m)];
+    }
+    match s.repeat_layout {
+        RepeatLayout::Spread => (0..r).map(|j| at((j as f64 + 0.5) / r as f64, l - m)).collect(),
+        RepeatLayout::Adjacent => {
+            let p = at(s.depth, l - r * m);
+            (0..r).map(|j| p + j * m).collect()
+        }
+    }
+}
+
+/// Merges possibly overlapping token intervals [start, start + len) into sorted disjoint ones.
+fn merge_spans(starts: &[u64], len: u64) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = starts.iter().map(|&p| (p, p + len)).collect();
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+impl Geometry {
+    /// Resolves the geometry of a validated scenario.
+    pub fn new(s: &Scenario) -> Geometry {
+        let l = s.context_len;
+        let c = s.compress_ratio;
+        let n = l / c;
+        let k_eff = s.index_topk.min(n);
+        let starts = copy_starts(s);
+        let m = s.needle_tokens;
+        let in_window = |p: u64| s.window > 0 && p + m > l.saturating_sub(s.window);
+        let in_sink = |p: u64| p < s.sink;
+        let always_attended = starts.iter().any(|&p| in_window(p) || in_sink(p));
+
+        let spans = merge_spans(&starts, m);
+        let mut entries: Vec<NeedleEntry> = Vec::new();
+        for &(a, b) in &spans {
+            // Blocks touched by the span; with overlap, block β is also pooled by entry β + 1.
+            let first = a / c;
+            let last = (b - 1) / c + u64::from(s.overlap);
+            let mut i = first;
+            while i <= last && i < n {
+                if entries.last().map_or(true, |e| e.index < i) {
+                    let (ta, tb) = entry_tokens(i, c, s.overlap);
+                    let needle: u64 = spans
+                        .iter()
+                        .map(|&(x, y)| y.min(tb).saturating_sub(x.max(ta)))
+                        .sum();
+                    if needle > 0 {
+                        entries.push(NeedleEntry { index: i, pool_size: tb - ta, needle_tokens: needle });
+                    }
+                }
+                i += 1;
+            }
+        }
+        let n_distractors = n - entries.len() as u64;
+        let h = s.hard_negatives;
+        let hard = if h <= 0.0 {
+            0
+        } else if h < 1.0 {
+            (h * n as f64).round() as u64
+        } else {
+            h as u64
+        }
+        .min(n_distractors);
+        Geometry {
+            n_candidates: n,
+            k_eff,
+            copy_starts: starts,
+            always_attended,
+            needle_entries: entries,
+            hard_negatives: hard,
+            n_distractors,
+        }
+    }
+
+    /// The needle's tokens as sorted, disjoint [start, end) spans (copies merged).
+    pub fn needle_spans(&self, needle_tokens: u64) -> Vec<(u64, u64)> {
+        merge_spans(&self.copy_starts, needle_tokens)
+    }
+
+    /// Tokens pooled by every distractor entry when all entries pool alike, else `None`
+    /// (overlap with mean / max pooling: entry 0 pools c tokens, the others 2c).
+    pub fn uniform_pool_size(&self, s: &Scenario) -> Option<u64> {
+        match (s.pooling, s.overlap) {
+            (Pooling::None, _) => Some(1),
+            (_, false) => Some(s.compress_ratio),
+            (_, true) if self.n_candidates <= 1 => Some(s.compress_ratio),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sc(l: u64, c: u64, overlap: bool) -> Scenario {
+        Scenario { context_len: l, compress_ratio: c, overlap, index_topk: 16, ..Scenario::default() }
+    }
+
+    #[test]
+    fn depth_zero_and_one() {
+        let mut s = sc(1000, 4, false);
+        s.needle_tokens = 3;
+        s.depth = 0.0;
+        let g = Geometry::new(&s);
+        assert_eq!(g.copy_starts, vec![0]);
+        assert_eq!(g.needle_entries, vec![NeedleEntry { index: 0, pool_size: 4, needle_tokens: 3 }]);
+        s.depth = 1.0;
+        let g = Geometry::new(&s);
+        assert_eq!(g.copy_starts, vec![997]);
+        // Tokens 997..999 lie in block 249 = the last complete block (N = 250).
+        assert_eq!(g.needle_entries, vec![NeedleEntry { index: 249, pool_size: 4, needle_tokens: 3 }]);
+        assert_eq!(g.n_distractors, 249);
+    }
+
+    #[test]
+    fn needle_straddling_a_block_boundary() {
+        let mut s = sc(1000, 4, false);
+        s.needle_tokens = 2;
+        s.depth = 7.0 / 998.0; // p = 7: tokens 7, 8 in blocks 1 and 2
+        let g = Geometry::new(&s);
+        assert_eq!(g.copy_starts, vec![7]);
+        assert_eq!(
+            g.needle_entries,
+            vec![
+                NeedleEntry { index: 1, pool_size: 4, needle_tokens: 1 },
+                NeedleEntry { index: 2, pool_size: 4, needle_tokens: 1 }
+            ]
+        );
+    }
+
+    #[test]
+    fn overlap_entry_zero_and_neighbours() {
+        let mut s = sc(1000, 4, true);
+        s.depth = 0.0;
+        let g = Geometry::new(&s);
+        // Token 0 is pooled by entry 0 (its own block only) and entry 1 (blocks 0 and 1).
+        assert_eq!(
+            g.needle_entries,
+            vec![
+                NeedleEntry { index: 0, pool_size: 4, needle_tokens: 1 },
+                NeedleEntry { index: 1, pool_size: 8, needle_tokens: 1 }
+            ]
+        );
+        assert_eq!(entry_tokens(0, 4, true), (0, 4));
+        assert_eq!(entry_tokens(5, 4, true), (16, 24));
+        // The last complete block is pooled only by its own entry: no entry N exists.
+        s.depth = 1.0;
+        let g = Geometry::new(&s);
+        assert_eq!(g.needle_entries, vec![NeedleEntry { index: 249, pool_size: 8, needle_tokens: 1 }]);
+    }
+
+    #[test]
+    fn short_contexts() {
+        // L < c: no complete block, no candidates; only the window can attend the needle.
+        let s = sc(3, 4, false);
+        let g = Geometry::new(&s);
+        assert_eq!(g.n_candidates, 0);
+        assert!(g.needle_entries.is_empty());
+        assert!(!g.always_attended);
+        let s = Scenario { window: 8, ..sc(3, 4, false) };
+        assert!(Geometry::new(&s).always_attended);
+        // L ≤ W: everything is in the window.
+        let s = Scenario { window: 1000, depth: 0.0, ..sc(1000, 1, false) };
+        assert!(Geometry::new(&s).always_attended);
+        // Tokens of an incomplete trailing block are in no entry.
+        let s = Scenario { depth: 1.0, ..sc(1002, 4, false) };
+        let g = Geometry::new(&s);
+        assert_eq!(g.copy_starts, vec![1001]);
+        assert!(g.needle_entries.is_empty());
+    }
+
+    #[test]
+    fn k_eff_and_horizon() {
+        let s = sc(40, 4, false);
+        let g = Geometry::new(&s);
+        assert_eq!(g.n_candidates, 10);
+        assert_eq!(g.k_eff, 10);
+        assert_eq!(s.coverage_horizon_tokens(), 64);
+    }
+
+    #[test]
+    fn window_and_sink_edges() {
+        let s = Scenario { window: 128, depth: 1.0, ..sc(10_000, 4, true) };
+        assert!(Geometry::new(&s).always_attended);
+        // Needle ends exactly where the window begins: not inside it.
+        let s = Scenario { window: 128, depth: (10_000.0 - 129.0) / 9_999.0, ..sc(10_000, 1, false) };
+        let g = Geometry::new(&s);
+        assert_eq!(g.copy_starts, vec![9_871]);
+        assert!(!g.always_attended);
+        let s = Scenario { sink: 1, depth: 0.0, ..sc(10_000, 1, false) };
+        assert!(Geometry::new(&s).always_attended);
+    }
+
+    #[test]
+    fn repeat_copies_sharing_an_entry() {
+        let mut s = sc(1000, 16, false);
+        s.repeat = 3;
+        s.repeat_layout = RepeatLayout::Adjacent;
+        s.needle_tokens = 2;
+        s.depth = 0.5;
+        let g = Geometry::new(&s);
+        assert_eq!(g.copy_starts, vec![497, 499, 501]);
+        // Tokens 497..503 lie in blocks 31 (496..512): one entry holds all six needle tokens.
+        assert_eq!(g.needle_entries, vec![NeedleEntry { index: 31, pool_size: 16, needle_tokens: 6 }]);
+        s.repeat_layout = RepeatLayout::Spread;
+        let g = Geometry::new(&s);
+        assert_eq!(g.copy_starts, vec![166, 499, 831]);
+        // Copy 3 (tokens 831, 832) straddles blocks 51 and 52.
+        assert_eq!(g.needle_entries.len(), 4);
+    }
+
+    #[test]
+    fn hard_negative_count_resolution() {
+        let s = Scenario { hard_negatives: 0.25, ..sc(1000, 1, false) };
+        assert_eq!(Geometry::new(&s).hard_negatives, 250);
+        let s = Scenario { hard_negatives: 5000.0, ..sc(1000, 1, false) };
+        assert_eq!(Geometry::new(&s).hard_negatives, 999);
+    }
+
+    #[test]
+    fn huge_context_costs_nothing() {
+        let s = Scenario { context_len: 1_000_000_000, compress_ratio: 4, overlap: true, ..Scenario::default() };
+        let g = Geometry::new(&s);
+        assert_eq!(g.n_candidates, 250_000_000);
+        assert_eq!(g.needle_entries.len(), 2);
+    }
+}
