@@ -34,8 +34,9 @@
 //! `regime_map` takes `y`, `k = [512, 1024, 2048]` and `target` (default 0.9).
 
 mod render;
+mod report;
 
-pub use render::run;
+pub use render::{run, scenario_summary, value_label, RunSettings, FIGURE_SIZE};
 
 use crate::report::{load_measured, MeasuredRow};
 use crate::scenario::Scenario;

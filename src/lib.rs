@@ -11,3 +11,4 @@ pub mod stats;
 pub use scenario::{Scenario, ScenarioError};
 pub mod sweep;
 pub mod report;
+pub mod experiment;
