@@ -69,10 +69,6 @@ pub fn run(
     Ok(files)
 }
 
-fn io(p: &Path) -> impl Fn(std::io::Error) -> SweepError + '_ {
-    move |e| SweepError::Input(format!("cannot write {}: {e}", p.display()))
-}
-
 fn write_all(
     exp: &Experiment,
     stage: &Path,
@@ -120,7 +116,8 @@ fn write_all(
     for d in &exp.data {
         let name = d.path.file_name().and_then(|n| n.to_str()).unwrap_or("measured.csv");
         let dest = stage.join("data").join(format!("measured-{name}"));
-        std::fs::copy(&d.path, &dest).map_err(io(&dest))?;
+        let bytes = std::fs::read(&d.path).map_err(|e| SweepError::Input(format!("cannot read {}: {e}", d.path.display())))?;
+        crate::sweep::write_atomic(&dest, &bytes)?;
         files.push(PathBuf::from(format!("data/measured-{name}")));
     }
     let scen = format!(
@@ -148,7 +145,7 @@ pub fn value_label(field: &str, text: &str) -> String {
         f => f,
     };
     let v = match text.parse::<f64>() {
-        Ok(x) if TOKEN_FIELDS.contains(&field) && field != "index_topk" && x >= 1024.0 => binary_label(x),
+        Ok(x) if ["context_len", "window", "sink"].contains(&field) && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
         _ => text.to_string(),
     };
     format!("{name} = {v}")
@@ -274,11 +271,11 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         y_scale: if rank { Scale::Log10 } else { Scale::Linear },
         y_range: if rank { None } else { Some((0.0, 1.0)) },
         series,
-        legend: if rank { Corner::UpperLeft } else { Corner::LowerLeft },
+        legend: if rank { Corner::UpperLeft } else { Corner::UpperRight },
         ..Default::default()
     };
     if !rank {
-        // Rising curves leave the lower right empty, falling ones the lower left.
+        // Rising curves leave the lower right empty, falling ones the upper right.
         let (mut a, mut b) = (0.0, 0.0);
         for (_, _, rs) in &groups {
             a += rs.first().map_or(0.0, |r| r.result.recall);
@@ -297,7 +294,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         };
         for (k, color) in ks {
             let h = k.saturating_mul(g.base.compress_ratio);
-            chart.vlines.push(RefLine { at: h as f64, label: format!("coverage horizon k·c = {}", binary_label(h as f64)), color });
+            chart.vlines.push(RefLine { at: h as f64, label: format!("k·c = {}", binary_label(h as f64)), color });
         }
     }
     if xf == "index_topk" && !rank {
@@ -310,7 +307,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
     }
     if let (Some(d), false) = (data, rank) {
         let provenance = d.spec.label.clone().unwrap_or_else(|| "measured".into());
-        let mut sets: Vec<(Vec<usize>, PointSet)> = Vec::new();
+        let mut sets: Vec<(Vec<Option<usize>>, PointSet)> = Vec::new();
         for m in &d.rows {
             let Some(c) = match_measured(g, m) else { continue };
             let x = match xf {
@@ -324,11 +321,15 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
                 continue;
             }
             let (lo, hi) = m.interval();
-            let color = c.first().copied().unwrap_or(6);
+            let color = c.first().copied().flatten().unwrap_or(6);
             match sets.iter_mut().find(|s| s.0 == c) {
                 Some(s) => s.1.points.push((x, m.recall(), lo, hi)),
                 None => {
-                    let what: Vec<String> = g.axes[1..].iter().zip(&c).map(|(a, &i)| value_label(&a.field, &a.values[i])).collect();
+                    let what: Vec<String> = g.axes[1..]
+                        .iter()
+                        .zip(&c)
+                        .filter_map(|(a, i)| i.map(|i| value_label(&a.field, &a.values[i])))
+                        .collect();
                     let label = if what.is_empty() { provenance.clone() } else { format!("{provenance}: {}", what.join(", ")) };
                     sets.push((c, PointSet { label, color, points: vec![(x, m.recall(), lo, hi)] }));
                 }
@@ -336,6 +337,9 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         }
         chart.points = sets.into_iter().map(|s| s.1).collect();
         chart.note = format!("Squares: {provenance} ({}), bars: Wilson 95% intervals.", data_file_name(d));
+        if !rank && xf == "context_len" {
+            chart.note.push_str(" Dashed verticals: coverage horizons k·c.");
+        }
     }
     let _ = exp;
     chart
@@ -347,7 +351,7 @@ fn data_file_name(d: &Dataset) -> String {
 
 /// Which series (coords of the axes after x) a measured row belongs to, if it fits the figure:
 /// columns it gives must equal a series value or, for fixed fields, the base scenario.
-fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<usize>> {
+fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<Option<usize>>> {
     let given: [(&str, Option<f64>); 6] = [
         ("context_len", Some(m.context_len as f64)),
         ("index_topk", Some(m.index_topk as f64)),
@@ -356,7 +360,7 @@ fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<usize>
         ("compress_ratio", m.compress_ratio.map(|v| v as f64)),
         ("window", m.window.map(|v| v as f64)),
     ];
-    let mut coords = vec![0; g.axes.len() - 1];
+    let mut coords = vec![None; g.axes.len() - 1];
     for (f, v) in given {
         let Some(v) = v else { continue };
         if g.axes[0].field == f {
@@ -364,7 +368,7 @@ fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<usize>
         }
         if let Some(p) = g.axes.iter().position(|a| a.field == f) {
             let i = g.axes[p].values.iter().position(|t| num(t) == Some(v))?;
-            coords[p - 1] = i;
+            coords[p - 1] = Some(i);
         } else if f != "depth" && g.base.get(f).ok() != Some(v) {
             return None;
         }
@@ -418,7 +422,7 @@ fn curve_table(fig: &PreparedFigure, rows: &[Row]) -> String {
 
 fn cat_label(field: &str, text: &str) -> String {
     match text.parse::<f64>() {
-        Ok(x) if TOKEN_FIELDS.contains(&field) && x >= 1024.0 => binary_label(x),
+        Ok(x) if TOKEN_FIELDS.contains(&field) && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
         _ => text.to_string(),
     }
 }
