@@ -332,6 +332,31 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), SweepErr
     })
 }
 
+/// The engine as a sweep evaluator: `eval(scenario, with_rank)` runs [`crate::engine::estimate`]
+/// (with rank quantiles) or [`crate::engine::estimate_recall`] with the given options.
+pub fn engine_evaluator(
+    opts: crate::engine::RunOptions,
+) -> impl Fn(&Scenario, bool) -> Result<PointResult, String> + Sync {
+    move |s: &Scenario, with_rank: bool| {
+        let est = if with_rank { crate::engine::estimate(s, &opts) } else { crate::engine::estimate_recall(s, &opts) }
+            .map_err(|e| e.to_string())?;
+        let rank = with_rank.then(|| RankQuantiles {
+            p05: est.rank.quantile(0.05),
+            p50: est.rank.quantile(0.5),
+            p90: est.rank.quantile(0.9),
+            p95: est.rank.quantile(0.95),
+        });
+        Ok(PointResult {
+            recall: est.recall,
+            ci_low: est.ci_low,
+            ci_high: est.ci_high,
+            engine: est.engine.to_string(),
+            trials: est.trials,
+            rank,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,30 +411,5 @@ mod tests {
         let json = row_json(&g, &row);
         assert_eq!(json["context_len"], 2000);
         assert!(json["rank_p90"].is_null());
-    }
-}
-
-/// The engine as a sweep evaluator: `eval(scenario, with_rank)` runs [`crate::engine::estimate`]
-/// (with rank quantiles) or [`crate::engine::estimate_recall`] with the given options.
-pub fn engine_evaluator(
-    opts: crate::engine::RunOptions,
-) -> impl Fn(&Scenario, bool) -> Result<PointResult, String> + Sync {
-    move |s: &Scenario, with_rank: bool| {
-        let est = if with_rank { crate::engine::estimate(s, &opts) } else { crate::engine::estimate_recall(s, &opts) }
-            .map_err(|e| e.to_string())?;
-        let rank = with_rank.then(|| RankQuantiles {
-            p05: est.rank.quantile(0.05),
-            p50: est.rank.quantile(0.5),
-            p90: est.rank.quantile(0.9),
-            p95: est.rank.quantile(0.95),
-        });
-        Ok(PointResult {
-            recall: est.recall,
-            ci_low: est.ci_low,
-            ci_high: est.ci_high,
-            engine: est.engine.to_string(),
-            trials: est.trials,
-            rank,
-        })
     }
 }

@@ -126,7 +126,7 @@ fn expand_range(field: &str, item: &str) -> Result<Vec<String>, SweepError> {
         if !(a > 0.0 && b > 0.0) {
             return Err(bad("needs positive bounds for a geometric step"));
         }
-        if !(f > 1.0 && b >= a) && !(f > 0.0 && f < 1.0 && b <= a) {
+        if !((f > 1.0 && b >= a) || (f > 0.0 && f < 1.0 && b <= a)) {
             return Err(bad("has a factor that never reaches the end"));
         }
         let mut i = 0i32;
@@ -143,7 +143,7 @@ fn expand_range(field: &str, item: &str) -> Result<Vec<String>, SweepError> {
         }
     } else if let Some(s) = step.strip_prefix('+') {
         let s = parse_num(field, s, "step")?;
-        if !(s > 0.0) || b < a {
+        if s.is_nan() || s <= 0.0 || b < a {
             return Err(bad("needs a positive step and end ≥ start"));
         }
         let n = ((b - a + eps) / s).floor();

@@ -166,7 +166,6 @@ where
         Ok(())
     };
     compute(grid, start..end, &eval, opts.threads, &mut sink)?;
-    drop(sink);
     bar.finish_and_clear();
     drop(file);
 
