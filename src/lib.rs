@@ -44,3 +44,6 @@ pub mod stats;
 
 pub use engine::{estimate, Estimate, RunOptions};
 pub use scenario::{Scenario, ScenarioError};
+pub mod sweep;
+pub mod report;
+pub mod experiment;

@@ -1,7 +1,10 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
+pub mod presets;
 pub mod rank;
 pub mod recall;
+pub mod run;
+pub mod sweep;
 
 use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
 use crate::scenario::{Scenario, ScenarioError};
@@ -60,6 +63,12 @@ pub enum Command {
     Recall(recall::RecallArgs),
     /// The needle's rank distribution: quantiles and P(rank ≤ j).
     Rank(rank::RankArgs),
+    /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
+    Sweep(sweep::SweepArgs),
+    /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
+    Run(run::RunExperimentArgs),
+    /// List every preset with every field's value.
+    Presets(presets::PresetsArgs),
 }
 
 impl Command {
@@ -68,6 +77,9 @@ impl Command {
         match self {
             Command::Recall(a) => recall::run(a),
             Command::Rank(a) => rank::run(a),
+            Command::Sweep(a) => sweep::run(a),
+            Command::Run(a) => run::run(a),
+            Command::Presets(a) => presets::run(a),
         }
     }
 }
