@@ -15,7 +15,7 @@
 use super::histogram::RankHistogram;
 use crate::geometry::Geometry;
 use crate::scenario::{Pooling, Readout, Scenario};
-use crate::scores::{needle_token, NotExact, ScoreModel, TokenLaw};
+use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
 use rand::{Rng, SeedableRng};
 use super::binomial;
 use rand_distr::StandardNormal;
@@ -70,6 +70,8 @@ fn splitmix64(mut x: u64) -> u64 {
 struct Plan {
     geometry: Geometry,
     model: Option<ScoreModel>,
+    /// The needle entries' laws when they do not depend on a shared component (computed once).
+    fixed_needle_laws: Vec<EntryLaw>,
     token: TokenLaw,
     pooling: Pooling,
     overlap: bool,
@@ -141,8 +143,14 @@ impl Plan {
     fn rank_exact(&self, z: Option<f64>, rng: &mut Xoshiro256PlusPlus) -> u64 {
         let m = self.model.as_ref().expect("exact path needs closed-form laws");
         let mut y = f64::NEG_INFINITY;
-        for e in &m.needle_entries {
-            y = y.max(m.needle_law(e, z).sample(rng));
+        if z.is_none() {
+            for law in &self.fixed_needle_laws {
+                y = y.max(law.sample(rng));
+            }
+        } else {
+            for e in &m.needle_entries {
+                y = y.max(m.needle_law(e, z).sample(rng));
+            }
         }
         let mut above = binomial::sample(m.n_regular, m.distractor.sf(y), rng);
         if m.n_hard > 0 {
@@ -280,7 +288,12 @@ pub fn simulate_observed(
         (McPath::Exact, Err(e)) => return Err(e.clone()),
         _ => McPath::Materialise,
     };
+    let fixed_needle_laws = match &model {
+        Ok(m) if !m.shared => m.needle_entries.iter().map(|e| m.needle_law(e, None)).collect(),
+        _ => Vec::new(),
+    };
     let plan = Plan {
+        fixed_needle_laws,
         needle_spans: geometry.needle_spans(s.needle_tokens),
         geometry,
         model: model.ok(),
