@@ -22,7 +22,7 @@ fn main() -> ExitCode {
                     let text = e.render().to_string();
                     let first = text.lines().next().unwrap_or("invalid arguments");
                     let first = first.strip_prefix("error: ").unwrap_or(first);
-                    eprintln!("error: {first} (see dsa-sim --help)");
+                    eprintln!("error: {} (see dsa-sim --help)", dsa_sim::cli::one_line(first));
                     ExitCode::from(2)
                 }
             };
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", e.message.replace('\n', " "));
+            eprintln!("error: {}", dsa_sim::cli::one_line(&e.message));
             ExitCode::from(e.code)
         }
     }
