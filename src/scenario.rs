@@ -379,6 +379,16 @@ fn parse_bool(field: &str, v: &str) -> Result<bool, ScenarioError> {
     }
 }
 
+/// A real number as an error message shows it: shortest decimal form, exponent notation for very
+/// large or very small magnitudes (`1e300`, not three hundred digits).
+fn num(x: f64) -> String {
+    if x.is_finite() && x != 0.0 && !(1e-5..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 fn range_err(field: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> ScenarioError {
     ScenarioError::OutOfRange { field, value: value.to_string(), allowed: allowed.into() }
 }
@@ -537,27 +547,27 @@ impl Scenario {
             ));
         }
         if !(s.depth.is_finite() && (0.0..=1.0).contains(&s.depth)) {
-            return Err(range_err("depth", s.depth, "allowed 0..=1"));
+            return Err(range_err("depth", num(s.depth), "allowed 0..=1"));
         }
         let h = s.hard_negatives;
         if !(h.is_finite() && h >= 0.0 && (h < 1.0 || h.fract() == 0.0)) {
             return Err(range_err(
                 "hard_negatives",
-                h,
+                num(h),
                 "allowed 0 (none), a fraction of the candidates in (0, 1), or an integer count ≥ 1",
             ));
         }
         for (name, v) in [("hard_mean", s.hard_mean), ("dprime", s.dprime)] {
             if !(v.is_finite() && v.abs() <= 1e3) {
                 let name = if name == "hard_mean" { "hard_mean" } else { "dprime" };
-                return Err(range_err(name, v, "allowed a finite number in [-1000, 1000]"));
+                return Err(range_err(name, num(v), "allowed a finite number in [-1000, 1000]"));
             }
         }
         if !(s.needle_sd.is_finite() && (0.0..=1e3).contains(&s.needle_sd)) {
-            return Err(range_err("needle_sd", s.needle_sd, "allowed 0..=1000"));
+            return Err(range_err("needle_sd", num(s.needle_sd), "allowed 0..=1000"));
         }
         if !(s.score_noise.is_finite() && (0.0..=1e3).contains(&s.score_noise)) {
-            return Err(range_err("score_noise", s.score_noise, "allowed 0..=1000"));
+            return Err(range_err("score_noise", num(s.score_noise), "allowed 0..=1000"));
         }
         if let Distractor::StudentT(df) = s.distractor {
             if !(df.is_finite() && df > 2.0) {
@@ -589,7 +599,7 @@ impl Scenario {
             return Err(range_err("layers", s.layers, "allowed 1..=4096"));
         }
         if !(s.layer_corr.is_finite() && (0.0..=1.0).contains(&s.layer_corr)) {
-            return Err(range_err("layer_corr", s.layer_corr, "allowed 0..=1"));
+            return Err(range_err("layer_corr", num(s.layer_corr), "allowed 0..=1"));
         }
         if let Readout::AtLeast(m) = s.readout {
             if m == 0 || m > s.layers {
@@ -599,7 +609,7 @@ impl Scenario {
         for (name, v) in [("p_read", s.p_read), ("p_guess", s.p_guess)] {
             if !(v.is_finite() && (0.0..=1.0).contains(&v)) {
                 let name = if name == "p_read" { "p_read" } else { "p_guess" };
-                return Err(range_err(name, v, "allowed 0..=1"));
+                return Err(range_err(name, num(v), "allowed 0..=1"));
             }
         }
         Ok(())
