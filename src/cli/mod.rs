@@ -180,6 +180,17 @@ impl ScenarioArgs {
     }
 }
 
+/// Most worker threads `--threads` accepts (more would only exhaust the system's threads).
+pub const MAX_THREADS: usize = 1024;
+
+/// Checks a `--threads` value: 1..=[`MAX_THREADS`].
+pub fn check_threads(threads: Option<usize>) -> Result<(), CliError> {
+    match threads {
+        Some(n) if n == 0 || n > MAX_THREADS => Err(CliError::input(format!("--threads {n}: allowed 1..={MAX_THREADS}"))),
+        _ => Ok(()),
+    }
+}
+
 /// Engine, trials, seed, threads and output format, shared by the evaluating commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -207,14 +218,15 @@ impl RunArgs {
         if self.trials == 0 {
             return Err(CliError::input("--trials 0: allowed ≥ 1"));
         }
+        check_threads(self.threads)?;
         Ok(RunOptions { engine, trials: self.trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
     }
 
     /// Runs `f` on a pool of `--threads` workers (or the default pool).
     pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
+        check_threads(self.threads)?;
         match self.threads {
             None => Ok(f()),
-            Some(0) => Err(CliError::input("--threads 0: allowed ≥ 1")),
             Some(n) => rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .build()

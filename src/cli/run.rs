@@ -28,9 +28,7 @@ pub struct RunExperimentArgs {
 
 /// Runs `dsa-sim run`.
 pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
-    if args.threads == Some(0) {
-        return Err(CliError::input("--threads 0: allowed ≥ 1"));
-    }
+    super::check_threads(args.threads)?;
     let started = std::time::Instant::now();
     let exp = Experiment::load(&args.file).map_err(super::sweep::cli_error)?;
     let engine: EngineChoice = exp.engine.parse().map_err(CliError::input)?;

@@ -49,9 +49,6 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let base = args.scenario.resolve()?;
     let mut opts = args.run.options()?;
     opts.progress = false;
-    if args.run.threads == Some(0) {
-        return Err(CliError::input("--threads 0: allowed ≥ 1"));
-    }
     let axes = args.vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>().map_err(cli_error)?;
     let rank = !args.no_rank;
     let grid = Grid::new(base, axes, rank).map_err(cli_error)?;
