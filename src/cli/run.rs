@@ -33,6 +33,10 @@ pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
     let exp = Experiment::load(&args.file).map_err(super::sweep::cli_error)?;
     let engine: EngineChoice = exp.engine.parse().map_err(CliError::input)?;
     let opts = RunOptions { engine, trials: exp.trials, seed: exp.seed, progress: false, ..RunOptions::default() };
+    for fig in &exp.figures {
+        super::sweep::check_points(&fig.grid, &opts)
+            .map_err(|e| CliError::input(format!("{}: figure `{}`: {}", args.file.display(), fig.spec.name, e.message)))?;
+    }
     let eval = engine_evaluator(opts);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
     let settings = RunSettings { threads: args.threads, progress: !args.quiet };

@@ -44,6 +44,21 @@ pub fn cli_error(e: SweepError) -> CliError {
     CliError::input(e.to_string())
 }
 
+/// Checks that the engine accepts every point of `grid` before anything is computed or written
+/// (an analytic-only sweep over a point without a closed form, a Monte Carlo point too large to
+/// draw), naming the first point it refuses.
+pub fn check_points(grid: &Grid, opts: &crate::engine::RunOptions) -> Result<(), CliError> {
+    for i in 0..grid.len() {
+        let s = grid.scenario(i).map_err(cli_error)?;
+        if let Err(e) = crate::engine::check(&s, opts) {
+            let at: Vec<String> =
+                grid.axes.iter().zip(grid.values_of(&s)).map(|(a, v)| format!("{}={v}", a.field)).collect();
+            return Err(CliError::input(format!("grid point {}: {e}", at.join(" "))));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `dsa-sim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let base = args.scenario.resolve()?;
@@ -52,6 +67,7 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let axes = args.vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>().map_err(cli_error)?;
     let rank = !args.no_rank;
     let grid = Grid::new(base, axes, rank).map_err(cli_error)?;
+    check_points(&grid, &opts)?;
     let format = match (&args.out, args.run.json) {
         (_, true) => Format::Json,
         (Some(p), false) => Format::from_path(p),

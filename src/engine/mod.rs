@@ -131,6 +131,10 @@ pub enum EngineError {
     /// The analytic engine was requested for a scenario it cannot compute exactly.
     #[error("the analytic engine cannot compute this scenario exactly ({0}); use --engine montecarlo or auto")]
     NotExact(String),
+    /// Monte Carlo would have to draw more candidates per trial than it allows
+    /// ([`montecarlo::MAX_MATERIALISED_CANDIDATES`]).
+    #[error("{0}")]
+    TooLarge(String),
     /// Zero Monte Carlo trials were requested.
     #[error("trials = 0: allowed ≥ 1")]
     NoTrials,
@@ -178,6 +182,9 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
             if opts.trials == 0 {
                 return Err(EngineError::NoTrials);
             }
+            if let Some(why) = montecarlo::materialise_limit(s, opts.mc_path) {
+                return Err(EngineError::TooLarge(why));
+            }
             let bar = if opts.progress {
                 let bar = indicatif::ProgressBar::new(opts.trials);
                 bar.set_style(
@@ -214,6 +221,27 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
     }
 }
 
+/// Checks, without computing anything, that [`estimate`] accepts `s` under `opts`: the
+/// scenario validates, the analytic engine applies when it alone was requested, and a Monte
+/// Carlo run has trials and is within [`montecarlo::MAX_MATERIALISED_CANDIDATES`]. Sweeps call
+/// it on every point before they start, so a refusal never leaves a partial file behind.
+pub fn check(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
+    s.validate()?;
+    let analytic = match opts.engine {
+        EngineChoice::MonteCarlo => Err(NotExact("Monte Carlo requested".into())),
+        _ => Analytic::new(s).map(|_| ()),
+    };
+    match (analytic, opts.engine) {
+        (Ok(()), _) => Ok(()),
+        (Err(e), EngineChoice::Analytic) => Err(EngineError::NotExact(e.0)),
+        (Err(_), _) if opts.trials == 0 => Err(EngineError::NoTrials),
+        (Err(_), _) => match montecarlo::materialise_limit(s, opts.mc_path) {
+            Some(why) => Err(EngineError::TooLarge(why)),
+            None => Ok(()),
+        },
+    }
+}
+
 /// Recall with its interval and the needle's rank distribution.
 pub fn estimate(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError> {
     evaluate(s, opts, true)
@@ -229,5 +257,8 @@ pub fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, Engi
 /// parameter values share their random numbers trial by trial (common random numbers).
 pub fn simulate_successes(s: &Scenario, trials: u64, seed: u64) -> Result<u64, EngineError> {
     s.validate()?;
+    if let Some(why) = montecarlo::materialise_limit(s, McPath::Auto) {
+        return Err(EngineError::TooLarge(why));
+    }
     Ok(simulate(s, trials, seed, McPath::Auto).map_err(|e| EngineError::NotExact(e.0))?.successes)
 }

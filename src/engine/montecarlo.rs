@@ -10,7 +10,9 @@
 //!   candidate is materialised; a trial costs the same at N = 10^3 and N = 10^9.
 //! - **materialising**: every candidate's score is drawn (from its tokens when pooling), for the
 //!   cases without closed-form laws (overlapping mean/max pooling, noise on non-normal laws, …).
-//!   Memory is one f64 per block per thread, reused across trials.
+//!   Memory is one f64 per block per thread, reused across trials; at most
+//!   [`MAX_MATERIALISED_CANDIDATES`] candidates (128 MiB per thread), a larger scenario is
+//!   refused up front instead of failing to allocate.
 
 use super::histogram::RankHistogram;
 use crate::geometry::Geometry;
@@ -34,6 +36,31 @@ pub enum McPath {
     Exact,
     /// Materialise every candidate's score.
     Materialise,
+}
+
+/// Most candidate entries the materialising path draws per trial: its scratch is one f64 per
+/// block per worker thread (128 MiB at this size), and a trial this large already draws 2^24·c
+/// token scores.
+pub const MAX_MATERIALISED_CANDIDATES: u64 = 1 << 24;
+
+/// `Some(why)` when a Monte Carlo run of `s` on `path` would have to materialise more than
+/// [`MAX_MATERIALISED_CANDIDATES`] candidates per trial; `None` when it can run.
+pub fn materialise_limit(s: &Scenario, path: McPath) -> Option<String> {
+    let g = Geometry::new(s);
+    let n = g.n_candidates;
+    if n <= MAX_MATERIALISED_CANDIDATES || path == McPath::Exact {
+        return None;
+    }
+    let why = match (path, ScoreModel::new(s, &g)) {
+        (McPath::Materialise, _) => "the materialising path was requested".to_string(),
+        (_, Ok(_)) => return None,
+        (_, Err(e)) => e.0,
+    };
+    Some(format!(
+        "context_len = {}: {n} candidates, and Monte Carlo must draw every one of them here ({why}); \
+         allowed at most {MAX_MATERIALISED_CANDIDATES} candidates (2^24): lower context_len or raise compress_ratio",
+        s.context_len
+    ))
 }
 
 /// The outcome of a Monte Carlo run.
@@ -288,6 +315,9 @@ pub fn simulate_observed(
         (McPath::Exact, Err(e)) => return Err(e.clone()),
         _ => McPath::Materialise,
     };
+    if path == McPath::Materialise && geometry.n_candidates > MAX_MATERIALISED_CANDIDATES {
+        return Err(NotExact(materialise_limit(s, path).unwrap_or_default()));
+    }
     let fixed_needle_laws = match &model {
         Ok(m) if !m.shared => m.needle_entries.iter().map(|e| m.needle_law(e, None)).collect(),
         _ => Vec::new(),
