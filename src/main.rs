@@ -18,6 +18,10 @@ fn main() -> ExitCode {
                     let _ = e.print();
                     ExitCode::from(2)
                 }
+                ErrorKind::InvalidUtf8 => {
+                    eprintln!("error: {} (see dsa-sim --help)", invalid_utf8_argument());
+                    ExitCode::from(2)
+                }
                 _ => {
                     let text = e.render().to_string();
                     let first = text.lines().next().unwrap_or("invalid arguments");
@@ -34,5 +38,20 @@ fn main() -> ExitCode {
             eprintln!("error: {}", dsa_sim::cli::one_line(&e.message));
             ExitCode::from(e.code)
         }
+    }
+}
+
+/// Names the first command-line argument that is not valid UTF-8 (and the flag before it).
+fn invalid_utf8_argument() -> String {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match args.iter().enumerate().skip(1).find(|(_, a)| a.to_str().is_none()) {
+        Some((i, a)) => {
+            let shown = dsa_sim::cli::one_line(&a.to_string_lossy());
+            match args.get(i - 1).and_then(|p| p.to_str()).filter(|p| p.starts_with('-')) {
+                Some(flag) => format!("{flag} {shown:?}: the value is not valid UTF-8"),
+                None => format!("argument {i} ({shown:?}) is not valid UTF-8"),
+            }
+        }
+        None => "an argument is not valid UTF-8".to_string(),
     }
 }
