@@ -219,8 +219,8 @@ impl Experiment {
         if !["auto", "analytic", "montecarlo"].contains(&engine.as_str()) {
             return Err(input(format!("{at}: engine = {engine:?}: expected auto, analytic or montecarlo")));
         }
-        if raw.trials == 0 {
-            return Err(input(format!("{at}: trials = 0: allowed ≥ 1")));
+        if raw.trials == 0 || raw.trials > crate::cli::MAX_TRIALS {
+            return Err(input(format!("{at}: trials = {}: allowed 1..={}", raw.trials, crate::cli::MAX_TRIALS)));
         }
         let base = Scenario::from_toml_table(&raw.scenario).map_err(|e| input(format!("{at}: [scenario]: {e}")))?;
         let dir = path.parent().unwrap_or(Path::new("."));

@@ -180,6 +180,10 @@ impl ScenarioArgs {
     }
 }
 
+/// Most Monte Carlo trials a command accepts (10^12: about a week of trials at N = 10^3 on
+/// one core; more is a typo, and 2^64 − 1 would never finish).
+pub const MAX_TRIALS: u64 = 1_000_000_000_000;
+
 /// Most worker threads `--threads` accepts (more would only exhaust the system's threads).
 pub const MAX_THREADS: usize = 1024;
 
@@ -215,8 +219,8 @@ impl RunArgs {
     /// Engine options from the flags.
     pub fn options(&self) -> Result<RunOptions, CliError> {
         let engine: EngineChoice = self.engine.parse().map_err(CliError::input)?;
-        if self.trials == 0 {
-            return Err(CliError::input("--trials 0: allowed ≥ 1"));
+        if self.trials == 0 || self.trials > MAX_TRIALS {
+            return Err(CliError::input(format!("--trials {}: allowed 1..={MAX_TRIALS}", self.trials)));
         }
         check_threads(self.threads)?;
         Ok(RunOptions { engine, trials: self.trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
