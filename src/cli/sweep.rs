@@ -74,6 +74,12 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
         (None, false) => Format::Csv,
     };
     if let Some(p) = &args.out {
+        if args.run.json && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+            return Err(CliError::input(format!(
+                "--json conflicts with --out {}: the file would hold JSON; name it .json or drop --json",
+                p.display()
+            )));
+        }
         if p.is_dir() {
             return Err(CliError::input(format!("--out {}: is a folder; give a file name (.csv or .json)", p.display())));
         }
