@@ -1,0 +1,123 @@
+//! The checks behind every fuzz target, shared by the libFuzzer binaries (fuzz/fuzz_targets/)
+//! and by `tests/fuzz_corpus.rs`, which replays the committed corpus under a plain `cargo test`.
+//!
+//! Each function takes arbitrary bytes and panics only when dsa-sim breaks a promise: a parser
+//! that panics, an error message that is not one printable line, a value accepted that does not
+//! validate or does not round-trip, an engine result outside [0, 1].
+
+#![allow(dead_code)]
+
+use dsa_sim::engine::analytic::Analytic;
+use dsa_sim::engine::montecarlo::{simulate, McPath};
+use dsa_sim::scenario::Scenario;
+use dsa_sim::sweep::{Axis, Grid, MAX_RANGE_POINTS};
+
+/// Largest context the engine part of [`scenario_toml`] evaluates (larger ones are shrunk).
+pub const ENGINE_CONTEXT_CAP: u64 = 4096;
+
+/// An error message must say something and, as the CLI prints it, be one printable line.
+pub fn assert_one_line(what: &str, msg: &str) {
+    assert!(!msg.trim().is_empty(), "{what}: empty error message");
+    let printed = dsa_sim::cli::one_line(msg);
+    assert!(!printed.chars().any(|c| c.is_control()), "{what}: not one printable line: {printed:?}");
+}
+
+/// Scenario TOML: parse + validate; accepted scenarios round-trip through TOML and JSON and are
+/// evaluated cheaply by the analytic engine (and 32 Monte Carlo trials) with the context capped.
+pub fn scenario_toml(data: &[u8]) {
+    // The CLI reads scenario files with read_to_string: bytes that are not UTF-8 are refused
+    // before they reach the parser (the hostile-input tests check that message).
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let s = match Scenario::from_toml_str(text) {
+        Ok(s) => s,
+        Err(e) => {
+            assert_one_line("scenario TOML", &e.to_string());
+            return;
+        }
+    };
+    s.validate().expect("an accepted scenario validates");
+    let back = Scenario::from_toml_str(&s.to_toml_string()).expect("the TOML of an accepted scenario parses");
+    assert_eq!(back, s, "TOML round trip");
+    let json = serde_json::to_string(&s).expect("a scenario serialises to JSON");
+    assert_eq!(Scenario::from_json_str(&json).expect("its JSON parses"), s, "JSON round trip");
+    evaluate_small(s);
+}
+
+/// Shrinks a scenario to at most [`ENGINE_CONTEXT_CAP`] tokens and checks the engines on it.
+fn evaluate_small(mut s: Scenario) {
+    if s.context_len > ENGINE_CONTEXT_CAP {
+        s.context_len = ENGINE_CONTEXT_CAP;
+    }
+    s.repeat = s.repeat.min(256);
+    s.layers = s.layers.min(64);
+    if s.validate().is_err() {
+        return;
+    }
+    let n = s.n_candidates();
+    if let Ok(a) = Analytic::new(&s) {
+        let r = a.recall();
+        assert!(r.is_finite() && (0.0..=1.0).contains(&r), "analytic recall {r} for {s:?}");
+        let mut last = 0.0;
+        for j in [1, s.index_topk.min(n), n] {
+            if j == 0 {
+                continue;
+            }
+            let c = a.rank_cdf(j);
+            assert!(c.is_finite() && (0.0..=1.0).contains(&c), "P(rank <= {j}) = {c} for {s:?}");
+            assert!(c >= last - 1e-6, "rank CDF decreases at j = {j}: {c} < {last} for {s:?}");
+            last = c;
+        }
+        if let Some(q) = a.rank_quantile(0.5) {
+            assert!(q >= 1 && q <= n.max(1), "median rank {q} outside 1..={n} for {s:?}");
+        }
+    }
+    let run = simulate(&s, 32, 7, McPath::Auto).expect("Monte Carlo runs any small scenario");
+    assert!(run.successes <= run.trials && run.trials == 32, "Monte Carlo counts for {s:?}");
+}
+
+/// Measured-data CSV as `dsa-sim run` overlays read it ([`dsa_sim::report::measured::parse_measured`]).
+pub fn measured_csv(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    match dsa_sim::report::measured::parse_measured(text) {
+        Err(e) => assert_one_line("measured CSV", &e),
+        Ok(rows) => {
+            assert!(!rows.is_empty());
+            for r in rows {
+                assert!(r.trials >= 1 && r.hits <= r.trials && r.context_len >= 1 && r.index_topk >= 1, "{r:?}");
+                let (lo, hi) = r.interval();
+                let p = r.recall();
+                assert!(0.0 <= lo && lo <= p + 1e-12 && p <= hi + 1e-12 && hi <= 1.0, "{r:?}: [{lo}, {hi}]");
+                if let Some(d) = r.depth {
+                    assert!((0.0..=1.0).contains(&d), "{r:?}");
+                }
+            }
+        }
+    }
+}
+
+/// A sweep axis (`--vary FIELD=SPEC`): accepted axes have at most [`MAX_RANGE_POINTS`] values,
+/// each of which sets the field; a grid over it either builds with every point valid or is
+/// refused with one line.
+pub fn sweep_axis(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let axis = match Axis::parse(text) {
+        Ok(a) => a,
+        Err(e) => {
+            assert_one_line("sweep axis", &e.to_string());
+            return;
+        }
+    };
+    assert!(!axis.values.is_empty() && axis.values.len() <= MAX_RANGE_POINTS, "{} values", axis.values.len());
+    let mut probe = Scenario::default();
+    for v in &axis.values {
+        probe.set(&axis.field, v).expect("every value of an accepted axis sets its field");
+    }
+    match Grid::new(Scenario::default(), vec![axis], false) {
+        Ok(g) => {
+            for i in 0..g.len() {
+                g.scenario(i).expect("every point of a built grid validates");
+            }
+        }
+        Err(e) => assert_one_line("sweep grid", &e.to_string()),
+    }
+}
