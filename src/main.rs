@@ -23,10 +23,14 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 _ => {
+                    // clap's message may continue on the next lines (the missing arguments);
+                    // the usage and help hints after a blank line are left out.
                     let text = e.render().to_string();
-                    let first = text.lines().next().unwrap_or("invalid arguments");
-                    let first = first.strip_prefix("error: ").unwrap_or(first);
-                    eprintln!("error: {} (see dsa-sim --help)", dsa_sim::cli::one_line(first));
+                    let message: Vec<&str> =
+                        text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+                    let message = message.join(" ");
+                    let message = message.strip_prefix("error: ").unwrap_or(&message);
+                    eprintln!("error: {} (see dsa-sim --help)", dsa_sim::cli::one_line(message));
                     ExitCode::from(2)
                 }
             };
