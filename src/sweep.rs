@@ -14,7 +14,7 @@ mod axis;
 mod runner;
 
 pub use axis::{canonical_field, fmt_num, parse_values, Axis, MAX_RANGE_POINTS};
-pub use runner::{partial_path, run_grid, Output, SweepOptions};
+pub use runner::{adopt_finished, partial_path, run_grid, Output, SweepOptions};
 
 use crate::scenario::Scenario;
 use std::fmt;

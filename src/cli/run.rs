@@ -9,7 +9,8 @@ use std::path::PathBuf;
 /// Arguments of `dsa-sim run`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Writes DIR/data/*.csv|json, DIR/figures/*.svg|png, DIR/scenario.toml, DIR/experiment.toml and \
-DIR/report.md; the folder is built under a temporary name and replaces DIR only when complete.\n\nExamples:\n  \
+DIR/report.md; the folder is built in .DIR.partial next to it and replaces DIR only when complete. \
+A run that is killed keeps its finished rows there: rerun with --resume to finish it.\n\nExamples:\n  \
 dsa-sim run experiments/dsv4-needle-diagnosis.toml\n  dsa-sim run experiments/quest-passkey.toml --out /tmp/quest")]
 pub struct RunExperimentArgs {
     /// The experiment file (TOML).
@@ -21,6 +22,10 @@ pub struct RunExperimentArgs {
     /// Worker threads (default: all cores). Results do not depend on it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Continue an interrupted run of the same experiment (its rows are kept in .DIR.partial
+    /// next to the output folder) instead of starting over.
+    #[arg(long)]
+    pub resume: bool,
     /// No progress bars or summary.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -39,7 +44,7 @@ pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
     }
     let eval = engine_evaluator(opts);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    let settings = RunSettings { threads: args.threads, progress: !args.quiet };
+    let settings = RunSettings { threads: args.threads, progress: !args.quiet, resume: args.resume };
     let files = crate::experiment::run(&exp, &out, &eval, &settings).map_err(super::sweep::cli_error)?;
     if !args.quiet {
         println!(

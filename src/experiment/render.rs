@@ -18,6 +18,9 @@ pub struct RunSettings {
     pub threads: Option<usize>,
     /// Show progress bars on stderr (when it is a terminal).
     pub progress: bool,
+    /// Continue the staging folder left by an interrupted run of the same experiment: figures
+    /// already computed are read back, a figure cut short resumes from its partial file.
+    pub resume: bool,
 }
 
 /// Figure size in pixels (SVG and PNG).
@@ -26,8 +29,32 @@ pub const FIGURE_SIZE: (u32, u32) = (1000, 640);
 /// Fields counted in tokens (log-scaled, labelled 1K, 1M…).
 const TOKEN_FIELDS: &[&str] = &["context_len", "window", "sink", "index_topk", "max_topk", "needle_tokens", "compress_ratio"];
 
+/// The file in a staging folder that says which experiment (and dsa-sim version) it belongs to.
+const STAGE_MARKER: &str = ".experiment-fingerprint";
+
+/// Before a resume: keeps only the rows (data/*.csv and data/*.csv.partial) and the marker of
+/// a staging folder. Figures, JSON and report are rewritten from the rows, and the temporary
+/// files of a write that was cut short (`.NAME.tmp-PID`) must not reach the result.
+fn clean_stage(stage: &Path) {
+    let _ = std::fs::remove_dir_all(stage.join("figures"));
+    for dir in [stage.to_path_buf(), stage.join("data")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rows = dir != stage && !name.starts_with('.') && (name.ends_with(".csv") || name.ends_with(".csv.partial"));
+            if !rows && name != STAGE_MARKER && e.file_type().is_ok_and(|t| t.is_file()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
 /// Runs `exp` with `eval(scenario, with_rank)` and writes the result folder `out`. Returns the
 /// files written, relative to `out`.
+///
+/// The folder is built in `.NAME.partial` next to `out` and moved into place when complete. A
+/// failure removes it; a run killed part-way leaves it, with every finished row, and
+/// `settings.resume` continues it.
 pub fn run(
     exp: &Experiment,
     out: &Path,
@@ -41,13 +68,30 @@ pub fn run(
         return Err(SweepError::Input(format!("cannot write {}: it exists and is not a folder", out.display())));
     }
     let leaf = out.file_name().and_then(|n| n.to_str()).unwrap_or("results");
-    let stage = parent.join(format!(".{leaf}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&stage);
+    // A stable staging name: a run killed part-way leaves it behind for `--resume`.
+    let stage = parent.join(format!(".{leaf}.partial"));
+    let marker = stage.join(STAGE_MARKER);
+    let fingerprint = format!("dsa-sim {} experiment\n{}", env!("CARGO_PKG_VERSION"), exp.source);
+    let resume = settings.resume && stage.is_dir();
+    if resume && std::fs::read_to_string(&marker).ok().as_deref() != Some(fingerprint.as_str()) {
+        return Err(SweepError::Input(format!(
+            "{} belongs to a different experiment or dsa-sim version: delete it or run without --resume",
+            stage.display()
+        )));
+    }
+    if resume {
+        clean_stage(&stage);
+    } else {
+        let _ = std::fs::remove_dir_all(&stage);
+    }
     let result = (|| {
         for d in ["data", "figures"] {
             std::fs::create_dir_all(stage.join(d)).map_err(|e| cant(out, e))?;
         }
-        write_all(exp, &stage, eval, settings)
+        if !resume {
+            std::fs::write(&marker, &fingerprint).map_err(|e| cant(&marker, e))?;
+        }
+        write_all(exp, &stage, eval, &RunSettings { resume, ..settings.clone() })
     })();
     let files = match result {
         Ok(f) => f,
@@ -56,6 +100,7 @@ pub fn run(
             return Err(e);
         }
     };
+    let _ = std::fs::remove_file(&marker);
     let old = parent.join(format!(".{leaf}.old-{}", std::process::id()));
     if out.exists() {
         std::fs::rename(out, &old).map_err(|e| cant(out, e))?;
@@ -81,9 +126,12 @@ fn write_all(
     for fig in &exp.figures {
         let rank = fig.grid.rank;
         let csv = stage.join("data").join(format!("{}.csv", fig.spec.name));
+        if settings.resume {
+            crate::sweep::adopt_finished(&csv, &fig.spec.name)?;
+        }
         let opts = SweepOptions {
             threads: settings.threads,
-            resume: false,
+            resume: settings.resume,
             limit: None,
             progress: settings.progress,
             format: Format::Csv,

@@ -91,6 +91,22 @@ fn read_partial(path: &Path, grid: &Grid, fingerprint: &str) -> Result<Option<Ve
     Ok(Some(rows))
 }
 
+/// Turns the finished CSV file of a grid back into its partial file (unless a partial file is
+/// already there), so that a resumed run reads its rows instead of recomputing them; `run_grid`
+/// then checks the rows against the grid as for any partial file. Does nothing without a
+/// finished file.
+pub fn adopt_finished(path: &Path, fingerprint: &str) -> Result<(), SweepError> {
+    let pp = partial_path(path);
+    if pp.exists() {
+        return Ok(());
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) => write_atomic(&pp, format!("{MAGIC}{fingerprint}\n{text}").as_bytes()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(SweepError::Input(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
 fn partial_text(grid: &Grid, fingerprint: &str, rows: &[Row]) -> String {
     format!("{MAGIC}{fingerprint}\n{}", to_csv(grid, rows))
 }
