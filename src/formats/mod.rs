@@ -166,7 +166,7 @@ impl fmt::Display for Format {
             Format::Block(b) => {
                 write!(f, "{}:{}:{}", b.element(), b.block(), b.scale())?;
                 if b.amax_floor() > 0.0 {
-                    write!(f, ":floor={}", b.amax_floor())?;
+                    write!(f, ":floor={}", Shortest(b.amax_floor()))?;
                 }
                 Ok(())
             }
@@ -208,6 +208,24 @@ impl FromStr for Format {
             return Err(FormatError::ZeroBlock);
         }
         Format::from_parts(name, block, scale, floor)
+    }
+}
+
+/// Displays an `f32` in its shortest round-trip form: plain digits for `1e-4 ≤ |x| < 1e16`
+/// (`0.5`, `448`, `-0`), scientific notation outside (`7.052966e-38`, `3.4028235e38`), and
+/// `NaN`, `inf`, `-inf`. Parsing the text as f32 gives back the same value.
+#[derive(Clone, Copy, Debug)]
+pub struct Shortest(pub f32);
+
+impl fmt::Display for Shortest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        let a = x.abs();
+        if x.is_finite() && a != 0.0 && !(1e-4..1e16).contains(&a) {
+            write!(f, "{x:e}")
+        } else {
+            write!(f, "{x}")
+        }
     }
 }
 
@@ -272,6 +290,27 @@ mod tests {
         assert!("int8:x".parse::<Format>().is_err());
         assert!("".parse::<Format>().is_err());
         assert!("int8:8:fp32:floor=-1".parse::<Format>().is_err());
+    }
+
+    #[test]
+    fn shortest_round_trips() {
+        for (x, text) in [
+            (0.5f32, "0.5"),
+            (448.0, "448"),
+            (-0.0, "-0"),
+            (1e-4, "0.0001"),
+            (1e-5, "1e-5"),
+            (f32::MAX, "3.4028235e38"),
+            (f32::from_bits(1), "1e-45"),
+            (0.1, "0.1"),
+            (f32::NAN, "NaN"),
+            (f32::NEG_INFINITY, "-inf"),
+        ] {
+            assert_eq!(Shortest(x).to_string(), text);
+            if !x.is_nan() {
+                assert_eq!(text.parse::<f32>().unwrap().to_bits(), x.to_bits());
+            }
+        }
     }
 
     #[test]
