@@ -183,7 +183,7 @@ impl ElementFormat {
     /// left unchanged and the error names the first NaN's index.
     pub fn quantize_dequantize_in_place(self, xs: &mut [f32]) -> Result<(), FormatError> {
         match self {
-            ElementFormat::Bf16 => xs.iter_mut().for_each(|x| *x = bf16_scalar(*x)),
+            ElementFormat::Bf16 => bf16_slice(xs),
             _ => {
                 if !self.has_nan() {
                     if let Some(index) = xs.iter().position(|x| x.is_nan()) {
@@ -204,7 +204,7 @@ impl ElementFormat {
                 } else {
                     g.max.to_bits()
                 };
-                xs.iter_mut().for_each(|x| *x = grid_scalar(*x, g, inf_out));
+                grid_slice(xs, g, inf_out);
             }
         }
         Ok(())
@@ -235,7 +235,8 @@ impl std::fmt::Display for ElementFormat {
 /// Rounds `a` (finite, `0 ≤ a ≤ g.max`, possibly −0) to the grid, ties to even.
 #[inline(always)]
 pub(crate) fn round_grid(a: f32, g: Grid) -> f32 {
-    let e = (a.to_bits() >> 23).clamp(g.lo, g.hi);
+    // max/min rather than clamp: clamp asserts lo <= hi, a branch in the hot loop.
+    let e = (a.to_bits() >> 23).max(g.lo).min(g.hi);
     let c = f32::from_bits((e + 23 - g.m) << 23);
     (a + c) - c
 }
@@ -247,6 +248,26 @@ pub(crate) fn saturate_round(y: f32, g: Grid) -> f32 {
     let a = f32::from_bits(y.to_bits() & 0x7FFF_FFFF);
     let a = if a < g.max { a } else { g.max };
     f32::from_bits(round_grid(a, g).to_bits() | (y.to_bits() & 0x8000_0000))
+}
+
+simd_versions! {
+    /// Every value through a grid format ([`grid_scalar`]).
+    fn grid_slice(xs: &mut [f32], g: Grid, inf_out: u32) -> () = grid_slice_kernel;
+}
+
+simd_versions! {
+    /// Every value through bf16 ([`bf16_scalar`]).
+    fn bf16_slice(xs: &mut [f32]) -> () = bf16_slice_kernel;
+}
+
+#[inline(always)]
+fn grid_slice_kernel(xs: &mut [f32], g: Grid, inf_out: u32) {
+    xs.iter_mut().for_each(|x| *x = grid_scalar(*x, g, inf_out));
+}
+
+#[inline(always)]
+fn bf16_slice_kernel(xs: &mut [f32]) {
+    xs.iter_mut().for_each(|x| *x = bf16_scalar(*x));
 }
 
 /// One value through a grid format, with the non-finite rules of [`ElementFormat`]:

@@ -26,6 +26,8 @@
 //! `mxfp4`, `nvfp4`. The scale defaults to fp32 when a block is given. Test vectors generated
 //! with `ml_dtypes` and NumPy (tests/data/formats/) pin every format bit for bit.
 
+#[macro_use]
+mod simd;
 mod block;
 mod element;
 mod error;
