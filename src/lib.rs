@@ -1,8 +1,13 @@
 //! dsa-sim: simulates sparse-attention needle retrieval.
 #![deny(missing_docs)]
 
+pub mod cli;
+pub mod engine;
 pub mod formats;
 pub mod geometry;
+pub mod quadrature;
 pub mod scenario;
+pub mod scores;
+pub mod stats;
 
 pub use scenario::{Scenario, ScenarioError};
