@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
+pub mod quantize;
 pub mod rank;
 pub mod recall;
 
@@ -60,6 +61,8 @@ pub enum Command {
     Recall(recall::RecallArgs),
     /// The needle's rank distribution: quantiles and P(rank ≤ j).
     Rank(rank::RankArgs),
+    /// Quantize-dequantize numbers read on stdin with a number format (bf16 … fp4, block-scaled).
+    Quantize(quantize::QuantizeArgs),
 }
 
 impl Command {
@@ -68,6 +71,7 @@ impl Command {
         match self {
             Command::Recall(a) => recall::run(a),
             Command::Rank(a) => rank::run(a),
+            Command::Quantize(a) => quantize::run(a),
         }
     }
 }

@@ -45,7 +45,7 @@ pub enum FormatError {
         format: String,
     },
     /// A scale kind given without a block size.
-    #[error("scale `{scale}` needs a block size: give the block as well (e.g. block 32)")]
+    #[error("scale `{scale}` needs a block size: give one as well (e.g. --block 32, or fp8-e4m3:32:{scale})")]
     ScaleWithoutBlock {
         /// The scale kind's name.
         scale: String,

@@ -7,9 +7,9 @@
 //! use dsa_sim::formats::Format;
 //! let fmt: Format = "fp4-e2m1:32:ue8m0".parse().unwrap();
 //! let mut xs = vec![0.3f32; 32];
-//! xs[0] = 5.0;
+//! xs[0] = 5.5;
 //! fmt.quantize_dequantize_in_place(&mut xs).unwrap();
-//! assert_eq!(xs[0], 6.0); // scale 2^ceil(log2(5/6)) = 1
+//! assert_eq!(xs[0], 6.0); // scale 2^ceil(log2(5.5/6)) = 1; 5 would tie to 4
 //! assert_eq!(xs[1], 0.5);
 //! ```
 //!
