@@ -2,10 +2,11 @@
 //!
 //! Run: `cargo bench --bench formats`. The slice is 64 heads × 128 dims (one indexer query), the
 //! size the vector indexer quantizes at a time, refilled from a pristine copy every iteration
-//! (the copy is part of the measured time, as it is in the indexer).
+//! (the copy is part of the measured time, as it is in the indexer). `DSA_SIM_SIMD=baseline` or
+//! `avx2` caps the instruction set (the default is the best the CPU has).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use dsa_sim::formats::Format;
+use dsa_sim::formats::{cap_simd_level, simd_level, Format, SimdLevel};
 
 fn inputs(n: usize) -> Vec<f32> {
     // Deterministic, spread values with a few outliers.
@@ -26,6 +27,12 @@ fn inputs(n: usize) -> Vec<f32> {
 }
 
 fn bench(c: &mut Criterion) {
+    match std::env::var("DSA_SIM_SIMD").as_deref() {
+        Ok("baseline") => cap_simd_level(Some(SimdLevel::Baseline)),
+        Ok("avx2") => cap_simd_level(Some(SimdLevel::Avx2)),
+        _ => cap_simd_level(None),
+    }
+    eprintln!("instruction set: {:?}", simd_level());
     let n = 64 * 128;
     let src = inputs(n);
     let mut buf = src.clone();

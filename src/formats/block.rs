@@ -13,7 +13,10 @@
 //! - a block whose scale underflows to 0 in f32 (possible only without a floor, for amax
 //!   near the bottom of the f32 range) dequantizes to zeros with the signs of its inputs;
 //! - any NaN or infinity in the slice is an error and the slice is left unchanged;
-//! - the slice length must be a multiple of the block size.
+//! - the slice length must be a multiple of the block size;
+//! - the dequantized product `element · s` is an f32 multiplication: for magnitudes within a
+//!   rounding step of `f32::MAX` it can overflow to ±inf (3.4e38 in `fp4-e2m1:32:ue8m0` has scale
+//!   2^126 and rounds to 4, and 4·2^126 is not an f32), as the same arithmetic would on a GPU.
 //!
 //! For power-of-two scales `x / s` is computed as `x · (1/s)`, which is the same f32 value
 //! (`1/s` is exact); the fp32 and e4m3 kinds divide, as the references do.

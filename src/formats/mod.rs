@@ -37,6 +37,7 @@ pub use block::BlockScaled;
 pub use element::ElementFormat;
 pub use error::{FormatError, BLOCK_ELEMENT_NAMES, FORMAT_NAMES, SCALE_NAMES};
 pub use scale::ScaleKind;
+pub use simd::{cap_simd_level, simd_level, SimdLevel};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
