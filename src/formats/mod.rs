@@ -275,6 +275,9 @@ mod tests {
         assert_eq!("mxfp4:32".parse::<Format>().unwrap(), Format::Block(BlockScaled::mxfp4()));
         let f = "fp8-e4m3:128:ue8m0:floor=0.0001".parse::<Format>().unwrap();
         assert_eq!(f, Format::Block(BlockScaled::deepseek_fp8(ScaleKind::Ue8m0)));
+        let f = "fp4-e2m1:32:ue8m0:floor=7.052966e-38".parse::<Format>().unwrap();
+        assert_eq!(f, Format::Block(BlockScaled::deepseek_fp4()));
+        assert_eq!(Format::Block(BlockScaled::deepseek_fp4()).to_string(), "fp4-e2m1:32:ue8m0:floor=7.052966e-38");
     }
 
     #[test]
