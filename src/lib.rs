@@ -36,6 +36,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod formats;
 pub mod geometry;
 pub mod quadrature;
 pub mod scenario;

@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
 pub mod presets;
+pub mod quantize;
 pub mod rank;
 pub mod recall;
 pub mod run;
@@ -69,6 +70,8 @@ pub enum Command {
     Run(run::RunExperimentArgs),
     /// List every preset with every field's value.
     Presets(presets::PresetsArgs),
+    /// Quantize-dequantize numbers read on stdin with a number format (bf16 … fp4, block-scaled).
+    Quantize(quantize::QuantizeArgs),
 }
 
 impl Command {
@@ -80,6 +83,7 @@ impl Command {
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
             Command::Presets(a) => presets::run(a),
+            Command::Quantize(a) => quantize::run(a),
         }
     }
 }
