@@ -19,10 +19,18 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 _ => {
+                    // clap's message can span lines (e.g. the names of missing arguments): keep
+                    // everything before the usage block, on one line.
                     let text = e.render().to_string();
-                    let first = text.lines().next().unwrap_or("invalid arguments");
-                    let first = first.strip_prefix("error: ").unwrap_or(first);
-                    eprintln!("error: {first} (see dsa-sim --help)");
+                    let parts: Vec<&str> = text
+                        .lines()
+                        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .collect();
+                    let message = parts.join(" ");
+                    let message = message.strip_prefix("error: ").unwrap_or(&message);
+                    eprintln!("error: {message} (see dsa-sim --help)");
                     ExitCode::from(2)
                 }
             };
