@@ -38,6 +38,7 @@ pub mod cli;
 pub mod engine;
 pub mod formats;
 pub mod geometry;
+pub mod indexer;
 pub mod quadrature;
 pub mod scenario;
 pub mod scores;

@@ -94,7 +94,8 @@ macro_rules! scenario_args {
         /// field (applied in that order, later wins).
         #[derive(clap::Args, Debug, Clone, Default)]
         pub struct ScenarioArgs {
-            /// Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro, quest-16, nsa.
+            /// Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro,
+            /// deepseek-v4-flash-fp8cache, deepseek-v4-pro-fp8cache, quest-16, nsa.
             #[arg(long, value_name = "NAME", help_heading = "Scenario")]
             pub preset: Option<String>,
             /// Read scenario fields from a TOML file (a `preset = "..."` key in it is honoured).
@@ -142,6 +143,18 @@ scenario_args! {
     readout: "Layers that must attend the needle: any, all or at_least:M (default any).",
     p_read: "P(correct answer | needle attended) (default 1).",
     p_guess: "P(correct answer | needle not attended) (default 0).",
+    model: "scalar (score model of DESIGN §2.2, analytic or Monte Carlo) or vector (the lightning indexer, Monte Carlo only; ignores distractor, hard_mean, dprime, needle_sd, pooling, score_noise, layer_corr). Default scalar.",
+    heads: "Vector model: indexer heads H (default 64).",
+    head_dim: "Vector model: head dimension d (default 128; a power of two with --hadamard true).",
+    alignment: "Vector model: cosine of the needle key with the query direction, -1..1 (default 0.35).",
+    hard_alignment: "Vector model: cosine of a hard-negative key with the query direction (default 0.25).",
+    outlier_channels: "Vector model: channels of q and keys scaled by --outlier-scale (default 0).",
+    outlier_scale: "Vector model: scale of the outlier channels (default 8).",
+    hadamard: "Vector model: orthonormal Hadamard rotation of q and keys before quantization (default true).",
+    key_norm: "Vector model: RMS-normalise entry keys after pooling (default true).",
+    q_format: "Vector model: query format, NAME[:BLOCK[:SCALE]], e.g. fp32, bf16, fp8-e4m3:128:fp32, fp4-e2m1:32:ue8m0, mxfp4, nvfp4 (default fp32).",
+    k_format: "Vector model: indexer key-cache format, as --q-format (default fp32).",
+    compressor: "Vector model: token keys to entry keys, mean or gated (per-channel softmax, V4). Default gated.",
 }
 
 impl ScenarioArgs {

@@ -6,7 +6,7 @@ pub mod binomial;
 pub mod histogram;
 pub mod montecarlo;
 
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{Model, Scenario, ScenarioError};
 use crate::scores::NotExact;
 use crate::stats::{wilson, Z95};
 use analytic::Analytic;
@@ -147,8 +147,10 @@ fn cdf_grid(s: &Scenario, n_candidates: u64) -> Vec<u64> {
 fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate, EngineError> {
     s.validate()?;
     let n = s.n_candidates();
+    let vector = s.model == Model::Vector;
     let analytic = match opts.engine {
         EngineChoice::MonteCarlo => Err(NotExact("Monte Carlo requested".into())),
+        _ if vector => Err(NotExact("model = vector: the lightning-indexer model is simulated, it has no closed form".into())),
         _ => Analytic::new(s),
     };
     match (analytic, opts.engine) {
@@ -188,8 +190,12 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
             } else {
                 indicatif::ProgressBar::hidden()
             };
-            let run = simulate_observed(s, opts.trials, opts.seed, opts.mc_path, &|n| bar.inc(n))
-                .map_err(|e| EngineError::NotExact(e.0))?;
+            let run = if vector {
+                crate::indexer::simulate_observed(s, opts.trials, opts.seed, &|n| bar.inc(n))
+            } else {
+                simulate_observed(s, opts.trials, opts.seed, opts.mc_path, &|n| bar.inc(n))
+                    .map_err(|e| EngineError::NotExact(e.0))?
+            };
             bar.finish_and_clear();
             let (lo, hi) = wilson(run.successes, run.trials, Z95);
             let rank = if with_rank {
@@ -229,5 +235,8 @@ pub fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, Engi
 /// parameter values share their random numbers trial by trial (common random numbers).
 pub fn simulate_successes(s: &Scenario, trials: u64, seed: u64) -> Result<u64, EngineError> {
     s.validate()?;
+    if s.model == Model::Vector {
+        return Ok(crate::indexer::simulate(s, trials, seed).successes);
+    }
     Ok(simulate(s, trials, seed, McPath::Auto).map_err(|e| EngineError::NotExact(e.0))?.successes)
 }

@@ -1,0 +1,1 @@
+//! Effective scalar parameters of the vector model and format comparisons.
