@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
+pub mod formats;
 pub mod presets;
 pub mod quantize;
 pub mod rank;
@@ -70,6 +71,8 @@ pub enum Command {
     Run(run::RunExperimentArgs),
     /// List every preset with every field's value.
     Presets(presets::PresetsArgs),
+    /// Per-format error of the vector indexer: q/k error, score correlation, top-k overlap with fp32, induced score_noise, dprime loss.
+    Formats(formats::FormatsArgs),
     /// Quantize-dequantize numbers read on stdin with a number format (bf16 … fp4, block-scaled).
     Quantize(quantize::QuantizeArgs),
 }
@@ -84,6 +87,7 @@ impl Command {
             Command::Run(a) => run::run(a),
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
+            Command::Formats(a) => formats::run(a),
         }
     }
 }
