@@ -48,14 +48,19 @@ const ABOUT: &str = "Simulates sparse-attention needle retrieval (DeepSeek DSA /
 to tell a coverage failure (raise index_topk) from a discrimination failure (the indexer's precision \
 must improve).";
 
-const WORKFLOW: &str = "Typical questions:\n  \
-How likely is the needle found?      dsa-sim recall --preset deepseek-v4-flash --context-len 131072 --dprime 2\n  \
-Where does it rank, vs k?            dsa-sim rank --preset deepseek-v4-flash --context-len 131072 --dprime 2\n  \
-How does it scale? (CSV for a notebook)\n                                       \
-dsa-sim sweep --preset deepseek-v4-flash --vary context_len=1024..1048576:x2 --vary index_topk=512,1024 --out s.csv\n  \
-Curves and a report:                 dsa-sim run experiments/dsv4-needle-diagnosis.toml\n\n\
-Every command takes --preset, --scenario FILE.toml and one flag per scenario field (see `dsa-sim recall --help`), \
---json for one JSON object on stdout, and --seed for reproducible Monte Carlo (results do not depend on --threads).";
+const WORKFLOW: &str = "Typical questions:
+  How likely is the needle found?
+    dsa-sim recall --preset deepseek-v4-flash --context-len 131072 --dprime 2
+  Where does it rank, against k?
+    dsa-sim rank --preset deepseek-v4-flash --context-len 131072 --dprime 2
+  How does it scale? (CSV for a notebook)
+    dsa-sim sweep --preset deepseek-v4-flash --vary context_len=1024..1048576:x2 --out s.csv
+  Curves and a report:
+    dsa-sim run experiments/dsv4-needle-diagnosis.toml
+
+Every command takes --preset, --scenario FILE.toml and one flag per scenario field (see `dsa-sim \
+recall --help`), --json for one JSON object on stdout, and --seed for reproducible Monte Carlo \
+(results do not depend on --threads).";
 
 /// dsa-sim command line.
 #[derive(Parser, Debug)]
