@@ -5,3 +5,5 @@ pub mod geometry;
 pub mod scenario;
 
 pub use scenario::{Scenario, ScenarioError};
+pub mod calibrate;
+pub mod verdict;
