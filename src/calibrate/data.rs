@@ -280,10 +280,10 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, DataError> {
     for (n, rec) in rdr.records().enumerate() {
         let row = n + 1;
         let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| p.line()).unwrap_or(0);
+            let line = e.position().map(|p| line_of(text, p.byte() as usize)).unwrap_or(0);
             DataError::Malformed { source_name: src.clone(), line, message: one_line_csv_error(&e) }
         })?;
-        let line = rec.position().map(|p| p.line()).unwrap_or(row as u64 + 1);
+        let line = rec.position().map(|p| line_of(text, p.byte() as usize)).unwrap_or(row as u64 + 1);
         if rec.iter().all(|f| f.is_empty()) {
             continue;
         }
@@ -350,6 +350,21 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, DataError> {
         return Err(DataError::Empty(format!("{src}: no data rows after the header")));
     }
     Ok(Dataset { source: src, rows, notes, provenance: None, transcribed: false })
+}
+
+/// 1-based line of the record starting at byte `b` (the reader's own line counts miss CRLF and
+/// blank lines): skips line ends and blanks before the record's first character.
+fn line_of(text: &str, b: usize) -> u64 {
+    let bytes = text.as_bytes();
+    let mut b = b.min(bytes.len());
+    let mut line = 1 + bytes[..b].iter().filter(|&&c| c == b'\n').count() as u64;
+    while b < bytes.len() && matches!(bytes[b], b'\r' | b'\n' | b' ' | b'\t') {
+        if bytes[b] == b'\n' {
+            line += 1;
+        }
+        b += 1;
+    }
+    line
 }
 
 fn one_line_csv_error(e: &csv::Error) -> String {
