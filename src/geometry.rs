@@ -131,6 +131,11 @@ impl Geometry {
         }
     }
 
+    /// The needle's tokens as sorted, disjoint [start, end) spans (copies merged).
+    pub fn needle_spans(&self, needle_tokens: u64) -> Vec<(u64, u64)> {
+        merge_spans(&self.copy_starts, needle_tokens)
+    }
+
     /// Tokens pooled by every distractor entry when all entries pool alike, else `None`
     /// (overlap with mean / max pooling: entry 0 pools c tokens, the others 2c).
     pub fn uniform_pool_size(&self, s: &Scenario) -> Option<u64> {

@@ -1,0 +1,318 @@
+//! The analytic engine: exact recall and needle-rank distribution by numerical quadrature.
+//!
+//! With the needle's best covering entry Y and T_j the j-th largest distractor score,
+//! rank ≤ j ⟺ Y > T_j, so P(rank ≤ j) = ∫ f_{T_j}(t) · P(Y > t) dt. Integrating over the order
+//! statistic rather than over the needle keeps every integrand evaluation O(1): the density of
+//! T_j needs one binomial pmf (Loader's formula), where the needle-side form
+//! ∫ f_Y(y) P[Bin(N−r, Q(y)) ≤ j − 1] dy would need a binomial CDF (an incomplete beta) per node.
+//! With hard negatives the distractors form two groups and the pmf is a short convolution.
+//! The needle's shared component z (layers, or several correlated needle entries) is a further
+//! outer integral against the standard normal density.
+
+use crate::geometry::Geometry;
+use crate::quadrature::integrate;
+use crate::scenario::{Readout, Scenario};
+use crate::scores::{EntryLaw, NotExact, ScoreModel};
+use crate::stats::{ln_binom_pmf, ln_norm_pdf};
+
+/// Absolute tolerance of each inner integral (the engine promises 1e-6 on recall).
+const TOL_INNER: f64 = 1e-10;
+/// Absolute tolerance of the outer integral over the needle's shared component.
+const TOL_OUTER: f64 = 1e-9;
+/// The outer integral runs over z in [−Z_MAX, Z_MAX]; the normal mass outside is 1.5e-23.
+const Z_MAX: f64 = 10.0;
+/// Density ratio (in nats) below which the order statistic's tails are cut off.
+const TAIL_NATS: f64 = 46.0;
+
+/// A scenario prepared for exact evaluation.
+#[derive(Debug, Clone)]
+pub struct Analytic {
+    model: ScoreModel,
+    geometry: Geometry,
+    layers: u32,
+    readout: Readout,
+    p_read: f64,
+    p_guess: f64,
+}
+
+/// The support and location of T_j, the j-th largest distractor score.
+#[derive(Debug, Clone, Copy)]
+struct OrderStat {
+    j: u64,
+    lo: f64,
+    hi: f64,
+    centre: f64,
+}
+
+impl Analytic {
+    /// Prepares a validated scenario, or says why it has no exact evaluation.
+    pub fn new(s: &Scenario) -> Result<Analytic, NotExact> {
+        let geometry = Geometry::new(s);
+        let model = ScoreModel::new(s, &geometry)?;
+        Ok(Analytic { model, geometry, layers: s.layers, readout: s.readout, p_read: s.p_read, p_guess: s.p_guess })
+    }
+
+    /// The resolved geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// Number of distractor entries (N minus the needle's entries).
+    fn n_distractors(&self) -> u64 {
+        self.model.n_regular + self.model.n_hard
+    }
+
+    /// ln f_{T_j}(t).
+    fn ln_order_density(&self, j: u64, t: f64) -> f64 {
+        let m = &self.model;
+        let group = |law: &EntryLaw| {
+            let ln_q = law.ln_sf(t);
+            let ln_f = law.ln_cdf(t);
+            (ln_q.exp(), ln_f.exp(), law.ln_pdf(t))
+        };
+        let (qr, fr, gr) = group(&m.distractor);
+        let v = if m.n_hard == 0 {
+            let n = m.n_regular;
+            (n as f64).ln() + ln_binom_pmf(n - 1, j - 1, qr, fr) + gr
+        } else {
+            let (qh, fh, gh) = group(&m.hard);
+            let mut total = 0.0;
+            if m.n_regular > 0 {
+                total += (m.n_regular as f64).ln().exp()
+                    * gr.exp()
+                    * sum_pmf(m.n_regular - 1, qr, fr, m.n_hard, qh, fh, j - 1);
+            }
+            total += m.n_hard as f64 * gh.exp() * sum_pmf(m.n_regular, qr, fr, m.n_hard - 1, qh, fh, j - 1);
+            total.ln()
+        };
+        if v.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            v
+        }
+    }
+
+    /// Expected number of distractors scoring above t.
+    fn expected_above(&self, t: f64) -> f64 {
+        let m = &self.model;
+        m.n_regular as f64 * m.distractor.sf(t) + m.n_hard as f64 * m.hard.sf(t)
+    }
+
+    /// Locates T_j: its centre (expected count above = j − ½) and a range holding all its mass.
+    fn order_stat(&self, j: u64) -> OrderStat {
+        let target = j as f64 - 0.5;
+        let (mut lo, mut hi) = (-1.0f64, 1.0f64);
+        for _ in 0..1100 {
+            if self.expected_above(lo) >= target {
+                break;
+            }
+            lo *= 2.0;
+        }
+        for _ in 0..1100 {
+            if self.expected_above(hi) <= target {
+                break;
+            }
+            hi *= 2.0;
+        }
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if !(mid > lo && mid < hi) {
+                break;
+            }
+            if self.expected_above(mid) > target {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let centre = 0.5 * (lo + hi);
+        let m = &self.model;
+        let rate = m.n_regular as f64 * m.distractor.ln_pdf(centre).exp()
+            + m.n_hard as f64 * m.hard.ln_pdf(centre).exp();
+        let n_d = self.n_distractors() as f64;
+        let sd_count = (j as f64 * (1.0 - j as f64 / n_d).max(0.0)).sqrt() + 0.5;
+        let mut h = sd_count / rate;
+        if !(h.is_finite() && h > 0.0) {
+            h = 1.0;
+        }
+        h = h.max(1e-9 * (1.0 + centre.abs()));
+        let mut peak = self.ln_order_density(j, centre);
+        let mut edge = |dir: f64| {
+            let mut step = h;
+            let mut t = centre + dir * step;
+            for _ in 0..400 {
+                let v = self.ln_order_density(j, t);
+                if v > peak {
+                    peak = v;
+                }
+                if v < peak - TAIL_NATS {
+                    break;
+                }
+                step *= 1.5;
+                t = centre + dir * step;
+            }
+            t
+        };
+        let hi = edge(1.0);
+        let lo = edge(-1.0);
+        OrderStat { j, lo, hi, centre }
+    }
+
+    /// P(rank ≤ j) in one layer given the needle's shared component z.
+    fn rank_le_given(&self, os: &OrderStat, z: Option<f64>, laws: &mut Vec<EntryLaw>) -> f64 {
+        let m = &self.model;
+        if m.needle_entries.is_empty() {
+            return 0.0;
+        }
+        if os.j > self.n_distractors() {
+            return 1.0;
+        }
+        laws.clear();
+        laws.extend(m.needle_entries.iter().map(|e| m.needle_law(e, z)));
+        let mut breaks: Vec<f64> = laws.iter().filter_map(|l| l.breakpoint()).collect();
+        breaks.push(os.centre);
+        let laws = &*laws;
+        let needle_sf = |t: f64| {
+            let ln_f: f64 = laws.iter().map(|l| l.ln_cdf(t)).sum();
+            -ln_f.exp_m1()
+        };
+        integrate(
+            |t| {
+                let d = self.ln_order_density(os.j, t);
+                if d == f64::NEG_INFINITY {
+                    0.0
+                } else {
+                    d.exp() * needle_sf(t)
+                }
+            },
+            os.lo,
+            os.hi,
+            &breaks,
+            TOL_INNER,
+        )
+    }
+
+    /// E_z[g(P(rank ≤ j | z))] when the shared component matters, else g(P(rank ≤ j)).
+    fn over_shared(&self, j: u64, g: impl Fn(f64) -> f64) -> f64 {
+        let os = self.order_stat(j.max(1));
+        let mut laws = Vec::with_capacity(self.model.needle_entries.len());
+        if self.model.shared {
+            integrate(
+                |z| ln_norm_pdf(z).exp() * g(self.rank_le_given(&os, Some(z), &mut laws)),
+                -Z_MAX,
+                Z_MAX,
+                &[0.0],
+                TOL_OUTER,
+            )
+        } else {
+            g(self.rank_le_given(&os, None, &mut laws))
+        }
+    }
+
+    /// P(needle attended by enough layers for the readout).
+    pub fn p_attended(&self) -> f64 {
+        if self.geometry.always_attended {
+            return 1.0;
+        }
+        if self.geometry.k_eff == 0 || self.model.needle_entries.is_empty() {
+            return 0.0;
+        }
+        let (n, readout) = (self.layers, self.readout);
+        self.over_shared(self.geometry.k_eff, |a| readout_probability(a, n, readout))
+    }
+
+    /// P(correct answer) = p_guess + (p_read − p_guess)·P(attended).
+    pub fn recall(&self) -> f64 {
+        let p = self.p_guess + (self.p_read - self.p_guess) * self.p_attended();
+        p.clamp(0.0, 1.0)
+    }
+
+    /// P(rank ≤ j) in one layer: the rank is 1 + the number of candidates scoring above the
+    /// needle's best covering entry (the window and sink do not enter it).
+    pub fn rank_cdf(&self, j: u64) -> f64 {
+        if j == 0 || self.model.needle_entries.is_empty() {
+            return 0.0;
+        }
+        self.over_shared(j, |a| a).clamp(0.0, 1.0)
+    }
+
+    /// The smallest j with P(rank ≤ j) ≥ p, or `None` when the needle is in no entry.
+    pub fn rank_quantile(&self, p: f64) -> Option<u64> {
+        if self.model.needle_entries.is_empty() {
+            return None;
+        }
+        let (mut lo, mut hi) = (1u64, self.n_distractors() + 1);
+        if self.rank_cdf(lo) >= p {
+            return Some(1);
+        }
+        // Invariant: cdf(lo) < p ≤ cdf(hi).
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if self.rank_cdf(mid) >= p {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(hi)
+    }
+}
+
+/// Σ_i P[Bin(n_b, p_b) = i] · P[Bin(n_a, p_a) = m − i]: the pmf of a sum of two binomials at m.
+fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -> f64 {
+    let lo = m.saturating_sub(n_a);
+    let hi = n_b.min(m);
+    if lo > hi {
+        return 0.0;
+    }
+    let centre = ((n_b as f64 * p_b).round() as u64).clamp(lo, hi);
+    let term = |i: u64| (ln_binom_pmf(n_b, i, p_b, q_b) + ln_binom_pmf(n_a, m - i, p_a, q_a)).exp();
+    let ln_b_peak = ln_binom_pmf(n_b, centre, p_b, q_b);
+    let mut total = term(centre);
+    // Walk outwards until the second binomial's pmf is negligible (it bounds every term).
+    let mut i = centre;
+    while i > lo {
+        i -= 1;
+        if ln_binom_pmf(n_b, i, p_b, q_b) < ln_b_peak - 40.0 {
+            break;
+        }
+        total += term(i);
+    }
+    let mut i = centre;
+    while i < hi {
+        i += 1;
+        if ln_binom_pmf(n_b, i, p_b, q_b) < ln_b_peak - 40.0 {
+            break;
+        }
+        total += term(i);
+    }
+    total
+}
+
+/// P(readout satisfied) when each of `n` layers attends independently with probability `a`.
+pub fn readout_probability(a: f64, n: u32, readout: Readout) -> f64 {
+    let a = a.clamp(0.0, 1.0);
+    match readout {
+        Readout::Any => -((n as f64) * (-a).ln_1p()).exp_m1(),
+        Readout::All => a.powi(n as i32),
+        Readout::AtLeast(m) => {
+            if m == 0 {
+                return 1.0;
+            }
+            if m > n {
+                return 0.0;
+            }
+            (m..=n).map(|i| ln_binom_pmf(n as u64, i as u64, a, 1.0 - a).exp()).sum::<f64>().min(1.0)
+        }
+    }
+}
+
+/// Exact recall of a validated scenario, or why it has none.
+pub fn recall(s: &Scenario) -> Result<f64, NotExact> {
+    Ok(Analytic::new(s)?.recall())
+}
+
+/// Exact P(needle rank ≤ j) in one layer, or why it has none.
+pub fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
+    Ok(Analytic::new(s)?.rank_cdf(j))
+}

@@ -1,0 +1,319 @@
+//! The Monte Carlo engine: any scenario, rayon-parallel, reproducible.
+//!
+//! Trial i draws only from its own generator, seeded from (seed, i) with the portable
+//! Xoshiro256++ (rand_xoshiro), and per-chunk results are integer counts merged by addition, so
+//! the output is identical for any thread count and any rerun.
+//!
+//! Two paths:
+//! - **exact sampling** (closed-form laws): draw the needle's best entry score Y, then the number
+//!   of distractors above it, Binomial(n_regular, Q(Y)) + Binomial(n_hard, Q_hard(Y)). No
+//!   candidate is materialised; a trial costs the same at N = 10^3 and N = 10^9.
+//! - **materialising**: every candidate's score is drawn (from its tokens when pooling), for the
+//!   cases without closed-form laws (overlapping mean/max pooling, noise on non-normal laws, …).
+//!   Memory is one f64 per block per thread, reused across trials.
+
+use super::histogram::RankHistogram;
+use crate::geometry::Geometry;
+use crate::scenario::{Pooling, Readout, Scenario};
+use crate::scores::{needle_token, NotExact, ScoreModel, TokenLaw};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Binomial, Distribution, StandardNormal};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+
+/// Trials per parallel work item.
+const CHUNK: u64 = 2048;
+
+/// Which Monte Carlo path to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McPath {
+    /// Exact sampling where the laws are in closed form, else materialising.
+    Auto,
+    /// Exact sampling (an error where the laws have no closed form).
+    Exact,
+    /// Materialise every candidate's score.
+    Materialise,
+}
+
+/// The outcome of a Monte Carlo run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McRun {
+    /// Trials that succeeded (answered correctly).
+    pub successes: u64,
+    /// Trials run.
+    pub trials: u64,
+    /// Trials in which the needle was attended by enough layers.
+    pub attended: u64,
+    /// The needle's rank in the first layer, over trials.
+    pub ranks: RankHistogram,
+    /// The path used.
+    pub path: McPath,
+}
+
+/// The generator of trial `i` under `seed`: portable, independent of threads and of other trials.
+#[inline]
+pub fn trial_rng(seed: u64, i: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(splitmix64(seed ^ splitmix64(i.wrapping_add(0x9E37_79B9_7F4A_7C15))))
+}
+
+#[inline]
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+#[inline]
+fn binomial<R: Rng + ?Sized>(n: u64, p: f64, rng: &mut R) -> u64 {
+    if n == 0 || !(p > 0.0) {
+        0
+    } else if p >= 1.0 {
+        n
+    } else {
+        Binomial::new(n, p).map(|b| b.sample(rng)).unwrap_or(0)
+    }
+}
+
+/// Everything a trial needs, prepared once.
+struct Plan {
+    geometry: Geometry,
+    model: Option<ScoreModel>,
+    token: TokenLaw,
+    pooling: Pooling,
+    overlap: bool,
+    compress_ratio: u64,
+    needle_spans: Vec<(u64, u64)>,
+    dprime: f64,
+    needle_sd: f64,
+    rho: f64,
+    noise: f64,
+    hard_mean: f64,
+    layers: u32,
+    readout: Readout,
+    p_read: f64,
+    p_guess: f64,
+}
+
+/// Per-thread scratch, reused across trials.
+#[derive(Default)]
+struct Scratch {
+    blocks: Vec<f64>,
+}
+
+struct Acc {
+    successes: u64,
+    attended: u64,
+    ranks: RankHistogram,
+    scratch: Scratch,
+}
+
+impl Plan {
+    fn needs_shared(&self) -> bool {
+        match &self.model {
+            Some(m) => m.shared,
+            None => self.rho > 0.0,
+        }
+    }
+
+    fn trial(&self, rng: &mut Xoshiro256PlusPlus, path: McPath, acc: &mut Acc) {
+        let z = if self.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
+        let g = &self.geometry;
+        let mut layers_attending = 0u32;
+        for layer in 0..self.layers {
+            let rank = if g.needle_entries.is_empty() {
+                None
+            } else {
+                Some(match path {
+                    McPath::Materialise => self.rank_materialised(z, rng, &mut acc.scratch),
+                    _ => self.rank_exact(z, rng),
+                })
+            };
+            if layer == 0 {
+                acc.ranks.record(rank);
+            }
+            if g.always_attended || rank.is_some_and(|r| r <= g.k_eff) {
+                layers_attending += 1;
+            }
+        }
+        let attended = match self.readout {
+            Readout::Any => layers_attending >= 1,
+            Readout::All => layers_attending == self.layers,
+            Readout::AtLeast(m) => layers_attending >= m,
+        };
+        acc.attended += attended as u64;
+        let u: f64 = rng.random();
+        acc.successes += (u < if attended { self.p_read } else { self.p_guess }) as u64;
+    }
+
+    /// Exact sampling: the needle's best entry, then binomial counts above it.
+    fn rank_exact(&self, z: Option<f64>, rng: &mut Xoshiro256PlusPlus) -> u64 {
+        let m = self.model.as_ref().expect("exact path needs closed-form laws");
+        let mut y = f64::NEG_INFINITY;
+        for e in &m.needle_entries {
+            y = y.max(m.needle_law(e, z).sample(rng));
+        }
+        1 + binomial(m.n_regular, m.distractor.sf(y), rng) + binomial(m.n_hard, m.hard.sf(y), rng)
+    }
+
+    #[inline]
+    fn noise<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        if self.noise > 0.0 {
+            self.noise * rng.sample::<f64, _>(StandardNormal)
+        } else {
+            0.0
+        }
+    }
+
+    /// Draws the pooled statistic (sum or max) of block `b`'s tokens, needle tokens included.
+    fn block_stat<R: Rng + ?Sized>(&self, b: u64, needle: (f64, f64), rng: &mut R) -> f64 {
+        let c = self.compress_ratio;
+        let (start, end) = (b * c, b * c + c);
+        let mut acc = if self.pooling == Pooling::Max { f64::NEG_INFINITY } else { 0.0 };
+        for t in start..end {
+            let in_needle = self.needle_spans.iter().any(|&(a, e)| t >= a && t < e);
+            let x = if in_needle {
+                needle.0 + needle.1 * rng.sample::<f64, _>(StandardNormal)
+            } else {
+                self.token.sample(rng)
+            };
+            if self.pooling == Pooling::Max {
+                acc = acc.max(x);
+            } else {
+                acc += x;
+            }
+        }
+        acc
+    }
+
+    /// Materialising: draws every candidate's score and counts those above the needle's best.
+    fn rank_materialised(&self, z: Option<f64>, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch) -> u64 {
+        let g = &self.geometry;
+        let (mu, sd) = needle_token(self.dprime, self.needle_sd, self.rho, z);
+        let n = g.n_candidates;
+        let hard = g.hard_negatives;
+        let normal_fast = self.token.is_normal();
+        if self.pooling == Pooling::None {
+            // Entries draw their scores directly; the needle's entries first.
+            let needle_sd = (sd * sd + self.noise * self.noise).sqrt();
+            let mut y = f64::NEG_INFINITY;
+            for _ in &g.needle_entries {
+                y = y.max(mu + needle_sd * rng.sample::<f64, _>(StandardNormal));
+            }
+            let mut count = 0u64;
+            for _ in 0..hard {
+                let x = self.hard_mean + rng.sample::<f64, _>(StandardNormal) + self.noise(rng);
+                count += (x > y) as u64;
+            }
+            let rest = g.n_distractors - hard;
+            if normal_fast {
+                // Normal token plus normal noise is one normal draw.
+                let s = (1.0 + self.noise * self.noise).sqrt();
+                for _ in 0..rest {
+                    let x: f64 = rng.sample(StandardNormal);
+                    count += (s * x > y) as u64;
+                }
+            } else {
+                for _ in 0..rest {
+                    let x = self.token.sample(rng) + self.noise(rng);
+                    count += (x > y) as u64;
+                }
+            }
+            return 1 + count;
+        }
+        // Pooled entries: one statistic per block, then entries from one or two blocks.
+        scratch.blocks.resize(n as usize, 0.0);
+        for b in 0..n {
+            scratch.blocks[b as usize] = self.block_stat(b, (mu, sd), rng);
+        }
+        let entry = |i: u64, blocks: &[f64]| -> f64 {
+            let own = blocks[i as usize];
+            let (stat, size) = if self.overlap && i > 0 {
+                let prev = blocks[i as usize - 1];
+                (if self.pooling == Pooling::Max { own.max(prev) } else { own + prev }, 2 * self.compress_ratio)
+            } else {
+                (own, self.compress_ratio)
+            };
+            if self.pooling == Pooling::Mean {
+                stat / size as f64
+            } else {
+                stat
+            }
+        };
+        let mut y = f64::NEG_INFINITY;
+        for e in &g.needle_entries {
+            y = y.max(entry(e.index, &scratch.blocks) + self.noise(rng));
+        }
+        let mut count = 0u64;
+        let mut hard_left = hard;
+        let mut next_needle = g.needle_entries.iter().map(|e| e.index).peekable();
+        for i in 0..n {
+            if next_needle.peek() == Some(&i) {
+                next_needle.next();
+                continue;
+            }
+            // The first `hard` non-needle entries are the hard negatives.
+            let x = if hard_left > 0 {
+                hard_left -= 1;
+                self.hard_mean + rng.sample::<f64, _>(StandardNormal)
+            } else {
+                entry(i, &scratch.blocks)
+            } + self.noise(rng);
+            count += (x > y) as u64;
+        }
+        1 + count
+    }
+}
+
+/// Runs `trials` Monte Carlo trials of a validated scenario.
+pub fn simulate(s: &Scenario, trials: u64, seed: u64, path: McPath) -> Result<McRun, NotExact> {
+    let geometry = Geometry::new(s);
+    let model = ScoreModel::new(s, &geometry);
+    let path = match (path, &model) {
+        (McPath::Auto, Ok(_)) | (McPath::Exact, Ok(_)) => McPath::Exact,
+        (McPath::Exact, Err(e)) => return Err(e.clone()),
+        _ => McPath::Materialise,
+    };
+    let plan = Plan {
+        needle_spans: geometry.needle_spans(s.needle_tokens),
+        geometry,
+        model: model.ok(),
+        token: TokenLaw::new(s.distractor),
+        pooling: s.pooling,
+        overlap: s.overlap,
+        compress_ratio: s.compress_ratio,
+        dprime: s.dprime,
+        needle_sd: s.needle_sd,
+        rho: s.layer_corr,
+        noise: s.score_noise,
+        hard_mean: s.hard_mean,
+        layers: s.layers,
+        readout: s.readout,
+        p_read: s.p_read,
+        p_guess: s.p_guess,
+    };
+    let chunks = trials.div_ceil(CHUNK);
+    let acc = (0..chunks)
+        .into_par_iter()
+        .fold(
+            || Acc { successes: 0, attended: 0, ranks: RankHistogram::default(), scratch: Scratch::default() },
+            |mut acc, c| {
+                let end = ((c + 1) * CHUNK).min(trials);
+                for i in c * CHUNK..end {
+                    let mut rng = trial_rng(seed, i);
+                    plan.trial(&mut rng, path, &mut acc);
+                }
+                acc
+            },
+        )
+        .map(|a| (a.successes, a.attended, a.ranks))
+        .reduce(
+            || (0, 0, RankHistogram::default()),
+            |mut a, b| {
+                a.2.merge(&b.2);
+                (a.0 + b.0, a.1 + b.1, a.2)
+            },
+        );
+    Ok(McRun { successes: acc.0, attended: acc.1, trials, ranks: acc.2, path })
+}
+

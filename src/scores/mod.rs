@@ -1,0 +1,14 @@
+//! Score laws of the scalar model (DESIGN.md §2.2): distractor tokens, pooled entries, needle.
+//!
+//! [`distractor::TokenLaw`] is a standardised token law; [`entry::EntryLaw`] is an entry's score
+//! after pooling and score noise, in the closed forms the analytic engine integrates and the
+//! exact-sampling Monte Carlo path inverts. [`ScoreModel`] maps a scenario and its geometry to
+//! those laws, and says when no closed form exists.
+
+pub mod distractor;
+pub mod entry;
+mod model;
+
+pub use distractor::TokenLaw;
+pub use entry::EntryLaw;
+pub use model::{needle_token, NotExact, ScoreModel};

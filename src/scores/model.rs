@@ -1,0 +1,131 @@
+//! From a scenario and its geometry to the laws of every candidate's score.
+
+use super::distractor::TokenLaw;
+use super::entry::EntryLaw;
+use crate::geometry::{Geometry, NeedleEntry};
+use crate::scenario::{Distractor, Pooling, Scenario};
+
+/// Why a scenario has no closed-form score laws (the analytic engine and the exact-sampling
+/// Monte Carlo path need them; the materialising Monte Carlo path does not).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not exact: {0}")]
+pub struct NotExact(pub String);
+
+/// Mean and sd of one needle token score: Normal(dprime, needle_sd²) split into a shared part
+/// √ρ·needle_sd·z and an independent part of sd √(1−ρ)·needle_sd. `z = None` gives the marginal.
+pub fn needle_token(dprime: f64, needle_sd: f64, rho: f64, z: Option<f64>) -> (f64, f64) {
+    match z {
+        Some(z) => (dprime + needle_sd * rho.sqrt() * z, needle_sd * (1.0 - rho).max(0.0).sqrt()),
+        None => (dprime, needle_sd),
+    }
+}
+
+/// The score laws of one scenario: regular and hard-negative distractor entries, and the needle's
+/// entries, conditional on the needle's shared component z where one is needed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoreModel {
+    /// Token law of the distractors.
+    pub token: TokenLaw,
+    /// Law of a regular distractor entry (pooling and noise included).
+    pub distractor: EntryLaw,
+    /// Law of a hard-negative entry: Normal(hard_mean, 1 + σ_q²).
+    pub hard: EntryLaw,
+    /// Regular distractor entries.
+    pub n_regular: u64,
+    /// Hard-negative entries.
+    pub n_hard: u64,
+    /// The entries covering the needle.
+    pub needle_entries: Vec<NeedleEntry>,
+    /// Whether the needle's shared component must be integrated (or sampled) explicitly: it
+    /// couples several needle entries or tokens, or several layers.
+    pub shared: bool,
+    pooling: Pooling,
+    dprime: f64,
+    needle_sd: f64,
+    rho: f64,
+    noise: f64,
+}
+
+impl ScoreModel {
+    /// The closed-form laws, or why there are none.
+    pub fn new(s: &Scenario, g: &Geometry) -> Result<ScoreModel, NotExact> {
+        let token = TokenLaw::new(s.distractor);
+        let normal = matches!(s.distractor, Distractor::Normal);
+        let sigma = s.score_noise;
+        let c = s.compress_ratio;
+        let pool = match s.pooling {
+            Pooling::None => 1,
+            _ => c,
+        };
+        if s.overlap && s.pooling != Pooling::None && g.n_candidates > 1 {
+            return Err(NotExact(
+                "overlapping blocks with mean/max pooling make neighbouring entries correlated".into(),
+            ));
+        }
+        if s.pooling == Pooling::Mean && !normal && pool > 1 {
+            return Err(NotExact(format!("the mean of {} tokens has no closed-form law", s.distractor)));
+        }
+        if sigma > 0.0 && !(normal && s.pooling != Pooling::Max) && !(s.pooling == Pooling::Mean && pool == 1 && normal)
+        {
+            return Err(NotExact(format!(
+                "score_noise on {} entries with {} pooling has no closed-form law",
+                s.distractor, s.pooling
+            )));
+        }
+        let distractor = match s.pooling {
+            Pooling::Max if pool > 1 => {
+                EntryLaw::Max { token, n_dist: pool, n_needle: 0, needle_mean: 0.0, needle_sd: 1.0 }
+            }
+            _ if normal => EntryLaw::Gauss { mean: 0.0, sd: (1.0 / pool as f64 + sigma * sigma).sqrt() },
+            _ => EntryLaw::Token(token),
+        };
+        let hard = EntryLaw::Gauss { mean: s.hard_mean, sd: (1.0 + sigma * sigma).sqrt() };
+        let e = g.needle_entries.len();
+        let single = s.layers == 1
+            && e == 1
+            && (s.pooling == Pooling::None || g.needle_entries[0].needle_tokens == 1);
+        Ok(ScoreModel {
+            token,
+            distractor,
+            hard,
+            n_regular: g.n_distractors - g.hard_negatives,
+            n_hard: g.hard_negatives,
+            needle_entries: g.needle_entries.clone(),
+            shared: s.layer_corr > 0.0 && !single,
+            pooling: s.pooling,
+            dprime: s.dprime,
+            needle_sd: s.needle_sd,
+            rho: s.layer_corr,
+            noise: sigma,
+        })
+    }
+
+    /// Mean and sd of one needle token score given the shared component z (`None`: marginal,
+    /// valid only when [`ScoreModel::shared`] is false).
+    pub fn needle_token(&self, z: Option<f64>) -> (f64, f64) {
+        needle_token(self.dprime, self.needle_sd, self.rho, z)
+    }
+
+    /// The law of a needle entry's score given z (see [`ScoreModel::needle_token`]).
+    pub fn needle_law(&self, entry: &NeedleEntry, z: Option<f64>) -> EntryLaw {
+        let (mu, sd) = self.needle_token(z);
+        let s2 = self.noise * self.noise;
+        match self.pooling {
+            Pooling::None => EntryLaw::Gauss { mean: mu, sd: (sd * sd + s2).sqrt() },
+            Pooling::Mean => {
+                let n = entry.pool_size as f64;
+                let a = entry.needle_tokens as f64;
+                // Distractor tokens are standard normal here (checked in `new`) or the pool is 1.
+                let var = (a * sd * sd + (n - a)) / (n * n) + s2;
+                EntryLaw::Gauss { mean: a * mu / n, sd: var.sqrt() }
+            }
+            Pooling::Max => EntryLaw::Max {
+                token: self.token,
+                n_dist: entry.pool_size - entry.needle_tokens,
+                n_needle: entry.needle_tokens,
+                needle_mean: mu,
+                needle_sd: sd,
+            },
+        }
+    }
+}
