@@ -3,7 +3,7 @@
 
 use super::data::Observation;
 use super::likelihood::{unit_deviance, Problem};
-use super::optimize::{minimize_bounded, nelder_mead, NmOptions};
+use super::optimize::{min_1d, minimize_bounded, nelder_mead, NmOptions};
 use super::CalibError;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 use std::cell::RefCell;
@@ -29,6 +29,9 @@ pub struct ParamEstimate {
     /// False when the profile is flat: the interval spans the whole search range on both sides,
     /// so the data cannot identify this parameter.
     pub identifiable: bool,
+    /// The estimate itself sits on an arbitrary search bound (not a physical limit such as
+    /// score_noise = 0): the likelihood keeps improving beyond it, typically along a ridge.
+    pub value_at_bound: bool,
     /// The search range used.
     pub bounds: (f64, f64),
 }
@@ -116,7 +119,7 @@ pub fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> 
         &hi,
         &[start],
         2,
-        NmOptions { ftol: 1e-7, xtol: 1e-6, max_evals: 800 },
+        NmOptions { ftol: 1e-6, xtol: 1e-4, max_evals: 800 },
     );
     obj.check()?;
     if !m.fx.is_finite() {
@@ -143,6 +146,18 @@ fn profile_at(obj: &Objective, j: usize, v: f64, warm: &mut Vec<f64>) -> f64 {
     let step: Vec<f64> = others.iter().map(|&i| 0.05 * (hi[i] - lo[i])).collect();
     let mut full = warm.clone();
     full[j] = v;
+    if others.len() == 1 {
+        let i = others[0];
+        let mut g = |x: f64| {
+            let mut t = full.clone();
+            t[i] = x;
+            obj.nll(&t)
+        };
+        let m = min_1d(&mut g, warm[i], 0.02 * (hi[i] - lo[i]), lo[i], hi[i], 1e-5, 60);
+        full[i] = m.x[0];
+        *warm = full;
+        return -m.fx;
+    }
     let mut f = |x: &[f64]| {
         let mut t = full.clone();
         for (k, &i) in others.iter().enumerate() {
@@ -150,7 +165,7 @@ fn profile_at(obj: &Objective, j: usize, v: f64, warm: &mut Vec<f64>) -> f64 {
         }
         obj.nll(&t)
     };
-    let m = nelder_mead(&mut f, &x0, &step, &lo_o, &hi_o, NmOptions { ftol: 1e-5, xtol: 1e-5, max_evals: 200 });
+    let m = nelder_mead(&mut f, &x0, &step, &lo_o, &hi_o, NmOptions { ftol: 1e-5, xtol: 1e-3, max_evals: 200 });
     for (k, &i) in others.iter().enumerate() {
         full[i] = m.x[k];
     }
@@ -193,11 +208,11 @@ fn profile_side(obj: &Objective, theta: &[f64], ll_hat: f64, j: usize, sign: f64
             }
             Some((to, zo, po)) => {
                 let (ti, zi) = (inner.0, inner.1);
-                if (z - HALF_CHI2_95).abs() < 0.01 || (to - ti) < 1e-5 * range {
+                if (z - HALF_CHI2_95).abs() < 0.02 || (to - ti) < 1e-5 * range {
                     // Interpolate the crossing on sqrt(drop), which is close to linear in the parameter.
                     let (ri, ro) = (zi.sqrt(), zo.sqrt());
                     let tc = if ro > ri { ti + (HALF_CHI2_95.sqrt() - ri) / (ro - ri) * (to - ti) } else { *to };
-                    let end = if (z - HALF_CHI2_95).abs() < 0.01 { theta[j] + sign * t } else { theta[j] + sign * tc };
+                    let end = if (z - HALF_CHI2_95).abs() < 0.02 { theta[j] + sign * t } else { theta[j] + sign * tc };
                     let pt = if z >= HALF_CHI2_95 { po.clone() } else { inner.2.clone() };
                     return (end, false, pt);
                 }
@@ -236,6 +251,7 @@ pub fn profile_interval(
         low_at_bound: low_b && theta[j] > p.lo + 1e-9 * (p.hi - p.lo),
         high_at_bound: high_b && theta[j] < p.hi - 1e-9 * (p.hi - p.lo),
         identifiable: !(low_b && high_b),
+        value_at_bound: at_search_bound(p, theta[j]),
         bounds: (p.lo, p.hi),
     };
     let evals = *obj.evals.borrow();
@@ -432,6 +448,7 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
                 low_at_bound: false,
                 high_at_bound: false,
                 identifiable: true,
+                value_at_bound: at_search_bound(p, v),
                 bounds: (p.lo, p.hi),
             });
         }
@@ -462,6 +479,11 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
         region: region_pts,
         evals,
     })
+}
+
+fn at_search_bound(p: &super::FreeParam, v: f64) -> bool {
+    let eps = 1e-9 * (p.hi - p.lo);
+    ((v - p.lo).abs() <= eps || (p.hi - v).abs() <= eps) && !super::is_physical_limit(&p.field, v)
 }
 
 fn polish(problem: &Problem, theta: &[f64]) -> Result<(Vec<f64>, f64), CalibError> {

@@ -8,15 +8,16 @@
 //! models.
 
 pub mod data;
-// pub mod engine_model;
+pub mod engine_model;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;
 pub mod optimize;
+pub mod output;
 pub mod predict;
 
 pub use data::{load_csv, parse_csv, DataError, Dataset, Observation};
-// pub use engine_model::EngineModel;
+pub use engine_model::EngineModel;
 pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use hypotheses::{compare_hypotheses, HypothesisResult};
 pub use likelihood::Problem;
@@ -107,6 +108,17 @@ pub const FITTABLE: &[(&str, f64, f64)] = &[
     ("p_guess", 0.0, 1.0),
     ("depth", 0.0, 1.0),
 ];
+
+/// Whether `v` is a physical limit of `field` (score_noise = 0, a probability of 0 or 1, …)
+/// rather than an arbitrary search bound: an estimate on a physical limit is legitimate, one on
+/// an arbitrary bound means the likelihood still improves beyond it.
+pub fn is_physical_limit(field: &str, v: f64) -> bool {
+    match field {
+        "score_noise" | "hard_negatives" => v == 0.0,
+        "layer_corr" | "p_read" | "p_guess" | "depth" => v == 0.0 || v == 1.0,
+        _ => false,
+    }
+}
 
 /// Parses `--fit` text: comma-separated fields, each optionally with a range `field=lo:hi`.
 /// Rejects unknown fields, fields that are not fittable (structural fields fixed by the preset or

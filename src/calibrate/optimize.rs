@@ -284,3 +284,106 @@ mod tests {
         assert!((m.x[0] - 0.3).abs() < 1e-4, "{m:?}");
     }
 }
+
+/// One-dimensional bounded minimisation from a warm start `x0` (the inner problem of a
+/// two-parameter profile): successive parabolic interpolation through three points spaced `h`
+/// apart, expanding the step while the minimum is not bracketed, and stopping when the parabola
+/// predicts less than `ftol` further improvement. Warm-started along a smooth profile path it
+/// needs a handful of evaluations.
+pub fn min_1d(f: &mut dyn FnMut(f64) -> f64, x0: f64, h0: f64, lo: f64, hi: f64, ftol: f64, max_evals: usize) -> Minimum {
+    let mut evals = 0usize;
+    let mut ev = |x: f64, evals: &mut usize| {
+        *evals += 1;
+        let v = f(x);
+        if v.is_nan() {
+            f64::INFINITY
+        } else {
+            v
+        }
+    };
+    let width = (hi - lo).max(1e-300);
+    let mut x = x0.clamp(lo, hi);
+    let mut fx = ev(x, &mut evals);
+    let mut h = h0.abs().max(1e-9 * width).min(0.5 * width);
+    while evals < max_evals {
+        let a = (x - h).max(lo);
+        let b = (x + h).min(hi);
+        let fa = if a < x { ev(a, &mut evals) } else { f64::INFINITY };
+        let fb = if b > x { ev(b, &mut evals) } else { f64::INFINITY };
+        if fa < fx || fb < fx {
+            // Not bracketed: move downhill and widen.
+            if fa < fb {
+                x = a;
+                fx = fa;
+            } else {
+                x = b;
+                fx = fb;
+            }
+            h *= 2.0;
+            continue;
+        }
+        if !fa.is_finite() && !fb.is_finite() {
+            break;
+        }
+        // x is the best of three points: parabola through them (one side may be a bound).
+        let (pa, pb) = (if fa.is_finite() { Some((a, fa)) } else { None }, if fb.is_finite() { Some((b, fb)) } else { None });
+        let (x1, f1, x3, f3) = match (pa, pb) {
+            (Some((a, fa)), Some((b, fb))) => (a, fa, b, fb),
+            // At a bound with the interior side uphill: the bound is the minimum to within h.
+            _ => {
+                if h <= 1e-6 * width {
+                    break;
+                }
+                h *= 0.25;
+                continue;
+            }
+        };
+        let d1 = (fx - f1) / (x - x1);
+        let d2 = (f3 - fx) / (x3 - x);
+        let curv = (d2 - d1) / (x3 - x1) * 2.0;
+        if !(curv > 0.0) {
+            h *= 0.5;
+            if h <= 1e-6 * width {
+                break;
+            }
+            continue;
+        }
+        // Vertex of the interpolating parabola.
+        let xv = (x - (d1 * (x3 - x) + d2 * (x - x1)) / (x3 - x1) / curv).clamp(x1, x3);
+        let predicted = 0.5 * curv * (xv - x) * (xv - x);
+        if predicted < ftol {
+            break;
+        }
+        let fv = ev(xv, &mut evals);
+        let moved = (xv - x).abs();
+        if fv < fx {
+            x = xv;
+            fx = fv;
+        }
+        h = (2.0 * moved).clamp(1e-6 * width, h);
+        if moved < 1e-7 * width {
+            break;
+        }
+    }
+    Minimum { x: vec![x], fx, evals }
+}
+
+#[cfg(test)]
+mod tests_1d {
+    use super::*;
+
+    #[test]
+    fn parabolic_search() {
+        let mut n = 0;
+        let mut f = |x: f64| {
+            n += 1;
+            (x - 0.37).powi(2) * 3.0 + 0.1 * (x - 0.37).powi(4)
+        };
+        let m = min_1d(&mut f, 0.2, 0.02, -5.0, 5.0, 1e-9, 100);
+        assert!((m.x[0] - 0.37).abs() < 1e-4, "{m:?}");
+        assert!(m.evals < 30, "{m:?}");
+        let mut g = |x: f64| (x + 2.0).powi(2);
+        let m = min_1d(&mut g, 0.5, 0.1, 0.0, 1.0, 1e-9, 100);
+        assert!(m.x[0] < 1e-5, "{m:?}");
+    }
+}
