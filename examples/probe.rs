@@ -1,22 +1,13 @@
-use dsa_sim::engine::{montecarlo::{simulate, McPath}, analytic::Analytic};
-use dsa_sim::Scenario;
+use dsa_sim::engine::montecarlo::{simulate, McPath};
+use dsa_sim::engine::analytic::Analytic;
+use dsa_sim::scenario::*;
 fn main() {
-    let cases = vec![
-        Scenario::default(),
-        Scenario { hard_negatives: 100.0, hard_mean: 3.0, context_len: 20000, ..Scenario::default() },
-        Scenario { layers: 4, layer_corr: 0.5, readout: "at_least:2".parse().unwrap(), ..Scenario::default() },
-        Scenario { compress_ratio: 8, pooling: "mean".parse().unwrap(), needle_tokens: 5, dprime: 5.0, ..Scenario::default() },
-        Scenario { compress_ratio: 8, pooling: "max".parse().unwrap(), distractor: "gumbel".parse().unwrap(), index_topk: 256, ..Scenario::default() },
-        Scenario { distractor: "student_t:4".parse().unwrap(), repeat: 3, ..Scenario::default() },
-    ];
-    for s in cases {
-        let a = Analytic::new(&s).unwrap().recall();
-        let t = std::time::Instant::now();
-        let m = simulate(&s, 200_000, 1, McPath::Exact).unwrap();
-        let te = t.elapsed();
-        let t = std::time::Instant::now();
-        let mm = simulate(&Scenario{context_len: s.context_len.min(20000), ..s.clone()}, 2000, 1, McPath::Materialise).unwrap();
-        let am = Analytic::new(&Scenario{context_len: s.context_len.min(20000), ..s.clone()}).unwrap().recall();
-        println!("analytic {a:.5} exact-mc {:.5} ({:?})   small: analytic {am:.4} materialised {:.4} ({:?})", m.successes as f64/m.trials as f64, te, mm.successes as f64/ mm.trials as f64, t.elapsed());
-    }
+    let s = Scenario { context_len: 65_536, index_topk: 256, repeat: 8, repeat_layout: RepeatLayout::Adjacent, compress_ratio: 4, pooling: Pooling::Mean, dprime: 3.0, ..Scenario::default() };
+    let a = Analytic::new(&s).unwrap();
+    println!("analytic cdf(64) = {:.12} cdf(1) {:.9}, recall {:.12}", a.rank_cdf(64), a.rank_cdf(1), a.recall());
+    let g = dsa_sim::geometry::Geometry::new(&s);
+    println!("{:?}", g.needle_entries);
+    let run = simulate(&s, 60_000, 1000 + 19, McPath::Exact).unwrap();
+    println!("mc cdf(64) {} q(0.99999) {:?} cdf1 {}", run.ranks.cdf(64), run.ranks.quantile(0.99999), run.ranks.cdf(1));
+    for seed in 0..5 { let r = simulate(&s, 60_000, seed, McPath::Exact).unwrap(); println!("{} {:?}", r.ranks.cdf(64), r.ranks.quantile(1.0)); }
 }

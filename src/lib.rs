@@ -1,6 +1,7 @@
 //! dsa-sim: simulates sparse-attention needle retrieval.
 #![deny(missing_docs)]
 
+pub mod cli;
 pub mod engine;
 pub mod geometry;
 pub mod quadrature;

@@ -620,6 +620,15 @@ impl Scenario {
             Some(other) => return Err(parse_err("preset", &other.to_string(), "expected a preset name string")),
             None => Scenario::default(),
         };
+        s.apply_toml_table(table)?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Sets every field named in a TOML table (a `preset` key is skipped) without validating,
+    /// so that later overrides can still fix a cross-field constraint.
+    pub fn apply_toml_table(&mut self, table: &toml::Table) -> Result<(), ScenarioError> {
+        let s = self;
         for (key, value) in table {
             if key == "preset" {
                 continue;
@@ -635,8 +644,7 @@ impl Scenario {
             };
             s.set(key, &text)?;
         }
-        s.validate()?;
-        Ok(s)
+        Ok(())
     }
 
     /// Parses a JSON scenario object (every field optional, unknown fields rejected).

@@ -36,12 +36,15 @@ pub struct Analytic {
 }
 
 /// The support and location of T_j, the j-th largest distractor score.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct OrderStat {
     j: u64,
     lo: f64,
     hi: f64,
-    centre: f64,
+    /// The points the edge search stepped through: geometric away from the centre, they split
+    /// the range into panels matched to the density's scale (a single panel over a heavy tail
+    /// would miss the bulk between its nodes).
+    breaks: Vec<f64>,
 }
 
 impl Analytic {
@@ -137,9 +140,11 @@ impl Analytic {
         }
         h = h.max(1e-9 * (1.0 + centre.abs()));
         let mut peak = self.ln_order_density(j, centre);
-        let mut edge = |dir: f64| {
+        let mut breaks = vec![centre];
+        let mut edge = |dir: f64, breaks: &mut Vec<f64>| {
             let mut step = h;
             let mut t = centre + dir * step;
+            let mut last_break = 0.0;
             for _ in 0..400 {
                 let v = self.ln_order_density(j, t);
                 if v > peak {
@@ -148,14 +153,19 @@ impl Analytic {
                 if v < peak - TAIL_NATS {
                     break;
                 }
+                // A breakpoint every factor of ~3 in distance keeps panels matched to the scale.
+                if step >= 3.0 * last_break {
+                    breaks.push(t);
+                    last_break = step;
+                }
                 step *= 1.5;
                 t = centre + dir * step;
             }
             t
         };
-        let hi = edge(1.0);
-        let lo = edge(-1.0);
-        OrderStat { j, lo, hi, centre }
+        let hi = edge(1.0, &mut breaks);
+        let lo = edge(-1.0, &mut breaks);
+        OrderStat { j, lo, hi, breaks }
     }
 
     /// P(rank ≤ j) in one layer given the needle's shared component z.
@@ -170,7 +180,7 @@ impl Analytic {
         laws.clear();
         laws.extend(m.needle_entries.iter().map(|e| m.needle_law(e, z)));
         let mut breaks: Vec<f64> = laws.iter().filter_map(|l| l.breakpoint()).collect();
-        breaks.push(os.centre);
+        breaks.extend_from_slice(&os.breaks);
         let laws = &*laws;
         let needle_sf = |t: f64| {
             let ln_f: f64 = laws.iter().map(|l| l.ln_cdf(t)).sum();

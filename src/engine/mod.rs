@@ -9,7 +9,7 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::scores::NotExact;
 use crate::stats::{wilson, Z95};
 use analytic::Analytic;
-use montecarlo::{simulate, McPath};
+use montecarlo::{simulate, simulate_observed, McPath};
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -68,11 +68,13 @@ pub struct RunOptions {
     pub seed: u64,
     /// Monte Carlo path (exact sampling where possible by default).
     pub mc_path: McPath,
+    /// Show a progress bar on stderr for Monte Carlo runs (hidden when stderr is not a terminal).
+    pub progress: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { engine: EngineChoice::Auto, trials: 100_000, seed: DEFAULT_SEED, mc_path: McPath::Auto }
+        RunOptions { engine: EngineChoice::Auto, trials: 100_000, seed: DEFAULT_SEED, mc_path: McPath::Auto, progress: false }
     }
 }
 
@@ -175,7 +177,19 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
             if opts.trials == 0 {
                 return Err(EngineError::NoTrials);
             }
-            let run = simulate(s, opts.trials, opts.seed, opts.mc_path).map_err(|e| EngineError::NotExact(e.0))?;
+            let bar = if opts.progress {
+                let bar = indicatif::ProgressBar::new(opts.trials);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template("{spinner} Monte Carlo {bar:30} {pos}/{len} trials, eta {eta}")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                bar
+            } else {
+                indicatif::ProgressBar::hidden()
+            };
+            let run = simulate_observed(s, opts.trials, opts.seed, opts.mc_path, &|n| bar.inc(n))
+                .map_err(|e| EngineError::NotExact(e.0))?;
+            bar.finish_and_clear();
             let (lo, hi) = wilson(run.successes, run.trials, Z95);
             let rank = if with_rank {
                 RankSummary {

@@ -267,6 +267,17 @@ impl Plan {
 
 /// Runs `trials` Monte Carlo trials of a validated scenario.
 pub fn simulate(s: &Scenario, trials: u64, seed: u64, path: McPath) -> Result<McRun, NotExact> {
+    simulate_observed(s, trials, seed, path, &|_| {})
+}
+
+/// [`simulate`], calling `on_progress(trials_done)` after each chunk of trials (for progress bars).
+pub fn simulate_observed(
+    s: &Scenario,
+    trials: u64,
+    seed: u64,
+    path: McPath,
+    on_progress: &(dyn Fn(u64) + Sync),
+) -> Result<McRun, NotExact> {
     let geometry = Geometry::new(s);
     let model = ScoreModel::new(s, &geometry);
     let path = match (path, &model) {
@@ -303,6 +314,7 @@ pub fn simulate(s: &Scenario, trials: u64, seed: u64, path: McPath) -> Result<Mc
                     let mut rng = trial_rng(seed, i);
                     plan.trial(&mut rng, path, &mut acc);
                 }
+                on_progress(end - c * CHUNK);
                 acc
             },
         )

@@ -1,0 +1,244 @@
+//! The command line: one file per subcommand, shared scenario flags and error handling here.
+
+pub mod rank;
+pub mod recall;
+
+use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
+use crate::scenario::{Scenario, ScenarioError};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// A command's failure: the message (one line) and the exit code (2 bad input, 1 otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CliError {
+    /// Process exit code.
+    pub code: u8,
+    /// One-line description naming what was wrong.
+    pub message: String,
+}
+
+impl CliError {
+    /// Bad input (exit code 2).
+    pub fn input(message: impl Into<String>) -> CliError {
+        CliError { code: 2, message: message.into() }
+    }
+    /// Any other failure (exit code 1).
+    pub fn failure(message: impl Into<String>) -> CliError {
+        CliError { code: 1, message: message.into() }
+    }
+}
+
+impl From<ScenarioError> for CliError {
+    fn from(e: ScenarioError) -> Self {
+        CliError::input(e.to_string())
+    }
+}
+
+impl From<EngineError> for CliError {
+    fn from(e: EngineError) -> Self {
+        CliError::input(e.to_string())
+    }
+}
+
+const ABOUT: &str = "Simulates sparse-attention needle retrieval (DeepSeek DSA / V4 CSA and relatives) \
+to tell a coverage failure (raise index_topk) from a discrimination failure (the indexer's precision \
+must improve).";
+
+/// dsa-sim command line.
+#[derive(Parser, Debug)]
+#[command(name = "dsa-sim", version, about = ABOUT, long_about = None)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Recall of a needle: P(correct answer), exact or Monte Carlo with a 95% interval.
+    Recall(recall::RecallArgs),
+    /// The needle's rank distribution: quantiles and P(rank ≤ j).
+    Rank(rank::RankArgs),
+}
+
+impl Command {
+    /// Runs the command.
+    pub fn run(&self) -> Result<(), CliError> {
+        match self {
+            Command::Recall(a) => recall::run(a),
+            Command::Rank(a) => rank::run(a),
+        }
+    }
+}
+
+macro_rules! scenario_args {
+    ($( $field:ident : $help:literal ),* $(,)?) => {
+        /// Scenario selection shared by every command: a preset, a TOML file, and one flag per
+        /// field (applied in that order, later wins).
+        #[derive(clap::Args, Debug, Clone, Default)]
+        pub struct ScenarioArgs {
+            /// Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro, quest-16, nsa.
+            #[arg(long, value_name = "NAME", help_heading = "Scenario")]
+            pub preset: Option<String>,
+            /// Read scenario fields from a TOML file (a `preset = "..."` key in it is honoured).
+            #[arg(long, value_name = "FILE.toml", help_heading = "Scenario")]
+            pub scenario: Option<PathBuf>,
+            $(
+                #[doc = $help]
+                #[arg(long, value_name = "V", help_heading = "Scenario fields", allow_hyphen_values = true)]
+                pub $field: Option<String>,
+            )*
+        }
+
+        impl ScenarioArgs {
+            /// The fields given as flags, as (name, text) pairs in declaration order.
+            pub fn overrides(&self) -> Vec<(&'static str, &str)> {
+                let mut v = Vec::new();
+                $( if let Some(x) = &self.$field { v.push((stringify!($field), x.as_str())); } )*
+                v
+            }
+        }
+    };
+}
+
+scenario_args! {
+    context_len: "Tokens before the query (default 65536).",
+    window: "Sliding window: the last W tokens are always attended (default 0; V4: 128).",
+    sink: "Attention sink: the first S tokens are always attended (default 0).",
+    compress_ratio: "Tokens per candidate entry, c (default 1 = token-level; V4 CSA: 4).",
+    overlap: "true: entry i also pools the previous block (V4 CSA). Default false.",
+    index_topk: "k: candidates the indexer selects (default 2048).",
+    max_topk: "Largest k the top-k kernel supports (default 2048; V4-Flash 1024).",
+    needle_tokens: "Consecutive tokens of one needle copy (default 1).",
+    depth: "Needle position, 0 = start, 1 = end of the context (default 0.5).",
+    distractor: "Distractor score law: normal, gumbel or student_t:DF (default normal).",
+    hard_negatives: "Look-alike distractors: a count ≥ 1 or a fraction of the candidates in (0, 1) (default 0).",
+    hard_mean: "Mean score of a hard negative, in distractor sd (default 2).",
+    dprime: "Needle's mean score above a typical distractor, in distractor sd (default 3).",
+    needle_sd: "Spread of the needle's score from trial to trial (default 1).",
+    pooling: "Entry score from its tokens: none, mean or max (default none).",
+    score_noise: "sd of noise added to every entry score: quantization / implementation error (default 0).",
+    repeat: "Copies of the needle; success if any is attended (default 1).",
+    repeat_layout: "spread (copies over the context) or adjacent (one after another from depth). Default spread.",
+    layers: "Indexer layers (default 1).",
+    layer_corr: "Fraction of the needle's score variance shared across layers, tokens and copies, 0..1 (default 0).",
+    readout: "Layers that must attend the needle: any, all or at_least:M (default any).",
+    p_read: "P(correct answer | needle attended) (default 1).",
+    p_guess: "P(correct answer | needle not attended) (default 0).",
+}
+
+impl ScenarioArgs {
+    /// Builds the validated scenario: defaults, then `--preset`, then `--scenario FILE`, then flags.
+    pub fn resolve(&self) -> Result<Scenario, CliError> {
+        let mut s = match &self.preset {
+            Some(name) => Scenario::preset(name)?,
+            None => Scenario::default(),
+        };
+        if let Some(path) = &self.scenario {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::input(format!("--scenario {}: {}", path.display(), e)))?;
+            let table: toml::Table = toml::from_str(&text).map_err(|e| {
+                CliError::input(format!(
+                    "--scenario {}: {}",
+                    path.display(),
+                    crate::scenario::one_line(e.message(), e.span(), &text)
+                ))
+            })?;
+            if let Some(p) = table.get("preset") {
+                if self.preset.is_some() {
+                    return Err(CliError::input(format!(
+                        "--preset conflicts with `preset = {p}` in {}: give one of them",
+                        path.display()
+                    )));
+                }
+                let name = p.as_str().ok_or_else(|| {
+                    CliError::input(format!("--scenario {}: preset = {p}: expected a preset name string", path.display()))
+                })?;
+                s = Scenario::preset(name)?;
+            }
+            s.apply_toml_table(&table)
+                .map_err(|e| CliError::input(format!("--scenario {}: {e}", path.display())))?;
+        }
+        for (field, value) in self.overrides() {
+            s.set(field, value).map_err(|e| CliError::input(format!("--{}: {e}", field.replace('_', "-"))))?;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// Engine, trials, seed, threads and output format, shared by the evaluating commands.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// auto (analytic where exact, else Monte Carlo), analytic, or montecarlo.
+    #[arg(long, default_value = "auto", value_name = "ENGINE", help_heading = "Engine")]
+    pub engine: String,
+    /// Monte Carlo trials.
+    #[arg(long, default_value_t = 100_000, value_name = "N", help_heading = "Engine")]
+    pub trials: u64,
+    /// Monte Carlo seed: trial i draws only from (seed, i), so results repeat exactly.
+    #[arg(long, default_value_t = DEFAULT_SEED, value_name = "S", help_heading = "Engine")]
+    pub seed: u64,
+    /// Worker threads (default: all cores). Results do not depend on it.
+    #[arg(long, value_name = "N", help_heading = "Engine")]
+    pub threads: Option<usize>,
+    /// Print one JSON object on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// Engine options from the flags.
+    pub fn options(&self) -> Result<RunOptions, CliError> {
+        let engine: EngineChoice = self.engine.parse().map_err(CliError::input)?;
+        if self.trials == 0 {
+            return Err(CliError::input("--trials 0: allowed ≥ 1"));
+        }
+        Ok(RunOptions { engine, trials: self.trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
+    }
+
+    /// Runs `f` on a pool of `--threads` workers (or the default pool).
+    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
+        match self.threads {
+            None => Ok(f()),
+            Some(0) => Err(CliError::input("--threads 0: allowed ≥ 1")),
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map(|pool| pool.install(f))
+                .map_err(|e| CliError::failure(format!("cannot start {n} threads: {e}"))),
+        }
+    }
+}
+
+/// Appends one formatted line to a String buffer.
+macro_rules! outln {
+    ($buf:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($buf, $($arg)*);
+    }};
+}
+pub(crate) use outln;
+
+/// Writes a command's whole output to stdout at once. A closed pipe (`| head`) is not an error.
+pub fn emit(text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError::failure(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// Prints a JSON value on stdout as one object.
+pub fn print_json(v: &serde_json::Value) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| CliError::failure(e.to_string()))?;
+    emit(&(text + "\n"))
+}
+
+/// The scenario as a JSON object.
+pub fn scenario_json(s: &Scenario) -> serde_json::Value {
+    serde_json::to_value(s).unwrap_or(serde_json::Value::Null)
+}
