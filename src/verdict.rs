@@ -334,3 +334,99 @@ pub fn calibrated_verdict(
     let at_estimate = all.remove(0);
     Ok(CalibratedVerdict { at_estimate, region: all })
 }
+
+fn opt_json(x: Option<f64>) -> serde_json::Value {
+    x.filter(|v| v.is_finite()).map_or(serde_json::Value::Null, |v| serde_json::json!(v))
+}
+
+/// The JSON object of `dsa-sim verdict --json` for one scenario (DESIGN.md §6 keys and more).
+pub fn verdict_json(v: &Verdict, s: &Scenario) -> serde_json::Value {
+    serde_json::json!({
+        "call": v.call,
+        "target": v.target,
+        "recall_now": v.recall_now,
+        "recall_2k": v.recall_2k,
+        "k_2x": v.k_2x,
+        "recall_max_k": v.recall_max_k,
+        "index_topk": v.index_topk,
+        "max_topk": v.max_topk,
+        "n_candidates": v.n_candidates,
+        "k_needed": v.k_needed,
+        "dprime": v.dprime,
+        "dprime_needed_now": opt_json(v.dprime_needed_now),
+        "dprime_needed_max_k": opt_json(v.dprime_needed_max_k),
+        "score_noise": v.score_noise,
+        "score_noise_allowed_now": opt_json(v.score_noise_allowed_now),
+        "score_noise_allowed_max_k": opt_json(v.score_noise_allowed_max_k),
+        "coverage_horizon_tokens": v.coverage_horizon_tokens,
+        "explanation": explain(v),
+        "notes": [
+            "recall_2k is recall at k = 2 × index_topk (k_2x)",
+            "null k_needed / dprime_needed: unreachable (even selecting every candidate / up to dprime 50); null score_noise_allowed: not met even without noise; score_noise_allowed = 100 means noise does not matter"
+        ],
+        "scenario": serde_json::to_value(s).unwrap_or(serde_json::Value::Null),
+    })
+}
+
+fn range_json(r: Range) -> serde_json::Value {
+    serde_json::json!([opt_json(r.0), opt_json(r.1)])
+}
+
+/// The verdict JSON with `intervals` (95% ranges over the fit's likelihood region, DESIGN.md §5
+/// "with calibrated data the numbers carry their intervals") and the calls reached in it.
+pub fn calibrated_verdict_json(cv: &CalibratedVerdict, s: &Scenario) -> serde_json::Value {
+    let mut j = verdict_json(&cv.at_estimate, s);
+    let intervals = serde_json::json!({
+        "recall_now": range_json(cv.range(|v| v.recall_now)),
+        "recall_2k": range_json(cv.range(|v| v.recall_2k)),
+        "recall_max_k": range_json(cv.range(|v| v.recall_max_k)),
+        "k_needed": range_json(cv.range_inf_high(|v| v.k_needed.map(|k| k as f64))),
+        "dprime": range_json(cv.range(|v| v.dprime)),
+        "dprime_needed_now": range_json(cv.range_inf_high(|v| v.dprime_needed_now)),
+        "dprime_needed_max_k": range_json(cv.range_inf_high(|v| v.dprime_needed_max_k)),
+        "score_noise_allowed_now": range_json(cv.range_none_low(|v| v.score_noise_allowed_now)),
+        "score_noise_allowed_max_k": range_json(cv.range_none_low(|v| v.score_noise_allowed_max_k)),
+    });
+    j["intervals"] = intervals;
+    j["interval_method"] = serde_json::json!("95%: range over the fit's likelihood-ratio region (profile likelihood); a null upper end of k_needed/dprime_needed means unreachable somewhere in the region; a null lower end of score_noise_allowed means not met even without noise somewhere in it");
+    j["calls_in_region"] = serde_json::json!(cv.calls());
+    j["region_points"] = serde_json::json!(cv.region.len());
+    j
+}
+
+fn fmt_range(r: Range, digits: usize) -> String {
+    let f = |x: Option<f64>, none: &str| x.map_or(none.to_string(), |v| format!("{v:.digits$}"));
+    format!("[{}, {}]", f(r.0, "-"), f(r.1, "∞"))
+}
+
+/// Human-readable verdict (with ranges when calibrated).
+pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let r = |f: &dyn Fn(&CalibratedVerdict) -> Range, d: usize| cv.map_or(String::new(), |c| format!("   95% {}", fmt_range(f(c), d)));
+    let o = |x: Option<f64>| x.map_or("unreachable".to_string(), |v| format!("{v:.3}"));
+    let _ = writeln!(s, "call: {}   (target recall {})", v.call, v.target);
+    let _ = writeln!(s, "  recall now (k = {}):        {:.4}{}", v.index_topk, v.recall_now, r(&|c| c.range(|v| v.recall_now), 4));
+    let _ = writeln!(s, "  recall at 2k (k = {}):      {:.4}{}", v.k_2x, v.recall_2k, r(&|c| c.range(|v| v.recall_2k), 4));
+    let _ = writeln!(s, "  recall at max k (k = {}):   {:.4}{}", v.max_topk, v.recall_max_k, r(&|c| c.range(|v| v.recall_max_k), 4));
+    let _ = writeln!(
+        s,
+        "  k needed for {}:           {}{}",
+        v.target,
+        v.k_needed.map_or("none (not even selecting all candidates)".into(), |k| k.to_string()),
+        r(&|c| c.range_inf_high(|v| v.k_needed.map(|k| k as f64)), 0)
+    );
+    let _ = writeln!(s, "  dprime now:                 {:.3}{}", v.dprime, r(&|c| c.range(|v| v.dprime), 3));
+    let _ = writeln!(s, "  dprime needed at k = {}:    {}{}", v.index_topk, o(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3));
+    let _ = writeln!(s, "  dprime needed at k = {}:    {}{}", v.max_topk, o(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3));
+    let _ = writeln!(s, "  score noise now:            {:.3}", v.score_noise);
+    let _ = writeln!(s, "  score noise allowed, k = {}: {}{}", v.index_topk, o(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3));
+    let _ = writeln!(s, "  score noise allowed, k = {}: {}{}", v.max_topk, o(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3));
+    let _ = writeln!(s, "  coverage horizon:           {} tokens (N = {} candidates now)", v.coverage_horizon_tokens, v.n_candidates);
+    if let Some(c) = cv {
+        let calls: Vec<String> = c.calls().iter().map(|c| c.to_string()).collect();
+        let _ = writeln!(s, "  calls within the fit's 95% region: {}", calls.join(", "));
+    }
+    let _ = writeln!(s, "\n{}", explain(v));
+    s
+}

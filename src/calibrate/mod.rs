@@ -9,6 +9,7 @@
 
 pub mod data;
 pub mod engine_model;
+pub mod experiment;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;
@@ -199,4 +200,48 @@ pub fn calibrate(
 ) -> Result<FitResult, CalibError> {
     let problem = Problem::new(data, base, free, model)?;
     fit::fit(&problem, intervals, region)
+}
+
+/// Runs a whole calibration: fit with profile intervals, the likelihood region when predictions
+/// are asked for, hypotheses when `compare` is set, and the predictions.
+pub fn run_calibration(
+    data: &Dataset,
+    base: &Scenario,
+    free: Vec<FreeParam>,
+    model: &dyn RecallModel,
+    compare: bool,
+    predict: &[PredictSpec],
+    engine_description: impl Fn() -> String,
+) -> Result<output::CalibrationReport, CalibError> {
+    let t0 = std::time::Instant::now();
+    let problem = Problem::new(data, base, free.clone(), model)?;
+    let fit = fit::fit(&problem, true, !predict.is_empty())?;
+    let predictions = if predict.is_empty() { Vec::new() } else { predict_grid(&problem, &fit, base, predict)? };
+    let hypotheses = if compare { Some(compare_hypotheses(data, base, &free, model)?) } else { None };
+    Ok(output::CalibrationReport {
+        data: data.clone(),
+        base: base.clone(),
+        free,
+        engine: engine_description(),
+        fit,
+        hypotheses,
+        predictions,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The scenarios at the estimate (first) and at every point of the fit's 95% likelihood region:
+/// the inputs of a calibrated verdict.
+pub fn fitted_scenarios(
+    data: &Dataset,
+    base: &Scenario,
+    report: &output::CalibrationReport,
+    model: &dyn RecallModel,
+) -> Result<Vec<Scenario>, CalibError> {
+    let problem = Problem::new(data, base, report.free.clone(), model)?;
+    let mut out = vec![problem.with_theta(base, &report.fit.theta)?];
+    for th in &report.fit.region {
+        out.push(problem.with_theta(base, th)?);
+    }
+    Ok(out)
 }

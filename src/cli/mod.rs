@@ -1,7 +1,9 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
+pub mod calibrate;
 pub mod rank;
 pub mod recall;
+pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
 use crate::scenario::{Scenario, ScenarioError};
@@ -60,6 +62,10 @@ pub enum Command {
     Recall(recall::RecallArgs),
     /// The needle's rank distribution: quantiles and P(rank ≤ j).
     Rank(rank::RankArgs),
+    /// Fit scalar parameters to measured recall (CSV): estimates, intervals, goodness of fit, hypotheses, what-if.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Coverage- or discrimination-limited? Recall now, at 2k and max k, k / dprime / noise needed.
+    Verdict(verdict::VerdictArgs),
 }
 
 impl Command {
@@ -68,6 +74,8 @@ impl Command {
         match self {
             Command::Recall(a) => recall::run(a),
             Command::Rank(a) => rank::run(a),
+            Command::Calibrate(a) => calibrate::run(a),
+            Command::Verdict(a) => verdict::run(a),
         }
     }
 }
