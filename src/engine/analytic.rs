@@ -16,7 +16,7 @@ use crate::scores::{EntryLaw, NotExact, ScoreModel};
 use crate::stats::{ln_binom_pmf, ln_norm_pdf};
 
 /// Absolute tolerance of each inner integral (the engine promises 1e-6 on recall).
-const TOL_INNER: f64 = 1e-10;
+const TOL_INNER: f64 = 1e-9;
 /// Absolute tolerance of the outer integral over the needle's shared component.
 const TOL_OUTER: f64 = 1e-9;
 /// The outer integral runs over z in [−Z_MAX, Z_MAX]; the normal mass outside is 1.5e-23.
@@ -69,9 +69,8 @@ impl Analytic {
     fn ln_order_density(&self, j: u64, t: f64) -> f64 {
         let m = &self.model;
         let group = |law: &EntryLaw| {
-            let ln_q = law.ln_sf(t);
-            let ln_f = law.ln_cdf(t);
-            (ln_q.exp(), ln_f.exp(), law.ln_pdf(t))
+            let (q, f) = law.sf_cdf(t);
+            (q, f, law.ln_pdf(t))
         };
         let (qr, fr, gr) = group(&m.distractor);
         let v = if m.n_hard == 0 {
@@ -153,8 +152,8 @@ impl Analytic {
                 if v < peak - TAIL_NATS {
                     break;
                 }
-                // A breakpoint every factor of ~3 in distance keeps panels matched to the scale.
-                if step >= 3.0 * last_break {
+                // A breakpoint every factor of ~5 in distance keeps panels matched to the scale.
+                if step >= 5.0 * last_break {
                     breaks.push(t);
                     last_break = step;
                 }
@@ -183,6 +182,9 @@ impl Analytic {
         breaks.extend_from_slice(&os.breaks);
         let laws = &*laws;
         let needle_sf = |t: f64| {
+            if laws.len() == 1 {
+                return laws[0].sf(t);
+            }
             let ln_f: f64 = laws.iter().map(|l| l.ln_cdf(t)).sum();
             -ln_f.exp_m1()
         };

@@ -2,6 +2,7 @@
 //! [`estimate`], which picks one and summarises recall and the needle's rank distribution.
 
 pub mod analytic;
+pub mod binomial;
 pub mod histogram;
 pub mod montecarlo;
 

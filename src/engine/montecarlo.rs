@@ -17,7 +17,8 @@ use crate::geometry::Geometry;
 use crate::scenario::{Pooling, Readout, Scenario};
 use crate::scores::{needle_token, NotExact, ScoreModel, TokenLaw};
 use rand::{Rng, SeedableRng};
-use rand_distr::{Binomial, Distribution, StandardNormal};
+use super::binomial;
+use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
@@ -64,16 +65,6 @@ fn splitmix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-#[inline]
-fn binomial<R: Rng + ?Sized>(n: u64, p: f64, rng: &mut R) -> u64 {
-    if n == 0 || !(p > 0.0) {
-        0
-    } else if p >= 1.0 {
-        n
-    } else {
-        Binomial::new(n, p).map(|b| b.sample(rng)).unwrap_or(0)
-    }
-}
 
 /// Everything a trial needs, prepared once.
 struct Plan {
@@ -153,7 +144,11 @@ impl Plan {
         for e in &m.needle_entries {
             y = y.max(m.needle_law(e, z).sample(rng));
         }
-        1 + binomial(m.n_regular, m.distractor.sf(y), rng) + binomial(m.n_hard, m.hard.sf(y), rng)
+        let mut above = binomial::sample(m.n_regular, m.distractor.sf(y), rng);
+        if m.n_hard > 0 {
+            above += binomial::sample(m.n_hard, m.hard.sf(y), rng);
+        }
+        1 + above
     }
 
     #[inline]

@@ -97,6 +97,24 @@ impl EntryLaw {
         }
     }
 
+    /// (P(score > x), P(score ≤ x)), each accurate to relative precision (one erfc for a normal).
+    #[inline]
+    pub fn sf_cdf(&self, x: f64) -> (f64, f64) {
+        match *self {
+            EntryLaw::Gauss { mean, sd } if sd > 0.0 => {
+                let z = (x - mean) / sd;
+                if z > 0.0 {
+                    let q = crate::stats::norm_sf(z);
+                    (q, 1.0 - q)
+                } else {
+                    let f = crate::stats::norm_cdf(z);
+                    (1.0 - f, f)
+                }
+            }
+            _ => (self.ln_sf(x).exp(), self.ln_cdf(x).exp()),
+        }
+    }
+
     /// ln of the density at x. Only for laws with a density: a point mass, or a max with a
     /// point-mass needle token, returns NaN (such laws are only ever needle laws).
     pub fn ln_pdf(&self, x: f64) -> f64 {
