@@ -395,6 +395,9 @@ pub fn calibrated_verdict_json(cv: &CalibratedVerdict, s: &Scenario) -> serde_js
 }
 
 fn fmt_range(r: Range, digits: usize) -> String {
+    if r.0.is_none() && r.1.is_none() {
+        return "[unreachable throughout]".to_string();
+    }
     let f = |x: Option<f64>, none: &str| x.map_or(none.to_string(), |v| format!("{v:.digits$}"));
     format!("[{}, {}]", f(r.0, "-"), f(r.1, "∞"))
 }
