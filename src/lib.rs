@@ -44,5 +44,8 @@ pub mod stats;
 
 pub use engine::{estimate, Estimate, RunOptions};
 pub use scenario::{Scenario, ScenarioError};
+pub mod sweep;
+pub mod report;
+pub mod experiment;
 pub mod calibrate;
 pub mod verdict;

@@ -50,8 +50,13 @@ fn needle_cdf_pdf(law: &EntryLaw, y: f64) -> (f64, f64) {
 fn reference_rank_cdf(s: &Scenario, j: u64) -> f64 {
     let g = Geometry::new(s);
     let m = ScoreModel::new(s, &g).expect("exact scenario");
-    assert!(!m.shared, "the reference handles scenarios without a shared component");
-    let laws: Vec<EntryLaw> = m.needle_entries.iter().map(|e| m.needle_law(e, None)).collect();
+    assert!(!m.shared, "this reference handles scenarios without a shared component");
+    reference_rank_cdf_given(&m, j, None, -14.0, 30.0, 40_000)
+}
+
+/// P(rank ≤ j | z) by the needle-side integral over [lo, hi] with `n` Simpson intervals.
+fn reference_rank_cdf_given(m: &ScoreModel, j: u64, z: Option<f64>, lo: f64, hi: f64, n: usize) -> f64 {
+    let laws: Vec<EntryLaw> = m.needle_entries.iter().map(|e| m.needle_law(e, z)).collect();
     let f_y = |y: f64| {
         let parts: Vec<(f64, f64)> = laws.iter().map(|l| needle_cdf_pdf(l, y)).collect();
         (0..parts.len())
@@ -67,7 +72,26 @@ fn reference_rank_cdf(s: &Scenario, j: u64) -> f64 {
         let bh = Binomial::new(m.hard.sf(y), m.n_hard).unwrap();
         (0..=m.n_hard.min(j - 1)).map(|i| bh.pmf(i) * br.cdf(j - 1 - i)).sum()
     };
-    simpson(|y| f_y(y) * count_le(y), -14.0, 30.0, 40_000)
+    simpson(|y| f_y(y) * count_le(y), lo, hi, n)
+}
+
+/// Recall with a shared needle component: E_z[readout(P(rank ≤ k | z))] by Simpson over z.
+fn reference_recall_shared(s: &Scenario) -> f64 {
+    let g = Geometry::new(s);
+    let m = ScoreModel::new(s, &g).expect("exact scenario");
+    assert!(m.shared);
+    // The readout rule written out independently of the engine's.
+    let n = s.layers as u64;
+    let readout = |a: f64| match s.readout {
+        dsa_sim::scenario::Readout::Any => 1.0 - (1.0 - a).powi(n as i32),
+        dsa_sim::scenario::Readout::All => a.powi(n as i32),
+        dsa_sim::scenario::Readout::AtLeast(m) => {
+            let b = Binomial::new(a.clamp(0.0, 1.0), n).unwrap();
+            (m as u64..=n).map(|i| b.pmf(i)).sum()
+        }
+    };
+    let phi = |z: f64| (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt();
+    simpson(|z| phi(z) * readout(reference_rank_cdf_given(&m, g.k_eff, Some(z), -8.0, 14.0, 12_000)), -8.5, 8.5, 170)
 }
 
 fn scenarios() -> Vec<(&'static str, Scenario)> {
@@ -139,4 +163,19 @@ fn order_statistic_density_has_unit_mass() {
     let expected = 15.0 / (15.0 + (n - 1.0) * 16.0);
     let got = Analytic::new(&s).unwrap().rank_cdf(1);
     assert!((got - expected).abs() < 1e-9, "{got} vs {expected}");
+}
+
+#[test]
+fn shared_component_matches_brute_force_reference() {
+    let base = Scenario { context_len: 20_000, index_topk: 300, ..Scenario::default() };
+    for (name, s) in [
+        ("layers 4 any rho 0.7", Scenario { layers: 4, layer_corr: 0.7, dprime: 2.0, ..base.clone() }),
+        ("layers 3 all rho 0.5", Scenario { layers: 3, layer_corr: 0.5, readout: dsa_sim::scenario::Readout::All, ..base.clone() }),
+        ("layers 5 at_least 3", Scenario { layers: 5, layer_corr: 0.3, readout: dsa_sim::scenario::Readout::AtLeast(3), dprime: 2.5, ..base.clone() }),
+        ("copies share z", Scenario { repeat: 3, layer_corr: 0.5, dprime: 1.5, ..base.clone() }),
+    ] {
+        let exact = Analytic::new(&s).unwrap().recall();
+        let reference = reference_recall_shared(&s);
+        assert!((exact - reference).abs() < 1e-6, "{name}: analytic {exact} vs reference {reference}");
+    }
 }

@@ -1,8 +1,11 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
 pub mod calibrate;
+pub mod presets;
 pub mod rank;
 pub mod recall;
+pub mod run;
+pub mod sweep;
 pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
@@ -66,6 +69,12 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Coverage- or discrimination-limited? Recall now, at 2k and max k, k / dprime / noise needed.
     Verdict(verdict::VerdictArgs),
+    /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
+    Sweep(sweep::SweepArgs),
+    /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
+    Run(run::RunExperimentArgs),
+    /// List every preset with every field's value.
+    Presets(presets::PresetsArgs),
 }
 
 impl Command {
@@ -76,6 +85,9 @@ impl Command {
             Command::Rank(a) => rank::run(a),
             Command::Calibrate(a) => calibrate::run(a),
             Command::Verdict(a) => verdict::run(a),
+            Command::Sweep(a) => sweep::run(a),
+            Command::Run(a) => run::run(a),
+            Command::Presets(a) => presets::run(a),
         }
     }
 }

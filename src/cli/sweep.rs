@@ -1,0 +1,109 @@
+//! `dsa-sim sweep`: recall (and rank quantiles) over a grid of scenario fields.
+
+use super::{CliError, RunArgs, ScenarioArgs};
+use crate::sweep::{engine_evaluator, run_grid, Axis, Format, Grid, Output, SweepError, SweepOptions};
+use std::path::PathBuf;
+
+/// Arguments of `dsa-sim sweep`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Axes: --vary FIELD=V1,V2,… with ranges A..B:xF (geometric), A..B:N (N evenly spaced points) \
+and A..B:+S (step); repeat --vary for a grid (the first axis is outermost).\n\nExamples:\n  \
+dsa-sim sweep --preset deepseek-v4-flash --vary context_len=1024..1048576:x2 --vary index_topk=512,1024,2048 --out sweep.csv\n  \
+dsa-sim sweep --vary dprime=0..6:13 --vary score_noise=0,0.5,1 --no-rank --json\n  \
+dsa-sim sweep --preset deepseek-v4-flash --vary depth=0..1:11 --out depth.csv --resume")]
+pub struct SweepArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub scenario: ScenarioArgs,
+    /// An axis: FIELD=V1,V2,… or a range (A..B:xF, A..B:N, A..B:+S). Repeatable.
+    #[arg(long = "vary", value_name = "FIELD=VALUES", required = true)]
+    pub vary: Vec<String>,
+    /// Output file (.csv or .json); rows stream into FILE.partial until the sweep completes.
+    /// Default: CSV rows on stdout as they finish.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Keep the rows already in FILE.partial from an interrupted run of the same sweep.
+    #[arg(long)]
+    pub resume: bool,
+    /// Compute at most N new points, then stop (the partial file keeps them for --resume).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Leave out the rank quantile columns (faster: recall only).
+    #[arg(long)]
+    pub no_rank: bool,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub run: RunArgs,
+}
+
+/// Maps a sweep error to the CLI's: bad input and engine refusals exit 2.
+pub fn cli_error(e: SweepError) -> CliError {
+    CliError::input(e.to_string())
+}
+
+/// Runs `dsa-sim sweep`.
+pub fn run(args: &SweepArgs) -> Result<(), CliError> {
+    let base = args.scenario.resolve()?;
+    let mut opts = args.run.options()?;
+    opts.progress = false;
+    if args.run.threads == Some(0) {
+        return Err(CliError::input("--threads 0: allowed ≥ 1"));
+    }
+    let axes = args.vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>().map_err(cli_error)?;
+    let rank = !args.no_rank;
+    let grid = Grid::new(base, axes, rank).map_err(cli_error)?;
+    let format = match (&args.out, args.run.json) {
+        (_, true) => Format::Json,
+        (Some(p), false) => Format::from_path(p),
+        (None, false) => Format::Csv,
+    };
+    if let Some(p) = &args.out {
+        if p.is_dir() {
+            return Err(CliError::input(format!("--out {}: is a folder; give a file name (.csv or .json)", p.display())));
+        }
+    }
+    let meta = serde_json::json!({
+        "engine": args.run.engine, "trials": opts.trials, "seed": opts.seed, "rank": rank,
+    });
+    let fingerprint = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "base": grid.base,
+        "axes": grid.axes.iter().map(|a| serde_json::json!([a.field, a.values])).collect::<Vec<_>>(),
+        "run": meta,
+        "format": format.to_string(),
+    })
+    .to_string();
+    let out = match &args.out {
+        Some(p) => Output::File(p.clone()),
+        None => Output::Stdout,
+    };
+    let sweep = SweepOptions {
+        threads: args.run.threads,
+        resume: args.resume,
+        limit: args.limit,
+        progress: !args.quiet,
+        format,
+        fingerprint,
+        meta,
+    };
+    let eval = engine_evaluator(opts);
+    let (rows, complete) = run_grid(&grid, |s| eval(s, rank), &out, &sweep).map_err(cli_error)?;
+    if let Some(p) = &args.out {
+        if !args.quiet {
+            if complete {
+                eprintln!("{} points written to {}", rows.len(), p.display());
+            } else {
+                eprintln!(
+                    "{} of {} points done, kept in {}: rerun with --resume to finish",
+                    rows.len(),
+                    grid.len(),
+                    crate::sweep::partial_path(p).display()
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,500 @@
+//! Running an experiment: every figure's grid, its data files, the figures and the report, staged
+//! in a temporary folder and moved into place at the end.
+
+use super::{Dataset, Experiment, FigureKind, PreparedFigure};
+use crate::report::{
+    binary_label, save_figure, CellColors, Corner, Heatmap, LineChart, Panel, PointSet, RefLine, Scale, Series,
+};
+use crate::scenario::Scenario;
+use crate::sweep::{field_text, run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
+use plotters::style::RGBColor;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// How to run an experiment.
+#[derive(Debug, Clone, Default)]
+pub struct RunSettings {
+    /// Worker threads for the grids.
+    pub threads: Option<usize>,
+    /// Show progress bars on stderr (when it is a terminal).
+    pub progress: bool,
+}
+
+/// Figure size in pixels (SVG and PNG).
+pub const FIGURE_SIZE: (u32, u32) = (1000, 640);
+
+/// Fields counted in tokens (log-scaled, labelled 1K, 1M…).
+const TOKEN_FIELDS: &[&str] = &["context_len", "window", "sink", "index_topk", "max_topk", "needle_tokens", "compress_ratio"];
+
+/// Runs `exp` with `eval(scenario, with_rank)` and writes the result folder `out`. Returns the
+/// files written, relative to `out`.
+pub fn run(
+    exp: &Experiment,
+    out: &Path,
+    eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, String> + Sync),
+    settings: &RunSettings,
+) -> Result<Vec<PathBuf>, SweepError> {
+    let cant = |p: &Path, e: std::io::Error| SweepError::Input(format!("cannot write {}: {e}", p.display()));
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| cant(out, e))?;
+    if out.exists() && !out.is_dir() {
+        return Err(SweepError::Input(format!("cannot write {}: it exists and is not a folder", out.display())));
+    }
+    let leaf = out.file_name().and_then(|n| n.to_str()).unwrap_or("results");
+    let stage = parent.join(format!(".{leaf}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&stage);
+    let result = (|| {
+        for d in ["data", "figures"] {
+            std::fs::create_dir_all(stage.join(d)).map_err(|e| cant(out, e))?;
+        }
+        write_all(exp, &stage, eval, settings)
+    })();
+    let files = match result {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&stage);
+            return Err(e);
+        }
+    };
+    let old = parent.join(format!(".{leaf}.old-{}", std::process::id()));
+    if out.exists() {
+        std::fs::rename(out, &old).map_err(|e| cant(out, e))?;
+    }
+    if let Err(e) = std::fs::rename(&stage, out) {
+        let _ = std::fs::rename(&old, out);
+        let _ = std::fs::remove_dir_all(&stage);
+        return Err(cant(out, e));
+    }
+    let _ = std::fs::remove_dir_all(&old);
+    Ok(files)
+}
+
+fn write_all(
+    exp: &Experiment,
+    stage: &Path,
+    eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, String> + Sync),
+    settings: &RunSettings,
+) -> Result<Vec<PathBuf>, SweepError> {
+    let mut files = Vec::new();
+    let meta = serde_json::json!({"experiment": exp.name, "engine": exp.engine, "trials": exp.trials, "seed": exp.seed});
+    let mut sections = Vec::new();
+    for fig in &exp.figures {
+        let rank = fig.grid.rank;
+        let csv = stage.join("data").join(format!("{}.csv", fig.spec.name));
+        let opts = SweepOptions {
+            threads: settings.threads,
+            resume: false,
+            limit: None,
+            progress: settings.progress,
+            format: Format::Csv,
+            fingerprint: fig.spec.name.clone(),
+            meta: meta.clone(),
+        };
+        let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(csv), &opts)?;
+        let json = stage.join("data").join(format!("{}.json", fig.spec.name));
+        crate::sweep::write_atomic(&json, to_json(&fig.grid, &rows, &meta).as_bytes())?;
+        files.push(PathBuf::from(format!("data/{}.csv", fig.spec.name)));
+        files.push(PathBuf::from(format!("data/{}.json", fig.spec.name)));
+        let data = fig.spec.data.as_ref().and_then(|n| exp.data.iter().find(|d| &d.spec.name == n));
+        let figure_dir = stage.join("figures");
+        let (table, saved) = match fig.spec.kind {
+            FigureKind::RecallCurves | FigureKind::RankBand => {
+                let chart = line_chart(exp, fig, &rows, data);
+                (curve_table(fig, &rows), save_figure(&chart, &figure_dir, &fig.spec.name, FIGURE_SIZE))
+            }
+            FigureKind::Heatmap => (String::new(), save_figure(&heatmap(fig, &rows), &figure_dir, &fig.spec.name, FIGURE_SIZE)),
+            FigureKind::RegimeMap => {
+                let (map, table) = regime_map(fig, &rows);
+                (table, save_figure(&map, &figure_dir, &fig.spec.name, FIGURE_SIZE))
+            }
+        };
+        saved.map_err(|e| SweepError::Input(format!("figure `{}`: {e}", fig.spec.name)))?;
+        files.push(PathBuf::from(format!("figures/{}.svg", fig.spec.name)));
+        files.push(PathBuf::from(format!("figures/{}.png", fig.spec.name)));
+        sections.push(super::report::figure_section(exp, fig, data, &table));
+    }
+    for d in &exp.data {
+        let name = d.path.file_name().and_then(|n| n.to_str()).unwrap_or("measured.csv");
+        let dest = stage.join("data").join(format!("measured-{name}"));
+        let bytes = std::fs::read(&d.path).map_err(|e| SweepError::Input(format!("cannot read {}: {e}", d.path.display())))?;
+        crate::sweep::write_atomic(&dest, &bytes)?;
+        files.push(PathBuf::from(format!("data/measured-{name}")));
+    }
+    let scen = format!(
+        "# Base scenario of experiment `{}`, fully resolved (dsa-sim {}).\n# Figures may override fields (see report.md).\n{}",
+        exp.name,
+        env!("CARGO_PKG_VERSION"),
+        exp.base.to_toml_string()
+    );
+    crate::sweep::write_atomic(&stage.join("scenario.toml"), scen.as_bytes())?;
+    crate::sweep::write_atomic(&stage.join("experiment.toml"), exp.source.as_bytes())?;
+    files.push("scenario.toml".into());
+    files.push("experiment.toml".into());
+    let report = super::report::report_md(exp, &sections);
+    crate::sweep::write_atomic(&stage.join("report.md"), report.as_bytes())?;
+    files.push("report.md".into());
+    Ok(files)
+}
+
+/// A short label for a field's value: `k = 512`, `repeat = 8`, `L = 64K`.
+pub fn value_label(field: &str, text: &str) -> String {
+    let name = match field {
+        "index_topk" => "k",
+        "context_len" => "L",
+        "score_noise" => "σ_q",
+        f => f,
+    };
+    let v = match text.parse::<f64>() {
+        Ok(x) if ["context_len", "window", "sink"].contains(&field) && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
+        _ => text.to_string(),
+    };
+    format!("{name} = {v}")
+}
+
+fn x_scale(fig: &PreparedFigure) -> Scale {
+    let ax = &fig.grid.axes[0];
+    let xs: Vec<f64> = ax.values.iter().filter_map(|v| v.parse().ok()).collect();
+    let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let wide = lo > 0.0 && hi / lo >= 16.0;
+    match fig.spec.log_x {
+        Some(true) if TOKEN_FIELDS.contains(&ax.field.as_str()) => Scale::Log2,
+        Some(true) => Scale::Log10,
+        Some(false) => Scale::Linear,
+        None if wide && TOKEN_FIELDS.contains(&ax.field.as_str()) => Scale::Log2,
+        None => Scale::Linear,
+    }
+}
+
+fn axis_title(field: &str, scale: Scale) -> String {
+    let base = match field {
+        "context_len" => "context length L (tokens)".to_string(),
+        "index_topk" => "index_topk k (selected candidates)".to_string(),
+        "dprime" => "dprime: needle score separation (distractor sd units)".to_string(),
+        "score_noise" => "score_noise σ_q (distractor sd units)".to_string(),
+        "depth" => "needle depth (0 = start of context, 1 = end)".to_string(),
+        "repeat" => "needle copies".to_string(),
+        f if TOKEN_FIELDS.contains(&f) => format!("{f} (tokens)"),
+        f => f.to_string(),
+    };
+    if scale.is_log() {
+        format!("{base}, log scale")
+    } else {
+        base
+    }
+}
+
+/// One-line summary of the scenario fields that shape the figure (not the varied ones).
+pub fn scenario_summary(grid: &Grid) -> String {
+    let s = &grid.base;
+    let d = Scenario::default();
+    let varied = |f: &str| grid.axes.iter().any(|a| a.field == f);
+    let mut parts = Vec::new();
+    let always = ["context_len", "index_topk", "compress_ratio", "overlap", "window", "dprime"];
+    for f in crate::scenario::FIELD_NAMES {
+        if varied(f) {
+            continue;
+        }
+        let v = field_text(s, f);
+        if always.contains(f) || v != field_text(&d, f) {
+            parts.push(value_label(f, &v));
+        }
+    }
+    parts.join(", ")
+}
+
+fn xy(row: &Row) -> f64 {
+    row.values[0].parse().unwrap_or(f64::NAN)
+}
+
+/// Rows grouped by the series axes (all axes after x), in grid order: (coords, label, rows).
+fn group_series<'a>(fig: &PreparedFigure, rows: &'a [Row]) -> Vec<(Vec<usize>, String, Vec<&'a Row>)> {
+    let g = &fig.grid;
+    let mut groups: Vec<(Vec<usize>, String, Vec<&Row>)> = Vec::new();
+    for r in rows {
+        let c = g.coords(r.index)[1..].to_vec();
+        if let Some(gr) = groups.iter_mut().find(|gr| gr.0 == c) {
+            gr.2.push(r);
+        } else {
+            let label: Vec<String> = g.axes[1..].iter().zip(&r.values[1..]).map(|(a, v)| value_label(&a.field, v)).collect();
+            groups.push((c, label.join(", "), vec![r]));
+        }
+    }
+    groups
+}
+
+fn num(s: &str) -> Option<f64> {
+    s.parse().ok()
+}
+
+fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option<&Dataset>) -> LineChart {
+    let g = &fig.grid;
+    let xf = g.axes[0].field.as_str();
+    let scale = x_scale(fig);
+    let rank = fig.spec.kind == FigureKind::RankBand;
+    let groups = group_series(fig, rows);
+    let mut series = Vec::new();
+    for (c, label, rs) in &groups {
+        let color = c.first().copied().unwrap_or(0);
+        let dashed = c.get(1).is_some_and(|&i| i > 0);
+        let mut s = Series { label: label.clone(), color, dashed, ..Default::default() };
+        for r in rs {
+            let x = xy(r);
+            if rank {
+                let q = r.result.rank.unwrap_or_default();
+                if let Some(m) = q.p50 {
+                    s.points.push((x, m as f64));
+                }
+                if let (Some(a), Some(b)) = (q.p05, q.p95) {
+                    s.band.push((x, a as f64, b as f64));
+                }
+            } else {
+                s.points.push((x, r.result.recall));
+                if r.result.ci_high > r.result.ci_low {
+                    s.band.push((x, r.result.ci_low, r.result.ci_high));
+                }
+            }
+        }
+        if rank && s.label.is_empty() {
+            s.label = "median rank (band: 5–95%)".into();
+        } else if rank {
+            s.label = format!("{}: median (band 5–95%)", s.label);
+        }
+        series.push(s);
+    }
+    let mut chart = LineChart {
+        title: fig.spec.title.clone().unwrap_or_else(|| if rank { "Needle rank".into() } else { "Needle recall".into() }),
+        subtitle: scenario_summary(g),
+        x_label: axis_title(xf, scale),
+        y_label: if rank { "needle rank among candidates (1 = top; log scale)".into() } else { "needle recall".into() },
+        x_scale: scale,
+        y_scale: if rank { Scale::Log10 } else { Scale::Linear },
+        y_range: if rank { None } else { Some((0.0, 1.0)) },
+        series,
+        legend: if rank { Corner::UpperLeft } else { Corner::UpperRight },
+        ..Default::default()
+    };
+    if !rank {
+        // Rising curves leave the lower right empty, falling ones the upper right.
+        let (mut a, mut b) = (0.0, 0.0);
+        for (_, _, rs) in &groups {
+            a += rs.first().map_or(0.0, |r| r.result.recall);
+            b += rs.last().map_or(0.0, |r| r.result.recall);
+        }
+        if b > a {
+            chart.legend = Corner::LowerRight;
+        }
+    }
+    // Coverage horizons k·c when x is the context length; the kernel limit when x is k.
+    if xf == "context_len" && !rank {
+        let kpos = g.axes.iter().position(|a| a.field == "index_topk");
+        let ks: Vec<(u64, usize)> = match kpos {
+            Some(p) => g.axes[p].values.iter().enumerate().filter_map(|(i, v)| v.parse().ok().map(|k| (k, if p == 1 { i } else { 6 }))).collect(),
+            None => vec![(g.base.index_topk, 6)],
+        };
+        for (k, color) in ks {
+            let h = k.saturating_mul(g.base.compress_ratio);
+            chart.vlines.push(RefLine { at: h as f64, label: format!("k·c = {}", binary_label(h as f64)), color });
+        }
+    }
+    if xf == "index_topk" && !rank {
+        chart.vlines.push(RefLine { at: g.base.max_topk as f64, label: format!("kernel max k = {}", g.base.max_topk), color: 6 });
+    }
+    if rank {
+        for (i, k) in fig.spec.k_lines.iter().enumerate() {
+            chart.hlines.push(RefLine { at: *k as f64, label: format!("k = {k}: selected below this line"), color: 1 + i });
+        }
+    }
+    if let (Some(d), false) = (data, rank) {
+        let provenance = d.spec.label.clone().unwrap_or_else(|| "measured".into());
+        let mut sets: Vec<(Vec<Option<usize>>, PointSet)> = Vec::new();
+        for m in &d.rows {
+            let Some(c) = match_measured(g, m) else { continue };
+            let x = match xf {
+                "context_len" => m.context_len as f64,
+                "index_topk" => m.index_topk as f64,
+                "depth" => m.depth.unwrap_or(f64::NAN),
+                "repeat" => m.repeat.map_or(f64::NAN, |v| v as f64),
+                _ => f64::NAN,
+            };
+            if !x.is_finite() {
+                continue;
+            }
+            let (lo, hi) = m.interval();
+            let color = c.first().copied().flatten().unwrap_or(6);
+            match sets.iter_mut().find(|s| s.0 == c) {
+                Some(s) => s.1.points.push((x, m.recall(), lo, hi)),
+                None => {
+                    let what: Vec<String> = g.axes[1..]
+                        .iter()
+                        .zip(&c)
+                        .filter_map(|(a, i)| i.map(|i| value_label(&a.field, &a.values[i])))
+                        .collect();
+                    let label = if what.is_empty() { provenance.clone() } else { format!("{provenance}: {}", what.join(", ")) };
+                    sets.push((c, PointSet { label, color, points: vec![(x, m.recall(), lo, hi)] }));
+                }
+            }
+        }
+        chart.points = sets.into_iter().map(|s| s.1).collect();
+        chart.note = format!("Squares: {provenance} ({}), bars: Wilson 95% intervals.", data_file_name(d));
+        if !rank && xf == "context_len" {
+            chart.note.push_str(" Dashed verticals: coverage horizons k·c.");
+        }
+    }
+    let _ = exp;
+    chart
+}
+
+fn data_file_name(d: &Dataset) -> String {
+    d.path.file_name().and_then(|n| n.to_str()).unwrap_or("data").to_string()
+}
+
+/// Which series (coords of the axes after x) a measured row belongs to, if it fits the figure:
+/// columns it gives must equal a series value or, for fixed fields, the base scenario.
+fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<Option<usize>>> {
+    let given: [(&str, Option<f64>); 6] = [
+        ("context_len", Some(m.context_len as f64)),
+        ("index_topk", Some(m.index_topk as f64)),
+        ("depth", m.depth),
+        ("repeat", m.repeat.map(|v| v as f64)),
+        ("compress_ratio", m.compress_ratio.map(|v| v as f64)),
+        ("window", m.window.map(|v| v as f64)),
+    ];
+    let mut coords = vec![None; g.axes.len() - 1];
+    for (f, v) in given {
+        let Some(v) = v else { continue };
+        if g.axes[0].field == f {
+            continue;
+        }
+        if let Some(p) = g.axes.iter().position(|a| a.field == f) {
+            let i = g.axes[p].values.iter().position(|t| num(t) == Some(v))?;
+            coords[p - 1] = Some(i);
+        } else if f != "depth" && g.base.get(f).ok() != Some(v) {
+            return None;
+        }
+    }
+    Some(coords)
+}
+
+fn fmt3(x: f64) -> String {
+    format!("{x:.3}")
+}
+
+/// A markdown table of the curves: one row per x, one column per series.
+fn curve_table(fig: &PreparedFigure, rows: &[Row]) -> String {
+    let g = &fig.grid;
+    let nx = g.axes[0].values.len();
+    if nx > 40 {
+        return String::new();
+    }
+    let groups = group_series(fig, rows);
+    let rank = fig.spec.kind == FigureKind::RankBand;
+    let mut t = String::new();
+    let xf = &g.axes[0].field;
+    let _ = write!(t, "| {xf} |");
+    for (_, label, _) in &groups {
+        let l = if label.is_empty() { if rank { "median rank [5%, 95%]" } else { "recall" } } else { label };
+        let _ = write!(t, " {l} |");
+    }
+    t.push_str("\n|---|");
+    t.push_str(&"---|".repeat(groups.len()));
+    t.push('\n');
+    for xi in 0..nx {
+        let _ = write!(t, "| {} |", g.axes[0].values[xi]);
+        for (_, _, rs) in &groups {
+            let cell = rs.get(xi).map_or(String::new(), |r| {
+                if rank {
+                    let q = r.result.rank.unwrap_or_default();
+                    let f = |v: Option<u64>| v.map_or("never".to_string(), |v| v.to_string());
+                    format!("{} [{}, {}]", f(q.p50), f(q.p05), f(q.p95))
+                } else if r.result.ci_high > r.result.ci_low {
+                    format!("{} [{}, {}]", fmt3(r.result.recall), fmt3(r.result.ci_low), fmt3(r.result.ci_high))
+                } else {
+                    fmt3(r.result.recall)
+                }
+            });
+            let _ = write!(t, " {cell} |");
+        }
+        t.push('\n');
+    }
+    t
+}
+
+fn cat_label(field: &str, text: &str) -> String {
+    match text.parse::<f64>() {
+        Ok(x) if TOKEN_FIELDS.contains(&field) && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
+        _ => text.to_string(),
+    }
+}
+
+fn heatmap(fig: &PreparedFigure, rows: &[Row]) -> Heatmap {
+    let g = &fig.grid;
+    let (nx, ny) = (g.axes[0].values.len(), g.axes[1].values.len());
+    let nf = g.axes.get(2).map_or(1, |a| a.values.len());
+    let mut panels: Vec<Panel> = (0..nf)
+        .map(|f| Panel {
+            title: g.axes.get(2).map_or(String::new(), |a| value_label(&a.field, &a.values[f])),
+            values: vec![vec![None; nx]; ny],
+        })
+        .collect();
+    for r in rows {
+        let c = g.coords(r.index);
+        panels[c.get(2).copied().unwrap_or(0)].values[c[1]][c[0]] = Some(r.result.recall);
+    }
+    Heatmap {
+        title: fig.spec.title.clone().unwrap_or_else(|| "Needle recall".into()),
+        x_label: axis_title(&g.axes[0].field, Scale::Linear),
+        y_label: axis_title(&g.axes[1].field, Scale::Linear),
+        x_cats: g.axes[0].values.iter().map(|v| cat_label(&g.axes[0].field, v)).collect(),
+        y_cats: g.axes[1].values.iter().map(|v| cat_label(&g.axes[1].field, v)).collect(),
+        panels,
+        colors: CellColors::Continuous { label: "recall".into(), lo: 0.0, hi: 1.0 },
+        annotate: nx * nf <= 14,
+        note: scenario_summary(g),
+    }
+}
+
+const REGIME_COLORS: [RGBColor; 5] =
+    [RGBColor(0, 158, 115), RGBColor(240, 228, 66), RGBColor(230, 159, 0), RGBColor(213, 94, 0), RGBColor(120, 28, 60)];
+
+fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
+    let g = &fig.grid;
+    let target = fig.spec.target.unwrap_or(0.9);
+    let ks: Vec<&String> = g.axes[2].values.iter().collect();
+    let (nx, ny, nk) = (g.axes[0].values.len(), g.axes[1].values.len(), ks.len());
+    let mut best = vec![vec![nk; nx]; ny];
+    for r in rows {
+        let c = g.coords(r.index);
+        if r.result.recall >= target && c[2] < best[c[1]][c[0]] {
+            best[c[1]][c[0]] = c[2];
+        }
+    }
+    let mut cats: Vec<(String, RGBColor)> = Vec::new();
+    for (i, k) in ks.iter().enumerate() {
+        let text = if i == 0 { format!("k = {k} suffices") } else { format!("needs k = {k}") };
+        cats.push((text, REGIME_COLORS[(i * (REGIME_COLORS.len() - 2) / (nk - 1).max(1)).min(REGIME_COLORS.len() - 2)]));
+    }
+    cats.push((format!("no k ≤ {} reaches {target}", ks[nk - 1]), REGIME_COLORS[REGIME_COLORS.len() - 1]));
+    let mut counts = vec![0usize; nk + 1];
+    for row in &best {
+        for &b in row {
+            counts[b] += 1;
+        }
+    }
+    let mut table = format!("Cells by regime (target recall {target}):\n\n| regime | cells |\n|---|---|\n");
+    for (c, n) in cats.iter().zip(&counts) {
+        let _ = writeln!(table, "| {} | {n} |", c.0);
+    }
+    let map = Heatmap {
+        title: fig.spec.title.clone().unwrap_or_else(|| format!("Smallest k reaching recall {target}")),
+        x_label: axis_title(&g.axes[0].field, Scale::Linear),
+        y_label: axis_title(&g.axes[1].field, Scale::Linear),
+        x_cats: g.axes[0].values.iter().map(|v| cat_label(&g.axes[0].field, v)).collect(),
+        y_cats: g.axes[1].values.iter().map(|v| cat_label(&g.axes[1].field, v)).collect(),
+        panels: vec![Panel { title: scenario_summary(g), values: best.iter().map(|r| r.iter().map(|&b| Some(b as f64)).collect()).collect() }],
+        colors: CellColors::Categorical(cats),
+        annotate: false,
+        note: "Green: saturated at the smallest k. Yellow/orange: coverage-limited (a larger k fixes it). Dark: discrimination-limited.".into(),
+    };
+    (map, table)
+}

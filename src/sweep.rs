@@ -1,0 +1,415 @@
+//! Parameter sweeps: a grid over any scenario fields, run point by point with rows streamed to
+//! disk in a fixed order, resumable after an interruption.
+//!
+//! The grid is the Cartesian product of its [`Axis`] values, the first axis outermost. Point `i`
+//! always has the same scenario and (for a deterministic evaluator) the same result, whatever
+//! the thread count, so a sweep's file is the same byte for byte however it was run.
+//!
+//! While a sweep with an output file runs, finished rows go, in grid order, to `FILE.partial`
+//! (a first `#` line records what sweep it belongs to). When every point is done the final file
+//! is written under a temporary name, renamed to FILE and the partial file removed: FILE is never
+//! half-written, and a killed sweep keeps its finished rows for `--resume`.
+
+mod axis;
+mod runner;
+
+pub use axis::{canonical_field, fmt_num, parse_values, Axis, MAX_RANGE_POINTS};
+pub use runner::{partial_path, run_grid, Output, SweepOptions};
+
+use crate::scenario::Scenario;
+use std::fmt;
+
+/// Why a sweep failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SweepError {
+    /// Bad input: an axis, a value, a point that does not validate, a partial file of another
+    /// sweep, an output path that cannot be written.
+    #[error("{0}")]
+    Input(String),
+    /// Evaluating a point failed.
+    #[error("{0}")]
+    Engine(String),
+}
+
+/// The quantiles of the needle's rank at one point (`None`: the needle is never selectable).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RankQuantiles {
+    /// 5th percentile.
+    pub p05: Option<u64>,
+    /// Median.
+    pub p50: Option<u64>,
+    /// 90th percentile.
+    pub p90: Option<u64>,
+    /// 95th percentile.
+    pub p95: Option<u64>,
+}
+
+/// What the evaluator reports for one grid point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointResult {
+    /// Estimated recall.
+    pub recall: f64,
+    /// Lower end of the 95% interval (= recall when exact).
+    pub ci_low: f64,
+    /// Upper end of the 95% interval (= recall when exact).
+    pub ci_high: f64,
+    /// `analytic` or `montecarlo`.
+    pub engine: String,
+    /// Monte Carlo trials, if any.
+    pub trials: Option<u64>,
+    /// Rank quantiles, when the sweep asks for ranks.
+    pub rank: Option<RankQuantiles>,
+}
+
+/// One finished point: its index in the grid, the varied fields' values and the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// Index of the point in grid order.
+    pub index: usize,
+    /// Canonical text of each varied field's value, in axis order.
+    pub values: Vec<String>,
+    /// The point's scenario, fully resolved.
+    pub scenario: Scenario,
+    /// The evaluator's result.
+    pub result: PointResult,
+}
+
+/// A grid of scenarios: a base scenario and the axes varied over it.
+#[derive(Debug, Clone)]
+pub struct Grid {
+    /// The scenario every point starts from.
+    pub base: Scenario,
+    /// The varied fields, first outermost.
+    pub axes: Vec<Axis>,
+    /// Whether rows carry rank quantiles.
+    pub rank: bool,
+}
+
+/// Output format of a sweep file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Comma-separated values with a header line.
+    Csv,
+    /// One JSON object with the sweep's metadata and a `rows` array.
+    Json,
+}
+
+impl Format {
+    /// The format implied by a file name (`.json` → JSON, anything else CSV).
+    pub fn from_path(path: &std::path::Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
+            _ => Format::Csv,
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Format::Csv => "csv",
+            Format::Json => "json",
+        })
+    }
+}
+
+/// The canonical text of a field's value in a scenario (as TOML/JSON would write it, strings
+/// unquoted): `1e6` given on the command line becomes `1000000`.
+pub fn field_text(s: &Scenario, field: &str) -> String {
+    match serde_json::to_value(s).ok().and_then(|v| v.get(field).cloned()) {
+        Some(serde_json::Value::String(t)) => t,
+        Some(v) => v.to_string(),
+        None => String::new(),
+    }
+}
+
+/// The typed JSON value of a field in a scenario.
+pub fn field_json(s: &Scenario, field: &str) -> serde_json::Value {
+    serde_json::to_value(s).ok().and_then(|v| v.get(field).cloned()).unwrap_or(serde_json::Value::Null)
+}
+
+impl Grid {
+    /// Builds a grid, rejecting repeated fields and checking that every point validates.
+    pub fn new(base: Scenario, axes: Vec<Axis>, rank: bool) -> Result<Grid, SweepError> {
+        if axes.is_empty() {
+            return Err(SweepError::Input("a sweep needs at least one axis (--vary FIELD=V1,V2,…)".into()));
+        }
+        for (i, a) in axes.iter().enumerate() {
+            if axes[..i].iter().any(|b| b.field == a.field) {
+                return Err(SweepError::Input(format!("axis `{}` is given twice", a.field)));
+            }
+        }
+        let g = Grid { base, axes, rank };
+        let n = g.len();
+        if n > 10_000_000 {
+            return Err(SweepError::Input(format!("the grid has {n} points (at most 10000000)")));
+        }
+        for i in 0..n {
+            g.scenario(i)?;
+        }
+        Ok(g)
+    }
+
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.axes.iter().map(|a| a.values.len()).product()
+    }
+
+    /// Whether the grid has no points (never, for a grid built by [`Grid::new`]).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The index of each axis's value at point `i` (first axis outermost).
+    pub fn coords(&self, mut i: usize) -> Vec<usize> {
+        let mut c = vec![0; self.axes.len()];
+        for (k, a) in self.axes.iter().enumerate().rev() {
+            c[k] = i % a.values.len();
+            i /= a.values.len();
+        }
+        c
+    }
+
+    /// The validated scenario of point `i`.
+    pub fn scenario(&self, i: usize) -> Result<Scenario, SweepError> {
+        let mut s = self.base.clone();
+        let coords = self.coords(i);
+        for (a, &c) in self.axes.iter().zip(&coords) {
+            s.set(&a.field, &a.values[c]).map_err(|e| SweepError::Input(format!("axis `{}`: {e}", a.field)))?;
+        }
+        s.validate().map_err(|e| {
+            let at: Vec<String> = self.axes.iter().zip(&coords).map(|(a, &c)| format!("{}={}", a.field, a.values[c])).collect();
+            SweepError::Input(format!("grid point {} is invalid: {e}", at.join(" ")))
+        })?;
+        Ok(s)
+    }
+
+    /// The canonical values of the varied fields at a scenario.
+    pub fn values_of(&self, s: &Scenario) -> Vec<String> {
+        self.axes.iter().map(|a| field_text(s, &a.field)).collect()
+    }
+
+    /// Column names of the sweep's CSV.
+    pub fn columns(&self) -> Vec<String> {
+        let mut c: Vec<String> = self.axes.iter().map(|a| a.field.clone()).collect();
+        c.extend(["recall", "ci_low", "ci_high", "engine", "trials"].map(String::from));
+        if self.rank {
+            c.extend(["rank_p05", "rank_p50", "rank_p90", "rank_p95"].map(String::from));
+        }
+        c.extend(["n_candidates", "coverage_horizon_tokens"].map(String::from));
+        c
+    }
+}
+
+fn rank_text(r: Option<u64>) -> String {
+    r.map_or_else(|| "inf".to_string(), |v| v.to_string())
+}
+
+/// The CSV fields of one row (see [`Grid::columns`]).
+pub fn csv_record(grid: &Grid, row: &Row) -> Vec<String> {
+    let r = &row.result;
+    let mut out = row.values.clone();
+    out.push(format!("{}", r.recall));
+    out.push(format!("{}", r.ci_low));
+    out.push(format!("{}", r.ci_high));
+    out.push(r.engine.clone());
+    out.push(r.trials.map(|t| t.to_string()).unwrap_or_default());
+    if grid.rank {
+        let q = r.rank.unwrap_or_default();
+        for v in [q.p05, q.p50, q.p90, q.p95] {
+            out.push(rank_text(v));
+        }
+    }
+    out.push(row.scenario.n_candidates().to_string());
+    out.push(row.scenario.coverage_horizon_tokens().to_string());
+    out
+}
+
+/// Parses a CSV record written by [`csv_record`] back into a row of point `index`.
+pub fn parse_record(grid: &Grid, index: usize, rec: &csv::StringRecord) -> Option<Row> {
+    let ncol = grid.columns().len();
+    if rec.len() != ncol {
+        return None;
+    }
+    let scenario = grid.scenario(index).ok()?;
+    let values = grid.values_of(&scenario);
+    let na = grid.axes.len();
+    if (0..na).any(|k| rec.get(k) != Some(values[k].as_str())) {
+        return None;
+    }
+    let f = |k: usize| rec.get(k).and_then(|t| t.parse::<f64>().ok());
+    let rk = |k: usize| -> Option<Option<u64>> {
+        match rec.get(k)? {
+            "inf" => Some(None),
+            t => t.parse().ok().map(Some),
+        }
+    };
+    let trials = match rec.get(na + 4)? {
+        "" => None,
+        t => Some(t.parse().ok()?),
+    };
+    let rank = if grid.rank {
+        Some(RankQuantiles { p05: rk(na + 5)?, p50: rk(na + 6)?, p90: rk(na + 7)?, p95: rk(na + 8)? })
+    } else {
+        None
+    };
+    let result = PointResult {
+        recall: f(na)?,
+        ci_low: f(na + 1)?,
+        ci_high: f(na + 2)?,
+        engine: rec.get(na + 3)?.to_string(),
+        trials,
+        rank,
+    };
+    Some(Row { index, values, scenario, result })
+}
+
+/// The whole CSV text of a finished sweep.
+pub fn to_csv(grid: &Grid, rows: &[Row]) -> String {
+    let mut w = csv::WriterBuilder::new().from_writer(Vec::new());
+    // Writing to memory cannot fail.
+    let _ = w.write_record(grid.columns());
+    for r in rows {
+        let _ = w.write_record(csv_record(grid, r));
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+/// One row as a JSON object: varied fields typed as in the scenario, then the results.
+pub fn row_json(grid: &Grid, row: &Row) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for a in &grid.axes {
+        m.insert(a.field.clone(), field_json(&row.scenario, &a.field));
+    }
+    let r = &row.result;
+    m.insert("recall".into(), r.recall.into());
+    m.insert("ci_low".into(), r.ci_low.into());
+    m.insert("ci_high".into(), r.ci_high.into());
+    m.insert("engine".into(), r.engine.clone().into());
+    m.insert("trials".into(), r.trials.into());
+    if grid.rank {
+        let q = r.rank.unwrap_or_default();
+        for (k, v) in [("rank_p05", q.p05), ("rank_p50", q.p50), ("rank_p90", q.p90), ("rank_p95", q.p95)] {
+            m.insert(k.into(), v.into());
+        }
+    }
+    m.insert("n_candidates".into(), row.scenario.n_candidates().into());
+    m.insert("coverage_horizon_tokens".into(), row.scenario.coverage_horizon_tokens().into());
+    serde_json::Value::Object(m)
+}
+
+/// The JSON document of a finished sweep: metadata (`meta`, e.g. seed and engine), the base
+/// scenario, the axes and the rows.
+pub fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
+    let axes: Vec<serde_json::Value> = grid
+        .axes
+        .iter()
+        .map(|a| serde_json::json!({"field": a.field, "values": a.values}))
+        .collect();
+    let doc = serde_json::json!({
+        "dsa_sim_version": env!("CARGO_PKG_VERSION"),
+        "run": meta,
+        "base_scenario": grid.base,
+        "axes": axes,
+        "columns": grid.columns(),
+        "rows": rows.iter().map(|r| row_json(grid, r)).collect::<Vec<_>>(),
+    });
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder, then renames it.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), SweepError> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let fail = |e: std::io::Error| SweepError::Input(format!("cannot write {}: {e}", path.display()));
+    std::fs::write(&tmp, bytes).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
+}
+
+/// The engine as a sweep evaluator: `eval(scenario, with_rank)` runs [`crate::engine::estimate`]
+/// (with rank quantiles) or [`crate::engine::estimate_recall`] with the given options.
+pub fn engine_evaluator(
+    opts: crate::engine::RunOptions,
+) -> impl Fn(&Scenario, bool) -> Result<PointResult, String> + Sync {
+    move |s: &Scenario, with_rank: bool| {
+        let est = if with_rank { crate::engine::estimate(s, &opts) } else { crate::engine::estimate_recall(s, &opts) }
+            .map_err(|e| e.to_string())?;
+        let rank = with_rank.then(|| RankQuantiles {
+            p05: est.rank.quantile(0.05),
+            p50: est.rank.quantile(0.5),
+            p90: est.rank.quantile(0.9),
+            p95: est.rank.quantile(0.95),
+        });
+        Ok(PointResult {
+            recall: est.recall,
+            ci_low: est.ci_low,
+            ci_high: est.ci_high,
+            engine: est.engine.to_string(),
+            trials: est.trials,
+            rank,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> Grid {
+        let axes = vec![Axis::parse("context_len=1e3,2000").unwrap(), Axis::parse("index_topk=1..3:+1").unwrap()];
+        Grid::new(Scenario::default(), axes, true).unwrap()
+    }
+
+    #[test]
+    fn grid_order_first_axis_outermost() {
+        let g = grid();
+        assert_eq!(g.len(), 6);
+        let s = g.scenario(4).unwrap();
+        assert_eq!((s.context_len, s.index_topk), (2000, 2));
+        assert_eq!(g.values_of(&s), ["2000", "2"]);
+        assert_eq!(g.values_of(&g.scenario(0).unwrap()), ["1000", "1"]);
+    }
+
+    #[test]
+    fn invalid_points_and_repeated_axes_are_rejected() {
+        let e = Grid::new(Scenario::default(), vec![Axis::parse("context_len=1,2").unwrap(), Axis::parse("needle_tokens=1,2").unwrap()], false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("context_len=1") && e.contains("needle_tokens"), "{e}");
+        let e = Grid::new(Scenario::default(), vec![Axis::parse("depth=0").unwrap(), Axis::parse("depth=1").unwrap()], false)
+            .unwrap_err();
+        assert!(e.to_string().contains("twice"));
+        assert!(Grid::new(Scenario::default(), vec![], false).is_err());
+    }
+
+    #[test]
+    fn csv_records_round_trip() {
+        let g = grid();
+        let s = g.scenario(3).unwrap();
+        let row = Row {
+            index: 3,
+            values: g.values_of(&s),
+            scenario: s,
+            result: PointResult {
+                recall: 0.1 + 0.2,
+                ci_low: 0.25,
+                ci_high: 1.0 / 3.0,
+                engine: "montecarlo".into(),
+                trials: Some(1000),
+                rank: Some(RankQuantiles { p05: Some(1), p50: Some(7), p90: None, p95: None }),
+            },
+        };
+        let rec = csv::StringRecord::from(csv_record(&g, &row));
+        assert_eq!(parse_record(&g, 3, &rec), Some(row.clone()));
+        assert_eq!(parse_record(&g, 2, &rec), None);
+        let json = row_json(&g, &row);
+        assert_eq!(json["context_len"], 2000);
+        assert!(json["rank_p90"].is_null());
+    }
+}

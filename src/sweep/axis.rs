@@ -1,0 +1,249 @@
+//! Sweep axes: `FIELD=V1,V2,…` with ranges `A..B:xF` (geometric), `A..B:N` (N evenly spaced
+//! points) and `A..B:+S` (arithmetic step).
+
+use super::SweepError;
+use crate::scenario::{Scenario, FIELD_NAMES, REAL_FIELDS};
+
+/// One axis of a sweep grid: a scenario field and the values it takes, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    /// The field's snake_case name.
+    pub field: String,
+    /// The values as text, exactly as [`Scenario::set`] accepts them.
+    pub values: Vec<String>,
+}
+
+/// Most points one range may expand to (a typo such as `1..1e9:+1` fails fast instead).
+pub const MAX_RANGE_POINTS: usize = 100_000;
+
+impl Axis {
+    /// Parses `FIELD=SPEC` where SPEC is a comma-separated list of values and ranges.
+    pub fn parse(text: &str) -> Result<Axis, SweepError> {
+        let (field, spec) = text.split_once('=').ok_or_else(|| {
+            SweepError::Input(format!(
+                "axis `{text}`: expected FIELD=V1,V2,… or FIELD=A..B:xF / A..B:N / A..B:+S"
+            ))
+        })?;
+        Axis::from_spec(field, spec)
+    }
+
+    /// Builds an axis from a field name and a value specification (see [`Axis::parse`]).
+    pub fn from_spec(field: &str, spec: &str) -> Result<Axis, SweepError> {
+        let field = canonical_field(field)?;
+        let values = parse_values(&field, spec)?;
+        Axis::from_values(&field, values)
+    }
+
+    /// Builds an axis from explicit values, checking that each parses as the field's type.
+    pub fn from_values(field: &str, values: Vec<String>) -> Result<Axis, SweepError> {
+        let field = canonical_field(field)?;
+        if values.is_empty() {
+            return Err(SweepError::Input(format!("axis `{field}` has no values")));
+        }
+        let mut probe = Scenario::default();
+        for v in &values {
+            probe.set(&field, v).map_err(|e| SweepError::Input(format!("axis `{field}`: {e}")))?;
+        }
+        Ok(Axis { field, values })
+    }
+}
+
+/// The snake_case name of a scenario field, or an input error naming the known fields.
+pub fn canonical_field(field: &str) -> Result<String, SweepError> {
+    let f = field.trim().replace('-', "_");
+    if FIELD_NAMES.contains(&f.as_str()) {
+        Ok(f)
+    } else {
+        Err(SweepError::Input(format!(
+            "unknown field `{}` (known fields: {})",
+            field.trim(),
+            FIELD_NAMES.join(", ")
+        )))
+    }
+}
+
+fn is_integer_field(field: &str) -> bool {
+    !REAL_FIELDS.contains(&field)
+}
+
+/// Formats a number for a sweep value: at most 12 significant digits, shortest form.
+pub fn fmt_num(x: f64) -> String {
+    if x == 0.0 {
+        return "0".to_string();
+    }
+    let rounded: f64 = format!("{x:.11e}").parse().unwrap_or(x);
+    format!("{rounded}")
+}
+
+fn parse_num(field: &str, text: &str, what: &str) -> Result<f64, SweepError> {
+    let t = text.trim().replace('_', "");
+    t.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
+        SweepError::Input(format!("axis `{field}`: range {what} `{}` is not a number", text.trim()))
+    })
+}
+
+/// Expands a value specification into its values (ranges expanded, in the order written).
+pub fn parse_values(field: &str, spec: &str) -> Result<Vec<String>, SweepError> {
+    let mut out = Vec::new();
+    for item in spec.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            if spec.trim().is_empty() {
+                return Err(SweepError::Input(format!("axis `{field}` has no values")));
+            }
+            return Err(SweepError::Input(format!("axis `{field}`: empty value in `{spec}`")));
+        }
+        if item.contains("..") {
+            out.extend(expand_range(field, item)?);
+        } else {
+            out.push(item.to_string());
+        }
+    }
+    if out.len() > MAX_RANGE_POINTS {
+        return Err(SweepError::Input(format!(
+            "axis `{field}`: {} values (at most {MAX_RANGE_POINTS})",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+fn expand_range(field: &str, item: &str) -> Result<Vec<String>, SweepError> {
+    let bad = |why: &str| {
+        SweepError::Input(format!(
+            "axis `{field}`: range `{item}` {why} (expected A..B:xF geometric, A..B:N points or A..B:+S step)"
+        ))
+    };
+    let (bounds, step) = item.split_once(':').ok_or_else(|| bad("has no step"))?;
+    let (a, b) = bounds.split_once("..").ok_or_else(|| bad("has no `..`"))?;
+    let a = parse_num(field, a, "start")?;
+    let b = parse_num(field, b, "end")?;
+    let step = step.trim();
+    let eps = 1e-9 * a.abs().max(b.abs()).max(1e-300);
+    let mut xs = Vec::new();
+    if let Some(f) = step.strip_prefix('x').or_else(|| step.strip_prefix('*')) {
+        let f = parse_num(field, f, "factor")?;
+        if !(a > 0.0 && b > 0.0) {
+            return Err(bad("needs positive bounds for a geometric step"));
+        }
+        if !((f > 1.0 && b >= a) || (f > 0.0 && f < 1.0 && b <= a)) {
+            return Err(bad("has a factor that never reaches the end"));
+        }
+        let mut i = 0i32;
+        loop {
+            let x = a * f.powi(i);
+            if (f > 1.0 && x > b * (1.0 + 1e-9)) || (f < 1.0 && x < b * (1.0 - 1e-9)) {
+                break;
+            }
+            xs.push(x);
+            i += 1;
+            if xs.len() > MAX_RANGE_POINTS {
+                return Err(bad("has too many points"));
+            }
+        }
+    } else if let Some(s) = step.strip_prefix('+') {
+        let s = parse_num(field, s, "step")?;
+        if s.is_nan() || s <= 0.0 || b < a {
+            return Err(bad("needs a positive step and end ≥ start"));
+        }
+        let n = ((b - a + eps) / s).floor();
+        if n >= MAX_RANGE_POINTS as f64 {
+            return Err(bad("has too many points"));
+        }
+        xs.extend((0..=n as usize).map(|i| a + s * i as f64));
+    } else {
+        let n: usize = step.parse().map_err(|_| bad("has a step that is not xF, N or +S"))?;
+        if n == 0 {
+            return Err(bad("asks for 0 points"));
+        }
+        if n > MAX_RANGE_POINTS {
+            return Err(bad("has too many points"));
+        }
+        if n == 1 {
+            xs.push(a);
+        } else {
+            xs.extend((0..n).map(|i| if i == n - 1 { b } else { a + (b - a) * i as f64 / (n - 1) as f64 }));
+        }
+    }
+    let mut out: Vec<String> = Vec::with_capacity(xs.len());
+    for x in xs {
+        let text = if is_integer_field(field) {
+            let r = x.round();
+            if (x - r).abs() > 1e-6 * x.abs().max(1.0) && step.starts_with('+') {
+                return Err(bad("gives non-integer values for an integer field"));
+            }
+            format!("{}", r as i128)
+        } else {
+            fmt_num(x)
+        };
+        if out.last() != Some(&text) {
+            out.push(text);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(spec: &str) -> Vec<String> {
+        Axis::parse(spec).unwrap().values
+    }
+
+    #[test]
+    fn lists_and_kebab_names() {
+        assert_eq!(vals("index-topk=512,1024, 2048"), ["512", "1024", "2048"]);
+        assert_eq!(Axis::parse("index-topk=1").unwrap().field, "index_topk");
+        assert_eq!(vals("pooling=mean,max"), ["mean", "max"]);
+        assert_eq!(vals("distractor=normal,student_t:4"), ["normal", "student_t:4"]);
+    }
+
+    #[test]
+    fn geometric_ranges() {
+        let v = vals("context_len=1024..1048576:x2");
+        assert_eq!(v.len(), 11);
+        assert_eq!(v[0], "1024");
+        assert_eq!(v[10], "1048576");
+        assert_eq!(vals("context_len=1000..1000000:x10"), ["1000", "10000", "100000", "1000000"]);
+        assert_eq!(vals("score_noise=0.1..0.8:x2"), ["0.1", "0.2", "0.4", "0.8"]);
+        // Rounded integer values never repeat.
+        let v = vals("window=1..10:x1.2");
+        assert!(v.windows(2).all(|w| w[0] != w[1]), "{v:?}");
+    }
+
+    #[test]
+    fn linear_ranges() {
+        let v = vals("depth=0..1:11");
+        assert_eq!(v, ["0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7", "0.8", "0.9", "1"]);
+        assert_eq!(vals("dprime=0..3:+0.5"), ["0", "0.5", "1", "1.5", "2", "2.5", "3"]);
+        assert_eq!(vals("dprime=2..2:1"), ["2"]);
+        assert_eq!(vals("repeat=1,2..4:+1,8"), ["1", "2", "3", "4", "8"]);
+        assert_eq!(vals("index_topk=512..2048:3"), ["512", "1280", "2048"]);
+    }
+
+    #[test]
+    fn bad_axes_are_input_errors_naming_the_problem() {
+        for (spec, needle) in [
+            ("contxt_len=1,2", "unknown field `contxt_len`"),
+            ("context_len=", "no values"),
+            ("context_len", "expected FIELD="),
+            ("context_len=1024..x2", "no step"),
+            ("context_len=1024..2048:y2", "not xF, N or +S"),
+            ("context_len=abc..2048:x2", "start `abc`"),
+            ("context_len=0..2048:x2", "positive bounds"),
+            ("context_len=2048..1024:x2", "never reaches"),
+            ("context_len=1..1e9:+1", "too many"),
+            ("depth=0..1:0", "0 points"),
+            ("depth=0.5,,0.7", "empty value"),
+            ("context_len=1.5", "context_len"),
+            ("pooling=avg", "pooling"),
+            ("repeat=1..2:+0.5", "non-integer"),
+        ] {
+            let e = Axis::parse(spec).unwrap_err();
+            assert!(matches!(e, SweepError::Input(_)), "{spec}: {e}");
+            assert!(e.to_string().contains(needle), "{spec}: {e}");
+            assert!(!e.to_string().contains('\n'));
+        }
+    }
+}

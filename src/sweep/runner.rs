@@ -1,0 +1,363 @@
+//! Running a grid: points evaluated in parallel, rows delivered in grid order, streamed to a
+//! partial file and resumable.
+
+use super::{csv_record, parse_record, to_csv, to_json, write_atomic, Format, Grid, PointResult, Row, SweepError};
+use crate::scenario::Scenario;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// How to run a sweep.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Worker threads (default: rayon's count, i.e. the cores).
+    pub threads: Option<usize>,
+    /// Skip the rows already in the output's partial file.
+    pub resume: bool,
+    /// Compute at most this many new points, then stop and keep the partial file.
+    pub limit: Option<usize>,
+    /// Draw a progress bar on stderr (only when stderr is a terminal).
+    pub progress: bool,
+    /// Output format.
+    pub format: Format,
+    /// Identifies the sweep (scenario, axes, engine settings): a partial file of another
+    /// sweep is refused on resume.
+    pub fingerprint: String,
+    /// Run metadata stored in JSON output (seed, engine, trials…).
+    pub meta: serde_json::Value,
+}
+
+/// Where rows go.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// A file (CSV or JSON), written through `FILE.partial`.
+    File(PathBuf),
+    /// Standard output: CSV rows as they finish, JSON at the end.
+    Stdout,
+    /// Nowhere: the rows are only returned.
+    Memory,
+}
+
+/// The partial file that streams a sweep's rows for `path`.
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+const MAGIC: &str = "# dsa-sim sweep partial: ";
+
+/// Reads the finished rows of a partial file (a prefix of the grid); `None` if it is absent.
+fn read_partial(path: &Path, grid: &Grid, fingerprint: &str) -> Result<Option<Vec<Row>>, SweepError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SweepError::Input(format!("cannot read {}: {e}", path.display()))),
+    };
+    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+    if first.strip_prefix(MAGIC) != Some(fingerprint) {
+        return Err(SweepError::Input(format!(
+            "{} belongs to a different sweep (other scenario, axes or run options): delete it or run without --resume",
+            path.display()
+        )));
+    }
+    // Only complete lines count: a line cut by a kill is recomputed.
+    let complete = match rest.rfind('\n') {
+        Some(i) => &rest[..=i],
+        None => "",
+    };
+    let mut rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(complete.as_bytes());
+    let mut rows = Vec::new();
+    let mut header_seen = false;
+    for rec in rdr.records() {
+        let Ok(rec) = rec else { break };
+        if !header_seen {
+            if rec.iter().map(str::to_string).collect::<Vec<_>>() != grid.columns() {
+                return Err(SweepError::Input(format!("{} has unexpected columns: delete it or run without --resume", path.display())));
+            }
+            header_seen = true;
+            continue;
+        }
+        let index = rows.len();
+        if index >= grid.len() {
+            break;
+        }
+        match parse_record(grid, index, &rec) {
+            Some(row) => rows.push(row),
+            None => break,
+        }
+    }
+    Ok(Some(rows))
+}
+
+fn partial_text(grid: &Grid, fingerprint: &str, rows: &[Row]) -> String {
+    format!("{MAGIC}{fingerprint}\n{}", to_csv(grid, rows))
+}
+
+/// Runs `grid` with `eval` (which must be deterministic for reproducible files) and delivers the
+/// rows to `out` in grid order. Returns every finished row (including resumed ones) and whether
+/// the grid is complete (it is not when `limit` stopped it).
+pub fn run_grid<F>(grid: &Grid, eval: F, out: &Output, opts: &SweepOptions) -> Result<(Vec<Row>, bool), SweepError>
+where
+    F: Fn(&Scenario) -> Result<PointResult, String> + Sync,
+{
+    let total = grid.len();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut stdout = std::io::stdout().lock();
+    let mut file: Option<std::io::BufWriter<std::fs::File>> = None;
+    let partial = match out {
+        Output::File(path) => Some(partial_path(path)),
+        _ => None,
+    };
+    if opts.resume && partial.is_none() {
+        return Err(SweepError::Input("--resume needs --out FILE".into()));
+    }
+    if let Some(pp) = &partial {
+        if opts.resume {
+            if let Some(prev) = read_partial(pp, grid, &opts.fingerprint)? {
+                rows = prev;
+            }
+        }
+        // (Re)write the partial file with the rows kept, then append to it.
+        write_atomic(pp, partial_text(grid, &opts.fingerprint, &rows).as_bytes())?;
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(pp)
+            .map_err(|e| SweepError::Input(format!("cannot write {}: {e}", pp.display())))?;
+        file = Some(std::io::BufWriter::new(f));
+    } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let _ = w.write_record(grid.columns());
+        let _ = stdout.write_all(&w.into_inner().unwrap_or_default());
+    }
+    let start = rows.len();
+    let end = match opts.limit {
+        Some(l) => total.min(start.saturating_add(l)),
+        None => total,
+    };
+
+    let bar = if opts.progress && std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(total as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40.cyan/blue} {pos}/{len} points  {elapsed_precise} (eta {eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_position(start as u64);
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+
+    let mut sink = |row: Row| -> Result<(), SweepError> {
+        let rec = csv_record(grid, &row);
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let _ = w.write_record(&rec);
+        let line = w.into_inner().unwrap_or_default();
+        if let (Some(f), Some(pp)) = (file.as_mut(), partial.as_ref()) {
+            f.write_all(&line)
+                .and_then(|_| f.flush())
+                .map_err(|e| SweepError::Input(format!("cannot write {}: {e}", pp.display())))?;
+        } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
+            let _ = stdout.write_all(&line).and_then(|_| stdout.flush());
+        }
+        rows.push(row);
+        bar.inc(1);
+        Ok(())
+    };
+    compute(grid, start..end, &eval, opts.threads, &mut sink)?;
+    bar.finish_and_clear();
+    drop(file);
+
+    let complete = rows.len() == total;
+    if complete {
+        match out {
+            Output::File(path) => {
+                let text = match opts.format {
+                    Format::Csv => to_csv(grid, &rows),
+                    Format::Json => to_json(grid, &rows, &opts.meta),
+                };
+                write_atomic(path, text.as_bytes())?;
+                if let Some(pp) = &partial {
+                    let _ = std::fs::remove_file(pp);
+                }
+            }
+            Output::Stdout if opts.format == Format::Json => {
+                let _ = stdout.write_all(to_json(grid, &rows, &opts.meta).as_bytes());
+            }
+            _ => {}
+        }
+    }
+    Ok((rows, complete))
+}
+
+/// Evaluates points `todo` of the grid on a pool of `threads` workers and hands the rows to
+/// `sink` strictly in index order, each as soon as it and all before it are done.
+fn compute<F, S>(grid: &Grid, todo: std::ops::Range<usize>, eval: &F, threads: Option<usize>, sink: &mut S) -> Result<(), SweepError>
+where
+    F: Fn(&Scenario) -> Result<PointResult, String> + Sync,
+    S: FnMut(Row) -> Result<(), SweepError>,
+{
+    if todo.is_empty() {
+        return Ok(());
+    }
+    let workers = threads.unwrap_or_else(rayon::current_num_threads).max(1).min(todo.len());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or_else(rayon::current_num_threads).max(1))
+        .build()
+        .map_err(|e| SweepError::Engine(format!("cannot start worker threads: {e}")))?;
+    let next = AtomicUsize::new(todo.start);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<(Scenario, PointResult), SweepError>)>();
+    let mut failure: Option<SweepError> = None;
+    std::thread::scope(|s| {
+        let (next, stop, pool) = (&next, &stop, &pool);
+        let end = todo.end;
+        s.spawn(move || {
+            pool.scope(|ps| {
+                for _ in 0..workers {
+                    let tx = tx.clone();
+                    ps.spawn(move |_| loop {
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= end {
+                            break;
+                        }
+                        let r = grid
+                            .scenario(i)
+                            .and_then(|sc| eval(&sc).map(|res| (sc, res)).map_err(SweepError::Engine));
+                        if tx.send((i, r)).is_err() {
+                            break;
+                        }
+                    });
+                }
+            });
+        });
+        let mut pending = BTreeMap::new();
+        let mut want = todo.start;
+        for (i, r) in rx.iter() {
+            pending.insert(i, r);
+            while let Some(r) = pending.remove(&want) {
+                let step = r.and_then(|(scenario, result)| {
+                    let values = grid.values_of(&scenario);
+                    sink(Row { index: want, values, scenario, result })
+                });
+                if let Err(e) = step {
+                    failure = Some(e);
+                    stop.store(true, Ordering::Relaxed);
+                    break;
+                }
+                want += 1;
+            }
+            if failure.is_some() {
+                break;
+            }
+        }
+        drop(rx);
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Axis;
+    use super::*;
+
+    fn fake(s: &Scenario) -> Result<PointResult, String> {
+        // Deterministic and uneven in cost so that points finish out of order.
+        let x = s.context_len as f64 * 1e-6 + s.index_topk as f64;
+        std::thread::sleep(std::time::Duration::from_millis((s.context_len % 7) * 2));
+        Ok(PointResult { recall: 1.0 / x, ci_low: 0.5 / x, ci_high: 1.0 / x, engine: "analytic".into(), trials: None, rank: None })
+    }
+
+    fn grid() -> Grid {
+        Grid::new(
+            Scenario::default(),
+            vec![Axis::parse("context_len=1000..64000:x2").unwrap(), Axis::parse("index_topk=1,2,3").unwrap()],
+            false,
+        )
+        .unwrap()
+    }
+
+    fn opts(threads: usize) -> SweepOptions {
+        SweepOptions {
+            threads: Some(threads),
+            resume: false,
+            limit: None,
+            progress: false,
+            format: Format::Csv,
+            fingerprint: "test".into(),
+            meta: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn same_rows_for_any_thread_count() {
+        let g = grid();
+        let (a, done) = run_grid(&g, fake, &Output::Memory, &opts(1)).unwrap();
+        assert!(done);
+        let (b, _) = run_grid(&g, fake, &Output::Memory, &opts(4)).unwrap();
+        assert_eq!(a, b);
+        assert!(a.iter().enumerate().all(|(i, r)| r.index == i));
+    }
+
+    #[test]
+    fn resume_after_a_stop_gives_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = grid();
+        let full = dir.path().join("full.csv");
+        run_grid(&g, fake, &Output::File(full.clone()), &opts(2)).unwrap();
+        let part = dir.path().join("part.csv");
+        let mut o = opts(2);
+        o.limit = Some(5);
+        let (rows, done) = run_grid(&g, fake, &Output::File(part.clone()), &o).unwrap();
+        assert_eq!((rows.len(), done), (5, false));
+        assert!(!part.exists() && partial_path(&part).exists());
+        // Simulate a kill in the middle of a line.
+        let mut text = std::fs::read_to_string(partial_path(&part)).unwrap();
+        text.push_str("64000,1,0.0");
+        std::fs::write(partial_path(&part), text).unwrap();
+        o.limit = None;
+        o.resume = true;
+        let calls = AtomicUsize::new(0);
+        let counted = |s: &Scenario| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            fake(s)
+        };
+        let (rows, done) = run_grid(&g, counted, &Output::File(part.clone()), &o).unwrap();
+        assert!(done && rows.len() == g.len());
+        assert_eq!(calls.load(Ordering::Relaxed), g.len() - 5);
+        assert_eq!(std::fs::read(&full).unwrap(), std::fs::read(&part).unwrap());
+        assert!(!partial_path(&part).exists());
+    }
+
+    #[test]
+    fn resume_refuses_another_sweeps_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = grid();
+        let out = dir.path().join("x.csv");
+        let mut o = opts(1);
+        o.limit = Some(2);
+        run_grid(&g, fake, &Output::File(out.clone()), &o).unwrap();
+        o.fingerprint = "other".into();
+        o.resume = true;
+        let e = run_grid(&g, fake, &Output::File(out), &o).unwrap_err();
+        assert!(matches!(e, SweepError::Input(_)) && e.to_string().contains("different sweep"), "{e}");
+    }
+
+    #[test]
+    fn an_engine_failure_stops_the_sweep_and_writes_no_final_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = grid();
+        let out = dir.path().join("x.csv");
+        let failing = |s: &Scenario| if s.context_len > 8000 { Err("boom".to_string()) } else { fake(s) };
+        let e = run_grid(&g, failing, &Output::File(out.clone()), &opts(2)).unwrap_err();
+        assert_eq!(e, SweepError::Engine("boom".into()));
+        assert!(!out.exists());
+    }
+}
