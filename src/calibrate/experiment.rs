@@ -171,7 +171,8 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
         w(&format!("curve-{f}.csv"), &t)?;
     }
     w("experiment.toml", &text)?;
-    w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base))?;
+    let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
+    w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
     if out.exists() {
         std::fs::remove_dir_all(&out).map_err(|e| CalibError::Model(format!("{}: {e}", out.display())))?;
     }
@@ -186,6 +187,7 @@ fn markdown(
     curves: &[(String, Vec<super::Prediction>)],
     vtext: &str,
     base: &Scenario,
+    figures: &[String],
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n", exp.title.clone().unwrap_or_else(|| name.to_string()));
@@ -228,9 +230,13 @@ fn markdown(
         }
         let _ = writeln!(s, "\nHypotheses: {}.", h.iter().map(|x| format!("*{}*: {}", x.name, x.description)).collect::<Vec<_>>().join("; "));
     }
-    let _ = writeln!(s, "\n## What-if curves\n\nBand: {BAND_METHOD}. Data for figures: `curve-<field>.csv` (figures are drawn by the report/plotting module, not here).\n");
+    let _ = writeln!(s, "\n## What-if curves\n\nBand: {BAND_METHOD}. Data: `curve-<field>.csv`; figures: `figures/curve-<field>.svg|png`.\n");
     for (f, pts) in curves {
-        let _ = writeln!(s, "### recall vs {f}\n\n| {f} | recall | 95% band |\n|---|---|---|");
+        let _ = writeln!(s, "### recall vs {f}\n");
+        if figures.iter().any(|x| x == f) {
+            let _ = writeln!(s, "![recall vs {f}](figures/curve-{f}.png)\n");
+        }
+        let _ = writeln!(s, "| {f} | recall | 95% band |\n|---|---|---|");
         for p in pts {
             let _ = writeln!(s, "| {} | {:.4} | [{:.4}, {:.4}] |", p.point[0].1, p.recall, p.ci_low, p.ci_high);
         }
@@ -238,4 +244,76 @@ fn markdown(
     }
     let _ = writeln!(s, "## Verdict (target {})\n\n```\n{}```", exp.target, vtext);
     s
+}
+
+/// Draws each what-if curve with its 95% band (the project's plotting), the target as a
+/// horizontal line, the current and maximum k as vertical lines on a k axis, and on a context
+/// axis the table's rows that match the base scenario's k and repeat (Wilson 95% intervals).
+/// Returns the fields drawn.
+fn draw_curves(
+    dir: &Path,
+    curves: &[(String, Vec<super::Prediction>)],
+    report: &CalibrationReport,
+    base: &Scenario,
+    target: f64,
+) -> Result<Vec<String>, CalibError> {
+    use crate::report::plot::{LineChart, PointSet, RefLine, Series};
+    use crate::report::{save_figure, Scale};
+    std::fs::create_dir_all(dir).map_err(|e| CalibError::Model(format!("{}: {e}", dir.display())))?;
+    let mut drawn = Vec::new();
+    for (f, pts) in curves {
+        let xy: Vec<(f64, f64, f64, f64)> = pts
+            .iter()
+            .filter_map(|p| p.point[0].1.parse::<f64>().ok().map(|x| (x, p.recall, p.ci_low, p.ci_high)))
+            .collect();
+        if xy.len() < 2 {
+            continue;
+        }
+        let scale = if matches!(f.as_str(), "index_topk" | "context_len" | "max_topk") { Scale::Log2 } else { Scale::Linear };
+        let mut chart = LineChart {
+            title: format!("Predicted recall vs {f} (fitted model, 95% band)"),
+            subtitle: format!(
+                "fit: {}",
+                report.fit.estimates.iter().map(|e| format!("{} = {:.2} [{:.2}, {:.2}]", e.field, e.value, e.ci_low, e.ci_high)).collect::<Vec<_>>().join(", ")
+            ),
+            x_label: f.clone(),
+            y_label: "recall".into(),
+            x_scale: scale,
+            y_range: Some((0.0, 1.0)),
+            series: vec![Series {
+                label: "predicted recall (profile-likelihood 95% band)".into(),
+                color: 0,
+                points: xy.iter().map(|p| (p.0, p.1)).collect(),
+                band: xy.iter().map(|p| (p.0, p.2, p.3)).collect(),
+                ..Series::default()
+            }],
+            hlines: vec![RefLine { at: target, label: format!("target {target}"), color: 3 }],
+            note: report.data.transcribed_warning().unwrap_or_default(),
+            ..LineChart::default()
+        };
+        if f == "index_topk" {
+            chart.vlines = vec![
+                RefLine { at: base.index_topk as f64, label: format!("k now {}", base.index_topk), color: 1 },
+                RefLine { at: base.max_topk as f64, label: format!("kernel max {}", base.max_topk), color: 2 },
+            ];
+        }
+        if f == "context_len" {
+            let obs: Vec<(f64, f64, f64, f64)> = report
+                .data
+                .rows
+                .iter()
+                .filter(|r| r.index_topk == base.index_topk && r.repeat.unwrap_or(base.repeat) == base.repeat)
+                .map(|r| {
+                    let (lo, hi) = crate::stats::wilson(r.hits, r.trials, 1.959_963_984_540_054);
+                    (r.context_len as f64, r.observed(), lo, hi)
+                })
+                .collect();
+            if !obs.is_empty() {
+                chart.points = vec![PointSet { label: format!("table rows at k = {} (Wilson 95%)", base.index_topk), color: 1, points: obs }];
+            }
+        }
+        save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(CalibError::Model)?;
+        drawn.push(f.clone());
+    }
+    Ok(drawn)
 }

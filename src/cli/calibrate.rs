@@ -94,6 +94,12 @@ pub struct CalibrateArgs {
     pub engine: FitEngineArgs,
 }
 
+/// Runs a calibration experiment file on `threads` workers (used by `dsa-sim run` too).
+pub fn run_experiment_in_pool(file: &std::path::Path, out: Option<&std::path::Path>, threads: Option<usize>) -> Result<PathBuf, CliError> {
+    let engine = FitEngineArgs { engine: "auto".into(), trials: 1, seed: DEFAULT_SEED, threads, json: false };
+    Ok(engine.in_pool(|| run_experiment(file, out))??)
+}
+
 /// Runs `dsa-sim calibrate`.
 pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     if let Some(exp) = &args.experiment {
