@@ -48,3 +48,5 @@ pub use scenario::{Scenario, ScenarioError};
 pub mod sweep;
 pub mod report;
 pub mod experiment;
+pub mod calibrate;
+pub mod verdict;

@@ -1,11 +1,13 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
+pub mod calibrate;
 pub mod presets;
 pub mod quantize;
 pub mod rank;
 pub mod recall;
 pub mod run;
 pub mod sweep;
+pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
 use crate::scenario::{Scenario, ScenarioError};
@@ -78,6 +80,10 @@ pub enum Command {
     Recall(recall::RecallArgs),
     /// The needle's rank distribution: quantiles and P(rank ≤ j).
     Rank(rank::RankArgs),
+    /// Fit scalar parameters to measured recall (CSV): estimates, intervals, goodness of fit, hypotheses, what-if.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Coverage- or discrimination-limited? Recall now, at 2k and max k, k / dprime / noise needed.
+    Verdict(verdict::VerdictArgs),
     /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
@@ -94,6 +100,8 @@ impl Command {
         match self {
             Command::Recall(a) => recall::run(a),
             Command::Rank(a) => rank::run(a),
+            Command::Calibrate(a) => calibrate::run(a),
+            Command::Verdict(a) => verdict::run(a),
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
             Command::Presets(a) => presets::run(a),
