@@ -409,23 +409,28 @@ pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
     let r = |f: &dyn Fn(&CalibratedVerdict) -> Range, d: usize| cv.map_or(String::new(), |c| format!("   95% {}", fmt_range(f(c), d)));
     let o = |x: Option<f64>| x.map_or("unreachable".to_string(), |v| format!("{v:.3}"));
     let _ = writeln!(s, "call: {}   (target recall {})", v.call, v.target);
-    let _ = writeln!(s, "  recall now (k = {}):        {:.4}{}", v.index_topk, v.recall_now, r(&|c| c.range(|v| v.recall_now), 4));
-    let _ = writeln!(s, "  recall at 2k (k = {}):      {:.4}{}", v.k_2x, v.recall_2k, r(&|c| c.range(|v| v.recall_2k), 4));
-    let _ = writeln!(s, "  recall at max k (k = {}):   {:.4}{}", v.max_topk, v.recall_max_k, r(&|c| c.range(|v| v.recall_max_k), 4));
-    let _ = writeln!(
-        s,
-        "  k needed for {}:           {}{}",
-        v.target,
-        v.k_needed.map_or("none (not even selecting all candidates)".into(), |k| k.to_string()),
-        r(&|c| c.range_inf_high(|v| v.k_needed.map(|k| k as f64)), 0)
+    // Labels padded to one column so the numbers line up whatever the k values.
+    let mut line = |label: String, value: String| {
+        let _ = writeln!(s, "  {label:<32} {value}");
+    };
+    line(format!("recall now (k = {}):", v.index_topk), format!("{:.4}{}", v.recall_now, r(&|c| c.range(|v| v.recall_now), 4)));
+    line(format!("recall at 2k (k = {}):", v.k_2x), format!("{:.4}{}", v.recall_2k, r(&|c| c.range(|v| v.recall_2k), 4)));
+    line(format!("recall at max k (k = {}):", v.max_topk), format!("{:.4}{}", v.recall_max_k, r(&|c| c.range(|v| v.recall_max_k), 4)));
+    line(
+        format!("k needed for {}:", v.target),
+        format!(
+            "{}{}",
+            v.k_needed.map_or("none (not even selecting all candidates)".into(), |k| k.to_string()),
+            r(&|c| c.range_inf_high(|v| v.k_needed.map(|k| k as f64)), 0)
+        ),
     );
-    let _ = writeln!(s, "  dprime now:                 {:.3}{}", v.dprime, r(&|c| c.range(|v| v.dprime), 3));
-    let _ = writeln!(s, "  dprime needed at k = {}:    {}{}", v.index_topk, o(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3));
-    let _ = writeln!(s, "  dprime needed at k = {}:    {}{}", v.max_topk, o(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3));
-    let _ = writeln!(s, "  score noise now:            {:.3}", v.score_noise);
-    let _ = writeln!(s, "  score noise allowed, k = {}: {}{}", v.index_topk, o(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3));
-    let _ = writeln!(s, "  score noise allowed, k = {}: {}{}", v.max_topk, o(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3));
-    let _ = writeln!(s, "  coverage horizon:           {} tokens (N = {} candidates now)", v.coverage_horizon_tokens, v.n_candidates);
+    line("dprime now:".into(), format!("{:.3}{}", v.dprime, r(&|c| c.range(|v| v.dprime), 3)));
+    line(format!("dprime needed at k = {}:", v.index_topk), format!("{}{}", o(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3)));
+    line(format!("dprime needed at k = {}:", v.max_topk), format!("{}{}", o(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)));
+    line("score noise now:".into(), format!("{:.3}", v.score_noise));
+    line(format!("score noise allowed, k = {}:", v.index_topk), format!("{}{}", o(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)));
+    line(format!("score noise allowed, k = {}:", v.max_topk), format!("{}{}", o(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)));
+    line("coverage horizon:".into(), format!("{} tokens (N = {} candidates now)", v.coverage_horizon_tokens, v.n_candidates));
     if let Some(c) = cv {
         let calls: Vec<String> = c.calls().iter().map(|c| c.to_string()).collect();
         let _ = writeln!(s, "  calls within the fit's 95% region: {}", calls.join(", "));

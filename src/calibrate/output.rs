@@ -32,7 +32,7 @@ pub struct CalibrationReport {
     pub hypotheses: Option<Vec<HypothesisResult>>,
     /// Predictions.
     pub predictions: Vec<Prediction>,
-    /// Wall time of the whole calibration, seconds.
+    /// Wall time of the whole calibration, seconds (not written to JSON, which must repeat exactly).
     pub elapsed_s: f64,
 }
 
@@ -191,7 +191,6 @@ impl CalibrationReport {
             },
             "warnings": self.warnings(),
             "scenario": serde_json::to_value(&self.base).unwrap_or(Value::Null),
-            "elapsed_s": self.elapsed_s,
         })
     }
 
