@@ -49,3 +49,5 @@ pub use scenario::{Scenario, ScenarioError};
 pub mod sweep;
 pub mod report;
 pub mod experiment;
+pub mod calibrate;
+pub mod verdict;

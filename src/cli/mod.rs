@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
+pub mod calibrate;
 pub mod formats;
 pub mod presets;
 pub mod quantize;
@@ -7,6 +8,7 @@ pub mod rank;
 pub mod recall;
 pub mod run;
 pub mod sweep;
+pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
 use crate::scenario::{Scenario, ScenarioError};
@@ -49,9 +51,23 @@ const ABOUT: &str = "Simulates sparse-attention needle retrieval (DeepSeek DSA /
 to tell a coverage failure (raise index_topk) from a discrimination failure (the indexer's precision \
 must improve).";
 
+const WORKFLOW: &str = "Typical questions:
+  How likely is the needle found?
+    dsa-sim recall --preset deepseek-v4-flash --context-len 131072 --dprime 2
+  Where does it rank, against k?
+    dsa-sim rank --preset deepseek-v4-flash --context-len 131072 --dprime 2
+  How does it scale? (CSV for a notebook)
+    dsa-sim sweep --preset deepseek-v4-flash --vary context_len=1024..1048576:x2 --out s.csv
+  Curves and a report:
+    dsa-sim run experiments/dsv4-needle-diagnosis.toml
+
+Every command takes --preset, --scenario FILE.toml and one flag per scenario field (see `dsa-sim \
+recall --help`), --json for one JSON object on stdout, and --seed for reproducible Monte Carlo \
+(results do not depend on --threads).";
+
 /// dsa-sim command line.
 #[derive(Parser, Debug)]
-#[command(name = "dsa-sim", version, about = ABOUT, long_about = None)]
+#[command(name = "dsa-sim", version, about = ABOUT, long_about = None, after_help = WORKFLOW)]
 pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
@@ -65,6 +81,10 @@ pub enum Command {
     Recall(recall::RecallArgs),
     /// The needle's rank distribution: quantiles and P(rank ≤ j).
     Rank(rank::RankArgs),
+    /// Fit scalar parameters to measured recall (CSV): estimates, intervals, goodness of fit, hypotheses, what-if.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Coverage- or discrimination-limited? Recall now, at 2k and max k, k / dprime / noise needed.
+    Verdict(verdict::VerdictArgs),
     /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
@@ -83,6 +103,8 @@ impl Command {
         match self {
             Command::Recall(a) => recall::run(a),
             Command::Rank(a) => rank::run(a),
+            Command::Calibrate(a) => calibrate::run(a),
+            Command::Verdict(a) => verdict::run(a),
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
             Command::Presets(a) => presets::run(a),

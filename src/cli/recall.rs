@@ -22,8 +22,7 @@ pub struct RecallArgs {
 
 /// The JSON object of one estimate (DESIGN.md §6 keys and more).
 pub fn estimate_json(s: &Scenario, e: &Estimate, seed: u64) -> serde_json::Value {
-    let quantiles: serde_json::Map<String, serde_json::Value> =
-        e.rank.quantiles.iter().map(|(p, v)| (format!("{p}"), json!(v))).collect();
+    let quantiles = e.rank.quantiles_json();
     json!({
         "recall": e.recall,
         "ci_low": e.ci_low,

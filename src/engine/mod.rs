@@ -97,6 +97,13 @@ pub struct RankSummary {
 }
 
 impl RankSummary {
+    /// The quantiles as a JSON object keyed by p ("0.05", "0.5", …); `null` where never reached.
+    pub fn quantiles_json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> =
+            self.quantiles.iter().map(|(p, v)| (format!("{p}"), serde_json::json!(v))).collect();
+        serde_json::Value::Object(map)
+    }
+
     /// The quantile at p if it was computed.
     pub fn quantile(&self, p: f64) -> Option<u64> {
         self.quantiles.iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
