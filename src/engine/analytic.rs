@@ -271,6 +271,11 @@ impl Analytic {
 }
 
 /// Σ_i P[Bin(n_b, p_b) = i] · P[Bin(n_a, p_a) = m − i]: the pmf of a sum of two binomials at m.
+///
+/// The terms are log-concave in i (a product of two log-concave pmfs), so a walk outwards from
+/// the second binomial's mean can stop once a term falls 40 nats below the largest seen while
+/// decreasing. Consecutive terms come from the pmf ratio recurrences (two logs a step); only the
+/// starting term uses Loader's formula.
 fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -> f64 {
     let lo = m.saturating_sub(n_a);
     let hi = n_b.min(m);
@@ -278,25 +283,44 @@ fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -
         return 0.0;
     }
     let centre = ((n_b as f64 * p_b).round() as u64).clamp(lo, hi);
-    let term = |i: u64| (ln_binom_pmf(n_b, i, p_b, q_b) + ln_binom_pmf(n_a, m - i, p_a, q_a)).exp();
-    let ln_b_peak = ln_binom_pmf(n_b, centre, p_b, q_b);
-    let mut total = term(centre);
-    // Walk outwards until the second binomial's pmf is negligible (it bounds every term).
-    let mut i = centre;
-    while i > lo {
-        i -= 1;
-        if ln_binom_pmf(n_b, i, p_b, q_b) < ln_b_peak - 40.0 {
-            break;
-        }
-        total += term(i);
+    let start = ln_binom_pmf(n_b, centre, p_b, q_b) + ln_binom_pmf(n_a, m - centre, p_a, q_a);
+    if !(p_a > 0.0 && q_a > 0.0 && p_b > 0.0 && q_b > 0.0) || !start.is_finite() {
+        // Degenerate probabilities: a direct sum over the (then tiny) support.
+        let span = (hi - lo).min(4096);
+        return (lo..=lo + span)
+            .map(|i| (ln_binom_pmf(n_b, i, p_b, q_b) + ln_binom_pmf(n_a, m - i, p_a, q_a)).exp())
+            .sum();
     }
-    let mut i = centre;
+    let odds_b = (p_b / q_b).ln();
+    let odds_a = (p_a / q_a).ln();
+    let (nb, na, mf) = (n_b as f64, n_a as f64, m as f64);
+    let mut total = start.exp();
+    let mut best = start;
+    // Upwards: i → i + 1, so the first binomial's argument x = m − i goes down by one.
+    let (mut i, mut cur) = (centre, start);
     while i < hi {
+        let x = mf - i as f64; // current argument of the first binomial
+        let next = cur + ((nb - i as f64) / (i as f64 + 1.0)).ln() + odds_b + (x / (na - x + 1.0)).ln() - odds_a;
         i += 1;
-        if ln_binom_pmf(n_b, i, p_b, q_b) < ln_b_peak - 40.0 {
+        total += next.exp();
+        best = best.max(next);
+        if next < best - 40.0 && next < cur {
             break;
         }
-        total += term(i);
+        cur = next;
+    }
+    // Downwards: i → i − 1, x → x + 1.
+    let (mut i, mut cur) = (centre, start);
+    while i > lo {
+        let x = mf - i as f64;
+        let next = cur + (i as f64 / (nb - i as f64 + 1.0)).ln() - odds_b + ((na - x) / (x + 1.0)).ln() + odds_a;
+        i -= 1;
+        total += next.exp();
+        best = best.max(next);
+        if next < best - 40.0 && next < cur {
+            break;
+        }
+        cur = next;
     }
     total
 }
@@ -327,4 +351,29 @@ pub fn recall(s: &Scenario) -> Result<f64, NotExact> {
 /// Exact P(needle rank ≤ j) in one layer, or why it has none.
 pub fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
     Ok(Analytic::new(s)?.rank_cdf(j))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sum_of_binomials_pmf_matches_direct_convolution() {
+        for &(n_a, p_a, n_b, p_b) in &[
+            (1000u64, 0.01, 50u64, 0.3),
+            (100_000, 0.002, 95_000, 0.0015),
+            (20, 0.5, 20, 0.5),
+            (5000, 0.2, 3, 0.9),
+        ] {
+            let mean = n_a as f64 * p_a + n_b as f64 * p_b;
+            for m in [0u64, 1, (mean * 0.5) as u64, mean as u64, (mean * 1.5) as u64 + 3] {
+                let direct: f64 = (0..=n_b.min(m))
+                    .filter(|&i| m - i <= n_a)
+                    .map(|i| (ln_binom_pmf(n_b, i, p_b, 1.0 - p_b) + ln_binom_pmf(n_a, m - i, p_a, 1.0 - p_a)).exp())
+                    .sum();
+                let fast = sum_pmf(n_a, p_a, 1.0 - p_a, n_b, p_b, 1.0 - p_b, m);
+                assert!((fast - direct).abs() <= 1e-12 * direct.max(1e-300) + 1e-300, "{n_a} {p_a} {n_b} {p_b} m={m}: {fast} vs {direct}");
+            }
+        }
+    }
 }
