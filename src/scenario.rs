@@ -810,7 +810,7 @@ impl Scenario {
         }
         for (name, f) in [("q_format", s.q_format), ("k_format", s.k_format)] {
             if let Some(b) = f.block() {
-                if s.head_dim as usize % b != 0 {
+                if !(s.head_dim as usize).is_multiple_of(b) {
                     let name = if name == "q_format" { "q_format" } else { "k_format" };
                     return Err(range_err(
                         name,

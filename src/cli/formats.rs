@@ -68,7 +68,7 @@ pub fn run(args: &FormatsArgs) -> Result<(), CliError> {
     };
     for f in &formats {
         if let Some(b) = f.block() {
-            if s.head_dim as usize % b != 0 {
+            if !(s.head_dim as usize).is_multiple_of(b) {
                 return Err(CliError::input(format!(
                     "--format {f}: its block ({b}) must divide head_dim ({})",
                     s.head_dim

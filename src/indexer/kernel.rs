@@ -48,7 +48,7 @@ fn fma() -> bool {
 /// `hp` must be a multiple of [`GROUP`], `qt.len() == d·hp`, `w.len() == hp`,
 /// `keys.len() == out.len()·d`.
 pub fn score(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
-    assert!(hp % GROUP == 0 && qt.len() == d * hp && w.len() == hp && keys.len() == out.len() * d);
+    assert!(hp.is_multiple_of(GROUP) && qt.len() == d * hp && w.len() == hp && keys.len() == out.len() * d);
     #[cfg(target_arch = "x86_64")]
     {
         if avx512() {
@@ -139,6 +139,7 @@ mod avx512_impl {
     }
 
     #[inline]
+    #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f,avx512dq")]
     unsafe fn tile<const T: usize>(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
         let mut totals = [0.0f32; T];
