@@ -223,15 +223,21 @@ impl ScenarioArgs {
     }
 }
 
+/// Default Monte Carlo trials for the scalar model (exact sampling: milliseconds).
+pub const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
+/// Default Monte Carlo trials for the vector model (every key drawn: ~20 ms a trial at 128K).
+pub const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
+
 /// Engine, trials, seed, threads and output format, shared by the evaluating commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// auto (analytic where exact, else Monte Carlo), analytic, or montecarlo.
     #[arg(long, default_value = "auto", value_name = "ENGINE", help_heading = "Engine")]
     pub engine: String,
-    /// Monte Carlo trials.
-    #[arg(long, default_value_t = 100_000, value_name = "N", help_heading = "Engine")]
-    pub trials: u64,
+    /// Monte Carlo trials [default: 100000 for the scalar model, 2000 for the vector model, whose
+    /// trials materialise every key].
+    #[arg(long, value_name = "N", help_heading = "Engine")]
+    pub trials: Option<u64>,
     /// Monte Carlo seed: trial i draws only from (seed, i), so results repeat exactly.
     #[arg(long, default_value_t = DEFAULT_SEED, value_name = "S", help_heading = "Engine")]
     pub seed: u64,
@@ -244,13 +250,17 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// Engine options from the flags.
-    pub fn options(&self) -> Result<RunOptions, CliError> {
+    /// Engine options from the flags, for a scenario (whose model sets the default trials).
+    pub fn options(&self, s: &Scenario) -> Result<RunOptions, CliError> {
         let engine: EngineChoice = self.engine.parse().map_err(CliError::input)?;
-        if self.trials == 0 {
+        let trials = self.trials.unwrap_or(match s.model {
+            crate::scenario::Model::Scalar => DEFAULT_TRIALS_SCALAR,
+            crate::scenario::Model::Vector => DEFAULT_TRIALS_VECTOR,
+        });
+        if trials == 0 {
             return Err(CliError::input("--trials 0: allowed ≥ 1"));
         }
-        Ok(RunOptions { engine, trials: self.trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
+        Ok(RunOptions { engine, trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
     }
 
     /// Runs `f` on a pool of `--threads` workers (or the default pool).

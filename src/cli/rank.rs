@@ -21,7 +21,7 @@ pub struct RankArgs {
 /// Runs `dsa-sim rank`.
 pub fn run(args: &RankArgs) -> Result<(), CliError> {
     let s = args.scenario.resolve()?;
-    let opts = args.run.options()?;
+    let opts = args.run.options(&s)?;
     let e = args.run.in_pool(|| estimate(&s, &opts))??;
     let mut out = String::new();
     if args.run.json {

@@ -58,7 +58,7 @@ fn rank_text(v: Option<u64>) -> String {
 /// Runs `dsa-sim recall`.
 pub fn run(args: &RecallArgs) -> Result<(), CliError> {
     let s = args.scenario.resolve()?;
-    let opts = args.run.options()?;
+    let opts = args.run.options(&s)?;
     let e = args.run.in_pool(|| estimate(&s, &opts))??;
     let mut out = String::new();
     if args.run.json {

@@ -47,7 +47,7 @@ pub fn cli_error(e: SweepError) -> CliError {
 /// Runs `dsa-sim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let base = args.scenario.resolve()?;
-    let mut opts = args.run.options()?;
+    let mut opts = args.run.options(&base)?;
     opts.progress = false;
     if args.run.threads == Some(0) {
         return Err(CliError::input("--threads 0: allowed ≥ 1"));
