@@ -11,6 +11,11 @@
 //! negatives, repeats, several layers and a readout rule. The needle is attended when one of its
 //! entries ranks within the top k (or it lies in the window or sink).
 //!
+//! The vector model ([`indexer`], `model = "vector"`): the lightning indexer itself — H heads,
+//! ReLU scoring, gated compression, Hadamard rotation, q/k quantized with any
+//! [`formats::Format`] — simulated by Monte Carlo, with the effective scalar parameters it implies
+//! ([`indexer::effective`]).
+//!
 //! Two engines compute recall and the needle's rank distribution:
 //! [`engine::analytic`] (exact quadrature, absolute error ≤ 1e-6) and [`engine::montecarlo`]
 //! (any scenario, reproducible from a seed whatever the thread count). [`engine::estimate`]
@@ -36,7 +41,9 @@
 
 pub mod cli;
 pub mod engine;
+pub mod formats;
 pub mod geometry;
+pub mod indexer;
 pub mod quadrature;
 pub mod scenario;
 pub mod scores;
@@ -47,3 +54,5 @@ pub use scenario::{Scenario, ScenarioError};
 pub mod sweep;
 pub mod report;
 pub mod experiment;
+pub mod calibrate;
+pub mod verdict;

@@ -23,12 +23,16 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
                 _ => {
-                    // clap's message may continue on the next lines (the missing arguments);
-                    // the usage and help hints after a blank line are left out.
+                    // clap's message can span lines (e.g. the names of missing arguments): keep
+                    // everything before the usage block, on one line.
                     let text = e.render().to_string();
-                    let message: Vec<&str> =
-                        text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
-                    let message = message.join(" ");
+                    let parts: Vec<&str> = text
+                        .lines()
+                        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .collect();
+                    let message = parts.join(" ");
                     let message = message.strip_prefix("error: ").unwrap_or(&message);
                     eprintln!("error: {} (see dsa-sim --help)", dsa_sim::cli::one_line(message));
                     ExitCode::from(2)

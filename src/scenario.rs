@@ -5,6 +5,7 @@
 //! calibration parameters all go through [`Scenario::set`] or serde, then [`Scenario::validate`],
 //! so an invalid value is reported the same way wherever it came from.
 
+use crate::formats::Format;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -75,6 +76,26 @@ pub enum RepeatLayout {
     Spread,
     /// Copies follow each other from `depth`.
     Adjacent,
+}
+
+/// Which score model a scenario uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Model {
+    /// The scalar score model of DESIGN.md §2.2 (analytic or Monte Carlo).
+    Scalar,
+    /// The vector lightning-indexer model of §2.3 (Monte Carlo; see [`crate::indexer`]).
+    Vector,
+}
+
+/// How the vector model's compressor pools token keys into an entry key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compressor {
+    /// Mean of the pooled tokens' keys.
+    Mean,
+    /// Per-channel softmax over the pooled positions with random gate logits (V4's compressor).
+    Gated,
 }
 
 /// How many of the `layers` indexer layers must attend the needle for it to be retrieved.
@@ -194,6 +215,46 @@ impl fmt::Display for Pooling {
     }
 }
 
+impl FromStr for Model {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "scalar" => Ok(Model::Scalar),
+            "vector" => Ok(Model::Vector),
+            o => Err(format!("`{o}`: expected scalar or vector")),
+        }
+    }
+}
+
+impl fmt::Display for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Model::Scalar => "scalar",
+            Model::Vector => "vector",
+        })
+    }
+}
+
+impl FromStr for Compressor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "mean" => Ok(Compressor::Mean),
+            "gated" => Ok(Compressor::Gated),
+            o => Err(format!("`{o}`: expected mean or gated")),
+        }
+    }
+}
+
+impl fmt::Display for Compressor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Compressor::Mean => "mean",
+            Compressor::Gated => "gated",
+        })
+    }
+}
+
 impl FromStr for RepeatLayout {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -267,6 +328,32 @@ pub struct Scenario {
     pub p_read: f64,
     /// P(correct answer | needle not attended).
     pub p_guess: f64,
+    /// Score model: `scalar` (§2.2) or `vector` (the lightning indexer, §2.3). The vector model
+    /// ignores the scalar-only fields distractor, hard_mean, dprime, needle_sd, pooling,
+    /// score_noise and layer_corr (layers are independent draws).
+    pub model: Model,
+    /// Vector model: indexer heads H.
+    pub heads: u32,
+    /// Vector model: head dimension d (a power of two when `hadamard`).
+    pub head_dim: u32,
+    /// Vector model: cosine of the needle token's key with the query direction.
+    pub alignment: f64,
+    /// Vector model: cosine of a hard-negative token's key with the query direction.
+    pub hard_alignment: f64,
+    /// Vector model: channels (the first ones) of queries and keys scaled by `outlier_scale`.
+    pub outlier_channels: u32,
+    /// Vector model: the scale of the outlier channels.
+    pub outlier_scale: f64,
+    /// Vector model: orthonormal Hadamard rotation of queries and keys before quantization.
+    pub hadamard: bool,
+    /// Vector model: RMS-normalise each entry key after pooling (V3.2 / V4 normalise keys).
+    pub key_norm: bool,
+    /// Vector model: number format of the queries (see [`crate::formats::Format`]).
+    pub q_format: Format,
+    /// Vector model: number format of the entry keys in the indexer cache.
+    pub k_format: Format,
+    /// Vector model: pooling of token keys into entry keys, `mean` or `gated`.
+    pub compressor: Compressor,
 }
 
 impl Default for Scenario {
@@ -295,6 +382,18 @@ impl Default for Scenario {
             readout: Readout::Any,
             p_read: 1.0,
             p_guess: 0.0,
+            model: Model::Scalar,
+            heads: 64,
+            head_dim: 128,
+            alignment: 0.35,
+            hard_alignment: 0.25,
+            outlier_channels: 0,
+            outlier_scale: 8.0,
+            hadamard: true,
+            key_norm: true,
+            q_format: Format::F32,
+            k_format: Format::F32,
+            compressor: Compressor::Gated,
         }
     }
 }
@@ -324,6 +423,37 @@ pub const FIELD_NAMES: &[&str] = &[
     "readout",
     "p_read",
     "p_guess",
+    "model",
+    "heads",
+    "head_dim",
+    "alignment",
+    "hard_alignment",
+    "outlier_channels",
+    "outlier_scale",
+    "hadamard",
+    "key_norm",
+    "q_format",
+    "k_format",
+    "compressor",
+];
+
+/// The fields read only by the scalar model (the vector model ignores them).
+pub const SCALAR_ONLY_FIELDS: &[&str] =
+    &["distractor", "hard_mean", "dprime", "needle_sd", "pooling", "score_noise", "layer_corr"];
+
+/// The fields read only by the vector model.
+pub const VECTOR_ONLY_FIELDS: &[&str] = &[
+    "heads",
+    "head_dim",
+    "alignment",
+    "hard_alignment",
+    "outlier_channels",
+    "outlier_scale",
+    "hadamard",
+    "key_norm",
+    "q_format",
+    "k_format",
+    "compressor",
 ];
 
 /// The fields that hold a real number and can be fitted or varied continuously.
@@ -337,6 +467,9 @@ pub const REAL_FIELDS: &[&str] = &[
     "layer_corr",
     "p_read",
     "p_guess",
+    "alignment",
+    "hard_alignment",
+    "outlier_scale",
 ];
 
 /// The names of the built-in presets.
@@ -344,6 +477,8 @@ pub const PRESET_NAMES: &[&str] = &[
     "deepseek-v3.2",
     "deepseek-v4-flash",
     "deepseek-v4-pro",
+    "deepseek-v4-flash-fp8cache",
+    "deepseek-v4-pro-fp8cache",
     "quest-16",
     "nsa",
 ];
@@ -376,6 +511,10 @@ fn parse_u64(field: &str, v: &str) -> Result<u64, ScenarioError> {
 
 fn parse_f64(field: &str, v: &str) -> Result<f64, ScenarioError> {
     v.trim().parse::<f64>().map_err(|_| parse_err(field, v, "expected a number"))
+}
+
+fn parse_u32(field: &str, v: &str) -> Result<u32, ScenarioError> {
+    u32::try_from(parse_u64(field, v)?).map_err(|_| parse_err(field, v, "expected an integer below 2^32"))
 }
 
 fn parse_bool(field: &str, v: &str) -> Result<bool, ScenarioError> {
@@ -416,6 +555,8 @@ impl Scenario {
                 index_topk: 2048,
                 max_topk: 2048,
                 window: 0,
+                q_format: fp8_indexer(),
+                k_format: fp8_indexer(),
                 ..base
             },
             "deepseek-v4-flash" => Scenario {
@@ -424,6 +565,8 @@ impl Scenario {
                 index_topk: 512,
                 max_topk: 1024,
                 window: 128,
+                q_format: fp4_indexer(),
+                k_format: fp4_indexer(),
                 ..base
             },
             "deepseek-v4-pro" => Scenario {
@@ -432,7 +575,17 @@ impl Scenario {
                 index_topk: 1024,
                 max_topk: 2048,
                 window: 128,
+                q_format: fp4_indexer(),
+                k_format: fp4_indexer(),
                 ..base
+            },
+            "deepseek-v4-flash-fp8cache" => Scenario {
+                k_format: fp8_indexer(),
+                ..Scenario::preset("deepseek-v4-flash")?
+            },
+            "deepseek-v4-pro-fp8cache" => Scenario {
+                k_format: fp8_indexer(),
+                ..Scenario::preset("deepseek-v4-pro")?
             },
             "quest-16" => Scenario {
                 compress_ratio: 16,
@@ -491,6 +644,18 @@ impl Scenario {
             "readout" => self.readout = value.parse().map_err(|e| parse_err(&f, value, e))?,
             "p_read" => self.p_read = parse_f64(&f, value)?,
             "p_guess" => self.p_guess = parse_f64(&f, value)?,
+            "model" => self.model = value.parse().map_err(|e| parse_err(&f, value, e))?,
+            "heads" => self.heads = parse_u32(&f, value)?,
+            "head_dim" => self.head_dim = parse_u32(&f, value)?,
+            "alignment" => self.alignment = parse_f64(&f, value)?,
+            "hard_alignment" => self.hard_alignment = parse_f64(&f, value)?,
+            "outlier_channels" => self.outlier_channels = parse_u32(&f, value)?,
+            "outlier_scale" => self.outlier_scale = parse_f64(&f, value)?,
+            "hadamard" => self.hadamard = parse_bool(&f, value)?,
+            "key_norm" => self.key_norm = parse_bool(&f, value)?,
+            "q_format" => self.q_format = value.parse().map_err(|e: crate::formats::FormatError| parse_err(&f, value, e.to_string()))?,
+            "k_format" => self.k_format = value.parse().map_err(|e: crate::formats::FormatError| parse_err(&f, value, e.to_string()))?,
+            "compressor" => self.compressor = value.parse().map_err(|e| parse_err(&f, value, e))?,
             _ => return Err(ScenarioError::UnknownField(field.to_string())),
         }
         Ok(())
@@ -518,6 +683,12 @@ impl Scenario {
             "layer_corr" => self.layer_corr,
             "p_read" => self.p_read,
             "p_guess" => self.p_guess,
+            "heads" => self.heads as f64,
+            "head_dim" => self.head_dim as f64,
+            "alignment" => self.alignment,
+            "hard_alignment" => self.hard_alignment,
+            "outlier_channels" => self.outlier_channels as f64,
+            "outlier_scale" => self.outlier_scale,
             _ if FIELD_NAMES.contains(&f.as_str()) => {
                 return Err(parse_err(&f, "", "this field is not numeric"))
             }
@@ -623,6 +794,67 @@ impl Scenario {
                 return Err(range_err(name, num(v), "allowed 0..=1"));
             }
         }
+        s.validate_vector()
+    }
+
+    /// Checks the vector model's fields (always, so a file is valid whichever model it picks).
+    fn validate_vector(&self) -> Result<(), ScenarioError> {
+        let s = self;
+        if s.heads == 0 || s.heads > 1024 {
+            return Err(range_err("heads", s.heads, "allowed 1..=1024"));
+        }
+        if s.head_dim == 0 || s.head_dim > 4096 {
+            return Err(range_err("head_dim", s.head_dim, "allowed 1..=4096"));
+        }
+        if s.hadamard && !s.head_dim.is_power_of_two() {
+            return Err(range_err(
+                "head_dim",
+                s.head_dim,
+                "the Hadamard rotation needs a power of two (or set hadamard = false)",
+            ));
+        }
+        for (name, v) in [("alignment", s.alignment), ("hard_alignment", s.hard_alignment)] {
+            if !(v.is_finite() && (-1.0..=1.0).contains(&v)) {
+                let name = if name == "alignment" { "alignment" } else { "hard_alignment" };
+                return Err(range_err(name, v, "allowed -1..=1 (a cosine)"));
+            }
+        }
+        if s.outlier_channels > s.head_dim {
+            return Err(range_err(
+                "outlier_channels",
+                s.outlier_channels,
+                format!("allowed 0..=head_dim ({})", s.head_dim),
+            ));
+        }
+        if !(s.outlier_scale.is_finite() && s.outlier_scale > 0.0 && s.outlier_scale <= 1e4) {
+            return Err(range_err("outlier_scale", s.outlier_scale, "allowed (0, 10000]"));
+        }
+        for (name, f) in [("q_format", s.q_format), ("k_format", s.k_format)] {
+            if let Some(b) = f.block() {
+                if !(s.head_dim as usize).is_multiple_of(b) {
+                    let name = if name == "q_format" { "q_format" } else { "k_format" };
+                    return Err(range_err(
+                        name,
+                        f,
+                        format!("its block ({b}) must divide head_dim ({}): values are scaled per head vector", s.head_dim),
+                    ));
+                }
+            }
+        }
+        if s.model == Model::Vector {
+            let n = s.n_candidates() as u128;
+            let bytes = n * s.head_dim as u128 * 4;
+            if bytes > 1 << 34 {
+                return Err(range_err(
+                    "context_len",
+                    s.context_len,
+                    format!(
+                        "the vector model holds every entry key (N × head_dim × 4 bytes per thread); {} entries × {} is over 16 GiB",
+                        n, s.head_dim
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -690,6 +922,20 @@ impl Scenario {
     pub fn coverage_horizon_tokens(&self) -> u64 {
         self.index_topk.saturating_mul(self.compress_ratio)
     }
+}
+
+/// DeepSeek's FP8 indexer format: e4m3, blocks of 128, fp32 scale amax / 448 (amax floored at
+/// 1e-4), as DESIGN.md §2.4 lists for V3.2 and as serving stacks store V4's indexer cache.
+/// (DeepSeek-V3.2-Exp's released config sets `scale_fmt = "ue8m0"`, i.e. power-of-two scales:
+/// `--q-format fp8-e4m3:128:ue8m0:floor=0.0001` selects that variant.)
+pub fn fp8_indexer() -> Format {
+    Format::Block(crate::formats::BlockScaled::deepseek_fp8(crate::formats::ScaleKind::Fp32))
+}
+
+/// DeepSeek-V4's FP4 indexer format: e2m1, blocks of 32, power-of-two (ue8m0) scale
+/// 2^ceil(log2(amax / 6)), as `fp4_act_quant` in V4's reference kernel.
+pub fn fp4_indexer() -> Format {
+    Format::Block(crate::formats::BlockScaled::deepseek_fp4())
 }
 
 /// Formats a TOML error as one line: `line L, column C: message`.

@@ -1,10 +1,14 @@
 //! The command line: one file per subcommand, shared scenario flags and error handling here.
 
+pub mod calibrate;
+pub mod formats;
 pub mod presets;
+pub mod quantize;
 pub mod rank;
 pub mod recall;
 pub mod run;
 pub mod sweep;
+pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
 use crate::scenario::{Scenario, ScenarioError};
@@ -47,9 +51,23 @@ const ABOUT: &str = "Simulates sparse-attention needle retrieval (DeepSeek DSA /
 to tell a coverage failure (raise index_topk) from a discrimination failure (the indexer's precision \
 must improve).";
 
+const WORKFLOW: &str = "Typical questions:
+  How likely is the needle found?
+    dsa-sim recall --preset deepseek-v4-flash --context-len 131072 --dprime 2
+  Where does it rank, against k?
+    dsa-sim rank --preset deepseek-v4-flash --context-len 131072 --dprime 2
+  How does it scale? (CSV for a notebook)
+    dsa-sim sweep --preset deepseek-v4-flash --vary context_len=1024..1048576:x2 --out s.csv
+  Curves and a report:
+    dsa-sim run experiments/dsv4-needle-diagnosis.toml
+
+Every command takes --preset, --scenario FILE.toml and one flag per scenario field (see `dsa-sim \
+recall --help`), --json for one JSON object on stdout, and --seed for reproducible Monte Carlo \
+(results do not depend on --threads).";
+
 /// dsa-sim command line.
 #[derive(Parser, Debug)]
-#[command(name = "dsa-sim", version, about = ABOUT, long_about = None)]
+#[command(name = "dsa-sim", version, about = ABOUT, long_about = None, after_help = WORKFLOW)]
 pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
@@ -63,12 +81,20 @@ pub enum Command {
     Recall(recall::RecallArgs),
     /// The needle's rank distribution: quantiles and P(rank ≤ j).
     Rank(rank::RankArgs),
+    /// Fit scalar parameters to measured recall (CSV): estimates, intervals, goodness of fit, hypotheses, what-if.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Coverage- or discrimination-limited? Recall now, at 2k and max k, k / dprime / noise needed.
+    Verdict(verdict::VerdictArgs),
     /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
     /// List every preset with every field's value.
     Presets(presets::PresetsArgs),
+    /// Per-format error of the vector indexer: q/k error, score correlation, top-k overlap with fp32, induced score_noise, dprime loss.
+    Formats(formats::FormatsArgs),
+    /// Quantize-dequantize numbers read on stdin with a number format (bf16 … fp4, block-scaled).
+    Quantize(quantize::QuantizeArgs),
 }
 
 impl Command {
@@ -77,9 +103,13 @@ impl Command {
         match self {
             Command::Recall(a) => recall::run(a),
             Command::Rank(a) => rank::run(a),
+            Command::Calibrate(a) => calibrate::run(a),
+            Command::Verdict(a) => verdict::run(a),
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
             Command::Presets(a) => presets::run(a),
+            Command::Quantize(a) => quantize::run(a),
+            Command::Formats(a) => formats::run(a),
         }
     }
 }
@@ -90,7 +120,8 @@ macro_rules! scenario_args {
         /// field (applied in that order, later wins).
         #[derive(clap::Args, Debug, Clone, Default)]
         pub struct ScenarioArgs {
-            /// Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro, quest-16, nsa.
+            /// Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro,
+            /// deepseek-v4-flash-fp8cache, deepseek-v4-pro-fp8cache, quest-16, nsa.
             #[arg(long, value_name = "NAME", help_heading = "Scenario")]
             pub preset: Option<String>,
             /// Read scenario fields from a TOML file (a `preset = "..."` key in it is honoured).
@@ -138,6 +169,18 @@ scenario_args! {
     readout: "Layers that must attend the needle: any, all or at_least:M (default any).",
     p_read: "P(correct answer | needle attended) (default 1).",
     p_guess: "P(correct answer | needle not attended) (default 0).",
+    model: "scalar (score model of DESIGN §2.2, analytic or Monte Carlo) or vector (the lightning indexer, Monte Carlo only; ignores distractor, hard_mean, dprime, needle_sd, pooling, score_noise, layer_corr). Default scalar.",
+    heads: "Vector model: indexer heads H (default 64).",
+    head_dim: "Vector model: head dimension d (default 128; a power of two with --hadamard true).",
+    alignment: "Vector model: cosine of the needle key with the query direction, -1..1 (default 0.35).",
+    hard_alignment: "Vector model: cosine of a hard-negative key with the query direction (default 0.25).",
+    outlier_channels: "Vector model: channels of q and keys scaled by --outlier-scale (default 0).",
+    outlier_scale: "Vector model: scale of the outlier channels (default 8).",
+    hadamard: "Vector model: orthonormal Hadamard rotation of q and keys before quantization (default true).",
+    key_norm: "Vector model: RMS-normalise entry keys after pooling (default true).",
+    q_format: "Vector model: query format, NAME[:BLOCK[:SCALE]], e.g. fp32, bf16, fp8-e4m3:128:fp32, fp4-e2m1:32:ue8m0, mxfp4, nvfp4 (default fp32).",
+    k_format: "Vector model: indexer key-cache format, as --q-format (default fp32).",
+    compressor: "Vector model: token keys to entry keys, mean or gated (per-channel softmax, V4). Default gated.",
 }
 
 impl ScenarioArgs {
@@ -195,15 +238,21 @@ pub fn check_threads(threads: Option<usize>) -> Result<(), CliError> {
     }
 }
 
+/// Default Monte Carlo trials for the scalar model (exact sampling: milliseconds).
+pub const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
+/// Default Monte Carlo trials for the vector model (every key drawn: ~20 ms a trial at 128K).
+pub const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
+
 /// Engine, trials, seed, threads and output format, shared by the evaluating commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// auto (analytic where exact, else Monte Carlo), analytic, or montecarlo.
     #[arg(long, default_value = "auto", value_name = "ENGINE", help_heading = "Engine")]
     pub engine: String,
-    /// Monte Carlo trials.
-    #[arg(long, default_value_t = 100_000, value_name = "N", help_heading = "Engine")]
-    pub trials: u64,
+    /// Monte Carlo trials [default: 100000 for the scalar model, 2000 for the vector model, whose
+    /// trials materialise every key].
+    #[arg(long, value_name = "N", help_heading = "Engine")]
+    pub trials: Option<u64>,
     /// Monte Carlo seed: trial i draws only from (seed, i), so results repeat exactly.
     #[arg(long, default_value_t = DEFAULT_SEED, value_name = "S", help_heading = "Engine")]
     pub seed: u64,
@@ -216,14 +265,18 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// Engine options from the flags.
-    pub fn options(&self) -> Result<RunOptions, CliError> {
+    /// Engine options from the flags, for a scenario (whose model sets the default trials).
+    pub fn options(&self, s: &Scenario) -> Result<RunOptions, CliError> {
         let engine: EngineChoice = self.engine.parse().map_err(CliError::input)?;
-        if self.trials == 0 || self.trials > MAX_TRIALS {
-            return Err(CliError::input(format!("--trials {}: allowed 1..={MAX_TRIALS}", self.trials)));
+        let trials = self.trials.unwrap_or(match s.model {
+            crate::scenario::Model::Scalar => DEFAULT_TRIALS_SCALAR,
+            crate::scenario::Model::Vector => DEFAULT_TRIALS_VECTOR,
+        });
+        if trials == 0 || trials > MAX_TRIALS {
+            return Err(CliError::input(format!("--trials {trials}: allowed 1..={MAX_TRIALS}")));
         }
         check_threads(self.threads)?;
-        Ok(RunOptions { engine, trials: self.trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
+        Ok(RunOptions { engine, trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
     }
 
     /// Runs `f` on a pool of `--threads` workers (or the default pool).

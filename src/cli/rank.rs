@@ -21,12 +21,11 @@ pub struct RankArgs {
 /// Runs `dsa-sim rank`.
 pub fn run(args: &RankArgs) -> Result<(), CliError> {
     let s = args.scenario.resolve()?;
-    let opts = args.run.options()?;
+    let opts = args.run.options(&s)?;
     let e = args.run.in_pool(|| estimate(&s, &opts))??;
     let mut out = String::new();
     if args.run.json {
-        let quantiles: serde_json::Map<String, serde_json::Value> =
-            e.rank.quantiles.iter().map(|(p, v)| (format!("{p}"), json!(v))).collect();
+        let quantiles = e.rank.quantiles_json();
         return print_json(&json!({
             "n_candidates": e.rank.n_candidates,
             "quantiles": quantiles,

@@ -22,8 +22,7 @@ pub struct RecallArgs {
 
 /// The JSON object of one estimate (DESIGN.md §6 keys and more).
 pub fn estimate_json(s: &Scenario, e: &Estimate, seed: u64) -> serde_json::Value {
-    let quantiles: serde_json::Map<String, serde_json::Value> =
-        e.rank.quantiles.iter().map(|(p, v)| (format!("{p}"), json!(v))).collect();
+    let quantiles = e.rank.quantiles_json();
     json!({
         "recall": e.recall,
         "ci_low": e.ci_low,
@@ -59,7 +58,7 @@ fn rank_text(v: Option<u64>) -> String {
 /// Runs `dsa-sim recall`.
 pub fn run(args: &RecallArgs) -> Result<(), CliError> {
     let s = args.scenario.resolve()?;
-    let opts = args.run.options()?;
+    let opts = args.run.options(&s)?;
     let e = args.run.in_pool(|| estimate(&s, &opts))??;
     let mut out = String::new();
     if args.run.json {

@@ -35,6 +35,14 @@ pub struct RunExperimentArgs {
 pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
     super::check_threads(args.threads)?;
     let started = std::time::Instant::now();
+    // Calibration experiments (top-level `data` and `fit`) are run by the calibration module.
+    if std::fs::read_to_string(&args.file).is_ok_and(|t| crate::calibrate::experiment::is_calibration_experiment(&t)) {
+        let out = super::calibrate::run_experiment_in_pool(&args.file, args.out.as_deref(), args.threads)?;
+        if !args.quiet {
+            println!("wrote {} ({:.1} s); open {}", out.display(), started.elapsed().as_secs_f64(), out.join("report.md").display());
+        }
+        return Ok(());
+    }
     let exp = Experiment::load(&args.file).map_err(super::sweep::cli_error)?;
     let engine: EngineChoice = exp.engine.parse().map_err(CliError::input)?;
     let opts = RunOptions { engine, trials: exp.trials, seed: exp.seed, progress: false, ..RunOptions::default() };

@@ -62,7 +62,7 @@ pub fn check_points(grid: &Grid, opts: &crate::engine::RunOptions) -> Result<(),
 /// Runs `dsa-sim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let base = args.scenario.resolve()?;
-    let mut opts = args.run.options()?;
+    let mut opts = args.run.options(&base)?;
     opts.progress = false;
     let axes = args.vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>().map_err(cli_error)?;
     let rank = !args.no_rank;

@@ -6,7 +6,7 @@ pub mod binomial;
 pub mod histogram;
 pub mod montecarlo;
 
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{Model, Scenario, ScenarioError};
 use crate::scores::NotExact;
 use crate::stats::{wilson, Z95};
 use analytic::Analytic;
@@ -97,6 +97,13 @@ pub struct RankSummary {
 }
 
 impl RankSummary {
+    /// The quantiles as a JSON object keyed by p ("0.05", "0.5", …); `null` where never reached.
+    pub fn quantiles_json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> =
+            self.quantiles.iter().map(|(p, v)| (format!("{p}"), serde_json::json!(v))).collect();
+        serde_json::Value::Object(map)
+    }
+
     /// The quantile at p if it was computed.
     pub fn quantile(&self, p: f64) -> Option<u64> {
         self.quantiles.iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
@@ -151,8 +158,10 @@ fn cdf_grid(s: &Scenario, n_candidates: u64) -> Vec<u64> {
 fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate, EngineError> {
     s.validate()?;
     let n = s.n_candidates();
+    let vector = s.model == Model::Vector;
     let analytic = match opts.engine {
         EngineChoice::MonteCarlo => Err(NotExact("Monte Carlo requested".into())),
+        _ if vector => Err(NotExact("model = vector: the lightning-indexer model is simulated, it has no closed form".into())),
         _ => Analytic::new(s),
     };
     match (analytic, opts.engine) {
@@ -182,7 +191,7 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
             if opts.trials == 0 {
                 return Err(EngineError::NoTrials);
             }
-            if let Some(why) = montecarlo::materialise_limit(s, opts.mc_path) {
+            if let Some(why) = montecarlo::materialise_limit(s, opts.mc_path).filter(|_| !vector) {
                 return Err(EngineError::TooLarge(why));
             }
             let bar = if opts.progress {
@@ -195,8 +204,12 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
             } else {
                 indicatif::ProgressBar::hidden()
             };
-            let run = simulate_observed(s, opts.trials, opts.seed, opts.mc_path, &|n| bar.inc(n))
-                .map_err(|e| EngineError::NotExact(e.0))?;
+            let run = if vector {
+                crate::indexer::simulate_observed(s, opts.trials, opts.seed, &|n| bar.inc(n))
+            } else {
+                simulate_observed(s, opts.trials, opts.seed, opts.mc_path, &|n| bar.inc(n))
+                    .map_err(|e| EngineError::NotExact(e.0))?
+            };
             bar.finish_and_clear();
             let (lo, hi) = wilson(run.successes, run.trials, Z95);
             let rank = if with_rank {
@@ -227,14 +240,17 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
 /// it on every point before they start, so a refusal never leaves a partial file behind.
 pub fn check(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
     s.validate()?;
+    let vector = s.model == Model::Vector;
     let analytic = match opts.engine {
         EngineChoice::MonteCarlo => Err(NotExact("Monte Carlo requested".into())),
+        _ if vector => Err(NotExact("model = vector: the lightning-indexer model is simulated, it has no closed form".into())),
         _ => Analytic::new(s).map(|_| ()),
     };
     match (analytic, opts.engine) {
         (Ok(()), _) => Ok(()),
         (Err(e), EngineChoice::Analytic) => Err(EngineError::NotExact(e.0)),
         (Err(_), _) if opts.trials == 0 => Err(EngineError::NoTrials),
+        (Err(_), _) if vector => Ok(()),
         (Err(_), _) => match montecarlo::materialise_limit(s, opts.mc_path) {
             Some(why) => Err(EngineError::TooLarge(why)),
             None => Ok(()),
@@ -257,6 +273,9 @@ pub fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, Engi
 /// parameter values share their random numbers trial by trial (common random numbers).
 pub fn simulate_successes(s: &Scenario, trials: u64, seed: u64) -> Result<u64, EngineError> {
     s.validate()?;
+    if s.model == Model::Vector {
+        return Ok(crate::indexer::simulate(s, trials, seed).successes);
+    }
     if let Some(why) = montecarlo::materialise_limit(s, McPath::Auto) {
         return Err(EngineError::TooLarge(why));
     }

@@ -199,7 +199,21 @@ impl Plan {
     fn block_stat<R: Rng + ?Sized>(&self, b: u64, needle: (f64, f64), rng: &mut R) -> f64 {
         let c = self.compress_ratio;
         let (start, end) = (b * c, b * c + c);
-        let mut acc = if self.pooling == Pooling::Max { f64::NEG_INFINITY } else { 0.0 };
+        let max = self.pooling == Pooling::Max;
+        let touches_needle = self.needle_spans.iter().any(|&(a, e)| a < end && e > start);
+        if !touches_needle {
+            if !max && self.token.is_normal() {
+                // The sum of c standard normal tokens is exactly Normal(0, c): one draw.
+                return (c as f64).sqrt() * rng.sample::<f64, _>(StandardNormal);
+            }
+            let mut acc = if max { f64::NEG_INFINITY } else { 0.0 };
+            for _ in 0..c {
+                let x = self.token.sample(rng);
+                acc = if max { acc.max(x) } else { acc + x };
+            }
+            return acc;
+        }
+        let mut acc = if max { f64::NEG_INFINITY } else { 0.0 };
         for t in start..end {
             let in_needle = self.needle_spans.iter().any(|&(a, e)| t >= a && t < e);
             let x = if in_needle {
@@ -207,11 +221,7 @@ impl Plan {
             } else {
                 self.token.sample(rng)
             };
-            if self.pooling == Pooling::Max {
-                acc = acc.max(x);
-            } else {
-                acc += x;
-            }
+            acc = if max { acc.max(x) } else { acc + x };
         }
         acc
     }

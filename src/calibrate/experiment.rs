@@ -1,0 +1,319 @@
+//! Calibration experiments: a TOML file naming a measured table, the fit, hypotheses, what-if
+//! curves and a verdict target; [`run_experiment`] writes the result folder (JSON, CSV, report.md)
+//! atomically (a temporary folder renamed into place, so never a partial result).
+//!
+//! ```toml
+//! name = "calibrate-dsv4-observations"
+//! title = "..."
+//! description = "..."
+//! data = "dsv4_seed_observations.csv"      # relative to the experiment file
+//! data_note = "transcribed, not measured"  # provenance; "transcribed" marks every output
+//! fit = "dprime,needle_sd"
+//! compare = true
+//! curves = ["index_topk=256,512,1024,2048", "score_noise=0,0.5,1"]   # one what-if curve each
+//! target = 0.9
+//! engine = "auto"   # trials, seed: Monte Carlo where the analytic engine is not exact
+//! [scenario]
+//! preset = "deepseek-v4-flash"
+//! context_len = 16000
+//! ```
+
+use super::output::{point_value, CalibrationReport, BAND_METHOD};
+use super::predict::{parse_predict_specs, predict_grid};
+use super::{load_csv, parse_fit_spec, run_calibration, CalibError, EngineModel, Problem, RecallModel};
+use crate::engine::EngineChoice;
+use crate::scenario::Scenario;
+use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictOptions};
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// A calibration experiment file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationExperiment {
+    /// Result folder name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Report title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Report description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The measured table, relative to the experiment file.
+    pub data: String,
+    /// Provenance of the table; containing "transcribed" or "not measured" marks every output.
+    #[serde(default)]
+    pub data_note: Option<String>,
+    /// Fields to fit (`--fit` syntax).
+    pub fit: String,
+    /// Compare the named hypotheses.
+    #[serde(default)]
+    pub compare: bool,
+    /// What-if curves, one `FIELD=V1,V2,…` each.
+    #[serde(default)]
+    pub curves: Vec<String>,
+    /// Verdict target.
+    #[serde(default = "default_target")]
+    pub target: f64,
+    /// Engine choice.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// Monte Carlo trials per evaluation.
+    #[serde(default)]
+    pub trials: Option<u64>,
+    /// Monte Carlo seed.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Base scenario (a preset plus overrides).
+    #[serde(default)]
+    pub scenario: Option<toml::Table>,
+}
+
+fn default_target() -> f64 {
+    0.9
+}
+
+/// Whether a TOML document is a calibration experiment (it has `data` and `fit` at top level).
+pub fn is_calibration_experiment(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text).map(|t| t.contains_key("fit") && t.contains_key("data")).unwrap_or(false)
+}
+
+/// Runs the experiment at `path`, writing into `out` (default `results/<name>`). Returns the
+/// folder written.
+pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CalibError::Input(format!("{}: cannot read: {e}", path.display())))?;
+    let exp: CalibrationExperiment = toml::from_str(&text)
+        .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), &text))))?;
+    let name = exp.name.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));
+    let base = match &exp.scenario {
+        Some(t) => Scenario::from_toml_table(t).map_err(|e| CalibError::Input(format!("{}: [scenario]: {e}", path.display())))?,
+        None => Scenario::default(),
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut data = load_csv(&dir.join(&exp.data))?;
+    if let Some(note) = &exp.data_note {
+        let low = note.to_lowercase();
+        data.transcribed |= ["transcribed", "not measured", "illustrative"].iter().any(|w| low.contains(w));
+        data.notes.push(format!("provenance (experiment): {note}"));
+        data.provenance.get_or_insert_with(|| note.clone());
+    }
+    let engine: EngineChoice = exp.engine.as_deref().unwrap_or("auto").parse().map_err(CalibError::Input)?;
+    let model = EngineModel::new(engine, exp.trials.unwrap_or(4000), exp.seed.unwrap_or(crate::engine::DEFAULT_SEED));
+    let free = parse_fit_spec(&exp.fit, Some(&data))?;
+    let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
+    opts.validate()?;
+    // The fit, hypotheses, and the likelihood region (needed by every curve).
+    let all_specs: Vec<_> = exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c), &base)).collect::<Result<_, _>>()?;
+    let first: Vec<_> = all_specs.first().cloned().unwrap_or_default();
+    let mut report = run_calibration(&data, &base, free.clone(), &model, exp.compare, &first, || model.describe())?;
+    if report.fit.region.is_empty() {
+        let problem = Problem::new(&data, &base, free.clone(), &model)?;
+        report.fit = super::fit::fit(&problem, true, true)?;
+    }
+    let problem = Problem::new(&data, &base, free.clone(), &model)?;
+    let mut curves = Vec::new();
+    for specs in &all_specs {
+        curves.push((specs[0].field.clone(), predict_grid(&problem, &report.fit, &base, specs)?));
+    }
+    report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
+    report.engine = model.describe();
+    let scen = super::fitted_scenarios(&data, &base, &report, &model)?;
+    let cv = calibrated_verdict(&scen, &model, opts)?;
+
+    // Write everything into a temporary folder, then move it into place.
+    let out = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&name));
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| CalibError::Input(format!("{}: {e}", parent.display())))?;
+    let tmp = parent.join(format!(".{}.tmp-{}", out.file_name().map(|s| s.to_string_lossy()).unwrap_or_default(), std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.display())))?;
+    let w = |f: &str, body: &str| -> Result<(), CalibError> {
+        std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.join(f).display())))
+    };
+    let mut cal_json = report.to_json();
+    cal_json["curves"] = serde_json::json!(curves
+        .iter()
+        .map(|(f, p)| serde_json::json!({"field": f, "points": p.iter().map(|q| serde_json::json!({"value": point_value(&q.point[0].1), "recall": q.recall, "ci_low": q.ci_low, "ci_high": q.ci_high})).collect::<Vec<_>>()}))
+        .collect::<Vec<_>>());
+    w("calibrate.json", &(serde_json::to_string_pretty(&cal_json).unwrap_or_default() + "\n"))?;
+    let vj = calibrated_verdict_json(&cv, &scen[0]);
+    w("verdict.json", &(serde_json::to_string_pretty(&vj).unwrap_or_default() + "\n"))?;
+    let vtext = verdict_text(&cv.at_estimate, Some(&cv));
+    w("verdict.txt", &vtext)?;
+    w("calibrate.txt", &report.to_text())?;
+    let mut rows = String::from("context_len,index_topk,trials,hits,repeat,label,observed,fitted,pearson_residual,deviance_residual\n");
+    for r in &report.fit.rows {
+        let o = &r.obs;
+        let _ = writeln!(
+            rows,
+            "{},{},{},{},{},\"{}\",{:.6},{:.6},{:.4},{:.4}",
+            o.context_len, o.index_topk, o.trials, o.hits, o.repeat.map_or(String::new(), |x| x.to_string()),
+            o.label.clone().unwrap_or_default().replace('"', "'"), o.observed(), r.fitted, r.pearson, r.deviance_residual
+        );
+    }
+    w("rows.csv", &rows)?;
+    if let Some(h) = &report.hypotheses {
+        let mut t = String::from("name,k,aic,delta_aic,weight,loglik,deviance,gof_p,estimates\n");
+        for x in h {
+            let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f}={v:.4}")).collect();
+            let _ = writeln!(t, "{},{},{:.4},{:.4},{:.6},{:.4},{:.4},{},{}", x.name, x.k, x.aic, x.delta_aic, x.weight, x.loglik, x.deviance, x.gof_p.map_or(String::new(), |p| format!("{p:.6}")), est.join(" "));
+        }
+        w("hypotheses.csv", &t)?;
+    }
+    for (f, pts) in &curves {
+        let mut t = format!("{f},recall,ci_low,ci_high\n");
+        for p in pts {
+            let _ = writeln!(t, "{},{:.6},{:.6},{:.6}", p.point[0].1, p.recall, p.ci_low, p.ci_high);
+        }
+        w(&format!("curve-{f}.csv"), &t)?;
+    }
+    w("experiment.toml", &text)?;
+    let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
+    w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| CalibError::Model(format!("{}: {e}", out.display())))?;
+    }
+    std::fs::rename(&tmp, &out).map_err(|e| CalibError::Model(format!("{}: {e}", out.display())))?;
+    Ok(out)
+}
+
+fn markdown(
+    exp: &CalibrationExperiment,
+    name: &str,
+    report: &CalibrationReport,
+    curves: &[(String, Vec<super::Prediction>)],
+    vtext: &str,
+    base: &Scenario,
+    figures: &[String],
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# {}\n", exp.title.clone().unwrap_or_else(|| name.to_string()));
+    for w in report.warnings() {
+        let _ = writeln!(s, "> **{w}**\n");
+    }
+    if let Some(d) = &exp.description {
+        let _ = writeln!(s, "{d}\n");
+    }
+    let _ = writeln!(s, "Data: `{}` ({} rows, {} trials). Engine: {}. Fit: `{}`. Base scenario: preset/overrides in `experiment.toml` (context_len {}, index_topk {}, max_topk {}, compress_ratio {}, window {}).\n",
+        report.data.source, report.data.rows.len(), report.data.total_trials(), report.engine, exp.fit, base.context_len, base.index_topk, base.max_topk, base.compress_ratio, base.window);
+    let _ = writeln!(s, "## Fit\n\n| parameter | estimate | 95% profile interval | flags |\n|---|---|---|---|");
+    for e in &report.fit.estimates {
+        let mut flags = Vec::new();
+        if e.value_at_bound {
+            flags.push("estimate on the search bound");
+        }
+        if !e.identifiable {
+            flags.push("unidentifiable (flat profile)");
+        }
+        if e.low_at_bound {
+            flags.push("lower end at the bound");
+        }
+        if e.high_at_bound {
+            flags.push("upper end at the bound");
+        }
+        let _ = writeln!(s, "| {} | {:.4} | [{:.4}, {:.4}] | {} |", e.field, e.value, e.ci_low, e.ci_high, flags.join("; "));
+    }
+    let _ = writeln!(s, "\nGoodness of fit: deviance {:.3} on {} df, p = {}.\n", report.fit.deviance, report.fit.df, report.fit.gof_p.map_or("n/a".into(), |p| format!("{p:.4}")));
+    let _ = writeln!(s, "| L | k | repeat | hits/trials | observed | fitted | Pearson residual | label |\n|---|---|---|---|---|---|---|---|");
+    for r in &report.fit.rows {
+        let o = &r.obs;
+        let _ = writeln!(s, "| {} | {} | {} | {}/{} | {:.3} | {:.3} | {:.2} | {} |", o.context_len, o.index_topk, o.repeat.map_or("-".into(), |x| x.to_string()), o.hits, o.trials, o.observed(), r.fitted, r.pearson, o.label.clone().unwrap_or_default());
+    }
+    if let Some(h) = &report.hypotheses {
+        let _ = writeln!(s, "\n## Hypotheses (AIC, Akaike weights)\n\n| hypothesis | free | AIC | ΔAIC | weight | estimates | deviance | GOF p |\n|---|---|---|---|---|---|---|---|");
+        for x in h {
+            let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f} = {v:.3}")).collect();
+            let _ = writeln!(s, "| {} | {} | {:.2} | {:.2} | {:.4} | {} | {:.2} | {} |", x.name, x.k, x.aic, x.delta_aic, x.weight, est.join(", "), x.deviance, x.gof_p.map_or("n/a".into(), |p| format!("{p:.4}")));
+        }
+        let _ = writeln!(s, "\nHypotheses: {}.", h.iter().map(|x| format!("*{}*: {}", x.name, x.description)).collect::<Vec<_>>().join("; "));
+    }
+    let _ = writeln!(s, "\n## What-if curves\n\nBand: {BAND_METHOD}. Data: `curve-<field>.csv`; figures: `figures/curve-<field>.svg|png`.\n");
+    for (f, pts) in curves {
+        let _ = writeln!(s, "### recall vs {f}\n");
+        if figures.iter().any(|x| x == f) {
+            let _ = writeln!(s, "![recall vs {f}](figures/curve-{f}.png)\n");
+        }
+        let _ = writeln!(s, "| {f} | recall | 95% band |\n|---|---|---|");
+        for p in pts {
+            let _ = writeln!(s, "| {} | {:.4} | [{:.4}, {:.4}] |", p.point[0].1, p.recall, p.ci_low, p.ci_high);
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "## Verdict (target {})\n\n```\n{}```", exp.target, vtext);
+    s
+}
+
+/// Draws each what-if curve with its 95% band (the project's plotting), the target as a
+/// horizontal line, the current and maximum k as vertical lines on a k axis, and on a context
+/// axis the table's rows that match the base scenario's k and repeat (Wilson 95% intervals).
+/// Returns the fields drawn.
+fn draw_curves(
+    dir: &Path,
+    curves: &[(String, Vec<super::Prediction>)],
+    report: &CalibrationReport,
+    base: &Scenario,
+    target: f64,
+) -> Result<Vec<String>, CalibError> {
+    use crate::report::plot::{LineChart, PointSet, RefLine, Series};
+    use crate::report::{save_figure, Scale};
+    std::fs::create_dir_all(dir).map_err(|e| CalibError::Model(format!("{}: {e}", dir.display())))?;
+    let mut drawn = Vec::new();
+    for (f, pts) in curves {
+        let xy: Vec<(f64, f64, f64, f64)> = pts
+            .iter()
+            .filter_map(|p| p.point[0].1.parse::<f64>().ok().map(|x| (x, p.recall, p.ci_low, p.ci_high)))
+            .collect();
+        if xy.len() < 2 {
+            continue;
+        }
+        let scale = if matches!(f.as_str(), "index_topk" | "context_len" | "max_topk") { Scale::Log2 } else { Scale::Linear };
+        let mut chart = LineChart {
+            title: format!("Predicted recall vs {f} (fitted model, 95% band)"),
+            subtitle: format!(
+                "fit: {}",
+                report.fit.estimates.iter().map(|e| format!("{} = {:.2} [{:.2}, {:.2}]", e.field, e.value, e.ci_low, e.ci_high)).collect::<Vec<_>>().join(", ")
+            ),
+            x_label: f.clone(),
+            y_label: "recall".into(),
+            x_scale: scale,
+            y_range: Some((0.0, 1.0)),
+            series: vec![Series {
+                label: "predicted recall (profile-likelihood 95% band)".into(),
+                color: 0,
+                points: xy.iter().map(|p| (p.0, p.1)).collect(),
+                band: xy.iter().map(|p| (p.0, p.2, p.3)).collect(),
+                ..Series::default()
+            }],
+            hlines: vec![RefLine { at: target, label: format!("target {target}"), color: 3 }],
+            note: report.data.transcribed_warning().unwrap_or_default(),
+            ..LineChart::default()
+        };
+        if f == "index_topk" {
+            chart.vlines = vec![
+                RefLine { at: base.index_topk as f64, label: format!("k now {}", base.index_topk), color: 1 },
+                RefLine { at: base.max_topk as f64, label: format!("kernel max {}", base.max_topk), color: 2 },
+            ];
+        }
+        if f == "context_len" {
+            let obs: Vec<(f64, f64, f64, f64)> = report
+                .data
+                .rows
+                .iter()
+                .filter(|r| r.index_topk == base.index_topk && r.repeat.unwrap_or(base.repeat) == base.repeat)
+                .map(|r| {
+                    let (lo, hi) = crate::stats::wilson(r.hits, r.trials, 1.959_963_984_540_054);
+                    (r.context_len as f64, r.observed(), lo, hi)
+                })
+                .collect();
+            if !obs.is_empty() {
+                chart.points = vec![PointSet { label: format!("table rows at k = {} (Wilson 95%)", base.index_topk), color: 1, points: obs }];
+            }
+        }
+        save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(CalibError::Model)?;
+        drawn.push(f.clone());
+    }
+    Ok(drawn)
+}

@@ -1,0 +1,149 @@
+//! The binomial likelihood of a measured table under the model, as a function of the free
+//! parameters.
+
+use super::data::Dataset;
+use super::{CalibError, FreeParam, RecallModel};
+use crate::scenario::Scenario;
+use rayon::prelude::*;
+use statrs::function::factorial::ln_binomial;
+
+/// Probabilities are kept inside [EPS, 1 − EPS] in logarithms: a model recall of exactly 1 (the
+/// context within the coverage horizon) against an observed miss costs ln(1e-12) ≈ −27.6, a large
+/// but finite penalty.
+pub const EPS: f64 = 1e-12;
+
+/// Binomial log-probability of `y` hits in `n` trials at recall `p`, with the binomial
+/// coefficient (so AIC values are true log-likelihoods).
+pub fn binom_loglik(y: u64, n: u64, p: f64) -> f64 {
+    let p = p.clamp(EPS, 1.0 - EPS);
+    ln_binomial(n, y) + y as f64 * p.ln() + (n - y) as f64 * (1.0 - p).ln()
+}
+
+/// Deviance contribution 2[ℓ_saturated − ℓ(p)] of one row (≥ 0).
+pub fn unit_deviance(y: u64, n: u64, p: f64) -> f64 {
+    let p = p.clamp(EPS, 1.0 - EPS);
+    let (y, n) = (y as f64, n as f64);
+    let mut d = 0.0;
+    if y > 0.0 {
+        d += y * (y / (n * p)).ln();
+    }
+    if n - y > 0.0 {
+        d += (n - y) * ((n - y) / (n * (1.0 - p))).ln();
+    }
+    (2.0 * d).max(0.0)
+}
+
+/// A table, a base scenario, the free parameters and the recall model: the likelihood surface.
+pub struct Problem<'a> {
+    /// The table.
+    pub data: &'a Dataset,
+    /// The free parameters, in order.
+    pub free: Vec<FreeParam>,
+    /// Per row: the base scenario with the row's own columns substituted.
+    pub row_base: Vec<Scenario>,
+    /// The scenario given by the user (for predictions and verdicts).
+    pub base: Scenario,
+    /// The recall model.
+    pub model: &'a dyn RecallModel,
+}
+
+impl<'a> Problem<'a> {
+    /// Builds the problem; fails if a row does not make a valid scenario.
+    pub fn new(
+        data: &'a Dataset,
+        base: &Scenario,
+        free: Vec<FreeParam>,
+        model: &'a dyn RecallModel,
+    ) -> Result<Problem<'a>, CalibError> {
+        let mut row_base = Vec::with_capacity(data.rows.len());
+        for (i, r) in data.rows.iter().enumerate() {
+            // Check the row with the free parameters at a valid value (their lower bounds).
+            let mut s = r.apply(base).map_err(|e| CalibError::Input(format!(
+                "{}: row {} (line {}): {e}",
+                data.source,
+                i + 1,
+                r.line
+            )))?;
+            for p in &free {
+                set_field(&mut s, &p.field, p.lo)?;
+            }
+            s.validate().map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
+            row_base.push(s);
+        }
+        Ok(Problem { data, free, row_base, base: base.clone(), model })
+    }
+
+    /// Number of free parameters.
+    pub fn dim(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Lower and upper bounds.
+    pub fn bounds(&self) -> (Vec<f64>, Vec<f64>) {
+        (self.free.iter().map(|p| p.lo).collect(), self.free.iter().map(|p| p.hi).collect())
+    }
+
+    /// The scenario of row `i` at parameters `theta`.
+    pub fn row_scenario(&self, i: usize, theta: &[f64]) -> Result<Scenario, CalibError> {
+        let mut s = self.row_base[i].clone();
+        for (p, &v) in self.free.iter().zip(theta) {
+            set_field(&mut s, &p.field, v)?;
+        }
+        Ok(s)
+    }
+
+    /// `base` (or any scenario) with the free parameters set to `theta`.
+    pub fn with_theta(&self, s: &Scenario, theta: &[f64]) -> Result<Scenario, CalibError> {
+        let mut s = s.clone();
+        for (p, &v) in self.free.iter().zip(theta) {
+            set_field(&mut s, &p.field, v)?;
+        }
+        s.validate().map_err(|e| CalibError::Input(e.to_string()))?;
+        Ok(s)
+    }
+
+    /// Model recall of every row at `theta`.
+    pub fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
+        let n = self.row_base.len();
+        let one = |i: usize| -> Result<f64, CalibError> {
+            let s = self.row_scenario(i, theta)?;
+            self.model.recall(&s).map_err(CalibError::Model)
+        };
+        if self.model.parallel_rows() && n > 1 {
+            (0..n).into_par_iter().map(one).collect()
+        } else {
+            (0..n).map(one).collect()
+        }
+    }
+
+    /// Log-likelihood at `theta`.
+    pub fn loglik(&self, theta: &[f64]) -> Result<f64, CalibError> {
+        let p = self.fitted(theta)?;
+        Ok(self.data.rows.iter().zip(&p).map(|(r, &p)| binom_loglik(r.hits, r.trials, p)).sum())
+    }
+
+    /// Log-likelihood of the saturated model (each row its own recall).
+    pub fn saturated_loglik(&self) -> f64 {
+        self.data.rows.iter().map(|r| binom_loglik(r.hits, r.trials, r.observed())).sum()
+    }
+}
+
+/// Sets a real field by name from a float, exactly (shortest round-trip formatting).
+pub fn set_field(s: &mut Scenario, field: &str, v: f64) -> Result<(), CalibError> {
+    s.set(field, &format!("{v:?}")).map_err(|e| CalibError::Input(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deviance_matches_loglik_difference() {
+        for &(y, n, p) in &[(3u64, 10u64, 0.4), (0, 10, 0.2), (10, 10, 0.9), (5, 7, 1.0)] {
+            let d = unit_deviance(y, n, p);
+            let s = binom_loglik(y, n, y as f64 / n as f64);
+            let l = binom_loglik(y, n, p);
+            assert!((d - 2.0 * (s - l)).abs() < 1e-9, "{y} {n} {p}: {d} vs {}", 2.0 * (s - l));
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! Calibration against measured recall (DESIGN.md §5): load a table of measured cells, fit chosen
+//! scalar parameters by maximum binomial likelihood, 95% profile-likelihood intervals, deviance
+//! goodness of fit, named hypotheses ranked by AIC, and what-if predictions whose 95% bands are
+//! carried over from the fit.
+//!
+//! The recall model is abstract ([`RecallModel`]): [`EngineModel`] uses the exact analytic engine
+//! where it applies and common-random-number Monte Carlo otherwise; tests may plug in closed-form
+//! models.
+
+pub mod data;
+pub mod engine_model;
+pub mod experiment;
+pub mod fit;
+pub mod hypotheses;
+pub mod likelihood;
+pub mod optimize;
+pub mod output;
+pub mod predict;
+
+pub use data::{load_csv, parse_csv, DataError, Dataset, Observation};
+pub use engine_model::EngineModel;
+pub use fit::{FitResult, ParamEstimate, RowFit};
+pub use hypotheses::{compare_hypotheses, HypothesisResult};
+pub use likelihood::Problem;
+pub use predict::{parse_predict_specs, predict_grid, Prediction, PredictSpec};
+
+use crate::scenario::{Scenario, ScenarioError, FIELD_NAMES};
+
+/// Why a calibration failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CalibError {
+    /// The table could not be loaded.
+    #[error("{0}")]
+    Data(#[from] DataError),
+    /// Bad user input (a field, a bound, a prediction spec, a row that is not a valid scenario).
+    #[error("{0}")]
+    Input(String),
+    /// The recall model failed.
+    #[error("recall model: {0}")]
+    Model(String),
+}
+
+impl From<ScenarioError> for CalibError {
+    fn from(e: ScenarioError) -> Self {
+        CalibError::Input(e.to_string())
+    }
+}
+
+impl CalibError {
+    /// Exit code: 2 for bad input, 1 for other failures.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CalibError::Data(DataError::Io { .. }) => 2,
+            CalibError::Data(_) | CalibError::Input(_) => 2,
+            CalibError::Model(_) => 1,
+        }
+    }
+}
+
+/// A recall model: P(success) for a scenario.
+pub trait RecallModel: Sync {
+    /// Recall of `s`, or a one-line reason it cannot be computed.
+    fn recall(&self, s: &Scenario) -> Result<f64, String>;
+    /// Short description (engine used) for reports.
+    fn describe(&self) -> String;
+    /// Whether the rows of a table should be evaluated in parallel (expensive models).
+    fn parallel_rows(&self) -> bool {
+        true
+    }
+}
+
+/// A closed-form or test model from a function.
+pub struct FnModel<F>(pub F, pub &'static str);
+
+impl<F: Fn(&Scenario) -> f64 + Sync> RecallModel for FnModel<F> {
+    fn recall(&self, s: &Scenario) -> Result<f64, String> {
+        Ok((self.0)(s))
+    }
+    fn describe(&self) -> String {
+        self.1.to_string()
+    }
+    fn parallel_rows(&self) -> bool {
+        false
+    }
+}
+
+/// One free parameter and its search range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreeParam {
+    /// Scenario field.
+    pub field: String,
+    /// Lower bound.
+    pub lo: f64,
+    /// Upper bound.
+    pub hi: f64,
+}
+
+/// The fields that can be fitted, with their default search ranges. dprime may be negative (a
+/// needle the indexer scores *below* a typical distractor: worse than chance); hard_negatives is
+/// fitted as a fraction of the candidates.
+pub const FITTABLE: &[(&str, f64, f64)] = &[
+    ("dprime", -10.0, 15.0),
+    ("needle_sd", 0.05, 10.0),
+    ("score_noise", 0.0, 10.0),
+    ("hard_negatives", 0.0, 0.95),
+    ("hard_mean", -5.0, 15.0),
+    ("layer_corr", 0.0, 1.0),
+    ("p_read", 0.0, 1.0),
+    ("p_guess", 0.0, 1.0),
+    ("depth", 0.0, 1.0),
+];
+
+/// Whether `v` is a physical limit of `field` (score_noise = 0, a probability of 0 or 1, …)
+/// rather than an arbitrary search bound: an estimate on a physical limit is legitimate, one on
+/// an arbitrary bound means the likelihood still improves beyond it.
+pub fn is_physical_limit(field: &str, v: f64) -> bool {
+    match field {
+        "score_noise" | "hard_negatives" => v == 0.0,
+        "layer_corr" | "p_read" | "p_guess" | "depth" => v == 0.0 || v == 1.0,
+        _ => false,
+    }
+}
+
+/// Parses `--fit` text: comma-separated fields, each optionally with a range `field=lo:hi`.
+/// Rejects unknown fields, fields that are not fittable (structural fields fixed by the preset or
+/// scenario, and columns the table sets per row) and repeated fields, naming the field.
+pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreeParam>, CalibError> {
+    let mut out: Vec<FreeParam> = Vec::new();
+    let fittable_names: Vec<&str> = FITTABLE.iter().map(|f| f.0).collect();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (name, range) = match item.split_once('=') {
+            Some((n, r)) => (n.trim(), Some(r.trim())),
+            None => (item, None),
+        };
+        let field = name.replace('-', "_");
+        let Some(&(_, dlo, dhi)) = FITTABLE.iter().find(|f| f.0 == field) else {
+            if FIELD_NAMES.contains(&field.as_str()) {
+                return Err(CalibError::Input(format!(
+                    "--fit {field}: cannot be fitted: it is fixed by the preset/scenario or set per row by the table (fittable: {})",
+                    fittable_names.join(", ")
+                )));
+            }
+            return Err(CalibError::Input(format!(
+                "--fit {name}: unknown field (fittable: {})",
+                fittable_names.join(", ")
+            )));
+        };
+        if let Some(d) = data {
+            if d.has_column(&field) {
+                return Err(CalibError::Input(format!(
+                    "--fit {field}: cannot be fitted: the table sets it per row (column `{field}`)"
+                )));
+            }
+        }
+        let (lo, hi) = match range {
+            None => (dlo, dhi),
+            Some(r) => {
+                let (a, b) = r.split_once(':').ok_or_else(|| {
+                    CalibError::Input(format!("--fit {item}: expected FIELD or FIELD=LO:HI"))
+                })?;
+                let lo: f64 = a.trim().parse().map_err(|_| CalibError::Input(format!("--fit {item}: `{a}` is not a number")))?;
+                let hi: f64 = b.trim().parse().map_err(|_| CalibError::Input(format!("--fit {item}: `{b}` is not a number")))?;
+                if !(lo.is_finite() && hi.is_finite() && lo < hi && lo >= dlo && hi <= dhi) {
+                    return Err(CalibError::Input(format!(
+                        "--fit {item}: range must satisfy {dlo} ≤ LO < HI ≤ {dhi}"
+                    )));
+                }
+                (lo, hi)
+            }
+        };
+        if out.iter().any(|p| p.field == field) {
+            return Err(CalibError::Input(format!("--fit {field}: given twice")));
+        }
+        out.push(FreeParam { field, lo, hi });
+    }
+    if out.is_empty() {
+        return Err(CalibError::Input(format!(
+            "--fit: no field given (fittable: {})",
+            fittable_names.join(", ")
+        )));
+    }
+    Ok(out)
+}
+
+/// Default search range of a fittable field.
+pub fn default_param(field: &str) -> FreeParam {
+    let &(f, lo, hi) = FITTABLE.iter().find(|f| f.0 == field).expect("fittable field");
+    FreeParam { field: f.to_string(), lo, hi }
+}
+
+/// Fits `free` on `data` starting from `base`; profile intervals when `intervals` is set, and
+/// the 95% likelihood region (for prediction bands and calibrated verdicts) when `region` is set.
+pub fn calibrate(
+    data: &Dataset,
+    base: &Scenario,
+    free: Vec<FreeParam>,
+    model: &dyn RecallModel,
+    intervals: bool,
+    region: bool,
+) -> Result<FitResult, CalibError> {
+    let problem = Problem::new(data, base, free, model)?;
+    fit::fit(&problem, intervals, region)
+}
+
+/// Runs a whole calibration: fit with profile intervals, the likelihood region when predictions
+/// are asked for, hypotheses when `compare` is set, and the predictions.
+pub fn run_calibration(
+    data: &Dataset,
+    base: &Scenario,
+    free: Vec<FreeParam>,
+    model: &dyn RecallModel,
+    compare: bool,
+    predict: &[PredictSpec],
+    engine_description: impl Fn() -> String,
+) -> Result<output::CalibrationReport, CalibError> {
+    let t0 = std::time::Instant::now();
+    let problem = Problem::new(data, base, free.clone(), model)?;
+    let fit = fit::fit(&problem, true, !predict.is_empty())?;
+    let predictions = if predict.is_empty() { Vec::new() } else { predict_grid(&problem, &fit, base, predict)? };
+    let hypotheses = if compare { Some(compare_hypotheses(data, base, &free, model)?) } else { None };
+    Ok(output::CalibrationReport {
+        data: data.clone(),
+        base: base.clone(),
+        free,
+        engine: engine_description(),
+        fit,
+        hypotheses,
+        predictions,
+        elapsed_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The scenarios at the estimate (first) and at every point of the fit's 95% likelihood region:
+/// the inputs of a calibrated verdict.
+pub fn fitted_scenarios(
+    data: &Dataset,
+    base: &Scenario,
+    report: &output::CalibrationReport,
+    model: &dyn RecallModel,
+) -> Result<Vec<Scenario>, CalibError> {
+    let problem = Problem::new(data, base, report.free.clone(), model)?;
+    let mut out = vec![problem.with_theta(base, &report.fit.theta)?];
+    for th in &report.fit.region {
+        out.push(problem.with_theta(base, th)?);
+    }
+    Ok(out)
+}

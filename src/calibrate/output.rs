@@ -1,0 +1,302 @@
+//! A calibration run's complete result and its renderings: one JSON object (DESIGN.md §6 keys
+//! and more), human text, and the markdown of an experiment report.
+
+use super::data::Dataset;
+use super::fit::FitResult;
+use super::hypotheses::HypothesisResult;
+use super::predict::Prediction;
+use super::FreeParam;
+use crate::scenario::Scenario;
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
+
+/// How prediction bands are computed (printed with them).
+pub const BAND_METHOD: &str = "profile likelihood: the range of the predicted recall over the 95% likelihood-ratio region {θ: 2(ℓ̂ − ℓ(θ)) ≤ χ²₁,0.95 = 3.84} of the fit (not a bootstrap)";
+/// How parameter intervals are computed.
+pub const INTERVAL_METHOD: &str = "95% profile likelihood (other free parameters re-maximised at each point)";
+
+/// Everything a calibration run produced.
+#[derive(Debug, Clone)]
+pub struct CalibrationReport {
+    /// The table.
+    pub data: Dataset,
+    /// The user's scenario (before substituting the fit).
+    pub base: Scenario,
+    /// The free parameters and their ranges.
+    pub free: Vec<FreeParam>,
+    /// The engine(s) used.
+    pub engine: String,
+    /// The fit.
+    pub fit: FitResult,
+    /// Hypotheses, when compared.
+    pub hypotheses: Option<Vec<HypothesisResult>>,
+    /// Predictions.
+    pub predictions: Vec<Prediction>,
+    /// Wall time of the whole calibration, seconds (not written to JSON, which must repeat exactly).
+    pub elapsed_s: f64,
+}
+
+fn num(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        Value::Null
+    }
+}
+
+fn opt(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, num)
+}
+
+/// A grid value as JSON: a number when it parses as one, else the string.
+pub fn point_value(v: &str) -> Value {
+    match v.parse::<f64>() {
+        Ok(x) if x.is_finite() => {
+            if x.fract() == 0.0 && x.abs() < 9e15 {
+                json!(x as i64)
+            } else {
+                json!(x)
+            }
+        }
+        _ => json!(v),
+    }
+}
+
+impl CalibrationReport {
+    /// Warnings every rendering must carry (transcribed data, unidentifiable parameters,
+    /// rejected fit).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self.data.transcribed_warning().into_iter().collect();
+        for e in &self.fit.estimates {
+            if e.value_at_bound {
+                w.push(format!(
+                    "{} = {} sits on its search bound [{}, {}]: the likelihood keeps improving beyond it (a ridge, e.g. dprime → −∞ with needle_sd → ∞); read it as a limit, not a value",
+                    e.field, e.value, e.bounds.0, e.bounds.1
+                ));
+            }
+            if !e.identifiable {
+                w.push(format!(
+                    "{} is not identifiable from these data: its profile likelihood is flat across the whole search range [{}, {}]",
+                    e.field, e.bounds.0, e.bounds.1
+                ));
+            }
+        }
+        if let Some(p) = self.fit.gof_p {
+            if p < 0.05 {
+                w.push(format!("the model fits poorly (deviance {:.2} on {} df, p = {:.2e}): read the intervals with care", self.fit.deviance, self.fit.df, p));
+            }
+        }
+        if self.data.rows.iter().any(|r| r.trials < 20) {
+            w.push("some rows have fewer than 20 trials: the χ² approximation of the deviance p-value is rough".into());
+        }
+        w
+    }
+
+    /// The JSON object of `dsa-sim calibrate --json`.
+    pub fn to_json(&self) -> Value {
+        let mut est = Map::new();
+        for e in &self.fit.estimates {
+            est.insert(
+                e.field.clone(),
+                json!({
+                    "value": num(e.value), "ci_low": num(e.ci_low), "ci_high": num(e.ci_high),
+                    "identifiable": e.identifiable, "value_at_bound": e.value_at_bound, "low_at_bound": e.low_at_bound, "high_at_bound": e.high_at_bound,
+                    "bounds": [e.bounds.0, e.bounds.1],
+                }),
+            );
+        }
+        let rows: Vec<Value> = self
+            .fit
+            .rows
+            .iter()
+            .map(|r| {
+                let o = &r.obs;
+                let mut m = Map::new();
+                m.insert("line".into(), json!(o.line));
+                m.insert("context_len".into(), json!(o.context_len));
+                m.insert("index_topk".into(), json!(o.index_topk));
+                m.insert("trials".into(), json!(o.trials));
+                m.insert("hits".into(), json!(o.hits));
+                if let Some(d) = o.depth {
+                    m.insert("depth".into(), json!(d));
+                }
+                if let Some(v) = o.repeat {
+                    m.insert("repeat".into(), json!(v));
+                }
+                if let Some(v) = o.compress_ratio {
+                    m.insert("compress_ratio".into(), json!(v));
+                }
+                if let Some(v) = o.window {
+                    m.insert("window".into(), json!(v));
+                }
+                if let Some(l) = &o.label {
+                    m.insert("label".into(), json!(l));
+                }
+                m.insert("observed".into(), num(o.observed()));
+                m.insert("fitted".into(), num(r.fitted));
+                m.insert("pearson_residual".into(), num(r.pearson));
+                m.insert("deviance_residual".into(), num(r.deviance_residual));
+                Value::Object(m)
+            })
+            .collect();
+        let hyps: Value = match &self.hypotheses {
+            None => Value::Array(vec![]),
+            Some(h) => Value::Array(
+                h.iter()
+                    .map(|x| {
+                        json!({
+                            "name": x.name, "description": x.description, "k": x.k,
+                            "aic": num(x.aic), "delta_aic": num(x.delta_aic), "weight": num(x.weight),
+                            "loglik": num(x.loglik), "deviance": num(x.deviance), "gof_p": opt(x.gof_p),
+                            "estimates": x.estimates.iter().map(|(f, v)| (f.clone(), num(*v))).collect::<Map<_, _>>(),
+                            "fixed": x.fixed.iter().map(|(f, v)| (f.clone(), num(*v))).collect::<Map<_, _>>(),
+                        })
+                    })
+                    .collect(),
+            ),
+        };
+        let preds: Vec<Value> = self
+            .predictions
+            .iter()
+            .map(|p| {
+                let mut m = Map::new();
+                for (f, v) in &p.point {
+                    m.insert(f.clone(), point_value(v));
+                }
+                m.insert("recall".into(), num(p.recall));
+                m.insert("ci_low".into(), num(p.ci_low));
+                m.insert("ci_high".into(), num(p.ci_high));
+                Value::Object(m)
+            })
+            .collect();
+        json!({
+            "estimates": est,
+            "deviance": num(self.fit.deviance),
+            "df": self.fit.df,
+            "gof_p": opt(self.fit.gof_p),
+            "loglik": num(self.fit.loglik),
+            "aic": num(self.fit.aic),
+            "rows": rows,
+            "hypotheses": hyps,
+            "predictions": preds,
+            "interval_method": INTERVAL_METHOD,
+            "band_method": BAND_METHOD,
+            "engine": self.engine,
+            "data": {
+                "source": self.data.source,
+                "rows": self.data.rows.len(),
+                "notes": self.data.notes,
+                "transcribed": self.data.transcribed,
+                "provenance": self.data.provenance,
+            },
+            "warnings": self.warnings(),
+            "scenario": serde_json::to_value(&self.base).unwrap_or(Value::Null),
+        })
+    }
+
+    /// Human-readable report.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for w in self.warnings() {
+            let _ = writeln!(s, "{w}");
+        }
+        for n in &self.data.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        let _ = writeln!(
+            s,
+            "calibrated {} on {} rows ({} trials) of {}; engine: {}",
+            self.free.iter().map(|p| p.field.as_str()).collect::<Vec<_>>().join(", "),
+            self.data.rows.len(),
+            self.data.total_trials(),
+            self.data.source,
+            self.engine
+        );
+        let _ = writeln!(s, "\nestimates ({INTERVAL_METHOD}):");
+        for e in &self.fit.estimates {
+            let mut flags = Vec::new();
+            if e.value_at_bound {
+                flags.push("ESTIMATE ON THE SEARCH BOUND".to_string());
+            }
+            if !e.identifiable {
+                flags.push("UNIDENTIFIABLE: flat profile".to_string());
+            } else {
+                if e.low_at_bound {
+                    flags.push(format!("lower end at the search bound {}", e.bounds.0));
+                }
+                if e.high_at_bound {
+                    flags.push(format!("upper end at the search bound {}", e.bounds.1));
+                }
+            }
+            let _ = writeln!(
+                s,
+                "  {:<15} {:>9.4}   95% [{:.4}, {:.4}]{}",
+                e.field,
+                e.value,
+                e.ci_low,
+                e.ci_high,
+                if flags.is_empty() { String::new() } else { format!("   ({})", flags.join("; ")) }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\ngoodness of fit: deviance {:.3} on {} df, p = {}   (log-likelihood {:.3}, AIC {:.3})",
+            self.fit.deviance,
+            self.fit.df,
+            self.fit.gof_p.map_or("n/a (no residual df)".into(), |p| format!("{p:.4}")),
+            self.fit.loglik,
+            self.fit.aic
+        );
+        let _ = writeln!(s, "\n  {:>9} {:>6} {:>6} {:>9} {:>9} {:>9}  label", "L", "k", "hits", "observed", "fitted", "pearson");
+        for r in &self.fit.rows {
+            let o = &r.obs;
+            let mut extra = String::new();
+            if let Some(v) = o.repeat {
+                extra.push_str(&format!(" r={v}"));
+            }
+            if let Some(v) = o.compress_ratio {
+                extra.push_str(&format!(" c={v}"));
+            }
+            if let Some(v) = o.depth {
+                extra.push_str(&format!(" depth={v}"));
+            }
+            let _ = writeln!(
+                s,
+                "  {:>9} {:>6} {:>6} {:>9.3} {:>9.3} {:>9.2}  {}{}",
+                o.context_len,
+                o.index_topk,
+                format!("{}/{}", o.hits, o.trials),
+                o.observed(),
+                r.fitted,
+                r.pearson,
+                o.label.clone().unwrap_or_default(),
+                extra
+            );
+        }
+        if let Some(h) = &self.hypotheses {
+            let _ = writeln!(s, "\nhypotheses (ranked by AIC):");
+            let _ = writeln!(s, "  {:<28} {:>2} {:>10} {:>8} {:>8}  estimates", "name", "k", "AIC", "ΔAIC", "weight");
+            for x in h {
+                let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f}={v:.3}")).collect();
+                let _ = writeln!(
+                    s,
+                    "  {:<28} {:>2} {:>10.3} {:>8.3} {:>8.4}  {}",
+                    x.name,
+                    x.k,
+                    x.aic,
+                    x.delta_aic,
+                    x.weight,
+                    if est.is_empty() { "(none free)".to_string() } else { est.join(" ") }
+                );
+            }
+        }
+        if !self.predictions.is_empty() {
+            let _ = writeln!(s, "\npredictions (95% band: {BAND_METHOD}):");
+            for p in &self.predictions {
+                let at: Vec<String> = p.point.iter().map(|(f, v)| format!("{f}={v}")).collect();
+                let _ = writeln!(s, "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]", at.join(" "), p.recall, p.ci_low, p.ci_high);
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,124 @@
+//! `dsa-sim calibrate`: fit scalar parameters to measured recall (DESIGN.md §5).
+
+use super::{emit, print_json, CliError, ScenarioArgs};
+use crate::calibrate::experiment::run_experiment;
+use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, EngineModel, RecallModel};
+use crate::engine::{EngineChoice, DEFAULT_SEED};
+use std::path::PathBuf;
+
+impl From<CalibError> for CliError {
+    fn from(e: CalibError) -> Self {
+        CliError { code: e.exit_code(), message: e.to_string() }
+    }
+}
+
+/// Engine flags of the calibrating commands (fewer Monte Carlo trials per evaluation by default
+/// than `recall`: a fit evaluates the model hundreds of times).
+#[derive(clap::Args, Debug, Clone)]
+pub struct FitEngineArgs {
+    /// auto (analytic where exact, else common-random-number Monte Carlo), analytic, or montecarlo.
+    #[arg(long, default_value = "auto", value_name = "ENGINE", help_heading = "Engine")]
+    pub engine: String,
+    /// Monte Carlo trials per model evaluation (only where the analytic engine is not exact).
+    #[arg(long, default_value_t = 4000, value_name = "N", help_heading = "Engine")]
+    pub trials: u64,
+    /// Monte Carlo seed, shared by every evaluation (common random numbers).
+    #[arg(long, default_value_t = DEFAULT_SEED, value_name = "S", help_heading = "Engine")]
+    pub seed: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_name = "N", help_heading = "Engine")]
+    pub threads: Option<usize>,
+    /// Print one JSON object on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl FitEngineArgs {
+    /// The engine-backed recall model.
+    pub fn model(&self) -> Result<EngineModel, CliError> {
+        let choice: EngineChoice = self.engine.parse().map_err(CliError::input)?;
+        if self.trials == 0 {
+            return Err(CliError::input("--trials 0: allowed ≥ 1"));
+        }
+        Ok(EngineModel::new(choice, self.trials, self.seed))
+    }
+    /// Runs `f` on `--threads` workers.
+    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
+        match self.threads {
+            None => Ok(f()),
+            Some(0) => Err(CliError::input("--threads 0: allowed ≥ 1")),
+            Some(n) => rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .map(|pool| pool.install(f))
+                .map_err(|e| CliError::failure(format!("cannot start {n} threads: {e}"))),
+        }
+    }
+}
+
+/// Arguments of `dsa-sim calibrate`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  \
+dsa-sim calibrate --data measured.csv --fit dprime --preset deepseek-v4-flash\n  \
+dsa-sim calibrate --data measured.csv --fit dprime,needle_sd --preset deepseek-v4-flash --compare \\\n      --predict index_topk=1024,2048 --predict context_len=131072 --json\n  \
+dsa-sim calibrate --data quest.csv --fit dprime,p_read --preset quest-16\n  \
+dsa-sim calibrate --experiment experiments/calibrate-dsv4-observations.toml\n\n\
+CSV columns: context_len,index_topk,trials,hits (required), depth,repeat,compress_ratio,window,label (optional, per row).\n\
+--fit FIELD[=LO:HI],…: fittable fields dprime, needle_sd, score_noise, hard_negatives, hard_mean, layer_corr, p_read, p_guess, depth.\n\
+Intervals: 95% profile likelihood. Prediction bands: profile likelihood over the fit's 95% likelihood-ratio region.")]
+pub struct CalibrateArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub scenario: ScenarioArgs,
+    /// Measured recall table (CSV).
+    #[arg(long, value_name = "FILE.csv")]
+    pub data: Option<PathBuf>,
+    /// Fields to fit, comma-separated, each optionally with a search range: dprime,needle_sd=0.1:5
+    #[arg(long, value_name = "FIELD,…")]
+    pub fit: Option<String>,
+    /// Also fit the named hypotheses (coverage-only, discrimination, discrimination-with-spread,
+    /// hard-negatives) and rank them by AIC with Akaike weights.
+    #[arg(long)]
+    pub compare: bool,
+    /// What-if: FIELD=V1,V2,… (repeatable: a grid) from the command-line scenario with the fit substituted.
+    #[arg(long, value_name = "FIELD=V1,V2,…")]
+    pub predict: Vec<String>,
+    /// Run a calibration experiment file instead (writes its result folder).
+    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["data", "fit", "predict", "compare"])]
+    pub experiment: Option<PathBuf>,
+    /// Result folder for --experiment (default results/<name>).
+    #[arg(long, value_name = "DIR", requires = "experiment")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub engine: FitEngineArgs,
+}
+
+/// Runs a calibration experiment file on `threads` workers (used by `dsa-sim run` too).
+pub fn run_experiment_in_pool(file: &std::path::Path, out: Option<&std::path::Path>, threads: Option<usize>) -> Result<PathBuf, CliError> {
+    let engine = FitEngineArgs { engine: "auto".into(), trials: 1, seed: DEFAULT_SEED, threads, json: false };
+    Ok(engine.in_pool(|| run_experiment(file, out))??)
+}
+
+/// Runs `dsa-sim calibrate`.
+pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
+    if let Some(exp) = &args.experiment {
+        let out = args.engine.in_pool(|| run_experiment(exp, args.out.as_deref()))??;
+        return emit(&format!("wrote {}\n", out.display()));
+    }
+    let data_path = args.data.as_ref().ok_or_else(|| CliError::input("--data FILE.csv is required (or --experiment FILE.toml)"))?;
+    let fit = args.fit.as_ref().ok_or_else(|| CliError::input("--fit FIELD,… is required (for example --fit dprime)"))?;
+    let base = args.scenario.resolve()?;
+    let model = args.engine.model()?;
+    let data = load_csv(data_path).map_err(CalibError::from)?;
+    let free = parse_fit_spec(fit, Some(&data))?;
+    let specs = parse_predict_specs(&args.predict, &base)?;
+    let report = args
+        .engine
+        .in_pool(|| run_calibration(&data, &base, free, &model, args.compare, &specs, || model.describe()))??;
+    if args.engine.json {
+        print_json(&report.to_json())
+    } else {
+        emit(&report.to_text())
+    }
+}

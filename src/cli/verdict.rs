@@ -1,0 +1,86 @@
+//! `dsa-sim verdict`: coverage- or discrimination-limited, with numbers (DESIGN.md §5).
+
+use super::calibrate::FitEngineArgs;
+use super::{emit, print_json, CliError, ScenarioArgs};
+use crate::calibrate::{fitted_scenarios, load_csv, parse_fit_spec, run_calibration};
+use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict, verdict_json, verdict_text, VerdictOptions};
+use std::path::PathBuf;
+
+/// Arguments of `dsa-sim verdict`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  \
+dsa-sim verdict --preset deepseek-v4-flash --context-len 16000 --dprime 2\n  \
+dsa-sim verdict --preset deepseek-v4-flash --context-len 16000 --data measured.csv --fit dprime --json\n\n\
+The kernel maximum k is the scenario's max_topk (--max-topk K to change it).\n\
+recall_2k is recall at k = 2 × index_topk.")]
+pub struct VerdictArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub scenario: ScenarioArgs,
+    /// Target recall, in (0, 1).
+    #[arg(long, default_value_t = 0.9, value_name = "T", allow_hyphen_values = true)]
+    pub target: f64,
+    /// Calibrate first on this measured table (needs --fit); the numbers then carry 95% intervals.
+    #[arg(long, value_name = "FILE.csv", requires = "fit")]
+    pub data: Option<PathBuf>,
+    /// Fields to fit with --data.
+    #[arg(long, value_name = "FIELD,…", requires = "data")]
+    pub fit: Option<String>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub engine: FitEngineArgs,
+}
+
+/// Runs `dsa-sim verdict`.
+pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
+    let base = args.scenario.resolve()?;
+    let opts = VerdictOptions { target: args.target, max_topk: base.max_topk };
+    opts.validate()?;
+    let model = args.engine.model()?;
+    match (&args.data, &args.fit) {
+        (Some(path), Some(fit)) => {
+            let data = load_csv(path).map_err(crate::calibrate::CalibError::from)?;
+            let free = parse_fit_spec(fit, Some(&data))?;
+            let (report, cv, s0) = args.engine.in_pool(|| -> Result<_, CliError> {
+                let report = run_calibration(&data, &base, free, &model, false, &[], || String::new())?;
+                let mut report = report;
+                if report.fit.region.is_empty() {
+                    let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), &model)?;
+                    report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
+                }
+                let scen = fitted_scenarios(&data, &base, &report, &model)?;
+                let cv = calibrated_verdict(&scen, &model, opts)?;
+                Ok((report, cv, scen[0].clone()))
+            })??;
+            if args.engine.json {
+                let mut j = calibrated_verdict_json(&cv, &s0);
+                j["calibration"] = report.to_json();
+                j["warnings"] = serde_json::json!(report.warnings());
+                print_json(&j)
+            } else {
+                let mut text = String::new();
+                for w in report.warnings() {
+                    text.push_str(&w);
+                    text.push('\n');
+                }
+                let est: Vec<String> = report
+                    .fit
+                    .estimates
+                    .iter()
+                    .map(|e| format!("{} = {:.3} [{:.3}, {:.3}]", e.field, e.value, e.ci_low, e.ci_high))
+                    .collect();
+                text.push_str(&format!("calibrated on {}: {}\n", data.source, est.join(", ")));
+                text.push_str(&verdict_text(&cv.at_estimate, Some(&cv)));
+                emit(&text)
+            }
+        }
+        _ => {
+            let v = args.engine.in_pool(|| verdict(&base, &model, opts))??;
+            if args.engine.json {
+                print_json(&verdict_json(&v, &base))
+            } else {
+                emit(&verdict_text(&v, None))
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The orthonormal Hadamard rotation of DeepSeek's indexer (`rotate_activation`: a fast
+//! Walsh–Hadamard transform scaled by d^-1/2), applied to queries and keys before quantization.
+
+/// In-place fast Walsh–Hadamard transform of `x`, scaled by `1/sqrt(len)` so that it is
+/// orthonormal (and its own inverse). `x.len()` must be a power of two.
+///
+/// The butterflies run in a fixed order (stride 1, 2, 4, …), so the result is deterministic.
+pub fn fwht_orthonormal(x: &mut [f32]) {
+    let n = x.len();
+    assert!(n.is_power_of_two(), "Hadamard transform needs a power-of-two length, got {n}");
+    let mut h = 1;
+    while h < n {
+        for block in x.chunks_exact_mut(2 * h) {
+            let (a, b) = block.split_at_mut(h);
+            for (p, q) in a.iter_mut().zip(b.iter_mut()) {
+                let (u, v) = (*p, *q);
+                *p = u + v;
+                *q = u - v;
+            }
+        }
+        h *= 2;
+    }
+    let scale = 1.0 / (n as f32).sqrt();
+    for v in x.iter_mut() {
+        *v *= scale;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The transform of each unit vector is a column of H/sqrt(n): columns are orthonormal and
+    /// applying the transform twice gives the identity.
+    #[test]
+    fn orthonormal_and_involutive() {
+        for n in [1usize, 2, 4, 8, 64, 128] {
+            let cols: Vec<Vec<f32>> = (0..n)
+                .map(|i| {
+                    let mut e = vec![0.0f32; n];
+                    e[i] = 1.0;
+                    fwht_orthonormal(&mut e);
+                    e
+                })
+                .collect();
+            for i in 0..n {
+                for j in 0..n {
+                    let dot: f64 = cols[i].iter().zip(&cols[j]).map(|(a, b)| *a as f64 * *b as f64).sum();
+                    let want = if i == j { 1.0 } else { 0.0 };
+                    assert!((dot - want).abs() < 1e-6, "n={n} <{i},{j}> = {dot}");
+                }
+                // Entries are ±1/sqrt(n): a Hadamard matrix.
+                for v in &cols[i] {
+                    assert!((v.abs() - 1.0 / (n as f32).sqrt()).abs() < 1e-6);
+                }
+            }
+            let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+            let mut y = x.clone();
+            fwht_orthonormal(&mut y);
+            let norm_x: f32 = x.iter().map(|v| v * v).sum();
+            let norm_y: f32 = y.iter().map(|v| v * v).sum();
+            assert!((norm_x - norm_y).abs() <= 1e-4 * norm_x.max(1.0));
+            fwht_orthonormal(&mut y);
+            for (a, b) in x.iter().zip(&y) {
+                assert!((a - b).abs() < 1e-5);
+            }
+        }
+    }
+}

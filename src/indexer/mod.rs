@@ -1,0 +1,554 @@
+//! The vector lightning-indexer model (DESIGN.md §2.3), simulated by Monte Carlo.
+//!
+//! One layer of one trial:
+//! 1. **Queries.** H heads q_h ∈ R^d, iid Normal(0, D²) where D scales the first
+//!    `outlier_channels` channels by `outlier_scale` (1 elsewhere). The **query direction** is
+//!    u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ (the weighted mean of the heads, normalised), taken before
+//!    rotation and quantization.
+//! 2. **Head weights** w_h > 0 are fixed for the model (not redrawn per trial):
+//!    w_h = H^-1/2 · d^-1/2 · exp(0.5 z_h − 0.125), z_h standard normal from the fixed seed
+//!    [`WEIGHT_SEED`] (a log-normal law with mean H^-1/2 d^-1/2, the scale DeepSeek's
+//!    `weights_proj(x) · softmax_scale · H^-1/2` carries; DeepSeek's learned weights are per query and
+//!    signed, which this model does not reproduce).
+//! 3. **Token keys.** A token's key projection is Normal(0, D²). A needle token's projection is
+//!    *planted*: draw g ~ Normal(0, D²) and keep its norm, set its cosine with u to `alignment`:
+//!    x = ‖g‖ (α u + √(1−α²) ĝ⊥), ĝ⊥ the unit part of g orthogonal to u. A hard-negative token
+//!    likewise with `hard_alignment` (one look-alike token in each of `hard_negatives` blocks
+//!    that share no entry with the needle; with overlap only every other block is used, so at
+//!    most N/2).
+//! 4. **Compression** (as V4's `Compressor`): entry i pools its c tokens, and with `overlap` also
+//!    the c tokens of block i−1 through a *second, independent* projection (V4 splits the
+//!    compressor's 2d channels into the overlapping and the current half). Weights per channel:
+//!    `mean` 1/(pooled tokens); `gated` softmax over the pooled positions of gate logits drawn
+//!    once per layer and trial, Normal(0, [`GATE_LOGIT_SD`]²) per (position, channel) — the
+//!    learned positional bias `ape` of V4, the token-dependent part of the gate being left out.
+//!    Then, with `key_norm`, the entry key is RMS-normalised (V4's compressor RMSNorm, V3.2's
+//!    LayerNorm on the key).
+//! 5. **Rotation and quantization.** With `hadamard`, q_h and every entry key are multiplied by
+//!    the orthonormal Hadamard matrix; then q_h (one head vector at a time) and every entry key
+//!    are quantize-dequantized with `q_format` and `k_format` (the indexer cache stores
+//!    compressed keys). A format's block scales run along the head dimension; NVFP4's tensor
+//!    scale is per head vector / per key.
+//! 6. **Scores and rank.** I(q, k) = Σ_h w_h ReLU(q_h · k) for every entry ([`kernel`]); the needle's
+//!    rank is 1 + the number of entries scoring strictly above its best covering entry.
+//!
+//! **Exact shortcut.** An entry without needle or hard-negative tokens has key Σ_t p_t x_t with
+//! fixed weights p and iid Gaussian x_t, hence exactly Normal(0, D² Σ_t p_t²) per channel,
+//! independent across entries (with overlap, neighbouring entries read the shared block through
+//! independent projections). Those entries are drawn directly: d normals per entry instead of
+//! c·d or 2c·d. Entries that pool a needle or hard token are built token by token. The
+//! explicit token path for every entry is kept for testing ([`VectorModel::with_token_path`]).
+//!
+//! Fields of the scalar model that the vector model ignores: distractor, hard_mean, dprime,
+//! needle_sd, pooling, score_noise, layer_corr (layers are independent draws). Window, sink,
+//! geometry, repeat, layers, readout, p_read and p_guess act as in the scalar model.
+
+pub mod effective;
+pub mod hadamard;
+pub mod kernel;
+
+use crate::engine::histogram::RankHistogram;
+use crate::engine::montecarlo::{trial_rng, McPath, McRun};
+use crate::formats::Format;
+use crate::geometry::Geometry;
+use crate::scenario::{Compressor, Readout, Scenario};
+use rand::Rng;
+use rand_distr::StandardNormal;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// Standard deviation of the compressor's random gate logits (`compressor = "gated"`).
+pub const GATE_LOGIT_SD: f64 = 1.0;
+
+/// Seed of the fixed per-head weights.
+pub const WEIGHT_SEED: u64 = 0x5EED_4EAD_0000_0064;
+
+/// Trials per parallel work item (vector trials are expensive; chunks only affect scheduling).
+const CHUNK: u64 = 4;
+
+/// The fixed per-head weights w_h (see the module docs).
+pub fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
+    let mut rng = trial_rng(WEIGHT_SEED, heads as u64);
+    let base = 1.0 / ((heads as f64).sqrt() * (head_dim as f64).sqrt());
+    (0..heads)
+        .map(|_| {
+            let z: f64 = rng.sample(StandardNormal);
+            (base * (0.5 * z - 0.125).exp()) as f32
+        })
+        .collect()
+}
+
+/// What kind of token a position holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Plain,
+    Needle,
+    Hard,
+}
+
+/// A validated scenario prepared for vector trials.
+#[derive(Debug, Clone)]
+pub struct VectorModel {
+    /// The resolved geometry (entries, window, needle entries).
+    pub geometry: Geometry,
+    heads: usize,
+    hp: usize,
+    d: usize,
+    c: usize,
+    overlap: bool,
+    weights: Vec<f32>,
+    chan_scale: Vec<f32>,
+    alignment: f64,
+    hard_alignment: f64,
+    hadamard: bool,
+    key_norm: bool,
+    gated: bool,
+    /// Query format.
+    pub q_format: Format,
+    /// Key format.
+    pub k_format: Format,
+    needle_spans: Vec<(u64, u64)>,
+    /// First token of each hard-negative block, sorted.
+    hard_tokens: Vec<u64>,
+    /// Entries that pool a needle or hard token, sorted.
+    special_entries: Vec<u64>,
+    /// Entries that pool a hard token (sorted): excluded from the distractor statistics.
+    hard_entries: Vec<u64>,
+    layers: u32,
+    readout: Readout,
+    p_read: f64,
+    p_guess: f64,
+    token_path: bool,
+}
+
+/// Per-thread buffers, reused across trials (memory O(N·d)).
+#[derive(Default, Debug, Clone)]
+pub struct Scratch {
+    /// Queries, H rows of d (rotated; quantized after [`VectorModel::quantize`]).
+    pub q: Vec<f32>,
+    /// Transposed padded queries for the kernel.
+    qt: Vec<f32>,
+    /// Entry keys, N rows of d.
+    pub keys: Vec<f32>,
+    /// Entry scores.
+    pub scores: Vec<f32>,
+    u: Vec<f64>,
+    tok: Vec<f32>,
+    acc: Vec<f32>,
+    w_first: Vec<f32>,
+    w_prev: Vec<f32>,
+    w_own: Vec<f32>,
+    sd_first: Vec<f32>,
+    sd_rest: Vec<f32>,
+}
+
+impl VectorModel {
+    /// Prepares a validated scenario (any `model` value: the vector fields are always set).
+    pub fn new(s: &Scenario) -> VectorModel {
+        let geometry = Geometry::new(s);
+        let heads = s.heads as usize;
+        let d = s.head_dim as usize;
+        let c = s.compress_ratio as usize;
+        let hp = kernel::padded_heads(heads);
+        let mut weights = head_weights(heads, d);
+        weights.resize(hp, 0.0);
+        let chan_scale: Vec<f32> =
+            (0..d).map(|j| if j < s.outlier_channels as usize { s.outlier_scale as f32 } else { 1.0 }).collect();
+        let n = geometry.n_candidates;
+        let needle_spans = geometry.needle_spans(s.needle_tokens);
+        let needle_entries: Vec<u64> = geometry.needle_entries.iter().map(|e| e.index).collect();
+        let is_needle_entry = |e: u64| needle_entries.binary_search(&e).is_ok();
+        // Hard-negative blocks: one look-alike token each, in blocks sharing no entry with the
+        // needle; every other block with overlap so that no entry pools two of them.
+        let stride = 1 + s.overlap as u64;
+        let mut hard_tokens = Vec::new();
+        let mut hard_entries = Vec::new();
+        let mut b = 0u64;
+        while (hard_tokens.len() as u64) < geometry.hard_negatives && b < n {
+            let touches = is_needle_entry(b) || (s.overlap && b + 1 < n && is_needle_entry(b + 1));
+            if !touches {
+                hard_tokens.push(b * s.compress_ratio);
+                hard_entries.push(b);
+                if s.overlap && b + 1 < n {
+                    hard_entries.push(b + 1);
+                }
+                b += stride;
+            } else {
+                b += 1;
+            }
+        }
+        let mut special_entries: Vec<u64> = needle_entries.iter().chain(&hard_entries).copied().collect();
+        special_entries.sort_unstable();
+        special_entries.dedup();
+        VectorModel {
+            geometry,
+            heads,
+            hp,
+            d,
+            c,
+            overlap: s.overlap,
+            weights,
+            chan_scale,
+            alignment: s.alignment,
+            hard_alignment: s.hard_alignment,
+            hadamard: s.hadamard,
+            key_norm: s.key_norm,
+            gated: s.compressor == Compressor::Gated && (c > 1 || s.overlap),
+            q_format: s.q_format,
+            k_format: s.k_format,
+            needle_spans,
+            hard_tokens,
+            special_entries,
+            hard_entries,
+            layers: s.layers,
+            readout: s.readout,
+            p_read: s.p_read,
+            p_guess: s.p_guess,
+            token_path: false,
+        }
+    }
+
+    /// Builds every entry from its tokens (no Gaussian shortcut): slower, for testing.
+    pub fn with_token_path(mut self, on: bool) -> VectorModel {
+        self.token_path = on;
+        self
+    }
+
+    /// Candidate entries N.
+    pub fn n_entries(&self) -> usize {
+        self.geometry.n_candidates as usize
+    }
+
+    /// Head dimension d.
+    pub fn head_dim(&self) -> usize {
+        self.d
+    }
+
+    /// Indexer heads H.
+    pub fn heads(&self) -> usize {
+        self.heads
+    }
+
+    /// Whether entry `i` pools a hard-negative token.
+    pub fn is_hard_entry(&self, i: u64) -> bool {
+        self.hard_entries.binary_search(&i).is_ok()
+    }
+
+    /// Whether entry `i` covers the needle.
+    pub fn is_needle_entry(&self, i: u64) -> bool {
+        self.geometry.needle_entries.iter().any(|e| e.index == i)
+    }
+
+    fn kind(&self, t: u64) -> Kind {
+        if self.needle_spans.iter().any(|&(a, b)| t >= a && t < b) {
+            Kind::Needle
+        } else if self.hard_tokens.binary_search(&t).is_ok() {
+            Kind::Hard
+        } else {
+            Kind::Plain
+        }
+    }
+
+    /// Draws one layer's unquantized (rotated) queries and entry keys into `sc.q` and `sc.keys`.
+    pub fn draw(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
+        let (h, d, c, n) = (self.heads, self.d, self.c, self.n_entries());
+        sc.q.resize(h * d, 0.0);
+        sc.keys.resize(n * d, 0.0);
+        sc.u.resize(d, 0.0);
+        sc.tok.resize(d, 0.0);
+        sc.acc.resize(d, 0.0);
+        // Queries and the query direction.
+        for row in sc.q.chunks_exact_mut(d) {
+            for (x, s) in row.iter_mut().zip(&self.chan_scale) {
+                *x = s * rng.sample::<f32, _>(StandardNormal);
+            }
+        }
+        sc.u.iter_mut().for_each(|v| *v = 0.0);
+        for (row, &w) in sc.q.chunks_exact(d).zip(&self.weights) {
+            for (u, &x) in sc.u.iter_mut().zip(row) {
+                *u += w as f64 * x as f64;
+            }
+        }
+        let norm = sc.u.iter().map(|v| v * v).sum::<f64>().sqrt();
+        sc.u.iter_mut().for_each(|v| *v /= norm);
+        // Pooling weights: entry 0 (own block only) and the others (previous + own block).
+        let own_positions = c;
+        for buf in [&mut sc.w_first, &mut sc.w_prev, &mut sc.w_own] {
+            buf.resize(c * d, 0.0);
+        }
+        if self.gated {
+            // Logits per (position, channel), previous half then own half, held in the weight
+            // buffers until the softmax below replaces them.
+            for pos in 0..c {
+                for j in 0..d {
+                    sc.w_prev[pos * d + j] = (GATE_LOGIT_SD * rng.sample::<f64, _>(StandardNormal)) as f32;
+                }
+            }
+            for pos in 0..c {
+                for j in 0..d {
+                    sc.w_own[pos * d + j] = (GATE_LOGIT_SD * rng.sample::<f64, _>(StandardNormal)) as f32;
+                }
+            }
+            for j in 0..d {
+                // Entry 0 (and every entry without overlap): softmax over its own c positions.
+                let m_own = (0..c).map(|p| sc.w_own[p * d + j] as f64).fold(f64::NEG_INFINITY, f64::max);
+                let z_own: f64 = (0..c).map(|p| (sc.w_own[p * d + j] as f64 - m_own).exp()).sum();
+                for p in 0..c {
+                    sc.w_first[p * d + j] = ((sc.w_own[p * d + j] as f64 - m_own).exp() / z_own) as f32;
+                }
+                if self.overlap {
+                    let m_prev = (0..c).map(|p| sc.w_prev[p * d + j] as f64).fold(f64::NEG_INFINITY, f64::max);
+                    let m = m_own.max(m_prev);
+                    let z: f64 = (0..c)
+                        .map(|p| (sc.w_prev[p * d + j] as f64 - m).exp() + (sc.w_own[p * d + j] as f64 - m).exp())
+                        .sum();
+                    for p in 0..c {
+                        sc.w_prev[p * d + j] = ((sc.w_prev[p * d + j] as f64 - m).exp() / z) as f32;
+                        sc.w_own[p * d + j] = ((sc.w_own[p * d + j] as f64 - m).exp() / z) as f32;
+                    }
+                }
+            }
+        } else {
+            sc.w_first.iter_mut().for_each(|v| *v = 1.0 / own_positions as f32);
+            let both = 1.0 / (2 * c) as f32;
+            sc.w_prev.iter_mut().for_each(|v| *v = both);
+            sc.w_own.iter_mut().for_each(|v| *v = both);
+        }
+        // Shortcut standard deviations per channel.
+        sc.sd_first.resize(d, 0.0);
+        sc.sd_rest.resize(d, 0.0);
+        for j in 0..d {
+            let s1: f64 = (0..c).map(|p| (sc.w_first[p * d + j] as f64).powi(2)).sum();
+            let s2: f64 = (0..c)
+                .map(|p| (sc.w_prev[p * d + j] as f64).powi(2) + (sc.w_own[p * d + j] as f64).powi(2))
+                .sum();
+            let cs = self.chan_scale[j] as f64;
+            sc.sd_first[j] = (cs * s1.sqrt()) as f32;
+            sc.sd_rest[j] = (cs * if self.overlap { s2.sqrt() } else { s1.sqrt() }) as f32;
+        }
+        // Entry keys.
+        let mut next_special = 0usize;
+        for i in 0..n {
+            let special = self.special_entries.get(next_special) == Some(&(i as u64));
+            if special {
+                next_special += 1;
+            }
+            let key = &mut sc.keys[i * d..i * d + d];
+            if special || self.token_path {
+                self.entry_from_tokens(i, rng, &sc.u, &sc.w_first, &sc.w_prev, &sc.w_own, &mut sc.tok, &mut sc.acc);
+                key.copy_from_slice(&sc.acc);
+            } else {
+                let sd = if i == 0 { &sc.sd_first } else { &sc.sd_rest };
+                for (x, s) in key.iter_mut().zip(sd) {
+                    *x = s * rng.sample::<f32, _>(StandardNormal);
+                }
+            }
+            self.finish_key(key);
+        }
+        if self.hadamard {
+            for row in sc.q.chunks_exact_mut(d) {
+                hadamard::fwht_orthonormal(row);
+            }
+        }
+    }
+
+    /// RMS normalisation and rotation of one entry key.
+    #[inline]
+    fn finish_key(&self, key: &mut [f32]) {
+        if self.key_norm {
+            let ss: f32 = key.iter().map(|v| v * v).sum();
+            if ss > 0.0 {
+                let s = (key.len() as f32 / ss).sqrt();
+                key.iter_mut().for_each(|v| *v *= s);
+            }
+        }
+        if self.hadamard {
+            hadamard::fwht_orthonormal(key);
+        }
+    }
+
+    /// Entry `i`'s key from its tokens, into `acc`.
+    #[allow(clippy::too_many_arguments)]
+    fn entry_from_tokens(
+        &self,
+        i: usize,
+        rng: &mut Xoshiro256PlusPlus,
+        u: &[f64],
+        w_first: &[f32],
+        w_prev: &[f32],
+        w_own: &[f32],
+        tok: &mut [f32],
+        acc: &mut [f32],
+    ) {
+        let (c, d) = (self.c, self.d);
+        acc.iter_mut().for_each(|v| *v = 0.0);
+        let own_start = (i * c) as u64;
+        let with_prev = self.overlap && i > 0;
+        if with_prev {
+            let prev_start = own_start - c as u64;
+            for p in 0..c {
+                self.token(prev_start + p as u64, rng, u, tok);
+                let w = &w_prev[p * d..p * d + d];
+                for j in 0..d {
+                    acc[j] += w[j] * tok[j];
+                }
+            }
+        }
+        let w_own_block = if with_prev { w_own } else { w_first };
+        for p in 0..c {
+            self.token(own_start + p as u64, rng, u, tok);
+            let w = &w_own_block[p * d..p * d + d];
+            for j in 0..d {
+                acc[j] += w[j] * tok[j];
+            }
+        }
+    }
+
+    /// One token's key projection (planted for needle and hard tokens), into `out`.
+    fn token(&self, t: u64, rng: &mut Xoshiro256PlusPlus, u: &[f64], out: &mut [f32]) {
+        for (x, s) in out.iter_mut().zip(&self.chan_scale) {
+            *x = s * rng.sample::<f32, _>(StandardNormal);
+        }
+        let alpha = match self.kind(t) {
+            Kind::Plain => return,
+            Kind::Needle => self.alignment,
+            Kind::Hard => self.hard_alignment,
+        };
+        plant(out, u, alpha);
+    }
+
+    /// Quantize-dequantizes the queries (per head) and keys (per entry) in place.
+    pub fn quantize(&self, q_format: &Format, k_format: &Format, sc: &mut Scratch) {
+        let d = self.d;
+        // Block sizes divide d and every value is finite (validated), so these cannot fail.
+        if *q_format != Format::F32 {
+            for row in sc.q.chunks_exact_mut(d) {
+                let _ = q_format.quantize_dequantize_in_place(row);
+            }
+        }
+        if *k_format != Format::F32 {
+            for row in sc.keys.chunks_exact_mut(d) {
+                let _ = k_format.quantize_dequantize_in_place(row);
+            }
+        }
+    }
+
+    /// Scores every entry with the current `sc.q` and `sc.keys` into `sc.scores`.
+    pub fn score(&self, sc: &mut Scratch) {
+        let (h, hp, d, n) = (self.heads, self.hp, self.d, self.n_entries());
+        sc.qt.resize(d * hp, 0.0);
+        sc.qt.iter_mut().for_each(|v| *v = 0.0);
+        for hh in 0..h {
+            for j in 0..d {
+                sc.qt[j * hp + hh] = sc.q[hh * d + j];
+            }
+        }
+        sc.scores.resize(n, 0.0);
+        kernel::score(&sc.qt, &self.weights, hp, d, &sc.keys, &mut sc.scores);
+    }
+
+    /// The needle's best covering entry score, if it is in any entry.
+    pub fn needle_score(&self, scores: &[f32]) -> Option<f32> {
+        self.geometry.needle_entries.iter().map(|e| scores[e.index as usize]).reduce(f32::max)
+    }
+
+    /// The needle's rank from `sc.scores`: 1 + entries scoring strictly above its best entry.
+    pub fn rank(&self, scores: &[f32]) -> Option<u64> {
+        let y = self.needle_score(scores)?;
+        Some(1 + scores.iter().filter(|&&x| x > y).count() as u64)
+    }
+
+    /// One layer: draw, quantize with the scenario's formats, score; the needle's rank.
+    pub fn layer_rank(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) -> Option<u64> {
+        self.draw(rng, sc);
+        self.quantize(&self.q_format, &self.k_format, sc);
+        self.score(sc);
+        self.rank(&sc.scores)
+    }
+
+    /// One trial: every layer, the readout, and the answer. Returns (success, attended,
+    /// first layer's rank).
+    pub fn trial(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) -> (bool, bool, Option<u64>) {
+        let g = &self.geometry;
+        let mut attending = 0u32;
+        let mut first = None;
+        for layer in 0..self.layers {
+            let rank = self.layer_rank(rng, sc);
+            if layer == 0 {
+                first = rank;
+            }
+            if g.always_attended || rank.is_some_and(|r| r <= g.k_eff) {
+                attending += 1;
+            }
+        }
+        let attended = match self.readout {
+            Readout::Any => attending >= 1,
+            Readout::All => attending == self.layers,
+            Readout::AtLeast(m) => attending >= m,
+        };
+        let u: f64 = rng.random();
+        (u < if attended { self.p_read } else { self.p_guess }, attended, first)
+    }
+}
+
+/// Replaces `x` by a vector of the same norm whose cosine with the unit vector `u` is `alpha`:
+/// ‖x‖ (α u + √(1−α²) x⊥/‖x⊥‖).
+pub fn plant(x: &mut [f32], u: &[f64], alpha: f64) {
+    let norm = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
+    let along: f64 = x.iter().zip(u).map(|(&v, &e)| v as f64 * e).sum();
+    let perp_norm = (x.iter().zip(u).map(|(&v, &e)| (v as f64 - along * e).powi(2)).sum::<f64>()).sqrt();
+    let beta = (1.0 - alpha * alpha).max(0.0).sqrt();
+    for (v, &e) in x.iter_mut().zip(u) {
+        let perp = if perp_norm > 0.0 { (*v as f64 - along * e) / perp_norm } else { 0.0 };
+        *v = (norm * (alpha * e + beta * perp)) as f32;
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Runs `trials` vector-model trials of a validated scenario (trial i from `trial_rng(seed, i)`),
+/// in parallel; identical results for any thread count.
+pub fn simulate(s: &Scenario, trials: u64, seed: u64) -> McRun {
+    simulate_observed(s, trials, seed, &|_| {})
+}
+
+/// [`simulate`], calling `on_progress(trials_done)` after each chunk.
+pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, on_progress: &(dyn Fn(u64) + Sync)) -> McRun {
+    run_model(&VectorModel::new(s), trials, seed, on_progress)
+}
+
+/// Runs trials of a prepared model.
+pub fn run_model(model: &VectorModel, trials: u64, seed: u64, on_progress: &(dyn Fn(u64) + Sync)) -> McRun {
+    let chunks = trials.div_ceil(CHUNK);
+    let (successes, attended, ranks) = (0..chunks)
+        .into_par_iter()
+        .fold(
+            || (0u64, 0u64, RankHistogram::default()),
+            |(mut succ, mut att, mut hist), ch| {
+                let end = ((ch + 1) * CHUNK).min(trials);
+                SCRATCH.with(|cell| {
+                    let mut sc = cell.borrow_mut();
+                    for i in ch * CHUNK..end {
+                        let mut rng = trial_rng(seed, i);
+                        let (ok, a, r) = model.trial(&mut rng, &mut sc);
+                        succ += ok as u64;
+                        att += a as u64;
+                        hist.record(r);
+                    }
+                });
+                on_progress(end - ch * CHUNK);
+                (succ, att, hist)
+            },
+        )
+        .reduce(
+            || (0, 0, RankHistogram::default()),
+            |mut a, b| {
+                a.2.merge(&b.2);
+                (a.0 + b.0, a.1 + b.1, a.2)
+            },
+        );
+    McRun { successes, trials, attended, ranks, path: McPath::Materialise }
+}

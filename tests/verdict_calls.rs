@@ -1,0 +1,129 @@
+//! The verdict with the engines: each of the three calls on constructed cases, the searched
+//! numbers checked against the model at and next to them, and the CLI contract (JSON keys,
+//! explanation, bad input).
+
+use dsa_sim::calibrate::{EngineModel, RecallModel};
+use dsa_sim::engine::EngineChoice;
+use dsa_sim::verdict::{verdict, Call, VerdictOptions};
+use dsa_sim::Scenario;
+use std::process::Command;
+
+fn model() -> EngineModel {
+    EngineModel::new(EngineChoice::Analytic, 1, 1)
+}
+
+fn v4(context_len: u64, dprime: f64) -> Scenario {
+    Scenario { context_len, dprime, ..Scenario::preset("deepseek-v4-flash").unwrap() }
+}
+
+#[test]
+fn saturated_coverage_and_discrimination() {
+    let m = model();
+    let opts = VerdictOptions { target: 0.9, max_topk: 1024 };
+    // Saturated: inside the coverage horizon every entry is selected.
+    let v = verdict(&v4(2000, 0.0), &m, opts).unwrap();
+    assert_eq!(v.call, Call::Saturated, "{v:?}");
+    assert_eq!(v.recall_now, 1.0);
+    // Coverage-limited: a good needle at 64K misses k = 512 but k = 1024 catches it.
+    let s = v4(65536, 2.15);
+    let v = verdict(&s, &m, opts).unwrap();
+    assert_eq!(v.call, Call::CoverageLimited, "{v:?}");
+    let k = v.k_needed.unwrap();
+    assert!(k > 512 && k <= 1024, "{v:?}");
+    let at_k = |k: u64| m.recall(&Scenario { index_topk: k, ..s.clone() }).unwrap();
+    assert!(at_k(k) >= 0.9 && at_k(k - 1) < 0.9);
+    // Discrimination-limited: the needle scores like a distractor (the seed's DSV4 symptoms).
+    let s = v4(16000, 0.0);
+    let v = verdict(&s, &m, opts).unwrap();
+    assert_eq!(v.call, Call::DiscriminationLimited, "{v:?}");
+    assert!(v.recall_max_k < 0.9 && v.k_needed.unwrap() > 1024);
+    let d = v.dprime_needed_max_k.unwrap();
+    let at = |d: f64, k: u64| m.recall(&Scenario { dprime: d, index_topk: k, ..s.clone() }).unwrap();
+    assert!(at(d, 1024) >= 0.9 && at(d - 1e-3, 1024) < 0.9, "{d}");
+    assert!(v.dprime_needed_now.unwrap() > d);
+    assert!(v.score_noise_allowed_max_k.is_none(), "{v:?}");
+    // With a margin in dprime, some score noise is tolerated, and it is the largest that is.
+    let s = v4(16000, 3.0);
+    let v = verdict(&s, &m, opts).unwrap();
+    let sn = v.score_noise_allowed_now.unwrap();
+    let at_n = |n: f64| m.recall(&Scenario { score_noise: n, ..s.clone() }).unwrap();
+    assert!(at_n(sn) >= 0.9 && at_n(sn + 1e-3) < 0.9, "{sn}");
+    assert_eq!(v.coverage_horizon_tokens, 2048);
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let o = bin().args(args).output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+}
+
+#[test]
+fn cli_json_contract_and_explanation() {
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--dprime", "0", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for k in [
+        "call", "recall_now", "recall_2k", "recall_max_k", "k_needed", "dprime_needed_now", "dprime_needed_max_k",
+        "score_noise_allowed_now", "score_noise_allowed_max_k", "coverage_horizon_tokens",
+    ] {
+        assert!(j.get(k).is_some(), "missing {k}: {out}");
+    }
+    assert_eq!(j["call"], "discrimination-limited");
+    assert_eq!(j["max_topk"], 1024);
+    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--dprime", "0", "--max-topk", "8192"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("call: coverage-limited"), "{out}");
+    let expl = out.lines().last().unwrap();
+    let sentences = expl.matches(". ").count() + 1;
+    assert!((2..=3).contains(&sentences), "{expl}");
+}
+
+#[test]
+fn cli_calibrated_verdict_carries_intervals_and_the_transcription_warning() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--data", data, "--fit", "dprime", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["call"], "discrimination-limited");
+    let iv = &j["intervals"]["recall_now"];
+    assert!(iv[0].as_f64().unwrap() <= j["recall_now"].as_f64().unwrap() && j["recall_now"].as_f64().unwrap() <= iv[1].as_f64().unwrap());
+    assert!(j["warnings"].to_string().contains("TRANSCRIBED"), "{}", j["warnings"]);
+    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--data", data, "--fit", "dprime"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("WARNING") && out.contains("TRANSCRIBED"), "{out}");
+}
+
+#[test]
+fn cli_bad_input_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let good = write("good.csv", "context_len,index_topk,trials,hits\n4000,512,10,3\n8000,512,10,1\n");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["calibrate".into(), "--data".into(), write("m.csv", "context_len,index_topk,hits\n1,2,3\n"), "--fit".into(), "dprime".into()], "trials"),
+        (vec!["calibrate".into(), "--data".into(), write("h.csv", "context_len,index_topk,trials,hits\n4000,512,10,11\n"), "--fit".into(), "dprime".into()], "row 1"),
+        (vec!["calibrate".into(), "--data".into(), write("n.csv", "context_len,index_topk,trials,hits\n4000,512,-10,1\n"), "--fit".into(), "dprime".into()], "trials"),
+        (vec!["calibrate".into(), "--data".into(), write("x.csv", "context_len,index_topk,trials,hits\n4000,lots,10,1\n"), "--fit".into(), "dprime".into()], "index_topk"),
+        (vec!["calibrate".into(), "--data".into(), write("e.csv", ""), "--fit".into(), "dprime".into()], "empty"),
+        (vec!["calibrate".into(), "--data".into(), good.clone(), "--fit".into(), "dprim".into()], "dprim"),
+        (vec!["calibrate".into(), "--data".into(), good.clone(), "--fit".into(), "compress_ratio".into()], "compress_ratio"),
+        (vec!["calibrate".into(), "--data".into(), good.clone(), "--fit".into(), "dprime".into(), "--predict".into(), "index_topk=abc".into()], "index_topk"),
+        (vec!["verdict".into(), "--target".into(), "1.5".into()], "--target"),
+        (vec!["verdict".into(), "--target".into(), "0".into()], "--target"),
+        (vec!["calibrate".into(), "--data".into(), dir.path().join("missing.csv").to_string_lossy().into_owned(), "--fit".into(), "dprime".into()], "missing.csv"),
+    ];
+    for (args, needle) in cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = run(&a);
+        assert_eq!(code, 2, "{a:?}: {err}");
+        assert!(out.is_empty(), "{a:?}: partial output {out}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{a:?}: {err}");
+        assert!(err.contains(needle) && err.starts_with("error: "), "{a:?}: {err}");
+    }
+}
