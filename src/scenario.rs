@@ -816,7 +816,7 @@ impl Scenario {
         for (name, v) in [("alignment", s.alignment), ("hard_alignment", s.hard_alignment)] {
             if !(v.is_finite() && (-1.0..=1.0).contains(&v)) {
                 let name = if name == "alignment" { "alignment" } else { "hard_alignment" };
-                return Err(range_err(name, v, "allowed -1..=1 (a cosine)"));
+                return Err(range_err(name, num(v), "allowed -1..=1 (a cosine)"));
             }
         }
         if s.outlier_channels > s.head_dim {
@@ -827,7 +827,7 @@ impl Scenario {
             ));
         }
         if !(s.outlier_scale.is_finite() && s.outlier_scale > 0.0 && s.outlier_scale <= 1e4) {
-            return Err(range_err("outlier_scale", s.outlier_scale, "allowed (0, 10000]"));
+            return Err(range_err("outlier_scale", num(s.outlier_scale), "allowed (0, 10000]"));
         }
         for (name, f) in [("q_format", s.q_format), ("k_format", s.k_format)] {
             if let Some(b) = f.block() {
