@@ -49,15 +49,18 @@ fn resolve(args: &FormatsArgs) -> Result<Scenario, CliError> {
     }
     let mut s = a.resolve()?;
     s.model = crate::scenario::Model::Vector;
+    // The vector model's own limits (its keys' memory) apply only once the model is set.
+    s.validate()?;
     Ok(s)
 }
 
 /// Runs `dsa-sim formats`.
 pub fn run(args: &FormatsArgs) -> Result<(), CliError> {
     let s = resolve(args)?;
-    if args.trials == 0 {
-        return Err(CliError::input("--trials 0: allowed ≥ 1"));
+    if args.trials == 0 || args.trials > super::MAX_TRIALS {
+        return Err(CliError::input(format!("--trials {}: allowed 1..={}", args.trials, super::MAX_TRIALS)));
     }
+    super::check_threads(args.threads)?;
     let formats: Vec<Format> = if args.formats.is_empty() {
         default_formats()
     } else {
