@@ -241,6 +241,21 @@ fn invalid_values() -> Vec<(&'static str, Vec<&'static str>)> {
         ("readout", vec!["at_least:0", "at_least:-1", "at_least:", "at_least:2", "some", "", "at_least:nan"]),
         ("p_read", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
         ("p_guess", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
+        ("model", vec!["matrix", "", "Vector", "1"]),
+        ("heads", vec!["0", "-1", "1025", "4294967296", "1e300", "nan", "1.5", ""]),
+        ("head_dim", vec!["0", "-1", "4097", "100", "4294967296", "nan", ""]),
+        ("alignment", vec!["-1.5", "1.5", "nan", "inf", "-inf", "1e300", ""]),
+        ("hard_alignment", vec!["-1.5", "1.5", "nan", "inf", "1e300", ""]),
+        ("outlier_channels", vec!["-1", "129", "4294967296", "nan", "1.5", ""]),
+        ("outlier_scale", vec!["0", "-1", "10001", "nan", "inf", "1e300", ""]),
+        ("hadamard", vec!["maybe", "", "2"]),
+        ("key_norm", vec!["maybe", "", "2"]),
+        (
+            "q_format",
+            vec!["fp5", "", "fp4-e2m1:0:ue8m0", "fp4-e2m1:48:ue8m0", "fp8-e4m3:128:fp64", "int8:-1:fp32", "fp4-e2m1:32:ue8m0:floor=nan", "fp4-e2m1:32:ue8m0:floor=-1", "bf16:18446744073709551616"],
+        ),
+        ("k_format", vec!["fp5", "", "mxfp4:16", "fp4-e2m1:33:ue8m0", "nvfp4:floor=inf"]),
+        ("compressor", vec!["max", "", "1"]),
     ];
     let names: Vec<&str> = table.iter().map(|(f, _)| *f).collect();
     assert_eq!(names, dsa_sim::scenario::FIELD_NAMES, "every scenario field has invalid values");
@@ -382,6 +397,10 @@ fn cross_field_constraints() {
         ),
         ("readout above layers", vec!["--layers", "2", "--readout", "at_least:3"], "readout"),
         ("repeat span above 2^24", vec!["--repeat", "4096", "--needle-tokens", "4097", "--context-len", "1e8"], "repeat"),
+        ("vector model keys above 16 GiB", vec!["--model", "vector", "--context-len", "1e9"], "context_len"),
+        ("Hadamard on a head_dim that is not a power of two", vec!["--head-dim", "96", "--hadamard", "true"], "head_dim"),
+        ("outlier channels above head_dim", vec!["--head-dim", "64", "--outlier-channels", "65"], "outlier_channels"),
+        ("key-format block not dividing head_dim", vec!["--head-dim", "64", "--k-format", "fp8-e4m3:128:fp32"], "k_format"),
     ] {
         for cmd in ["recall", "rank"] {
             let mut args = vec![cmd];
@@ -771,4 +790,100 @@ fn truncated_scenario_experiment_and_csv_files() {
     assert!(failed > 5, "some cuts must be refused");
     let failed = truncations(&["run", "exp.toml", "--out", "res", "-q"], "obs.csv", OBS.as_bytes(), &[("exp.toml", exp.as_bytes())], 3);
     assert!(failed > 3, "some cuts must be refused");
+}
+
+// ---------------------------------------------------------------------------------------------
+// quantize (numbers on stdin) and formats.
+
+#[test]
+fn quantize_hostile_inputs() {
+    let mut cases = Vec::new();
+    let nines = "9".repeat(1000);
+    let stdin_table: Vec<(&str, &[&str], &[u8], &[&str])> = vec![
+        ("empty stdin", &["--format", "bf16"], b"", &["empty"]),
+        ("blank stdin", &["--format", "bf16"], b"  \n\t\r\n", &["empty"]),
+        ("non-UTF-8 stdin", &["--format", "bf16"], b"1 2 \xff\n", &["UTF-8"]),
+        ("NUL in stdin", &["--format", "bf16"], b"1 \x00 2", &["value 2"]),
+        ("text", &["--format", "bf16"], b"1 2 abc", &["abc"]),
+        ("comma separated", &["--format", "bf16"], b"1,2", &["1,2"]),
+        ("hex", &["--format", "bf16"], b"0x10", &["0x10"]),
+        ("underscores", &["--format", "fp16"], b"1_000", &["1_000"]),
+        ("above f32", &["--format", "bf16"], b"1 1e300", &["1e300"]),
+        ("below -f32", &["--format", "fp16"], b"-1e39", &["-1e39"]),
+        ("a thousand digits", &["--format", "fp16"], nines.as_bytes(), &["value 1"]),
+        ("NaN into fp4", &["--format", "fp4-e2m1"], b"0.5 nan", &["NaN"]),
+        ("NaN into int8", &["--format", "int8"], b"nan", &["NaN"]),
+        ("inf into a block format", &["--format", "fp8-e4m3", "--block", "2"], b"1 inf", &["inf"]),
+        ("NaN into a block format", &["--format", "fp4-e2m1", "--block", "2", "--scale", "ue8m0"], b"NaN 1", &["NaN"]),
+        ("not whole blocks", &["--format", "fp8-e4m3", "--block", "4"], b"1 2 3", &["block"]),
+        ("nvfp4 not whole blocks", &["--format", "nvfp4"], b"1 2", &["16"]),
+        ("block above the input", &["--format", "int8", "--block", "18446744073709551615"], b"1 2", &["block"]),
+    ];
+    for (label, flags, input, needles) in stdin_table {
+        let mut args = vec!["quantize"];
+        args.extend(flags);
+        cases.push(case(format!("quantize: {label}"), &args, needles).stdin(input));
+        let mut args = args.clone();
+        args.push("--json");
+        cases.push(case(format!("quantize --json: {label}"), &args, needles).stdin(input));
+    }
+    let flag_table: Vec<(&str, &[&str], &[&str])> = vec![
+        ("no --format", &[], &["--format"]),
+        ("unknown format", &["--format", "fp5"], &["fp5"]),
+        ("empty format", &["--format", ""], &["format"]),
+        ("block 0", &["--format", "fp8-e4m3", "--block", "0"], &["block"]),
+        ("negative block", &["--format", "fp8-e4m3", "--block", "-1"], &["-1"]),
+        ("block above 2^64", &["--format", "fp8-e4m3", "--block", "18446744073709551616"], &["block"]),
+        ("block 1e300", &["--format", "fp8-e4m3", "--block", "1e300"], &["block"]),
+        ("unknown scale", &["--format", "fp8-e4m3", "--block", "2", "--scale", "fp64"], &["fp64"]),
+        ("NaN amax floor", &["--format", "fp8-e4m3", "--block", "2", "--amax-floor", "nan"], &["floor"]),
+        ("negative amax floor", &["--format", "fp8-e4m3", "--block", "2", "--amax-floor", "-1"], &["floor"]),
+        ("infinite amax floor", &["--format", "fp8-e4m3", "--block", "2", "--amax-floor", "inf"], &["floor"]),
+        ("huge amax floor", &["--format", "fp8-e4m3", "--block", "2", "--amax-floor", "1e300"], &["floor"]),
+        ("mxfp4 with another block", &["--format", "mxfp4", "--block", "16"], &["mxfp4"]),
+        ("nvfp4 with another scale", &["--format", "nvfp4", "--scale", "ue8m0"], &["nvfp4"]),
+        ("a spec with block 0", &["--format", "int8:0:fp32"], &["block"]),
+        ("a spec with a NaN floor", &["--format", "fp4-e2m1:32:ue8m0:floor=nan"], &["floor"]),
+        ("a spec with junk", &["--format", "fp4-e2m1:32:ue8m0:junk"], &["junk", "format"]),
+        ("flag twice", &["--format", "bf16", "--json", "--json"], &["--json"]),
+        ("stray argument", &["--format", "bf16", "numbers.txt"], &["numbers.txt"]),
+    ];
+    for (label, flags, needles) in flag_table {
+        let mut args = vec!["quantize"];
+        args.extend(flags);
+        cases.push(case(format!("quantize: {label}"), &args, needles).stdin(b"1 2 3 4"));
+    }
+    let mut c = case("quantize: non-UTF-8 format", &[], &["--format", "UTF-8"]).stdin(b"1");
+    c.args = vec!["quantize".into(), "--format".into(), OsString::from_vec(b"bf\xff16".to_vec())];
+    cases.push(c);
+    run_all(cases);
+}
+
+#[test]
+fn formats_hostile_invocations() {
+    let table: Vec<(&str, &[&str], &[&str])> = vec![
+        ("unknown format", &["--format", "fp5"], &["fp5"]),
+        ("format with block 0", &["--format", "int8:0:fp32"], &["block"]),
+        ("format block not dividing head_dim", &["--format", "fp8-e4m3:96:fp32"], &["96", "head_dim"]),
+        ("zero trials", &["--trials", "0"], &["trials"]),
+        ("huge trials", &["--trials", "18446744073709551615"], &["trials"]),
+        ("negative seed", &["--seed", "-1"], &["-1"]),
+        ("zero threads", &["--threads", "0"], &["threads"]),
+        ("huge threads", &["--threads", "100000"], &["threads"]),
+        ("invalid scenario field", &["--context-len", "0"], &["context_len"]),
+        ("invalid vector field", &["--heads", "0"], &["heads"]),
+        ("keys above 16 GiB", &["--context-len", "1e9", "--compress-ratio", "1"], &["context_len"]),
+        ("unknown preset", &["--preset", "nope"], &["nope"]),
+        ("missing scenario file", &["--scenario", "missing.toml"], &["missing.toml"]),
+        ("flag twice", &["--json", "--json"], &["--json"]),
+        ("unknown flag", &["--formt", "bf16"], &["--formt"]),
+    ];
+    let mut cases = Vec::new();
+    for (label, flags, needles) in table {
+        let mut args = vec!["formats"];
+        args.extend(flags);
+        cases.push(case(format!("formats: {label}"), &args, needles));
+    }
+    cases.push(case("formats: bad scenario file", &["formats", "--scenario", "s.toml"], &["heads"]).file("s.toml", "heads = -3\n"));
+    run_all(cases);
 }
