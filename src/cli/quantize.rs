@@ -48,12 +48,20 @@ enum Plan {
 
 /// Runs `dsa-sim quantize`.
 pub fn run(args: &QuantizeArgs) -> Result<(), CliError> {
-    let plan = plan(args)?;
+    // The flags are checked before stdin is read.
+    plan(args)?;
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
         .map_err(|e| CliError::input(format!("cannot read stdin as text: {e}")))?;
-    let mut values = parse_numbers(&text)?;
+    emit(&quantize_text(args, &text)?)
+}
+
+/// What `dsa-sim quantize` prints for `text` on stdin (the fuzz target and tests call it
+/// directly).
+pub fn quantize_text(args: &QuantizeArgs, text: &str) -> Result<String, CliError> {
+    let plan = plan(args)?;
+    let mut values = parse_numbers(text)?;
     let format = match plan {
         Plan::Ready(f) => f,
         Plan::PerTensor { element, scale, floor } => Format::Block(
@@ -85,14 +93,14 @@ pub fn run(args: &QuantizeArgs) -> Result<(), CliError> {
             values: values.iter().map(|&x| JsonF32(x)).collect(),
         };
         let text = serde_json::to_string_pretty(&out).map_err(|e| CliError::failure(e.to_string()))?;
-        return emit(&(text + "\n"));
+        return Ok(text + "\n");
     }
     let mut out = String::with_capacity(values.len() * 12);
     for &x in &values {
         use std::fmt::Write as _;
         let _ = writeln!(out, "{}", Shortest(x));
     }
-    emit(&out)
+    Ok(out)
 }
 
 /// Resolves the flags into a format (or an integer format awaiting the input's length).
