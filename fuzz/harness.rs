@@ -75,9 +75,12 @@ fn evaluate_small(mut s: Scenario) {
     assert!(run.successes <= run.trials && run.trials == 32, "Monte Carlo counts for {s:?}");
 }
 
-/// Measured-data CSV as `dsa-sim run` overlays read it ([`dsa_sim::report::measured::parse_measured`]).
+/// Measured-data CSV, through both loaders: `dsa-sim calibrate` / `verdict`
+/// ([`dsa_sim::calibrate::data::parse_csv`]) and the `dsa-sim run` overlays
+/// ([`dsa_sim::report::measured::parse_measured`]).
 pub fn measured_csv(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
+    calibration_csv(text);
     match dsa_sim::report::measured::parse_measured(text) {
         Err(e) => assert_one_line("measured CSV", &e),
         Ok(rows) => {
@@ -119,5 +122,86 @@ pub fn sweep_axis(data: &[u8]) {
             }
         }
         Err(e) => assert_one_line("sweep grid", &e.to_string()),
+    }
+}
+
+/// The calibration loader: accepted rows are well-formed counts, and each either applies to a
+/// scenario that validates or is refused with one line.
+fn calibration_csv(text: &str) {
+    match dsa_sim::calibrate::data::parse_csv(text, "fuzz.csv") {
+        Err(e) => assert_one_line("calibration CSV", &e.to_string()),
+        Ok(ds) => {
+            assert!(!ds.rows.is_empty(), "a loaded table has rows");
+            for note in &ds.notes {
+                assert_one_line("calibration CSV note", note);
+            }
+            let base = Scenario::default();
+            for r in &ds.rows {
+                assert!(r.trials >= 1 && r.hits <= r.trials, "{r:?}");
+                let p = r.observed();
+                assert!((0.0..=1.0).contains(&p), "{r:?}");
+                if let Some(d) = r.depth {
+                    assert!((0.0..=1.0).contains(&d), "{r:?}");
+                }
+                match r.apply(&base) {
+                    Ok(s) => s.validate().expect("an applied row validates"),
+                    Err(e) => assert_one_line("calibration row", &e.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// `dsa-sim quantize`: the first line holds the flags as `FORMAT|BLOCK|SCALE|AMAX_FLOOR` (later
+/// parts optional), the rest is stdin. Accepted input gives one value per number, in text and
+/// in JSON alike; element formats (no block) are idempotent and monotone.
+pub fn quantize_input(data: &[u8]) {
+    use dsa_sim::cli::quantize::{quantize_text, QuantizeArgs};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let (head, body) = text.split_once('\n').unwrap_or((text, ""));
+    let mut parts = head.split('|').map(str::to_string);
+    let mut args = QuantizeArgs {
+        format: parts.next(),
+        block: parts.next().filter(|b| !b.is_empty()),
+        scale: parts.next().filter(|b| !b.is_empty()),
+        amax_floor: parts.next().filter(|b| !b.is_empty()),
+        json: false,
+    };
+    let out = match quantize_text(&args, body) {
+        Ok(out) => out,
+        Err(e) => {
+            assert_eq!(e.code, 2, "quantize: bad input must exit 2: {}", e.message);
+            assert_one_line("quantize", &e.message);
+            return;
+        }
+    };
+    let n = body.split_whitespace().count();
+    let values: Vec<f32> = out.lines().map(|l| l.parse::<f32>().expect("every output line is a number")).collect();
+    assert_eq!(values.len(), n, "one value per input number");
+    args.json = true;
+    let json = quantize_text(&args, body).expect("JSON output succeeds where text output does");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("quantize --json prints one JSON object");
+    assert_eq!(v["count"].as_u64(), Some(n as u64));
+    let element = args.block.is_none() && !args.format.as_deref().unwrap_or("").contains(':');
+    let fmt = args.format.as_deref().unwrap_or("").trim().to_ascii_lowercase();
+    let integer = fmt.starts_with("int");
+    if element && !integer && !["mxfp4", "nvfp4"].contains(&fmt.as_str()) && args.scale.is_none() && args.amax_floor.is_none() {
+        // Idempotent: the dequantized values are representable.
+        args.json = false;
+        let again_in: String = values.iter().map(|x| format!("{} ", dsa_sim::formats::Shortest(*x))).collect();
+        let again = quantize_text(&args, &again_in).expect("dequantized values quantize again");
+        let twice: Vec<f32> = again.lines().map(|l| l.parse::<f32>().unwrap()).collect();
+        for (a, b) in values.iter().zip(&twice) {
+            assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "not idempotent: {a} -> {b}");
+        }
+        // Monotone: a larger input never gives a smaller value.
+        let inputs: Vec<f32> = body.split_whitespace().map(|t| t.parse::<f32>().unwrap()).collect();
+        for i in 0..n {
+            for j in 0..n {
+                if inputs[i] < inputs[j] && !values[i].is_nan() && !values[j].is_nan() {
+                    assert!(values[i] <= values[j], "not monotone: {} -> {}, {} -> {}", inputs[i], values[i], inputs[j], values[j]);
+                }
+            }
+        }
     }
 }

@@ -39,3 +39,8 @@ fn measured_csv_inputs() {
 fn sweep_axis_inputs() {
     replay("sweep_axis", harness::sweep_axis);
 }
+
+#[test]
+fn quantize_inputs() {
+    replay("quantize_input", harness::quantize_input);
+}
