@@ -37,16 +37,26 @@ impl FitEngineArgs {
     /// The engine-backed recall model.
     pub fn model(&self) -> Result<EngineModel, CliError> {
         let choice: EngineChoice = self.engine.parse().map_err(CliError::input)?;
-        if self.trials == 0 {
-            return Err(CliError::input("--trials 0: allowed ≥ 1"));
+        if self.trials == 0 || self.trials > super::MAX_TRIALS {
+            return Err(CliError::input(format!("--trials {}: allowed 1..={}", self.trials, super::MAX_TRIALS)));
         }
+        super::check_threads(self.threads)?;
         Ok(EngineModel::new(choice, self.trials, self.seed))
+    }
+
+    /// Checks that the engine accepts `s` (an analytic-only request on a scenario without a
+    /// closed form, a Monte Carlo scenario too large to draw) before any fitting starts, so that
+    /// such input is refused as bad input (exit 2) rather than failing mid-way.
+    pub fn check(&self, s: &crate::scenario::Scenario) -> Result<(), CliError> {
+        let engine: EngineChoice = self.engine.parse().map_err(CliError::input)?;
+        let opts = crate::engine::RunOptions { engine, trials: self.trials, seed: self.seed, ..Default::default() };
+        crate::engine::check(s, &opts).map_err(|e| CliError::input(e.to_string()))
     }
     /// Runs `f` on `--threads` workers.
     pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
+        super::check_threads(self.threads)?;
         match self.threads {
             None => Ok(f()),
-            Some(0) => Err(CliError::input("--threads 0: allowed ≥ 1")),
             Some(n) => rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
                 .build()
@@ -100,17 +110,32 @@ pub fn run_experiment_in_pool(file: &std::path::Path, out: Option<&std::path::Pa
     Ok(engine.in_pool(|| run_experiment(file, out))??)
 }
 
+/// Checks every row of a table, applied to the base scenario, with the engine (see
+/// [`FitEngineArgs::check`]); rows that do not apply are left to the fit's own message.
+pub fn check_rows(data: &crate::calibrate::Dataset, base: &crate::scenario::Scenario, engine: &FitEngineArgs) -> Result<(), CliError> {
+    for r in &data.rows {
+        if let Ok(s) = r.apply(base) {
+            engine.check(&s).map_err(|e| CliError::input(format!("{}: line {}: {}", data.source, r.line, e.message)))?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `dsa-sim calibrate`.
 pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     if let Some(exp) = &args.experiment {
         let out = args.engine.in_pool(|| run_experiment(exp, args.out.as_deref()))??;
         return emit(&format!("wrote {}\n", out.display()));
     }
+    if let Some(out) = &args.out {
+        return Err(CliError::input(format!("--out {}: only applies with --experiment FILE.toml", out.display())));
+    }
     let data_path = args.data.as_ref().ok_or_else(|| CliError::input("--data FILE.csv is required (or --experiment FILE.toml)"))?;
     let fit = args.fit.as_ref().ok_or_else(|| CliError::input("--fit FIELD,… is required (for example --fit dprime)"))?;
     let base = args.scenario.resolve()?;
     let model = args.engine.model()?;
     let data = load_csv(data_path).map_err(CalibError::from)?;
+    check_rows(&data, &base, &args.engine)?;
     let free = parse_fit_spec(fit, Some(&data))?;
     let specs = parse_predict_specs(&args.predict, &base)?;
     let report = args

@@ -37,9 +37,11 @@ pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
     let opts = VerdictOptions { target: args.target, max_topk: base.max_topk };
     opts.validate()?;
     let model = args.engine.model()?;
+    args.engine.check(&base)?;
     match (&args.data, &args.fit) {
         (Some(path), Some(fit)) => {
             let data = load_csv(path).map_err(crate::calibrate::CalibError::from)?;
+            super::calibrate::check_rows(&data, &base, &args.engine)?;
             let free = parse_fit_spec(fit, Some(&data))?;
             let (report, cv, s0) = args.engine.in_pool(|| -> Result<_, CliError> {
                 let report = run_calibration(&data, &base, free, &model, false, &[], || String::new())?;
