@@ -180,6 +180,13 @@ fn noise_allowed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<O
 pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> Result<Verdict, CalibError> {
     opts.validate()?;
     s.validate()?;
+    if s.model == crate::scenario::Model::Vector {
+        return Err(CalibError::Input(
+            "model = vector: the verdict searches the scalar model's dprime and score_noise, which the vector model \
+             does not use; set model = scalar (dsa-sim formats gives a format's effective dprime and score_noise)"
+                .into(),
+        ));
+    }
     let t = opts.target;
     let rec = |k: u64| model.recall(&with_k(s, k)).map_err(CalibError::Model);
     let recall_now = rec(s.index_topk)?;

@@ -55,6 +55,13 @@ impl<'a> Problem<'a> {
         free: Vec<FreeParam>,
         model: &'a dyn RecallModel,
     ) -> Result<Problem<'a>, CalibError> {
+        if base.model == crate::scenario::Model::Vector {
+            return Err(CalibError::Input(
+                "model = vector: calibration fits the scalar model's parameters (dprime, needle_sd, score_noise, …), \
+                 which the vector model does not use; set model = scalar"
+                    .into(),
+            ));
+        }
         let mut row_base = Vec::with_capacity(data.rows.len());
         for (i, r) in data.rows.iter().enumerate() {
             // Check the row with the free parameters at a valid value (their lower bounds).
