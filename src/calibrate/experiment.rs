@@ -88,6 +88,28 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let exp: CalibrationExperiment = toml::from_str(&text)
         .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), &text))))?;
     let name = exp.name.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        return Err(CalibError::Input(format!(
+            "{}: name = {name:?}: a folder name without slashes, not starting with '.'",
+            path.display()
+        )));
+    }
+    if let Some(t) = exp.trials {
+        if t == 0 || t > crate::cli::MAX_TRIALS {
+            return Err(CalibError::Input(format!("{}: trials = {t}: allowed 1..={}", path.display(), crate::cli::MAX_TRIALS)));
+        }
+    }
+    // The output folder is checked before the (long) computation.
+    let out = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&name));
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    std::fs::create_dir_all(&parent).map_err(|e| CalibError::Input(format!("cannot write {}: {e}", out.display())))?;
+    if out.exists() && !out.is_dir() {
+        return Err(CalibError::Input(format!("cannot write {}: it exists and is not a folder", out.display())));
+    }
+    let leaf = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = parent.join(format!(".{leaf}.tmp-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Input(format!("cannot write {}: {e}", out.display())))?;
+    let _ = std::fs::remove_dir_all(&tmp);
     let base = match &exp.scenario {
         Some(t) => Scenario::from_toml_table(t).map_err(|e| CalibError::Input(format!("{}: [scenario]: {e}", path.display())))?,
         None => Scenario::default(),
@@ -123,60 +145,72 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let scen = super::fitted_scenarios(&data, &base, &report, &model)?;
     let cv = calibrated_verdict(&scen, &model, opts)?;
 
-    // Write everything into a temporary folder, then move it into place.
-    let out = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&name));
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| CalibError::Input(format!("{}: {e}", parent.display())))?;
-    let tmp = parent.join(format!(".{}.tmp-{}", out.file_name().map(|s| s.to_string_lossy()).unwrap_or_default(), std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.display())))?;
-    let w = |f: &str, body: &str| -> Result<(), CalibError> {
-        std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.join(f).display())))
-    };
-    let mut cal_json = report.to_json();
-    cal_json["curves"] = serde_json::json!(curves
-        .iter()
-        .map(|(f, p)| serde_json::json!({"field": f, "points": p.iter().map(|q| serde_json::json!({"value": point_value(&q.point[0].1), "recall": q.recall, "ci_low": q.ci_low, "ci_high": q.ci_high})).collect::<Vec<_>>()}))
-        .collect::<Vec<_>>());
-    w("calibrate.json", &(serde_json::to_string_pretty(&cal_json).unwrap_or_default() + "\n"))?;
-    let vj = calibrated_verdict_json(&cv, &scen[0]);
-    w("verdict.json", &(serde_json::to_string_pretty(&vj).unwrap_or_default() + "\n"))?;
-    let vtext = verdict_text(&cv.at_estimate, Some(&cv));
-    w("verdict.txt", &vtext)?;
-    w("calibrate.txt", &report.to_text())?;
-    let mut rows = String::from("context_len,index_topk,trials,hits,repeat,label,observed,fitted,pearson_residual,deviance_residual\n");
-    for r in &report.fit.rows {
-        let o = &r.obs;
-        let _ = writeln!(
-            rows,
-            "{},{},{},{},{},\"{}\",{:.6},{:.6},{:.4},{:.4}",
-            o.context_len, o.index_topk, o.trials, o.hits, o.repeat.map_or(String::new(), |x| x.to_string()),
-            o.label.clone().unwrap_or_default().replace('"', "'"), o.observed(), r.fitted, r.pearson, r.deviance_residual
-        );
-    }
-    w("rows.csv", &rows)?;
-    if let Some(h) = &report.hypotheses {
-        let mut t = String::from("name,k,aic,delta_aic,weight,loglik,deviance,gof_p,estimates\n");
-        for x in h {
-            let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f}={v:.4}")).collect();
-            let _ = writeln!(t, "{},{},{:.4},{:.4},{:.6},{:.4},{:.4},{},{}", x.name, x.k, x.aic, x.delta_aic, x.weight, x.loglik, x.deviance, x.gof_p.map_or(String::new(), |p| format!("{p:.6}")), est.join(" "));
+    // Write everything into a temporary folder, then move it into place; a failure removes it.
+    let written = (|| -> Result<(), CalibError> {
+        std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.display())))?;
+        let w = |f: &str, body: &str| -> Result<(), CalibError> {
+            std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.join(f).display())))
+        };
+        let mut cal_json = report.to_json();
+        cal_json["curves"] = serde_json::json!(curves
+            .iter()
+            .map(|(f, p)| serde_json::json!({"field": f, "points": p.iter().map(|q| serde_json::json!({"value": point_value(&q.point[0].1), "recall": q.recall, "ci_low": q.ci_low, "ci_high": q.ci_high})).collect::<Vec<_>>()}))
+            .collect::<Vec<_>>());
+        w("calibrate.json", &(serde_json::to_string_pretty(&cal_json).unwrap_or_default() + "\n"))?;
+        let vj = calibrated_verdict_json(&cv, &scen[0]);
+        w("verdict.json", &(serde_json::to_string_pretty(&vj).unwrap_or_default() + "\n"))?;
+        let vtext = verdict_text(&cv.at_estimate, Some(&cv));
+        w("verdict.txt", &vtext)?;
+        w("calibrate.txt", &report.to_text())?;
+        let mut rows = String::from("context_len,index_topk,trials,hits,repeat,label,observed,fitted,pearson_residual,deviance_residual\n");
+        for r in &report.fit.rows {
+            let o = &r.obs;
+            let _ = writeln!(
+                rows,
+                "{},{},{},{},{},\"{}\",{:.6},{:.6},{:.4},{:.4}",
+                o.context_len, o.index_topk, o.trials, o.hits, o.repeat.map_or(String::new(), |x| x.to_string()),
+                o.label.clone().unwrap_or_default().replace('"', "'"), o.observed(), r.fitted, r.pearson, r.deviance_residual
+            );
         }
-        w("hypotheses.csv", &t)?;
-    }
-    for (f, pts) in &curves {
-        let mut t = format!("{f},recall,ci_low,ci_high\n");
-        for p in pts {
-            let _ = writeln!(t, "{},{:.6},{:.6},{:.6}", p.point[0].1, p.recall, p.ci_low, p.ci_high);
+        w("rows.csv", &rows)?;
+        if let Some(h) = &report.hypotheses {
+            let mut t = String::from("name,k,aic,delta_aic,weight,loglik,deviance,gof_p,estimates\n");
+            for x in h {
+                let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f}={v:.4}")).collect();
+                let _ = writeln!(t, "{},{},{:.4},{:.4},{:.6},{:.4},{:.4},{},{}", x.name, x.k, x.aic, x.delta_aic, x.weight, x.loglik, x.deviance, x.gof_p.map_or(String::new(), |p| format!("{p:.6}")), est.join(" "));
+            }
+            w("hypotheses.csv", &t)?;
         }
-        w(&format!("curve-{f}.csv"), &t)?;
+        for (f, pts) in &curves {
+            let mut t = format!("{f},recall,ci_low,ci_high\n");
+            for p in pts {
+                let _ = writeln!(t, "{},{:.6},{:.6},{:.6}", p.point[0].1, p.recall, p.ci_low, p.ci_high);
+            }
+            w(&format!("curve-{f}.csv"), &t)?;
+        }
+        w("experiment.toml", &text)?;
+        let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
+        w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
     }
-    w("experiment.toml", &text)?;
-    let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
-    w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
+    // The old folder moves aside first, so that a failed rename leaves it in place.
+    let old = parent.join(format!(".{leaf}.old-{}", std::process::id()));
     if out.exists() {
-        std::fs::remove_dir_all(&out).map_err(|e| CalibError::Model(format!("{}: {e}", out.display())))?;
+        std::fs::rename(&out, &old).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&tmp);
+            CalibError::Model(format!("{}: {e}", out.display()))
+        })?;
     }
-    std::fs::rename(&tmp, &out).map_err(|e| CalibError::Model(format!("{}: {e}", out.display())))?;
+    if let Err(e) = std::fs::rename(&tmp, &out) {
+        let _ = std::fs::rename(&old, &out);
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(CalibError::Model(format!("{}: {e}", out.display())));
+    }
+    let _ = std::fs::remove_dir_all(&old);
     Ok(out)
 }
 
