@@ -287,7 +287,7 @@ fn field_needles(field: &str) -> Vec<&'static str> {
 }
 
 #[test]
-fn every_field_invalid_as_a_flag_of_recall_rank_and_sweep() {
+fn every_field_invalid_as_a_flag_of_every_scenario_command() {
     let mut cases = Vec::new();
     for (field, values) in invalid_values() {
         for v in values {
@@ -300,7 +300,13 @@ fn every_field_invalid_as_a_flag_of_recall_rank_and_sweep() {
             cases.push(c.clone());
             c.label = format!("sweep {flag} {v:?}");
             c.args = os(&["sweep", &flag, v, "--vary", "index_topk=16,32", "--out", "keep.csv"]);
-            cases.push(c);
+            cases.push(c.clone());
+            c.label = format!("verdict {flag} {v:?}");
+            c.args = os(&["verdict", &flag, v, "--json"]);
+            cases.push(c.clone());
+            c.label = format!("calibrate {flag} {v:?}");
+            c.args = os(&["calibrate", "--data", "obs.csv", "--fit", "dprime", &flag, v]);
+            cases.push(c.file("obs.csv", OBS));
         }
     }
     run_all(cases);
@@ -886,4 +892,123 @@ fn formats_hostile_invocations() {
     }
     cases.push(case("formats: bad scenario file", &["formats", "--scenario", "s.toml"], &["heads"]).file("s.toml", "heads = -3\n"));
     run_all(cases);
+}
+
+// ---------------------------------------------------------------------------------------------
+// calibrate and verdict.
+
+#[test]
+fn calibrate_and_verdict_hostile_measured_data() {
+    let mut cases = Vec::new();
+    for (label, bytes, mut needles) in bad_csvs() {
+        // The calibration loader words some problems its own way.
+        needles.extend(["line 2", "row 1", "no data", "empty", "missing column"]);
+        cases.push(
+            case(format!("calibrate data: {label}"), &["calibrate", "--data", "obs.csv", "--fit", "dprime"], &needles)
+                .file("obs.csv", &bytes),
+        );
+        cases.push(
+            case(format!("verdict data: {label}"), &["verdict", "--data", "obs.csv", "--fit", "dprime", "--json"], &needles)
+                .file("obs.csv", &bytes),
+        );
+    }
+    let extra: Vec<(&str, &[u8], &[&str])> = vec![
+        ("duplicate column", b"context_len,index_topk,trials,hits,hits\n1000,512,10,1,1\n", &["hits"]),
+        ("only comments", b"# nothing here\n# still nothing\n", &["empty", "header", "no data"]),
+        ("row applying to an invalid scenario", b"context_len,index_topk,trials,hits,depth\n1000,512,10,1,0.5\n100,16,10,1,2\n", &["depth"]),
+        ("row with a window above the maximum", b"context_len,index_topk,trials,hits,window\n1000,512,10,1,1099511627777\n", &["window"]),
+        ("repeat above 2^32", b"context_len,index_topk,trials,hits,repeat\n1000,512,10,1,4294967296\n", &["repeat"]),
+    ];
+    for (label, bytes, needles) in extra {
+        cases.push(
+            case(format!("calibrate data: {label}"), &["calibrate", "--data", "obs.csv", "--fit", "dprime"], needles).file("obs.csv", bytes),
+        );
+    }
+    run_all(cases);
+}
+
+#[test]
+fn calibrate_and_verdict_hostile_invocations() {
+    let cal = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["calibrate", "--data", "obs.csv", "--fit", "dprime"].iter().map(|s| s.to_string()).collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let table: Vec<(&str, Vec<String>, Vec<&str>)> = vec![
+        ("no --data", os_strings(&["calibrate", "--fit", "dprime"]), vec!["--data"]),
+        ("no --fit", os_strings(&["calibrate", "--data", "obs.csv"]), vec!["--fit"]),
+        ("unknown fit field", cal(&["--fit", "dprme"]).split_off(0), vec!["dprme", "--fit"]),
+        ("fit field twice", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime,dprime"]), vec!["twice"]),
+        ("empty fit", os_strings(&["calibrate", "--data", "obs.csv", "--fit", ""]), vec!["--fit"]),
+        ("fit a fixed field", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "context_len"]), vec!["context_len"]),
+        ("reversed fit range", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=5:1"]), vec!["dprime=5:1"]),
+        ("NaN fit range", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=nan:1"]), vec!["dprime=nan:1"]),
+        ("huge fit range", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=0:1e300"]), vec!["dprime=0:1e300"]),
+        ("predict unknown field", cal(&["--predict", "contxt=1"]), vec!["contxt"]),
+        ("predict without values", cal(&["--predict", "index_topk="]), vec!["index_topk"]),
+        ("predict invalid value", cal(&["--predict", "index_topk=0"]), vec!["index_topk"]),
+        ("predict NaN", cal(&["--predict", "dprime=nan"]), vec!["dprime"]),
+        ("predict huge", cal(&["--predict", "context_len=1e300"]), vec!["context_len"]),
+        ("predict the same field twice", cal(&["--predict", "index_topk=512", "--predict", "index_topk=1024"]), vec!["index_topk"]),
+        ("missing data file", os_strings(&["calibrate", "--data", "missing.csv", "--fit", "dprime"]), vec!["missing.csv"]),
+        ("data is a folder", os_strings(&["calibrate", "--data", "keep_dir", "--fit", "dprime"]), vec!["keep_dir"]),
+        ("data under a regular file", os_strings(&["calibrate", "--data", "regular/x.csv", "--fit", "dprime"]), vec!["regular/x.csv"]),
+        ("zero trials", cal(&["--trials", "0"]), vec!["trials"]),
+        ("huge trials", cal(&["--trials", "18446744073709551615"]), vec!["trials"]),
+        ("zero threads", cal(&["--threads", "0"]), vec!["threads"]),
+        ("huge threads", cal(&["--threads", "100000"]), vec!["threads"]),
+        ("bad engine", cal(&["--engine", "warp"]), vec!["warp"]),
+        ("negative seed", cal(&["--seed", "-1"]), vec!["-1"]),
+        ("--out without --experiment", cal(&["--out", "keep_dir"]), vec!["--out"]),
+        ("--data with --experiment", cal(&["--experiment", "exp.toml"]), vec!["--experiment"]),
+        ("vector model", cal(&["--model", "vector"]), vec!["vector"]),
+        ("analytic engine without a closed form", cal(&["--preset", "deepseek-v4-flash", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
+        ("missing experiment", os_strings(&["calibrate", "--experiment", "missing.toml"]), vec!["missing.toml"]),
+        ("experiment with junk", os_strings(&["calibrate", "--experiment", "junk.toml", "--out", "keep_dir"]), vec!["line 1"]),
+        ("experiment with an unknown key", os_strings(&["calibrate", "--experiment", "unknown.toml", "--out", "keep_dir"]), vec!["colour"]),
+        ("experiment out under a regular file", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "regular/res"]), vec!["regular/res"]),
+        ("experiment out is a regular file", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "keep.csv"]), vec!["keep.csv"]),
+        ("experiment out in /proc", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "/proc/x"]), vec!["/proc/x"]),
+        ("experiment name escaping its folder", os_strings(&["calibrate", "--experiment", "escape.toml"]), vec!["name"]),
+        ("experiment with zero trials", os_strings(&["calibrate", "--experiment", "zero.toml", "--out", "keep_dir"]), vec!["trials"]),
+        ("experiment with 2^64 - 1 trials", os_strings(&["calibrate", "--experiment", "huge.toml", "--out", "keep_dir"]), vec!["trials", "line 25"]),
+        ("experiment with a vector scenario", os_strings(&["calibrate", "--experiment", "vector.toml", "--out", "keep_dir"]), vec!["vector"]),
+        ("calibration experiment through run", os_strings(&["run", "zero.toml", "--out", "keep_dir"]), vec!["trials"]),
+        ("verdict target 0", os_strings(&["verdict", "--target", "0"]), vec!["target"]),
+        ("verdict target 1", os_strings(&["verdict", "--target", "1"]), vec!["target"]),
+        ("verdict target above 1", os_strings(&["verdict", "--target", "1.5"]), vec!["target"]),
+        ("verdict negative target", os_strings(&["verdict", "--target", "-0.1"]), vec!["target"]),
+        ("verdict NaN target", os_strings(&["verdict", "--target", "nan"]), vec!["target"]),
+        ("verdict inf target", os_strings(&["verdict", "--target", "inf"]), vec!["target"]),
+        ("verdict text target", os_strings(&["verdict", "--target", "high"]), vec!["target"]),
+        ("verdict --data without --fit", os_strings(&["verdict", "--data", "obs.csv"]), vec!["--fit"]),
+        ("verdict --fit without --data", os_strings(&["verdict", "--fit", "dprime"]), vec!["--data"]),
+        ("verdict vector model", os_strings(&["verdict", "--model", "vector"]), vec!["vector"]),
+        ("verdict analytic without a closed form", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
+        ("verdict too large for Monte Carlo", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--context-len", "1e11"]), vec!["context_len"]),
+        ("verdict huge trials", os_strings(&["verdict", "--trials", "18446744073709551615"]), vec!["trials"]),
+        ("verdict huge threads", os_strings(&["verdict", "--threads", "100000"]), vec!["threads"]),
+    ];
+    let cal_exp = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/calibrate-dsv4-observations.toml")).unwrap();
+    let cal_exp = cal_exp.replace("dsv4_seed_observations.csv", "obs.csv");
+    let mut cases = Vec::new();
+    for (label, args, needles) in table {
+        let mut c = case(label, &[], &needles);
+        c.args = args.iter().map(OsString::from).collect();
+        cases.push(
+            c.file("obs.csv", OBS)
+                .file("junk.toml", "name = = 1\n")
+                .file("unknown.toml", format!("colour = \"red\"\n{cal_exp}"))
+                .file("cal.toml", &cal_exp)
+                .file("escape.toml", cal_exp.replace("name = \"calibrate-dsv4-observations\"", "name = \"../../escape\""))
+                .file("zero.toml", cal_exp.replace("trials = 4000", "trials = 0"))
+                .file("huge.toml", cal_exp.replace("trials = 4000", "trials = 18446744073709551615"))
+                .file("vector.toml", cal_exp.replace("context_len = 16000", "context_len = 16000\nmodel = \"vector\"")),
+        );
+    }
+    run_all(cases);
+}
+
+fn os_strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
 }
