@@ -81,7 +81,9 @@ pub struct McRun {
 /// The generator of trial `i` under `seed`: portable, independent of threads and of other trials.
 #[inline]
 pub fn trial_rng(seed: u64, i: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(splitmix64(seed ^ splitmix64(i.wrapping_add(0x9E37_79B9_7F4A_7C15))))
+    // seed_from_u64 expands its argument through SplitMix64 into the 256-bit state; one more
+    // SplitMix64 of the seed keeps (seed, i) and (seed', i') streams apart.
+    Xoshiro256PlusPlus::seed_from_u64(splitmix64(seed) ^ i)
 }
 
 #[inline]
@@ -162,8 +164,16 @@ impl Plan {
             Readout::AtLeast(m) => layers_attending >= m,
         };
         acc.attended += attended as u64;
-        let u: f64 = rng.random();
-        acc.successes += (u < if attended { self.p_read } else { self.p_guess }) as u64;
+        let p = if attended { self.p_read } else { self.p_guess };
+        // A certain outcome needs no draw (the common p_read = 1, p_guess = 0).
+        let success = if p >= 1.0 {
+            true
+        } else if p <= 0.0 {
+            false
+        } else {
+            rng.random::<f64>() < p
+        };
+        acc.successes += success as u64;
     }
 
     /// Exact sampling: the needle's best entry, then binomial counts above it.
