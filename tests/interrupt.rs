@@ -2,7 +2,7 @@
 //! rows, `--resume` finishes it, and the final files are byte-identical to an uninterrupted run.
 //!
 //! The commands run Monte Carlo on the materialising path (overlapping mean pooling) with one
-//! thread, so that each grid point takes tens of milliseconds and the signal lands mid-way.
+//! thread, so that each grid point takes about a tenth of a second and the signal lands mid-way.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -77,11 +77,11 @@ const SWEEP: &[&str] = &[
     "--pooling",
     "mean",
     "--context-len",
-    "4096",
+    "16384",
     "--engine",
     "montecarlo",
     "--trials",
-    "1500",
+    "4000",
     "--seed",
     "11",
     "--vary",
@@ -134,13 +134,13 @@ fn sweep_stopped_by_sigkill_resumes_to_the_same_json() {
 const EXPERIMENT: &str = r#"name = "slow"
 title = "interrupted"
 seed = 4
-trials = 1500
+trials = 4000
 engine = "montecarlo"
 
 [scenario]
 preset = "deepseek-v4-flash"
 pooling = "mean"
-context_len = 4096
+context_len = 16384
 
 [[data]]
 name = "obs"
