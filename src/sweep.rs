@@ -29,6 +29,9 @@ pub enum SweepError {
     /// Evaluating a point failed.
     #[error("{0}")]
     Engine(String),
+    /// The output could not be written (standard output on a full disk, …): not bad input.
+    #[error("{0}")]
+    Output(String),
 }
 
 /// The quantiles of the needle's rank at one point (`None`: the needle is never selectable).

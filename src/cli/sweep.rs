@@ -39,9 +39,12 @@ pub struct SweepArgs {
     pub run: RunArgs,
 }
 
-/// Maps a sweep error to the CLI's: bad input and engine refusals exit 2.
+/// Maps a sweep error to the CLI's: bad input and engine refusals exit 2, output failures 1.
 pub fn cli_error(e: SweepError) -> CliError {
-    CliError::input(e.to_string())
+    match e {
+        SweepError::Output(m) => CliError::failure(m),
+        e => CliError::input(e.to_string()),
+    }
 }
 
 /// Checks that the engine accepts every point of `grid` before anything is computed or written

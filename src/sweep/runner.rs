@@ -111,6 +111,17 @@ fn partial_text(grid: &Grid, fingerprint: &str, rows: &[Row]) -> String {
     format!("{MAGIC}{fingerprint}\n{}", to_csv(grid, rows))
 }
 
+/// A write to standard output: a closed pipe (`| head`) is not an error, anything else (a full
+/// disk) is, so that lost rows are never reported as a success.
+fn stdout_result(r: std::io::Result<()>) -> Result<(), SweepError> {
+    match r {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(SweepError::Output(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Runs `grid` with `eval` (which must be deterministic for reproducible files) and delivers the
 /// rows to `out` in grid order. Returns every finished row (including resumed ones) and whether
 /// the grid is complete (it is not when `limit` stopped it).
@@ -145,7 +156,7 @@ where
     } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         let _ = w.write_record(grid.columns());
-        let _ = stdout.write_all(&w.into_inner().unwrap_or_default());
+        stdout_result(stdout.write_all(&w.into_inner().unwrap_or_default()).and_then(|_| stdout.flush()))?;
     }
     let start = rows.len();
     let end = match opts.limit {
@@ -175,7 +186,7 @@ where
                 .and_then(|_| f.flush())
                 .map_err(|e| SweepError::Input(format!("cannot write {}: {e}", pp.display())))?;
         } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
-            let _ = stdout.write_all(&line).and_then(|_| stdout.flush());
+            stdout_result(stdout.write_all(&line).and_then(|_| stdout.flush()))?;
         }
         rows.push(row);
         bar.inc(1);
@@ -199,7 +210,7 @@ where
                 }
             }
             Output::Stdout if opts.format == Format::Json => {
-                let _ = stdout.write_all(to_json(grid, &rows, &opts.meta).as_bytes());
+                stdout_result(stdout.write_all(to_json(grid, &rows, &opts.meta).as_bytes()).and_then(|_| stdout.flush()))?;
             }
             _ => {}
         }
