@@ -1012,3 +1012,36 @@ fn calibrate_and_verdict_hostile_invocations() {
 fn os_strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Output that cannot be written is a failure (exit 1), never a silent success.
+
+#[test]
+fn stdout_on_a_full_disk_fails_with_one_line() {
+    let Ok(_) = std::fs::metadata("/dev/full") else { return };
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("obs.csv"), OBS).unwrap();
+    let cases: Vec<(Vec<&str>, Option<&[u8]>)> = vec![
+        (vec!["recall"], None),
+        (vec!["rank", "--json"], None),
+        (vec!["sweep", "--vary", "depth=0,1"], None),
+        (vec!["sweep", "--vary", "depth=0,1", "--json"], None),
+        (vec!["presets"], None),
+        (vec!["verdict", "--preset", "nsa"], None),
+        (vec!["calibrate", "--data", "obs.csv", "--fit", "dprime"], None),
+        (vec!["quantize", "--format", "bf16"], Some(b"1 2 3")),
+    ];
+    for (args, stdin) in cases {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsa-sim"));
+        cmd.args(&args).current_dir(d.path()).stdout(std::fs::File::create("/dev/full").unwrap()).stderr(Stdio::piped());
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        let mut child = cmd.spawn().unwrap();
+        if let Some(bytes) = stdin {
+            child.stdin.take().unwrap().write_all(bytes).unwrap();
+        }
+        let o = child.wait_with_output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(e.starts_with("error: ") && e.split_inclusive('\n').count() == 1 && e.contains("stdout"), "{args:?}: {e:?}");
+    }
+}
