@@ -805,7 +805,8 @@ fn truncated_scenario_experiment_and_csv_files() {
 fn quantize_hostile_inputs() {
     let mut cases = Vec::new();
     let nines = "9".repeat(1000);
-    let stdin_table: Vec<(&str, &[&str], &[u8], &[&str])> = vec![
+    type StdinCase<'a> = (&'a str, &'a [&'a str], &'a [u8], &'a [&'a str]);
+    let stdin_table: Vec<StdinCase> = vec![
         ("empty stdin", &["--format", "bf16"], b"", &["empty"]),
         ("blank stdin", &["--format", "bf16"], b"  \n\t\r\n", &["empty"]),
         ("non-UTF-8 stdin", &["--format", "bf16"], b"1 2 \xff\n", &["UTF-8"]),

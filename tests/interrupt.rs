@@ -107,7 +107,7 @@ fn sweep_case(sig: Signal, out: &str) {
     wait_for("three rows", &mut child, || partial_rows(&partial) >= 3);
     stop(&mut child, sig);
     let kept = partial_rows(&partial);
-    assert!(kept >= 3 && kept < 18, "{sig:?}: {kept} rows kept");
+    assert!((3..18).contains(&kept), "{sig:?}: {kept} rows kept");
     assert!(!dir.join(out).exists(), "{sig:?}: a final file appeared before the sweep finished");
     // Resumed on two threads: the thread count must not matter either.
     ok(dir, &[SWEEP, &["--out", out, "--threads", "2", "--resume"]].concat());

@@ -35,7 +35,7 @@ fn same(a: &[f32], b: &[f32]) -> bool {
 /// Finite f32 values over the whole range: signs, subnormals, huge magnitudes, exact zeros.
 fn value() -> impl Strategy<Value = f32> {
     prop_oneof![
-        4 => (-8.0f32..8.0),
+        4 => -8.0f32..8.0,
         2 => (-30i32..30, -1.0f32..1.0).prop_map(|(e, m)| m * 2f32.powi(e)),
         1 => any::<f32>().prop_filter("finite", |x| x.is_finite()),
         1 => Just(0.0f32),
