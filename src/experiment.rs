@@ -199,7 +199,7 @@ impl Experiment {
     /// Reads and validates an experiment file (every grid point is validated; data files are
     /// loaded and checked).
     pub fn load(path: &Path) -> Result<Experiment, SweepError> {
-        let source = std::fs::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+        let source = crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
         Experiment::parse(&source, path)
     }
 

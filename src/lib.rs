@@ -43,6 +43,7 @@ pub mod cli;
 pub mod engine;
 pub mod formats;
 pub mod geometry;
+pub mod input;
 pub mod indexer;
 pub mod quadrature;
 pub mod scenario;

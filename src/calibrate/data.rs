@@ -182,7 +182,7 @@ impl fmt::Display for Observation {
 /// mentions the file by name.
 pub fn load_csv(path: &Path) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
+    let text = crate::input::read_to_string(path)
         .map_err(|e| DataError::Io { path: name.clone(), reason: e.to_string() })?;
     let mut ds = parse_csv(&text, &name)?;
     if let Some(file) = path.file_name().and_then(|f| f.to_str()) {

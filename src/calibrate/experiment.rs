@@ -83,7 +83,7 @@ pub fn is_calibration_experiment(text: &str) -> bool {
 /// Runs the experiment at `path`, writing into `out` (default `results/<name>`). Returns the
 /// folder written.
 pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibError> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::input::read_to_string(path)
         .map_err(|e| CalibError::Input(format!("{}: cannot read: {e}", path.display())))?;
     let exp: CalibrationExperiment = toml::from_str(&text)
         .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), &text))))?;

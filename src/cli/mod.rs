@@ -191,7 +191,7 @@ impl ScenarioArgs {
             None => Scenario::default(),
         };
         if let Some(path) = &self.scenario {
-            let text = std::fs::read_to_string(path)
+            let text = crate::input::read_to_string(path)
                 .map_err(|e| CliError::input(format!("--scenario {}: {}", path.display(), e)))?;
             let table: toml::Table = toml::from_str(&text).map_err(|e| {
                 CliError::input(format!(

@@ -54,7 +54,7 @@ pub fn wilson(hits: u64, trials: u64) -> (f64, f64) {
 /// trials, hits`; optional `depth, repeat, compress_ratio, window, label`; others ignored), CRLF
 /// or LF, spaces around values. Errors name the file, the line and the column.
 pub fn load_measured(path: &Path) -> Result<Vec<MeasuredRow>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = crate::input::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     parse_measured(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -1,0 +1,24 @@
+//! Reading the files users name on the command line (scenarios, experiments, measured data) with
+//! a size bound, so that a wrong path (a device such as /dev/zero, a multi-gigabyte log) is
+//! refused instead of being read until memory runs out.
+
+use std::io::Read;
+use std::path::Path;
+
+/// Largest input file accepted: 64 MiB (a measured table of a million rows is ~30 MB).
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// The whole text of `path`, like [`std::fs::read_to_string`], but an error past
+/// [`MAX_INPUT_BYTES`].
+pub fn read_to_string(path: &Path) -> std::io::Result<String> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "larger than 64 MiB: not a scenario, experiment or measured-data file",
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
+}
