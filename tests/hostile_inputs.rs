@@ -478,6 +478,7 @@ fn recall_and_rank_hostile_invocations() {
             ("scenario is a folder", vec!["--scenario", "keep_dir"], vec!["keep_dir"]),
             ("scenario under a regular file", vec!["--scenario", "regular/s.toml"], vec!["regular/s.toml"]),
             ("empty scenario path", vec!["--scenario", ""], vec!["scenario"]),
+            ("endless scenario file", vec!["--scenario", "/dev/zero"], vec!["64 MiB"]),
             (
                 "analytic engine on a scenario without closed form",
                 vec!["--engine", "analytic", "--preset", "deepseek-v4-flash", "--pooling", "mean"],
@@ -632,6 +633,7 @@ fn run_hostile_experiment_files() {
         ("undeclared data", good.replace("data = \"obs\"\nset", "data = \"lab\"\nset"), vec!["lab"]),
         ("data file missing", good.replace("file = \"obs.csv\"", "file = \"missing.csv\""), vec!["missing.csv"]),
         ("data file is a folder", good.replace("file = \"obs.csv\"", "file = \"keep_dir\""), vec!["keep_dir"]),
+        ("data file endless", good.replace("file = \"obs.csv\"", "file = \"/dev/zero\""), vec!["64 MiB"]),
         ("data declared twice", good.replace("[[figure]]", "[[data]]\nname = \"obs\"\nfile = \"obs.csv\"\n\n[[figure]]"), vec!["twice"]),
         ("figure declared twice", format!("{good}\n[[figure]]\nname = \"curves\"\nkind = \"heatmap\"\nx = \"depth=0,1\"\ny = \"dprime=1,2\"\n"), vec!["twice", "curves"]),
         ("regime map without k", format!("{good}\n[[figure]]\nname = \"r\"\nkind = \"regime_map\"\nx = \"depth=0,1\"\ny = \"dprime=1,2\"\n"), vec!["k"]),
@@ -660,6 +662,7 @@ fn run_hostile_experiment_files() {
     cases.push(case("run: non-UTF-8 experiment file", &["run", "exp.toml", "--out", "keep_dir"], &["UTF-8"]).file("exp.toml", bytes).file("obs.csv", OBS));
     let out_table: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
         ("missing experiment file", vec!["run", "missing.toml"], vec!["missing.toml"]),
+        ("endless experiment file", vec!["run", "/dev/zero"], vec!["64 MiB"]),
         ("experiment is a folder", vec!["run", "keep_dir"], vec!["keep_dir"]),
         ("no experiment file", vec!["run"], vec!["FILE.toml", "required"]),
         ("out under a regular file", vec!["run", "exp.toml", "--out", "regular/res"], vec!["regular/res"]),
@@ -952,6 +955,9 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("predict huge", cal(&["--predict", "context_len=1e300"]), vec!["context_len"]),
         ("predict the same field twice", cal(&["--predict", "index_topk=512", "--predict", "index_topk=1024"]), vec!["index_topk"]),
         ("missing data file", os_strings(&["calibrate", "--data", "missing.csv", "--fit", "dprime"]), vec!["missing.csv"]),
+        ("endless data file", os_strings(&["calibrate", "--data", "/dev/zero", "--fit", "dprime"]), vec!["64 MiB"]),
+        ("endless calibration experiment", os_strings(&["calibrate", "--experiment", "/dev/zero"]), vec!["64 MiB"]),
+        ("verdict endless data file", os_strings(&["verdict", "--data", "/dev/zero", "--fit", "dprime"]), vec!["64 MiB"]),
         ("data is a folder", os_strings(&["calibrate", "--data", "keep_dir", "--fit", "dprime"]), vec!["keep_dir"]),
         ("data under a regular file", os_strings(&["calibrate", "--data", "regular/x.csv", "--fit", "dprime"]), vec!["regular/x.csv"]),
         ("zero trials", cal(&["--trials", "0"]), vec!["trials"]),
