@@ -6,10 +6,9 @@
 //! squeeze; W. Hörmann, "The generation of binomial random variates", J. Stat. Comput. Simul. 46,
 //! 1993) for n·p ≥ 10, whose set-up is a square root and a few flops and which accepts ~86% of
 //! candidates in the squeeze, and sequential inversion for n·p < 10. The rejection test uses
-//! Loader's pmf (accurate at n ~ 10^9, where ln-gamma differences lose 1e-5). Tested against the
+//! Hörmann's Stirling form of the pmf ratio with exact correction terms (ln1p where n ~ 10^9 would otherwise lose precision). Tested against the
 //! exact pmf by chi-square at far-tail thresholds.
 
-use crate::stats::ln_binom_pmf;
 use rand::Rng;
 
 /// One draw from Binomial(n, p).
@@ -142,6 +141,7 @@ fn fc(k: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::ln_binom_pmf;
     use rand::SeedableRng;
     use statrs::distribution::{ChiSquared, ContinuousCDF};
 
