@@ -853,6 +853,8 @@ fn quantize_hostile_inputs() {
         ("mxfp4 with another block", &["--format", "mxfp4", "--block", "16"], &["mxfp4"]),
         ("nvfp4 with another scale", &["--format", "nvfp4", "--scale", "ue8m0"], &["nvfp4"]),
         ("a spec with block 0", &["--format", "int8:0:fp32"], &["block"]),
+        ("a full spec and --block", &["--format", "fp8-e4m3:128:fp32", "--block", "64"], &["--block"]),
+        ("--scale without --block", &["--format", "fp8-e4m3", "--scale", "ue8m0"], &["--scale"]),
         ("a spec with a NaN floor", &["--format", "fp4-e2m1:32:ue8m0:floor=nan"], &["floor"]),
         ("a spec with junk", &["--format", "fp4-e2m1:32:ue8m0:junk"], &["junk", "format"]),
         ("flag twice", &["--format", "bf16", "--json", "--json"], &["--json"]),
