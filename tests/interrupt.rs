@@ -41,13 +41,26 @@ enum Signal {
     Kill,
 }
 
+/// Whether this process (and so the children it spawns) ignores SIGINT: bit 2 of SigIgn.
+fn sigint_ignored() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("SigIgn:").map(|m| m.trim().to_string())))
+        .and_then(|m| u64::from_str_radix(&m, 16).ok())
+        .is_some_and(|mask| mask & (1 << (2 - 1)) != 0)
+}
+
 /// Sends `sig` to the child and waits for it; it must not have finished on its own.
 fn stop(child: &mut Child, sig: Signal) {
     assert!(child.try_wait().unwrap().is_none(), "the command finished before it could be interrupted");
     match sig {
         Signal::Kill => child.kill().unwrap(),
         Signal::Int => {
-            let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+            // A process started in the background by a non-interactive shell (as CI may run
+            // this suite) inherits SIGINT *ignored*, and so do its children: Ctrl-C cannot reach
+            // them. There SIGTERM, which also ends the process by default, stands in for it.
+            let sig = if sigint_ignored() { "-TERM" } else { "-INT" };
+            let st = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap();
             assert!(st.success());
         }
     }
