@@ -127,6 +127,37 @@ macro_rules! string_serde {
 string_serde!(Distractor);
 string_serde!(Readout);
 
+/// FromStr and Display for an enum of plain keywords, with the one-line error every field uses
+/// ("`x`: expected a, b or c").
+macro_rules! keyword_enum {
+    ($t:ty { $($variant:ident => $word:literal),+ $(,)? }) => {
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.trim() {
+                    $($word => Ok(<$t>::$variant),)+
+                    o => {
+                        let words: &[&str] = &[$($word),+];
+                        let (last, rest) = words.split_last().expect("at least one keyword");
+                        Err(format!("`{o}`: expected {} or {last}", rest.join(", ")))
+                    }
+                }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $(<$t>::$variant => $word,)+
+                })
+            }
+        }
+    };
+}
+keyword_enum!(Pooling { None => "none", Mean => "mean", Max => "max" });
+keyword_enum!(Model { Scalar => "scalar", Vector => "vector" });
+keyword_enum!(Compressor { Mean => "mean", Gated => "gated" });
+keyword_enum!(RepeatLayout { Spread => "spread", Adjacent => "adjacent" });
+
 impl fmt::Display for Distractor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -190,88 +221,6 @@ impl FromStr for Readout {
                 Ok(Readout::AtLeast(m))
             }
         }
-    }
-}
-
-impl FromStr for Pooling {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "none" => Ok(Pooling::None),
-            "mean" => Ok(Pooling::Mean),
-            "max" => Ok(Pooling::Max),
-            o => Err(format!("`{o}`: expected none, mean or max")),
-        }
-    }
-}
-
-impl fmt::Display for Pooling {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Pooling::None => "none",
-            Pooling::Mean => "mean",
-            Pooling::Max => "max",
-        })
-    }
-}
-
-impl FromStr for Model {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "scalar" => Ok(Model::Scalar),
-            "vector" => Ok(Model::Vector),
-            o => Err(format!("`{o}`: expected scalar or vector")),
-        }
-    }
-}
-
-impl fmt::Display for Model {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Model::Scalar => "scalar",
-            Model::Vector => "vector",
-        })
-    }
-}
-
-impl FromStr for Compressor {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "mean" => Ok(Compressor::Mean),
-            "gated" => Ok(Compressor::Gated),
-            o => Err(format!("`{o}`: expected mean or gated")),
-        }
-    }
-}
-
-impl fmt::Display for Compressor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Compressor::Mean => "mean",
-            Compressor::Gated => "gated",
-        })
-    }
-}
-
-impl FromStr for RepeatLayout {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "spread" => Ok(RepeatLayout::Spread),
-            "adjacent" => Ok(RepeatLayout::Adjacent),
-            o => Err(format!("`{o}`: expected spread or adjacent")),
-        }
-    }
-}
-
-impl fmt::Display for RepeatLayout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RepeatLayout::Spread => "spread",
-            RepeatLayout::Adjacent => "adjacent",
-        })
     }
 }
 
