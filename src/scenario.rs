@@ -168,6 +168,12 @@ impl fmt::Display for Distractor {
     }
 }
 
+/// The parameter of `KEY:P` or `KEY(P)` (student_t:5, at_least(3)), if `s` has that form.
+fn keyword_parameter<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    let rest = s.strip_prefix(key)?;
+    rest.strip_prefix(':').or_else(|| rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')))
+}
+
 impl FromStr for Distractor {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -177,10 +183,7 @@ impl FromStr for Distractor {
             "normal" => Ok(Distractor::Normal),
             "gumbel" => Ok(Distractor::Gumbel),
             _ => {
-                let df = s
-                    .strip_prefix("student_t:")
-                    .or_else(|| s.strip_prefix("student_t(").and_then(|r| r.strip_suffix(')')))
-                    .ok_or_else(|| format!("`{s}`: {allowed}"))?;
+                let df = keyword_parameter(s, "student_t").ok_or_else(|| format!("`{s}`: {allowed}"))?;
                 let df: f64 = df.trim().parse().map_err(|_| format!("`{s}`: {allowed}"))?;
                 if !(df.is_finite() && df > 2.0 && df <= MAX_STUDENT_T_DF) {
                     return Err(format!("`{s}`: {allowed}"));
@@ -210,10 +213,7 @@ impl FromStr for Readout {
             "any" => Ok(Readout::Any),
             "all" => Ok(Readout::All),
             _ => {
-                let m = s
-                    .strip_prefix("at_least:")
-                    .or_else(|| s.strip_prefix("at_least(").and_then(|r| r.strip_suffix(')')))
-                    .ok_or_else(|| format!("`{s}`: {allowed}"))?;
+                let m = keyword_parameter(s, "at_least").ok_or_else(|| format!("`{s}`: {allowed}"))?;
                 let m: u32 = m.trim().parse().map_err(|_| format!("`{s}`: {allowed}"))?;
                 if m == 0 {
                     return Err(format!("`{s}`: {allowed}"));
