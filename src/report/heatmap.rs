@@ -1,7 +1,7 @@
 //! Heatmaps over two sweep axes (one panel per value of a facet field), with a continuous
 //! colour scale or named categories (the regime map).
 
-use super::{Figure, FONT};
+use super::{draw_note, frame, Figure, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -88,13 +88,8 @@ impl Heatmap {
 impl Figure for Heatmap {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-        root.fill(&WHITE).map_err(e)?;
-        let (w, h) = root.dim_in_pixel();
-        let (body, foot) = if self.note.is_empty() { (root.clone(), None) } else {
-            let (a, b) = root.split_vertically(h - 30);
-            (a, Some(b))
-        };
-        let body = body.titled(&self.title, (FONT, 26)).map_err(e)?;
+        let (w, _) = root.dim_in_pixel();
+        let (body, foot) = frame(root, &self.title, &self.note)?;
         let side = match &self.colors {
             CellColors::Continuous { .. } => 110,
             CellColors::Categorical(_) => 260,
@@ -196,9 +191,7 @@ impl Figure for Heatmap {
                 }
             }
         }
-        if let Some(foot) = foot {
-            foot.draw(&Text::new(self.note.clone(), (14, 6), (FONT, 15).into_font().color(&RGBColor(90, 40, 40)))).map_err(e)?;
-        }
+        draw_note(foot, &self.note)?;
         Ok(())
     }
 }

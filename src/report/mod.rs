@@ -64,6 +64,34 @@ pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) 
     Ok(vec![svg_path, png_path])
 }
 
+/// The common frame of every figure: a white background, a titled body and, when `note` is not
+/// empty, a 30-pixel footer strip below it for [`draw_note`].
+pub fn frame<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    note: &str,
+) -> Result<(DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let (_, h) = root.dim_in_pixel();
+    let (body, foot) = if note.is_empty() {
+        (root.clone(), None)
+    } else {
+        let (a, b) = root.split_vertically(h - 30);
+        (a, Some(b))
+    };
+    Ok((body.titled(title, (FONT, 26)).map_err(e)?, foot))
+}
+
+/// Writes a figure's note into the footer strip made by [`frame`].
+pub fn draw_note<DB: DrawingBackend>(foot: Option<DrawingArea<DB, Shift>>, note: &str) -> Result<(), String> {
+    if let Some(foot) = foot {
+        foot.draw(&Text::new(note.to_string(), (14, 6), (FONT, 15).into_font().color(&RGBColor(90, 40, 40))))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// A colour-blind-safe palette (Okabe–Ito), indexed cyclically.
 pub fn color(i: usize) -> RGBColor {
     const P: [RGBColor; 7] = [

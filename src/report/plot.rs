@@ -1,7 +1,7 @@
 //! Line charts (curves with optional bands, reference lines and measured points with intervals),
 //! drawn with plotters to SVG and PNG.
 
-use super::{axis_ticks, color, Figure, Scale, FONT};
+use super::{axis_ticks, color, draw_note, frame, Figure, Scale, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -126,13 +126,8 @@ impl LineChart {
 impl Figure for LineChart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-        root.fill(&WHITE).map_err(e)?;
-        let (w, h) = root.dim_in_pixel();
-        let (body, foot) = if self.note.is_empty() { (root.clone(), None) } else {
-            let (a, b) = root.split_vertically(h - 30);
-            (a, Some(b))
-        };
-        let body = body.titled(&self.title, (FONT, 26)).map_err(e)?;
+        let (w, _) = root.dim_in_pixel();
+        let (body, foot) = frame(root, &self.title, &self.note)?;
         let body = if self.subtitle.is_empty() {
             body
         } else {
@@ -261,9 +256,7 @@ impl Figure for LineChart {
             })
             .draw()
             .map_err(e)?;
-        if let Some(foot) = foot {
-            foot.draw(&Text::new(self.note.clone(), (14, 6), (FONT, 15).into_font().color(&RGBColor(90, 40, 40)))).map_err(e)?;
-        }
+        draw_note(foot, &self.note)?;
         Ok(())
     }
 }
