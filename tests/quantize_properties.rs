@@ -13,10 +13,21 @@
 //! e4m3 scale, elements with a finer top grid (fp8, int) are not: the block maximum can round
 //! down (fp8-e4m3 under e4m3 scales maps -13.44634 to -13.123194, then to -12.719402), the next
 //! block scale is one e4m3 step smaller, and the values move again. Those combinations are left
-//! out here and reported.
+//! out here and reported. Even for fp4-e2m1 the claim needs the block scale in e4m3's normal
+//! range: a block whose amax is below 2^-6/448 of the tensor's gets a subnormal e4m3 scale with
+//! one or two significant bits, and a second pass can move it a whole grid step (nvfp4 took
+//! -5.2182035 to -3.9136527 in a block 1.7e5 times smaller than the tensor's maximum). Such blocks
+//! are skipped, not tolerated.
+//!
+//! The proptest RNG seed is fixed, so every run checks the same cases.
 
 use dsa_sim::formats::Format;
 use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
+
+/// amax_block / amax_tensor below which an NVFP4-style e4m3 block scale is subnormal
+/// (scale = e4m3(amax_block / (6·g)), g = amax_tensor / (448·6); e4m3's smallest normal is 2^-6).
+const E4M3_NORMAL_SCALE_RATIO: f32 = 1.0 / (64.0 * 448.0);
 
 const ELEMENTS: &[&str] = &["bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "fp4-e2m1"];
 const BLOCK_ELEMENTS: &[&str] = &["fp8-e4m3", "fp8-e5m2", "fp4-e2m1", "int8", "int4"];
@@ -43,7 +54,7 @@ fn value() -> impl Strategy<Value = f32> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, rng_seed: RngSeed::Fixed(0xF0F0), ..ProptestConfig::default() })]
 
     #[test]
     fn element_formats_are_idempotent_and_monotone(xs in prop::collection::vec(value(), 1..64), i in 0usize..5) {
@@ -73,8 +84,17 @@ proptest! {
             prop_assert!(same(&twice, &once), "{} not idempotent:\n{:?}\n{:?}", f, once, twice);
         } else {
             // Within the rounding of the scale, relative to each block's largest magnitude.
-            for (a, b) in once.chunks(16).zip(twice.chunks(16)) {
+            let tensor_amax = |v: &[f32]| v.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let (t_in, t_once) = (tensor_amax(&xs), tensor_amax(&once));
+            for ((a, b), x_in) in once.chunks(16).zip(twice.chunks(16)).zip(xs.chunks(16)) {
                 let amax = a.iter().fold(0f32, |m, x| m.max(x.abs()));
+                if SCALES[s] == "e4m3" {
+                    let a_in = tensor_amax(x_in);
+                    // Subnormal e4m3 block scales: outside the claim (see the module docs).
+                    if a_in < 2.0 * E4M3_NORMAL_SCALE_RATIO * t_in || amax < 2.0 * E4M3_NORMAL_SCALE_RATIO * t_once {
+                        continue;
+                    }
+                }
                 let tol = 8.0 * f32::EPSILON * amax;
                 for (x, y) in a.iter().zip(b) {
                     prop_assert!((x - y).abs() <= tol, "{} drifts on a second pass: {} -> {} (block amax {})", f, x, y, amax);
