@@ -2,7 +2,9 @@
 //!
 //! - analytic recall point, N = 2^20, k = 4096, one thread (target ≤ 50 µs);
 //! - exact-sampling Monte Carlo, iid normal distractors, N = 2^18, all cores (target ≥ 2e7 trials/s);
-//! - materialising Monte Carlo, N = 2^18, all cores (target ≥ 4e8 candidate scores/s).
+//! - materialising Monte Carlo, N = 2^18, all cores (target ≥ 4e8 candidate scores/s);
+//! - the exact trial's parts, one thread: the normal tail at random points (against libm's
+//!   erfc, which it replaced) and a binomial draw at the benchmark's typical (n, p).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dsa_sim::engine::analytic::Analytic;
@@ -43,5 +45,28 @@ fn montecarlo(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, analytic, montecarlo);
+fn parts(c: &mut Criterion) {
+    use dsa_sim::engine::binomial;
+    use rand::{Rng, SeedableRng};
+    let mut g = c.benchmark_group("exact_trial_parts");
+    g.measurement_time(Duration::from_secs(3));
+    // Needle scores of the benchmark scenario: Normal(3, 1), in random order (a sorted sweep
+    // would flatter any branchy implementation).
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+    let ys: Vec<f64> = (0..4096).map(|_| 3.0 + rng.sample::<f64, _>(rand_distr::StandardNormal)).collect();
+    g.throughput(Throughput::Elements(ys.len() as u64));
+    g.bench_function("norm_sf,4096 random points", |b| {
+        b.iter(|| ys.iter().map(|&y| dsa_sim::stats::norm_sf(black_box(y))).sum::<f64>())
+    });
+    g.bench_function("libm_erfc,4096 random points", |b| {
+        b.iter(|| ys.iter().map(|&y| 0.5 * libm::erfc(black_box(y) * std::f64::consts::FRAC_1_SQRT_2)).sum::<f64>())
+    });
+    let ps: Vec<f64> = ys.iter().map(|&y| dsa_sim::stats::norm_sf(y)).collect();
+    g.bench_function("binomial,n=2^18-1,4096 draws", |b| {
+        b.iter(|| ps.iter().map(|&p| binomial::sample(262_143, black_box(p), &mut rng)).sum::<u64>())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, analytic, montecarlo, parts);
 criterion_main!(benches);

@@ -27,6 +27,9 @@ use rayon::prelude::*;
 /// Trials per parallel work item.
 const CHUNK: u64 = 2048;
 
+/// Exact trials interleaved in one batch (see `Plan::exact_batched`).
+const BATCH: usize = 16;
+
 /// Which Monte Carlo path to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum McPath {
@@ -123,6 +126,7 @@ struct Scratch {
     blocks: Vec<f64>,
 }
 
+#[derive(Default)]
 struct Acc {
     successes: u64,
     attended: u64,
@@ -138,19 +142,18 @@ impl Plan {
         }
     }
 
-    fn trial(&self, rng: &mut Xoshiro256PlusPlus, path: McPath, acc: &mut Acc) {
+    /// One trial. Generic over the rank sampler so that the exact path's loop is compiled
+    /// without the materialising path's code (which it never runs) inlined into it.
+    #[inline(always)]
+    fn trial<F>(&self, rng: &mut Xoshiro256PlusPlus, acc: &mut Acc, mut rank_of: F)
+    where
+        F: FnMut(Option<f64>, &mut Xoshiro256PlusPlus, &mut Scratch) -> u64,
+    {
         let z = if self.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
         let g = &self.geometry;
         let mut layers_attending = 0u32;
         for layer in 0..self.layers {
-            let rank = if g.needle_entries.is_empty() {
-                None
-            } else {
-                Some(match path {
-                    McPath::Materialise => self.rank_materialised(z, rng, &mut acc.scratch),
-                    _ => self.rank_exact(z, rng),
-                })
-            };
+            let rank = if g.needle_entries.is_empty() { None } else { Some(rank_of(z, rng, &mut acc.scratch)) };
             if layer == 0 {
                 acc.ranks.record(rank);
             }
@@ -158,6 +161,12 @@ impl Plan {
                 layers_attending += 1;
             }
         }
+        self.conclude(layers_attending, rng, acc);
+    }
+
+    /// The readout of a trial whose layers have been ranked: attended, then answered.
+    #[inline(always)]
+    fn conclude(&self, layers_attending: u32, rng: &mut Xoshiro256PlusPlus, acc: &mut Acc) {
         let attended = match self.readout {
             Readout::Any => layers_attending >= 1,
             Readout::All => layers_attending == self.layers,
@@ -174,6 +183,47 @@ impl Plan {
             rng.random::<f64>() < p
         };
         acc.successes += success as u64;
+    }
+
+    /// Whether exact trials can run [`BATCH`] at a time: one layer, no shared component, a
+    /// needle to rank (the common case; every other exact scenario runs trial by trial).
+    fn batchable(&self) -> bool {
+        self.layers == 1 && !self.needs_shared() && !self.geometry.needle_entries.is_empty()
+    }
+
+    /// Exact trials `range`, [`BATCH`] at a time in two phases: every trial's needle score and
+    /// tail probabilities, then every trial's binomial counts. Each trial still draws from its
+    /// own generator in the same order as [`Plan::trial`] (needle, counts, readout), so the
+    /// results are identical to running them one by one; the phases only give the processor
+    /// independent work to overlap (a single trial is one long chain of dependent latencies:
+    /// seed, normal, tail probability, square root, division).
+    fn exact_batched(&self, seed: u64, range: std::ops::Range<u64>, acc: &mut Acc) {
+        let m = self.model.as_ref().expect("exact path needs closed-form laws");
+        let g = &self.geometry;
+        let mut i = range.start;
+        while i < range.end {
+            let len = (range.end - i).min(BATCH as u64) as usize;
+            let mut rngs: [Xoshiro256PlusPlus; BATCH] = std::array::from_fn(|j| trial_rng(seed, i + j as u64));
+            let mut tails = [(0.0, 0.0); BATCH];
+            for (rng, tail) in rngs.iter_mut().zip(&mut tails).take(len) {
+                let mut y = f64::NEG_INFINITY;
+                for law in &self.fixed_needle_laws {
+                    y = y.max(law.sample(rng));
+                }
+                *tail = (m.distractor.sf(y), if m.n_hard > 0 { m.hard.sf(y) } else { 0.0 });
+            }
+            for (rng, &(p_regular, p_hard)) in rngs.iter_mut().zip(&tails).take(len) {
+                let mut above = binomial::sample(m.n_regular, p_regular, rng);
+                if m.n_hard > 0 {
+                    above += binomial::sample(m.n_hard, p_hard, rng);
+                }
+                let rank = 1 + above;
+                acc.ranks.record(Some(rank));
+                let attending = g.always_attended || rank <= g.k_eff;
+                self.conclude(attending as u32, rng, acc);
+            }
+            i += len as u64;
+        }
     }
 
     /// Exact sampling: the needle's best entry, then binomial counts above it.
@@ -320,6 +370,66 @@ pub fn simulate(s: &Scenario, trials: u64, seed: u64, path: McPath) -> Result<Mc
     simulate_observed(s, trials, seed, path, &|_| {})
 }
 
+impl Plan {
+    /// The plan of a validated scenario and the path it runs on.
+    fn new(s: &Scenario, path: McPath) -> Result<(Plan, McPath), NotExact> {
+        let geometry = Geometry::new(s);
+        let model = ScoreModel::new(s, &geometry);
+        let path = match (path, &model) {
+            (McPath::Auto, Ok(_)) | (McPath::Exact, Ok(_)) => McPath::Exact,
+            (McPath::Exact, Err(e)) => return Err(e.clone()),
+            _ => McPath::Materialise,
+        };
+        if path == McPath::Materialise && geometry.n_candidates > MAX_MATERIALISED_CANDIDATES {
+            return Err(NotExact(materialise_limit(s, path).unwrap_or_default()));
+        }
+        let fixed_needle_laws = match &model {
+            Ok(m) if !m.shared => m.needle_entries.iter().map(|e| m.needle_law(e, None)).collect(),
+            _ => Vec::new(),
+        };
+        let plan = Plan {
+            fixed_needle_laws,
+            needle_spans: geometry.needle_spans(s.needle_tokens),
+            geometry,
+            model: model.ok(),
+            token: TokenLaw::new(s.distractor),
+            pooling: s.pooling,
+            overlap: s.overlap,
+            compress_ratio: s.compress_ratio,
+            dprime: s.dprime,
+            needle_sd: s.needle_sd,
+            rho: s.layer_corr,
+            noise: s.score_noise,
+            hard_mean: s.hard_mean,
+            layers: s.layers,
+            readout: s.readout,
+            p_read: s.p_read,
+            p_guess: s.p_guess,
+        };
+        Ok((plan, path))
+    }
+
+    /// Trials `range` on `path`, accumulated into `acc`.
+    fn run(&self, path: McPath, seed: u64, range: std::ops::Range<u64>, acc: &mut Acc) {
+        if path == McPath::Materialise {
+            for i in range {
+                self.trial(&mut trial_rng(seed, i), acc, |z, rng, scratch| self.rank_materialised(z, rng, scratch));
+            }
+        } else if self.batchable() {
+            self.exact_batched(seed, range, acc);
+        } else {
+            self.run_one_by_one(seed, range, acc);
+        }
+    }
+
+    /// Exact trials `range`, each run to its end before the next starts.
+    fn run_one_by_one(&self, seed: u64, range: std::ops::Range<u64>, acc: &mut Acc) {
+        for i in range {
+            self.trial(&mut trial_rng(seed, i), acc, |z, rng, _| self.rank_exact(z, rng));
+        }
+    }
+}
+
 /// [`simulate`], calling `on_progress(trials_done)` after each chunk of trials (for progress bars).
 pub fn simulate_observed(
     s: &Scenario,
@@ -328,50 +438,15 @@ pub fn simulate_observed(
     path: McPath,
     on_progress: &(dyn Fn(u64) + Sync),
 ) -> Result<McRun, NotExact> {
-    let geometry = Geometry::new(s);
-    let model = ScoreModel::new(s, &geometry);
-    let path = match (path, &model) {
-        (McPath::Auto, Ok(_)) | (McPath::Exact, Ok(_)) => McPath::Exact,
-        (McPath::Exact, Err(e)) => return Err(e.clone()),
-        _ => McPath::Materialise,
-    };
-    if path == McPath::Materialise && geometry.n_candidates > MAX_MATERIALISED_CANDIDATES {
-        return Err(NotExact(materialise_limit(s, path).unwrap_or_default()));
-    }
-    let fixed_needle_laws = match &model {
-        Ok(m) if !m.shared => m.needle_entries.iter().map(|e| m.needle_law(e, None)).collect(),
-        _ => Vec::new(),
-    };
-    let plan = Plan {
-        fixed_needle_laws,
-        needle_spans: geometry.needle_spans(s.needle_tokens),
-        geometry,
-        model: model.ok(),
-        token: TokenLaw::new(s.distractor),
-        pooling: s.pooling,
-        overlap: s.overlap,
-        compress_ratio: s.compress_ratio,
-        dprime: s.dprime,
-        needle_sd: s.needle_sd,
-        rho: s.layer_corr,
-        noise: s.score_noise,
-        hard_mean: s.hard_mean,
-        layers: s.layers,
-        readout: s.readout,
-        p_read: s.p_read,
-        p_guess: s.p_guess,
-    };
+    let (plan, path) = Plan::new(s, path)?;
     let chunks = trials.div_ceil(CHUNK);
     let acc = (0..chunks)
         .into_par_iter()
         .fold(
-            || Acc { successes: 0, attended: 0, ranks: RankHistogram::default(), scratch: Scratch::default() },
+            Acc::default,
             |mut acc, c| {
                 let end = ((c + 1) * CHUNK).min(trials);
-                for i in c * CHUNK..end {
-                    let mut rng = trial_rng(seed, i);
-                    plan.trial(&mut rng, path, &mut acc);
-                }
+                plan.run(path, seed, c * CHUNK..end, &mut acc);
                 on_progress(end - c * CHUNK);
                 acc
             },
@@ -387,3 +462,47 @@ pub fn simulate_observed(
     Ok(McRun { successes: acc.0, attended: acc.1, trials, ranks: acc.2, path })
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Distractor, Readout};
+
+    /// Batching is a schedule, not a different sampler: every trial's draws and outcome are those
+    /// of running it alone, so the counts must be identical, not merely close.
+    #[test]
+    fn batched_trials_equal_trials_run_one_by_one() {
+        let base = Scenario { context_len: 1 << 16, index_topk: 256, ..Scenario::default() };
+        let scenarios = [
+            base.clone(),
+            Scenario { dprime: 4.5, ..base.clone() }, // mostly inversion (n·p < 10)
+            Scenario { dprime: 1.0, ..base.clone() }, // mostly BTRS
+            Scenario { hard_negatives: 40.0, hard_mean: 2.5, ..base.clone() },
+            Scenario { compress_ratio: 4, pooling: Pooling::Mean, needle_tokens: 6, ..base.clone() },
+            Scenario { compress_ratio: 4, pooling: Pooling::Max, ..base.clone() },
+            Scenario { distractor: Distractor::Gumbel, score_noise: 0.0, ..base.clone() },
+            Scenario { repeat: 3, ..base.clone() },
+            Scenario { p_read: 0.9, p_guess: 0.05, ..base.clone() },
+            Scenario { window: 40_000, depth: 0.9, ..base.clone() },
+            Scenario { readout: Readout::All, ..base.clone() },
+        ];
+        let mut batched_scenarios = 0;
+        for s in &scenarios {
+            s.validate().unwrap();
+            let (plan, path) = Plan::new(s, McPath::Exact).unwrap();
+            assert_eq!(path, McPath::Exact);
+            batched_scenarios += plan.batchable() as u32;
+            // A range that starts mid-batch and ends with a partial batch.
+            let range = 5..5 + 7 * BATCH as u64 + 3;
+            let (mut batched, mut alone) = (Acc::default(), Acc::default());
+            plan.run(path, 42, range.clone(), &mut batched);
+            plan.run_one_by_one(42, range, &mut alone);
+            assert_eq!(
+                (batched.successes, batched.attended, &batched.ranks),
+                (alone.successes, alone.attended, &alone.ranks),
+                "{s:?}"
+            );
+        }
+        assert!(batched_scenarios >= 10, "only {batched_scenarios} scenarios took the batched path");
+    }
+}

@@ -1,10 +1,11 @@
 //! Special functions and interval estimates shared by the engines.
 
-// libm (a port of musl) rather than statrs for erfc: statrs' erfc is off by ~5e-11 relative even
-// at x = 1, libm is within an ulp across the range (checked against mpmath in the tests).
-use libm::erfc;
+mod normal_tail;
+mod normal_tail_table;
+
+pub use normal_tail::norm_sf;
 use statrs::function::gamma::ln_gamma;
-use std::f64::consts::{FRAC_1_SQRT_2, PI};
+use std::f64::consts::PI;
 
 /// z for a two-sided 95% interval.
 pub const Z95: f64 = 1.959_963_984_540_054;
@@ -26,13 +27,9 @@ pub fn wilson(successes: u64, trials: u64, z: f64) -> (f64, f64) {
 }
 
 /// Standard normal CDF Φ(x), accurate in both tails.
+#[inline]
 pub fn norm_cdf(x: f64) -> f64 {
-    0.5 * erfc(-x * FRAC_1_SQRT_2)
-}
-
-/// Standard normal survival 1 − Φ(x), accurate in both tails.
-pub fn norm_sf(x: f64) -> f64 {
-    0.5 * erfc(x * FRAC_1_SQRT_2)
+    norm_sf(-x)
 }
 
 /// ln Φ(x) without underflow for very negative x.
@@ -173,6 +170,25 @@ mod tests {
         assert!((ln_norm_cdf(-29.9) - norm_cdf(-29.9).ln()).abs() < 1e-10);
         assert!((ln_norm_cdf(-30.1) - (-457.329_564_416_382_26)).abs() < 1e-9);
         assert!((norm_sf(8.0) / 6.220_960_574_271_784e-16 - 1.0).abs() < 1e-14, "{}", norm_sf(8.0));
+        // mpmath (40 digits): Q(x) = 1 − Φ(x) (a denser check is tests/normal_tail.rs).
+        for (x, q) in [
+            (0.3, 0.382_088_577_811_047_37),
+            (1.7, 0.044_565_462_758_543_044),
+            (3.1, 0.000_967_603_213_218_356_6),
+            (5.5, 1.898_956_246_588_772e-8),
+            (12.0, 1.776_482_112_077_679e-33),
+            (20.0, 2.753_624_118_606_233_7e-89),
+            (30.0, 4.906_713_927_148_187e-198),
+            (37.0, 5.725_571_222_524_577e-300),
+        ] {
+            let tol = 1e-15;
+            assert!((norm_sf(x) / q - 1.0).abs() < tol, "Q({x}) = {} vs {q}", norm_sf(x));
+            assert!((norm_cdf(-x) / q - 1.0).abs() < tol);
+            assert!((norm_cdf(x) - (1.0 - q)).abs() < 2e-16);
+        }
+        assert_eq!(norm_sf(f64::INFINITY), 0.0);
+        assert_eq!(norm_sf(f64::NEG_INFINITY), 1.0);
+        assert!(norm_sf(f64::NAN).is_nan());
         // mpmath: erfc(1) = 0.15729920705028513.
         assert!((2.0 * norm_sf(std::f64::consts::SQRT_2) / 0.157_299_207_050_285_13 - 1.0).abs() < 1e-15);
     }
