@@ -110,7 +110,9 @@ fn btrs<R: Rng + ?Sized>(n: u64, p: f64, rng: &mut R) -> u64 {
         let m = (((nf + 1.0) * p) as u64) as f64; // floor: the product is ≥ 0
         let r = p / q;
         let alpha = (2.83 + 5.1 / b) * spq;
-        let lhs = (v * alpha / (a / (us * us) + b)).ln();
+        // ln(v·alpha / (a/us² + b)) with one division.
+        let us2 = us * us;
+        let lhs = (v * alpha * us2 / (a + b * us2)).ln();
         if lhs <= ln_pmf_ratio(nf, kf, m, r) {
             return kf as u64;
         }
@@ -150,9 +152,10 @@ fn fc(k: f64) -> f64 {
     if k < 10.0 {
         return SMALL[k as usize];
     }
-    let k1 = k + 1.0;
-    let k1sq = k1 * k1;
-    (1.0 / 12.0 - (1.0 / 360.0 - 1.0 / 1260.0 / k1sq) / k1sq) / k1
+    // One division: 1/(k+1), then its powers.
+    let i = 1.0 / (k + 1.0);
+    let i2 = i * i;
+    (1.0 / 12.0 - (1.0 / 360.0 - i2 * (1.0 / 1260.0)) * i2) * i
 }
 
 #[cfg(test)]
