@@ -7,7 +7,9 @@
 //! Two paths:
 //! - **exact sampling** (closed-form laws): draw the needle's best entry score Y, then the number
 //!   of distractors above it, Binomial(n_regular, Q(Y)) + Binomial(n_hard, Q_hard(Y)). No
-//!   candidate is materialised; a trial costs the same at N = 10^3 and N = 10^9.
+//!   candidate is materialised; a trial costs the same at N = 10^3 and N = 10^9. Single-layer
+//!   trials run [`BATCH`] at a time (`Plan::exact_batched`) with results identical to running
+//!   them one by one.
 //! - **materialising**: every candidate's score is drawn (from its tokens when pooling), for the
 //!   cases without closed-form laws (overlapping mean/max pooling, noise on non-normal laws, …).
 //!   Memory is one f64 per block per thread, reused across trials; at most
