@@ -97,7 +97,7 @@ impl Geometry {
             let last = (b - 1) / c + u64::from(s.overlap);
             let mut i = first;
             while i <= last && i < n {
-                if entries.last().map_or(true, |e| e.index < i) {
+                if entries.last().is_none_or(|e| e.index < i) {
                     let (ta, tb) = entry_tokens(i, c, s.overlap);
                     let needle: u64 = spans
                         .iter()

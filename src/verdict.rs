@@ -131,6 +131,7 @@ fn bisect_k(model: &dyn RecallModel, s: &Scenario, target: f64, hi: u64) -> Resu
 
 /// Smallest value of an increasing (sign = +1) or largest of a decreasing (sign = −1) recall
 /// curve in `field` meeting the target, by bisection to `tol`.
+#[allow(clippy::too_many_arguments)] // a private helper; the arguments are the search
 fn bisect_field(
     model: &dyn RecallModel,
     s: &Scenario,

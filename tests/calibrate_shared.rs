@@ -57,3 +57,21 @@ fn quest_passkey_table() {
     assert!(j["gof_p"].as_f64().unwrap() > 0.01, "{}", j["gof_p"]);
     eprintln!("Quest: {} deviance {} gof_p {}", j["estimates"], j["deviance"], j["gof_p"]);
 }
+
+#[test]
+fn text_predictions_say_which_scenario_they_start_from() {
+    // The table's rows carry their own context; predictions start from the command line's.
+    let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
+        .args([
+            "calibrate", "--data", QUEST, "--fit", "dprime", "--preset", "quest-16", "--context-len", "10000",
+            "--predict", "index_topk=4,8",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text.lines().find(|l| l.contains("from the command-line scenario")).expect("no base line");
+    assert!(line.contains("context_len=10000") && line.contains("compress_ratio=16"), "{line}");
+    // The grid's own field is not repeated as a fixed value.
+    assert!(!line.contains("index_topk="), "{line}");
+}

@@ -256,7 +256,7 @@ pub fn minimize_bounded(
     for x0 in chosen {
         let m = nelder_mead(f, &x0, &step, lo, hi, opts);
         evals += m.evals;
-        if best.as_ref().map_or(true, |b| m.fx < b.fx) {
+        if best.as_ref().is_none_or(|b| m.fx < b.fx) {
             best = Some(m);
         }
     }

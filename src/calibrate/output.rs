@@ -291,7 +291,15 @@ impl CalibrationReport {
             }
         }
         if !self.predictions.is_empty() {
+            // The rows' own geometry does not carry over: say which scenario the grid varies.
+            let on_grid = |f: &str| self.predictions[0].point.iter().any(|(g, _)| g == f);
+            let from: Vec<String> = ["context_len", "index_topk", "compress_ratio", "window", "depth", "repeat"]
+                .into_iter()
+                .filter(|f| !on_grid(f))
+                .filter_map(|f| self.base.get(f).ok().map(|v| format!("{f}={v}")))
+                .collect();
             let _ = writeln!(s, "\npredictions (95% band: {BAND_METHOD}):");
+            let _ = writeln!(s, "  from the command-line scenario with the fit substituted: {}", from.join(" "));
             for p in &self.predictions {
                 let at: Vec<String> = p.point.iter().map(|(f, v)| format!("{f}={v}")).collect();
                 let _ = writeln!(s, "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]", at.join(" "), p.recall, p.ci_low, p.ci_high);

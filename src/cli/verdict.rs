@@ -44,7 +44,7 @@ pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
             super::calibrate::check_rows(&data, &base, &args.engine)?;
             let free = parse_fit_spec(fit, Some(&data))?;
             let (report, cv, s0) = args.engine.in_pool(|| -> Result<_, CliError> {
-                let report = run_calibration(&data, &base, free, &model, false, &[], || String::new())?;
+                let report = run_calibration(&data, &base, free, &model, false, &[], String::new)?;
                 let mut report = report;
                 if report.fit.region.is_empty() {
                     let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), &model)?;

@@ -238,9 +238,14 @@ pub fn scenario_summary(grid: &Grid) -> String {
     let d = Scenario::default();
     let varied = |f: &str| grid.axes.iter().any(|a| a.field == f);
     let mut parts = Vec::new();
-    let always = ["context_len", "index_topk", "compress_ratio", "overlap", "window", "dprime"];
+    // Only the fields the scenario's model reads: a vector scenario's dprime is not a parameter.
+    let (ignored, discrimination) = match s.model {
+        crate::scenario::Model::Vector => (crate::scenario::SCALAR_ONLY_FIELDS, "alignment"),
+        _ => (crate::scenario::VECTOR_ONLY_FIELDS, "dprime"),
+    };
+    let always = ["context_len", "index_topk", "compress_ratio", "overlap", "window", discrimination];
     for f in crate::scenario::FIELD_NAMES {
-        if varied(f) {
+        if varied(f) || ignored.contains(f) {
             continue;
         }
         let v = field_text(s, f);
@@ -545,4 +550,21 @@ fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
         note: "Green: saturated at the smallest k. Yellow/orange: coverage-limited (a larger k fixes it). Dark: discrimination-limited.".into(),
     };
     (map, table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::Grid;
+
+    #[test]
+    fn summary_lists_only_the_fields_the_model_reads() {
+        let scalar = Scenario::preset("deepseek-v4-flash").unwrap();
+        let vector = Scenario { model: crate::scenario::Model::Vector, alignment: 0.12, ..scalar.clone() };
+        let summary = |s: &Scenario| scenario_summary(&Grid { base: s.clone(), axes: vec![], rank: false });
+        let (sc, ve) = (summary(&scalar), summary(&vector));
+        assert!(sc.contains("dprime") && !sc.contains("alignment"), "{sc}");
+        assert!(ve.contains("alignment") && !ve.contains("dprime"), "{ve}");
+        assert!(ve.contains("L = ") && ve.contains("k = "), "{ve}");
+    }
 }

@@ -121,7 +121,7 @@ impl BlockScaled {
     /// ([`FormatError::NonFinite`], naming the first one). For the e4m3 kind the whole slice is
     /// the tensor whose amax sets the tensor scale.
     pub fn quantize_dequantize_in_place(&self, xs: &mut [f32]) -> Result<(), FormatError> {
-        if xs.len() % self.block != 0 {
+        if !xs.len().is_multiple_of(self.block) {
             return Err(FormatError::BlockDoesNotDivide { block: self.block, len: xs.len() });
         }
         if !block_kernel(self, xs) {

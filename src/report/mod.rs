@@ -64,13 +64,16 @@ pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) 
     Ok(vec![svg_path, png_path])
 }
 
+/// A frame's plotting area and its footer note's area (when there is a note).
+pub type FramedAreas<DB> = (DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>);
+
 /// The common frame of every figure: a white background, a titled body and, when `note` is not
 /// empty, a 30-pixel footer strip below it for [`draw_note`].
 pub fn frame<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
     note: &str,
-) -> Result<(DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>), String> {
+) -> Result<FramedAreas<DB>, String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let (_, h) = root.dim_in_pixel();

@@ -161,7 +161,7 @@ impl EntryLaw {
     /// A point where the law's CDF has a jump or a kink worth splitting an integral at.
     pub fn breakpoint(&self) -> Option<f64> {
         match *self {
-            EntryLaw::Gauss { mean, sd } if sd == 0.0 => Some(mean),
+            EntryLaw::Gauss { mean, sd: 0.0 } => Some(mean),
             EntryLaw::Max { n_needle, needle_mean, needle_sd, .. } if n_needle > 0 && needle_sd == 0.0 => {
                 Some(needle_mean)
             }

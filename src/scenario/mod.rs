@@ -3,12 +3,18 @@
 //!
 //! One setter path serves every front end: TOML keys, command-line flags, sweep axes and
 //! calibration parameters all go through [`Scenario::set`] or serde, then [`Scenario::validate`],
-//! so an invalid value is reported the same way wherever it came from.
+//! so an invalid value is reported the same way wherever it came from. The keyword-valued
+//! fields (distractor law, pooling, readout, …) live in `keywords`, the presets in `presets`.
+
+mod keywords;
+mod presets;
+
+pub use keywords::{Compressor, Distractor, Model, Pooling, Readout, RepeatLayout};
+pub use presets::{fp4_indexer, fp8_indexer, PRESET_NAMES};
 
 use crate::formats::Format;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::str::FromStr;
 
 /// Why a scenario could not be built: always names the field, the value and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -42,186 +48,6 @@ pub enum ScenarioError {
     /// A scenario document (TOML or JSON) that is malformed.
     #[error("{0}")]
     Document(String),
-}
-
-/// The law of a distractor token's indexer score, standardised to mean 0 and variance 1.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Distractor {
-    /// Standard normal.
-    Normal,
-    /// Student's t with 2 < `df` ≤ [`MAX_STUDENT_T_DF`] degrees of freedom, scaled to unit
-    /// variance (heavy tails).
-    StudentT(f64),
-    /// Gumbel (max-type extreme value), shifted and scaled to mean 0, variance 1.
-    Gumbel,
-}
-
-/// How an entry's score is formed from the scores of the tokens it pools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Pooling {
-    /// The entry score has the token law directly; `compress_ratio` only changes N.
-    None,
-    /// Mean of the pooled tokens (dilution).
-    Mean,
-    /// Max of the pooled tokens (a sharp gate).
-    Max,
-}
-
-/// Where the `repeat` copies of the needle go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RepeatLayout {
-    /// Copy j at depth (j + 0.5) / repeat: spread over the context.
-    Spread,
-    /// Copies follow each other from `depth`.
-    Adjacent,
-}
-
-/// Which score model a scenario uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Model {
-    /// The scalar score model of DESIGN.md §2.2 (analytic or Monte Carlo).
-    Scalar,
-    /// The vector lightning-indexer model of §2.3 (Monte Carlo; see [`crate::indexer`]).
-    Vector,
-}
-
-/// How the vector model's compressor pools token keys into an entry key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compressor {
-    /// Mean of the pooled tokens' keys.
-    Mean,
-    /// Per-channel softmax over the pooled positions with random gate logits (V4's compressor).
-    Gated,
-}
-
-/// How many of the `layers` indexer layers must attend the needle for it to be retrieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Readout {
-    /// At least one layer.
-    Any,
-    /// Every layer.
-    All,
-    /// At least this many layers.
-    AtLeast(u32),
-}
-
-macro_rules! string_serde {
-    ($t:ty) => {
-        impl Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(&self.to_string())
-            }
-        }
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(d)?;
-                text.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
-string_serde!(Distractor);
-string_serde!(Readout);
-
-/// FromStr and Display for an enum of plain keywords, with the one-line error every field uses
-/// ("`x`: expected a, b or c").
-macro_rules! keyword_enum {
-    ($t:ty { $($variant:ident => $word:literal),+ $(,)? }) => {
-        impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s.trim() {
-                    $($word => Ok(<$t>::$variant),)+
-                    o => {
-                        let words: &[&str] = &[$($word),+];
-                        let (last, rest) = words.split_last().expect("at least one keyword");
-                        Err(format!("`{o}`: expected {} or {last}", rest.join(", ")))
-                    }
-                }
-            }
-        }
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(match self {
-                    $(<$t>::$variant => $word,)+
-                })
-            }
-        }
-    };
-}
-keyword_enum!(Pooling { None => "none", Mean => "mean", Max => "max" });
-keyword_enum!(Model { Scalar => "scalar", Vector => "vector" });
-keyword_enum!(Compressor { Mean => "mean", Gated => "gated" });
-keyword_enum!(RepeatLayout { Spread => "spread", Adjacent => "adjacent" });
-
-impl fmt::Display for Distractor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Distractor::Normal => write!(f, "normal"),
-            Distractor::StudentT(df) => write!(f, "student_t:{df}"),
-            Distractor::Gumbel => write!(f, "gumbel"),
-        }
-    }
-}
-
-/// The parameter of `KEY:P` or `KEY(P)` (student_t:5, at_least(3)), if `s` has that form.
-fn keyword_parameter<'a>(s: &'a str, key: &str) -> Option<&'a str> {
-    let rest = s.strip_prefix(key)?;
-    rest.strip_prefix(':').or_else(|| rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')))
-}
-
-impl FromStr for Distractor {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let allowed = "expected normal, gumbel or student_t:DF (2 < DF ≤ 1000000; beyond, use normal)";
-        match s {
-            "normal" => Ok(Distractor::Normal),
-            "gumbel" => Ok(Distractor::Gumbel),
-            _ => {
-                let df = keyword_parameter(s, "student_t").ok_or_else(|| format!("`{s}`: {allowed}"))?;
-                let df: f64 = df.trim().parse().map_err(|_| format!("`{s}`: {allowed}"))?;
-                if !(df.is_finite() && df > 2.0 && df <= MAX_STUDENT_T_DF) {
-                    return Err(format!("`{s}`: {allowed}"));
-                }
-                Ok(Distractor::StudentT(df))
-            }
-        }
-    }
-}
-
-impl fmt::Display for Readout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Readout::Any => write!(f, "any"),
-            Readout::All => write!(f, "all"),
-            Readout::AtLeast(m) => write!(f, "at_least:{m}"),
-        }
-    }
-}
-
-impl FromStr for Readout {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let allowed = "expected any, all or at_least:M (M ≥ 1)";
-        match s {
-            "any" => Ok(Readout::Any),
-            "all" => Ok(Readout::All),
-            _ => {
-                let m = keyword_parameter(s, "at_least").ok_or_else(|| format!("`{s}`: {allowed}"))?;
-                let m: u32 = m.trim().parse().map_err(|_| format!("`{s}`: {allowed}"))?;
-                if m == 0 {
-                    return Err(format!("`{s}`: {allowed}"));
-                }
-                Ok(Readout::AtLeast(m))
-            }
-        }
-    }
 }
 
 /// One retrieval scenario of the scalar model. Field names are the TOML keys and, in kebab-case,
@@ -421,17 +247,6 @@ pub const REAL_FIELDS: &[&str] = &[
     "outlier_scale",
 ];
 
-/// The names of the built-in presets.
-pub const PRESET_NAMES: &[&str] = &[
-    "deepseek-v3.2",
-    "deepseek-v4-flash",
-    "deepseek-v4-pro",
-    "deepseek-v4-flash-fp8cache",
-    "deepseek-v4-pro-fp8cache",
-    "quest-16",
-    "nsa",
-];
-
 /// Largest Student-t degrees of freedom accepted. The t law's normalising constant and tail
 /// functions lose accuracy as df grows (at df = 10^16 the analytic engine returned recall 0 for
 /// a needle the normal law retrieves 87% of the time); at 10^6 the law is within 10^-6 of the
@@ -489,76 +304,6 @@ fn range_err(field: &'static str, value: impl fmt::Display, allowed: impl Into<S
 }
 
 impl Scenario {
-    /// A named preset (DESIGN.md §2.4), as far as the scalar model expresses it.
-    ///
-    /// Sources: DeepSeek-V3.2-Exp `inference/config` (index_topk 2048, token-level), DeepSeek-V4
-    /// reference `model.py` (CSA compress_ratio 4 with overlapping blocks, index_topk 512 Flash /
-    /// 1024 Pro, sliding window 128, top-k kernel maximum 1024 / 2048), Quest (page 16, max-bound
-    /// page scores), NSA (selection blocks 64, 16 selected, window 512, 1 initial block forced).
-    pub fn preset(name: &str) -> Result<Scenario, ScenarioError> {
-        let base = Scenario::default();
-        let s = match name.trim() {
-            "deepseek-v3.2" => Scenario {
-                compress_ratio: 1,
-                overlap: false,
-                index_topk: 2048,
-                max_topk: 2048,
-                window: 0,
-                q_format: fp8_indexer(),
-                k_format: fp8_indexer(),
-                ..base
-            },
-            "deepseek-v4-flash" => Scenario {
-                compress_ratio: 4,
-                overlap: true,
-                index_topk: 512,
-                max_topk: 1024,
-                window: 128,
-                q_format: fp4_indexer(),
-                k_format: fp4_indexer(),
-                ..base
-            },
-            "deepseek-v4-pro" => Scenario {
-                compress_ratio: 4,
-                overlap: true,
-                index_topk: 1024,
-                max_topk: 2048,
-                window: 128,
-                q_format: fp4_indexer(),
-                k_format: fp4_indexer(),
-                ..base
-            },
-            "deepseek-v4-flash-fp8cache" => Scenario {
-                k_format: fp8_indexer(),
-                ..Scenario::preset("deepseek-v4-flash")?
-            },
-            "deepseek-v4-pro-fp8cache" => Scenario {
-                k_format: fp8_indexer(),
-                ..Scenario::preset("deepseek-v4-pro")?
-            },
-            "quest-16" => Scenario {
-                compress_ratio: 16,
-                overlap: false,
-                index_topk: 64,
-                max_topk: 256,
-                window: 0,
-                pooling: Pooling::Max,
-                ..base
-            },
-            "nsa" => Scenario {
-                compress_ratio: 64,
-                overlap: false,
-                index_topk: 16,
-                max_topk: 64,
-                window: 512,
-                sink: 64,
-                ..base
-            },
-            other => return Err(ScenarioError::UnknownPreset(other.to_string())),
-        };
-        Ok(s)
-    }
-
     /// Sets one field from its textual value (a TOML scalar, a flag's argument, a sweep point).
     /// Does not validate cross-field constraints: call [`Scenario::validate`] afterwards.
     pub fn set(&mut self, field: &str, value: &str) -> Result<(), ScenarioError> {
@@ -871,20 +616,6 @@ impl Scenario {
     pub fn coverage_horizon_tokens(&self) -> u64 {
         self.index_topk.saturating_mul(self.compress_ratio)
     }
-}
-
-/// DeepSeek's FP8 indexer format: e4m3, blocks of 128, fp32 scale amax / 448 (amax floored at
-/// 1e-4), as DESIGN.md §2.4 lists for V3.2 and as serving stacks store V4's indexer cache.
-/// (DeepSeek-V3.2-Exp's released config sets `scale_fmt = "ue8m0"`, i.e. power-of-two scales:
-/// `--q-format fp8-e4m3:128:ue8m0:floor=0.0001` selects that variant.)
-pub fn fp8_indexer() -> Format {
-    Format::Block(crate::formats::BlockScaled::deepseek_fp8(crate::formats::ScaleKind::Fp32))
-}
-
-/// DeepSeek-V4's FP4 indexer format: e2m1, blocks of 32, power-of-two (ue8m0) scale
-/// 2^ceil(log2(amax / 6)), as `fp4_act_quant` in V4's reference kernel.
-pub fn fp4_indexer() -> Format {
-    Format::Block(crate::formats::BlockScaled::deepseek_fp4())
 }
 
 /// Formats a TOML error as one line: `line L, column C: message`.
