@@ -403,7 +403,7 @@ fn cross_field_constraints() {
         ),
         ("readout above layers", vec!["--layers", "2", "--readout", "at_least:3"], "readout"),
         ("repeat span above 2^24", vec!["--repeat", "4096", "--needle-tokens", "4097", "--context-len", "1e8"], "repeat"),
-        ("vector model keys above 16 GiB", vec!["--model", "vector", "--context-len", "1e9"], "context_len"),
+        ("vector model scores above 2^28 entries", vec!["--model", "vector", "--context-len", "1e9"], "context_len"),
         ("Hadamard on a head_dim that is not a power of two", vec!["--head-dim", "96", "--hadamard", "true"], "head_dim"),
         ("outlier channels above head_dim", vec!["--head-dim", "64", "--outlier-channels", "65"], "outlier_channels"),
         ("key-format block not dividing head_dim", vec!["--head-dim", "64", "--k-format", "fp8-e4m3:128:fp32"], "k_format"),
@@ -885,6 +885,8 @@ fn formats_hostile_invocations() {
         ("invalid scenario field", &["--context-len", "0"], &["context_len"]),
         ("invalid vector field", &["--heads", "0"], &["heads"]),
         ("keys above 16 GiB", &["--context-len", "1e9", "--compress-ratio", "1"], &["context_len"]),
+        // A trial streams its keys (1e8 scores fit); comparing formats keeps them all (51 GB).
+        ("kept keys above 16 GiB", &["--context-len", "1e8", "--compress-ratio", "1"], &["context_len", "16 GiB"]),
         ("unknown preset", &["--preset", "nope"], &["nope"]),
         ("missing scenario file", &["--scenario", "missing.toml"], &["missing.toml"]),
         ("flag twice", &["--json", "--json"], &["--json"]),

@@ -169,3 +169,47 @@ fn results_do_not_depend_on_the_thread_count() {
     };
     assert_eq!(f(1), f(2));
 }
+
+/// A trial streams its keys a block at a time; the scores must be exactly those of drawing every
+/// key first (the path `formats` uses), whatever the features and however the blocks fall.
+#[test]
+fn streamed_keys_score_exactly_as_drawing_them_all() {
+    use dsa_sim::indexer::{Scratch, KEY_BLOCK};
+    use rand::SeedableRng;
+    let cases = [
+        // V4: overlap, gated compressor, FP4 q and keys, hard negatives, several blocks.
+        vector("deepseek-v4-flash", &[("context_len", "20000"), ("needle_tokens", "8"), ("hard_negatives", "30")]),
+        // V3.2: token-level entries, FP8, a needle in the last partial block.
+        vector("deepseek-v3.2", &[("context_len", "5000"), ("depth", "0.97"), ("repeat", "3")]),
+        // NVFP4 keys, mean compressor, outlier channels, no Hadamard.
+        vector(
+            "",
+            &[
+                ("context_len", "9000"),
+                ("compress_ratio", "4"),
+                ("compressor", "mean"),
+                ("k_format", "nvfp4"),
+                ("outlier_channels", "4"),
+                ("hadamard", "false"),
+            ],
+        ),
+    ];
+    for s in &cases {
+        for token_path in [false, true] {
+            let m = VectorModel::new(s).with_token_path(token_path);
+            assert!(m.n_entries() > KEY_BLOCK, "the case must span several blocks");
+            let (mut streamed, mut whole) = (Scratch::default(), Scratch::default());
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
+            let rank = m.layer_rank(&mut rng, &mut streamed);
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
+            m.draw(&mut rng, &mut whole);
+            m.quantize(&m.q_format, &m.k_format, &mut whole);
+            m.score(&mut whole);
+            assert_eq!(rank, m.rank(&whole.scores));
+            assert_eq!(streamed.scores.len(), whole.scores.len());
+            let differ = streamed.scores.iter().zip(&whole.scores).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(differ, 0, "{differ} scores differ ({s:?}, token path {token_path})");
+            assert!(streamed.keys.len() <= KEY_BLOCK * m.head_dim());
+        }
+    }
+}

@@ -49,8 +49,18 @@ fn resolve(args: &FormatsArgs) -> Result<Scenario, CliError> {
     }
     let mut s = a.resolve()?;
     s.model = crate::scenario::Model::Vector;
-    // The vector model's own limits (its keys' memory) apply only once the model is set.
+    // The vector model's own limits apply only once the model is set.
     s.validate()?;
+    // Comparing formats on the same draws keeps every entry key (N × head_dim f32 per thread).
+    let bytes = s.n_candidates() as u128 * s.head_dim as u128 * 4;
+    if bytes > 1 << 34 {
+        return Err(CliError::input(format!(
+            "context_len = {}: formats keeps every entry key (N × head_dim × 4 bytes per thread); {} entries × {} is over 16 GiB",
+            s.context_len,
+            s.n_candidates(),
+            s.head_dim
+        )));
+    }
     Ok(s)
 }
 

@@ -67,6 +67,9 @@ pub const WEIGHT_SEED: u64 = 0x5EED_4EAD_0000_0064;
 /// Trials per parallel work item (vector trials are expensive; chunks only affect scheduling).
 const CHUNK: u64 = 4;
 
+/// Entry keys a trial holds at once (512 KiB at d = 128).
+pub const KEY_BLOCK: usize = 1024;
+
 /// The fixed per-head weights w_h (see the module docs).
 pub fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
     let mut rng = trial_rng(WEIGHT_SEED, heads as u64);
@@ -122,14 +125,15 @@ pub struct VectorModel {
     token_path: bool,
 }
 
-/// Per-thread buffers, reused across trials (memory O(N·d)).
+/// Per-thread buffers, reused across trials: N scores and [`KEY_BLOCK`] keys in a trial,
+/// N keys when [`VectorModel::draw`] draws them all.
 #[derive(Default, Debug, Clone)]
 pub struct Scratch {
     /// Queries, H rows of d (rotated; quantized after [`VectorModel::quantize`]).
     pub q: Vec<f32>,
     /// Transposed padded queries for the kernel.
     qt: Vec<f32>,
-    /// Entry keys, N rows of d.
+    /// Entry keys, rows of d: all N after [`VectorModel::draw`], one block during a trial.
     pub keys: Vec<f32>,
     /// Entry scores.
     pub scores: Vec<f32>,
@@ -250,11 +254,21 @@ impl VectorModel {
         }
     }
 
-    /// Draws one layer's unquantized (rotated) queries and entry keys into `sc.q` and `sc.keys`.
+    /// Draws one layer's unquantized (rotated) queries and entry keys into `sc.q` and `sc.keys`
+    /// (all N keys at once: for comparing formats on the same draws; a trial streams them).
     pub fn draw(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
-        let (h, d, c, n) = (self.heads, self.d, self.c, self.n_entries());
+        let n = self.n_entries();
+        self.draw_query(rng, sc);
+        sc.keys.resize(n * self.d, 0.0);
+        self.draw_keys(rng, sc, 0..n);
+        self.rotate_queries(sc);
+    }
+
+    /// The layer's queries (unrotated), their direction, and the compressor's pooling weights:
+    /// every draw that precedes the keys.
+    fn draw_query(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
+        let (h, d, c) = (self.heads, self.d, self.c);
         sc.q.resize(h * d, 0.0);
-        sc.keys.resize(n * d, 0.0);
         sc.u.resize(d, 0.0);
         sc.tok.resize(d, 0.0);
         sc.acc.resize(d, 0.0);
@@ -327,14 +341,21 @@ impl VectorModel {
             sc.sd_first[j] = (cs * s1.sqrt()) as f32;
             sc.sd_rest[j] = (cs * if self.overlap { s2.sqrt() } else { s1.sqrt() }) as f32;
         }
-        // Entry keys.
-        let mut next_special = 0usize;
-        for i in 0..n {
+    }
+
+    /// Entry keys `entries` (drawn in entry order, finished: normalised and rotated) into the
+    /// first rows of `sc.keys`.
+    fn draw_keys(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch, entries: std::ops::Range<usize>) {
+        let d = self.d;
+        let start = entries.start;
+        let mut next_special = self.special_entries.partition_point(|&e| e < start as u64);
+        for i in entries {
             let special = self.special_entries.get(next_special) == Some(&(i as u64));
             if special {
                 next_special += 1;
             }
-            let key = &mut sc.keys[i * d..i * d + d];
+            let row = i - start;
+            let key = &mut sc.keys[row * d..row * d + d];
             if special || self.token_path {
                 self.entry_from_tokens(i, rng, &sc.u, &sc.w_first, &sc.w_prev, &sc.w_own, &mut sc.tok, &mut sc.acc);
                 key.copy_from_slice(&sc.acc);
@@ -346,8 +367,12 @@ impl VectorModel {
             }
             self.finish_key(key);
         }
+    }
+
+    /// Rotates the queries (no randomness: may run before or after the keys are drawn).
+    fn rotate_queries(&self, sc: &mut Scratch) {
         if self.hadamard {
-            for row in sc.q.chunks_exact_mut(d) {
+            for row in sc.q.chunks_exact_mut(self.d) {
                 hadamard::fwht_orthonormal(row);
             }
         }
@@ -436,7 +461,15 @@ impl VectorModel {
 
     /// Scores every entry with the current `sc.q` and `sc.keys` into `sc.scores`.
     pub fn score(&self, sc: &mut Scratch) {
-        let (h, hp, d, n) = (self.heads, self.hp, self.d, self.n_entries());
+        let (hp, d, n) = (self.hp, self.d, self.n_entries());
+        self.transpose_queries(sc);
+        sc.scores.resize(n, 0.0);
+        kernel::score(&sc.qt, &self.weights, hp, d, &sc.keys, &mut sc.scores);
+    }
+
+    /// `sc.q` into the kernel's padded, transposed layout `sc.qt`.
+    fn transpose_queries(&self, sc: &mut Scratch) {
+        let (h, hp, d) = (self.heads, self.hp, self.d);
         sc.qt.resize(d * hp, 0.0);
         sc.qt.iter_mut().for_each(|v| *v = 0.0);
         for hh in 0..h {
@@ -444,8 +477,6 @@ impl VectorModel {
                 sc.qt[j * hp + hh] = sc.q[hh * d + j];
             }
         }
-        sc.scores.resize(n, 0.0);
-        kernel::score(&sc.qt, &self.weights, hp, d, &sc.keys, &mut sc.scores);
     }
 
     /// The needle's best covering entry score, if it is in any entry.
@@ -459,11 +490,36 @@ impl VectorModel {
         Some(1 + scores.iter().filter(|&&x| x > y).count() as u64)
     }
 
-    /// One layer: draw, quantize with the scenario's formats, score; the needle's rank.
+    /// One layer: draw, quantize with the scenario's formats, score; the needle's rank. The keys
+    /// are streamed [`KEY_BLOCK`] entries at a time (drawn, quantized, scored, discarded), so a
+    /// thread holds N scores and one block of keys rather than all N keys. The draws, and so the
+    /// scores, are those of [`VectorModel::draw`] + [`VectorModel::quantize`] +
+    /// [`VectorModel::score`] (tested).
     pub fn layer_rank(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) -> Option<u64> {
-        self.draw(rng, sc);
-        self.quantize(&self.q_format, &self.k_format, sc);
-        self.score(sc);
+        let (hp, d, n) = (self.hp, self.d, self.n_entries());
+        self.draw_query(rng, sc);
+        self.rotate_queries(sc);
+        if self.q_format != Format::F32 {
+            for row in sc.q.chunks_exact_mut(d) {
+                let _ = self.q_format.quantize_dequantize_in_place(row);
+            }
+        }
+        self.transpose_queries(sc);
+        sc.scores.resize(n, 0.0);
+        sc.keys.resize(KEY_BLOCK.min(n) * d, 0.0);
+        let mut start = 0;
+        while start < n {
+            let end = (start + KEY_BLOCK).min(n);
+            self.draw_keys(rng, sc, start..end);
+            let keys = &mut sc.keys[..(end - start) * d];
+            if self.k_format != Format::F32 {
+                for row in keys.chunks_exact_mut(d) {
+                    let _ = self.k_format.quantize_dequantize_in_place(row);
+                }
+            }
+            kernel::score(&sc.qt, &self.weights, hp, d, keys, &mut sc.scores[start..end]);
+            start = end;
+        }
         self.rank(&sc.scores)
     }
 

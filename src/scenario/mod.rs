@@ -253,6 +253,11 @@ pub const REAL_FIELDS: &[&str] = &[
 /// normal one, which is what larger df mean.
 pub const MAX_STUDENT_T_DF: f64 = 1e6;
 
+/// Most candidate entries a vector-model scenario may have: a trial holds one f32 score per
+/// entry per thread (1 GiB here; its keys are streamed). `formats`, which keeps every key to
+/// compare formats on the same draws, has its own, lower limit.
+pub const MAX_VECTOR_ENTRIES: u64 = 1 << 28;
+
 /// Largest context the model accepts (tokens). The exact paths never allocate per candidate,
 /// so this is a sanity bound, not a memory one.
 pub const MAX_CONTEXT_LEN: u64 = 1 << 40;
@@ -536,15 +541,14 @@ impl Scenario {
             }
         }
         if s.model == Model::Vector {
-            let n = s.n_candidates() as u128;
-            let bytes = n * s.head_dim as u128 * 4;
-            if bytes > 1 << 34 {
+            let n = s.n_candidates();
+            if n > MAX_VECTOR_ENTRIES {
                 return Err(range_err(
                     "context_len",
                     s.context_len,
                     format!(
-                        "the vector model holds every entry key (N × head_dim × 4 bytes per thread); {} entries × {} is over 16 GiB",
-                        n, s.head_dim
+                        "the vector model scores every entry (one f32 per entry per thread, keys streamed); \
+                         {n} entries is over {MAX_VECTOR_ENTRIES} (2^28, 1 GiB): lower context_len or raise compress_ratio"
                     ),
                 ));
             }
