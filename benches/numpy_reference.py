@@ -38,5 +38,9 @@ def best_of(f, trials, repeats=5):
 
 t = best_of(exact, 1_000_000)
 print(f"exact sampling: {1e6 / t / 1e6:.1f} M trials/s (recall {exact(1_000_000):.4f})")
+y = rng.normal(DPRIME, 1.0, 1_000_000)
+p = sp.ndtr(-y)
+t = best_of(lambda trials: rng.binomial(N - 1, p), 1_000_000)
+print(f"  of which the binomial draws (p changing every draw): {t * 1e3:.0f} ns per draw")
 t = best_of(materialising, 40)
 print(f"materialising: {40 * N / t / 1e6:.0f} M candidate scores/s")
