@@ -250,7 +250,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "auto", value_name = "ENGINE", help_heading = "Engine")]
     pub engine: String,
     /// Monte Carlo trials [default: 100000 for the scalar model, 2000 for the vector model, whose
-    /// trials materialise every key].
+    /// trials draw every entry key].
     #[arg(long, value_name = "N", help_heading = "Engine")]
     pub trials: Option<u64>,
     /// Monte Carlo seed: trial i draws only from (seed, i), so results repeat exactly.

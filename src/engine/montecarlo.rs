@@ -159,9 +159,7 @@ impl Plan {
             if layer == 0 {
                 acc.ranks.record(rank);
             }
-            if g.always_attended || rank.is_some_and(|r| r <= g.k_eff) {
-                layers_attending += 1;
-            }
+            layers_attending += self.attends(rank) as u32;
         }
         self.conclude(layers_attending, rng, acc);
     }
@@ -201,28 +199,18 @@ impl Plan {
     /// seed, normal, tail probability, square root, division).
     fn exact_batched(&self, seed: u64, range: std::ops::Range<u64>, acc: &mut Acc) {
         let m = self.model.as_ref().expect("exact path needs closed-form laws");
-        let g = &self.geometry;
         let mut i = range.start;
         while i < range.end {
             let len = (range.end - i).min(BATCH as u64) as usize;
             let mut rngs: [Xoshiro256PlusPlus; BATCH] = std::array::from_fn(|j| trial_rng(seed, i + j as u64));
             let mut tails = [(0.0, 0.0); BATCH];
             for (rng, tail) in rngs.iter_mut().zip(&mut tails).take(len) {
-                let mut y = f64::NEG_INFINITY;
-                for law in &self.fixed_needle_laws {
-                    y = y.max(law.sample(rng));
-                }
-                *tail = (m.distractor.sf(y), if m.n_hard > 0 { m.hard.sf(y) } else { 0.0 });
+                *tail = self.exact_tails(m, None, rng);
             }
-            for (rng, &(p_regular, p_hard)) in rngs.iter_mut().zip(&tails).take(len) {
-                let mut above = binomial::sample(m.n_regular, p_regular, rng);
-                if m.n_hard > 0 {
-                    above += binomial::sample(m.n_hard, p_hard, rng);
-                }
-                let rank = 1 + above;
-                acc.ranks.record(Some(rank));
-                let attending = g.always_attended || rank <= g.k_eff;
-                self.conclude(attending as u32, rng, acc);
+            for (rng, &tail) in rngs.iter_mut().zip(&tails).take(len) {
+                let rank = Some(exact_rank(m, tail, rng));
+                acc.ranks.record(rank);
+                self.conclude(self.attends(rank) as u32, rng, acc);
             }
             i += len as u64;
         }
@@ -231,6 +219,14 @@ impl Plan {
     /// Exact sampling: the needle's best entry, then binomial counts above it.
     fn rank_exact(&self, z: Option<f64>, rng: &mut Xoshiro256PlusPlus) -> u64 {
         let m = self.model.as_ref().expect("exact path needs closed-form laws");
+        let tails = self.exact_tails(m, z, rng);
+        exact_rank(m, tails, rng)
+    }
+
+    /// Draws the needle's best entry score y and returns P(regular distractor > y) and
+    /// P(hard negative > y) (0 without hard negatives).
+    #[inline(always)]
+    fn exact_tails(&self, m: &ScoreModel, z: Option<f64>, rng: &mut Xoshiro256PlusPlus) -> (f64, f64) {
         let mut y = f64::NEG_INFINITY;
         if z.is_none() {
             for law in &self.fixed_needle_laws {
@@ -241,11 +237,13 @@ impl Plan {
                 y = y.max(m.needle_law(e, z).sample(rng));
             }
         }
-        let mut above = binomial::sample(m.n_regular, m.distractor.sf(y), rng);
-        if m.n_hard > 0 {
-            above += binomial::sample(m.n_hard, m.hard.sf(y), rng);
-        }
-        1 + above
+        (m.distractor.sf(y), if m.n_hard > 0 { m.hard.sf(y) } else { 0.0 })
+    }
+
+    /// Whether a layer with the needle at `rank` attends it (window and sink included).
+    #[inline(always)]
+    fn attends(&self, rank: Option<u64>) -> bool {
+        self.geometry.always_attended || rank.is_some_and(|r| r <= self.geometry.k_eff)
     }
 
     #[inline]
@@ -365,6 +363,17 @@ impl Plan {
         }
         1 + count
     }
+}
+
+/// The needle's rank from the tail probabilities of [`Plan::exact_tails`]: 1 + the binomial
+/// counts of regular distractors and hard negatives above it.
+#[inline(always)]
+fn exact_rank(m: &ScoreModel, (p_regular, p_hard): (f64, f64), rng: &mut Xoshiro256PlusPlus) -> u64 {
+    let mut above = binomial::sample(m.n_regular, p_regular, rng);
+    if m.n_hard > 0 {
+        above += binomial::sample(m.n_hard, p_hard, rng);
+    }
+    1 + above
 }
 
 /// Runs `trials` Monte Carlo trials of a validated scenario.

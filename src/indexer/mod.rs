@@ -445,18 +445,8 @@ impl VectorModel {
 
     /// Quantize-dequantizes the queries (per head) and keys (per entry) in place.
     pub fn quantize(&self, q_format: &Format, k_format: &Format, sc: &mut Scratch) {
-        let d = self.d;
-        // Block sizes divide d and every value is finite (validated), so these cannot fail.
-        if *q_format != Format::F32 {
-            for row in sc.q.chunks_exact_mut(d) {
-                let _ = q_format.quantize_dequantize_in_place(row);
-            }
-        }
-        if *k_format != Format::F32 {
-            for row in sc.keys.chunks_exact_mut(d) {
-                let _ = k_format.quantize_dequantize_in_place(row);
-            }
-        }
+        quantize_rows(q_format, &mut sc.q, self.d);
+        quantize_rows(k_format, &mut sc.keys, self.d);
     }
 
     /// Scores every entry with the current `sc.q` and `sc.keys` into `sc.scores`.
@@ -499,11 +489,7 @@ impl VectorModel {
         let (hp, d, n) = (self.hp, self.d, self.n_entries());
         self.draw_query(rng, sc);
         self.rotate_queries(sc);
-        if self.q_format != Format::F32 {
-            for row in sc.q.chunks_exact_mut(d) {
-                let _ = self.q_format.quantize_dequantize_in_place(row);
-            }
-        }
+        quantize_rows(&self.q_format, &mut sc.q, d);
         self.transpose_queries(sc);
         sc.scores.resize(n, 0.0);
         sc.keys.resize(KEY_BLOCK.min(n) * d, 0.0);
@@ -512,11 +498,7 @@ impl VectorModel {
             let end = (start + KEY_BLOCK).min(n);
             self.draw_keys(rng, sc, start..end);
             let keys = &mut sc.keys[..(end - start) * d];
-            if self.k_format != Format::F32 {
-                for row in keys.chunks_exact_mut(d) {
-                    let _ = self.k_format.quantize_dequantize_in_place(row);
-                }
-            }
+            quantize_rows(&self.k_format, keys, d);
             kernel::score(&sc.qt, &self.weights, hp, d, keys, &mut sc.scores[start..end]);
             start = end;
         }
@@ -545,6 +527,17 @@ impl VectorModel {
         };
         let u: f64 = rng.random();
         (u < if attended { self.p_read } else { self.p_guess }, attended, first)
+    }
+}
+
+/// Quantize-dequantizes every row of `d` values in place (one head vector or one entry key:
+/// block scales run along it). Block sizes divide d and every value is finite (validated), so
+/// the format cannot fail here.
+fn quantize_rows(format: &Format, rows: &mut [f32], d: usize) {
+    if *format != Format::F32 {
+        for row in rows.chunks_exact_mut(d) {
+            let _ = format.quantize_dequantize_in_place(row);
+        }
     }
 }
 
