@@ -64,8 +64,8 @@ fn fma_peak_one_core(iters: u64) -> (f64, &'static str) {
 
 fn v4_fp4(context: u64) -> Scenario {
     let mut s = Scenario::preset("deepseek-v4-flash").unwrap();
-    s.set("model", "vector").unwrap();
-    s.set("context_len", &context.to_string()).unwrap();
+    s.model = dsa_sim::scenario::Model::Vector;
+    s.context_len = context;
     s.validate().unwrap();
     s
 }

@@ -9,8 +9,8 @@ use dsa_sim::Scenario;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     for dprime in [2.5, 0.8] {
         let mut s = Scenario::preset("deepseek-v4-flash")?;
-        s.set("context_len", "65536")?;
-        s.set("dprime", &dprime.to_string())?;
+        s.context_len = 65_536;
+        s.dprime = dprime;
         s.validate()?;
         println!("DeepSeek-V4-Flash geometry, 64K tokens, dprime {dprime}:");
         for k in [512u64, 1024, 2048] {

@@ -124,8 +124,11 @@ pub fn sweep_axis(data: &[u8]) {
     };
     assert!(!axis.values.is_empty() && axis.values.len() <= MAX_RANGE_POINTS, "{} values", axis.values.len());
     let mut probe = Scenario::default();
-    for v in &axis.values {
-        probe.set(&axis.field, v).expect("every value of an accepted axis sets its field");
+    assert_eq!(axis.values.len(), axis.texts.len());
+    for (v, t) in axis.values.iter().zip(&axis.texts) {
+        probe.set(axis.field, *v).expect("every value of an accepted axis sets its field");
+        probe.set_text(axis.field, t).expect("every text of an accepted axis parses");
+        assert_eq!(probe.get(axis.field), *v, "an axis value is its text parsed");
     }
     match Grid::new(Scenario::default(), vec![axis], false) {
         Ok(g) => {

@@ -39,7 +39,7 @@ mod report;
 pub use render::{run, scenario_summary, value_label, RunSettings, FIGURE_SIZE};
 
 use crate::report::{load_measured, MeasuredRow};
-use crate::scenario::Scenario;
+use crate::scenario::{Field, Scenario};
 use crate::sweep::{Axis, Grid, SweepError};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -257,7 +257,9 @@ impl Experiment {
                     toml::Value::String(t) => t.clone(),
                     other => other.to_string(),
                 };
-                fbase.set(k, &text).map_err(|e| input(format!("{ctx}: set: {e}")))?;
+                Field::from_name(k)
+                    .and_then(|f| fbase.set_text(f, &text))
+                    .map_err(|e| input(format!("{ctx}: set: {e}")))?;
             }
             fbase.validate().map_err(|e| input(format!("{ctx}: set: {e}")))?;
             let mut axes = vec![Axis::parse(&f.x).map_err(fail)?];
@@ -284,13 +286,13 @@ impl Experiment {
                 if f.k.len() < 2 {
                     return Err(input(format!("{ctx}: regime_map needs `k = [K1, K2, …]` (at least two values)")));
                 }
-                if axes.iter().any(|a| a.field == "index_topk") {
+                if axes.iter().any(|a| a.field == Field::IndexTopk) {
                     return Err(input(format!("{ctx}: regime_map varies index_topk through `k`; do not use it as an axis")));
                 }
                 let mut ks = f.k.clone();
                 ks.sort_unstable();
                 ks.dedup();
-                axes.push(Axis::from_values("index_topk", ks.iter().map(|k| k.to_string()).collect()).map_err(fail)?);
+                axes.push(Axis::from_texts(Field::IndexTopk, ks.iter().map(|k| k.to_string()).collect()).map_err(fail)?);
             }
             if let Some(t) = f.target {
                 if !(t > 0.0 && t < 1.0) {
@@ -354,7 +356,7 @@ k = [1024, 512]
         assert_eq!(e.figures[0].grid.len(), 8);
         assert_eq!(e.figures[0].grid.base.repeat, 2);
         let last = e.figures[1].grid.axes.last().unwrap();
-        assert_eq!(last.values, ["512", "1024"]);
+        assert_eq!(last.texts, ["512", "1024"]);
         assert_eq!(e.points(), 8 + 12);
     }
 

@@ -26,14 +26,14 @@
 //!
 //! // DeepSeek-V4-Flash geometry at 128K tokens, a needle 3 sd above a typical distractor.
 //! let mut s = Scenario::preset("deepseek-v4-flash").unwrap();
-//! s.set("context_len", "131072").unwrap();
-//! s.set("dprime", "3").unwrap();
+//! s.context_len = 131_072;
+//! s.dprime = 3.0;
 //! let e = estimate(&s, &RunOptions::default()).unwrap();
 //! assert!(e.recall > 0.9 && e.recall < 1.0);
 //! assert_eq!(e.ci_low, e.recall); // exact: the analytic engine was used
 //!
 //! // Raising k can only help.
-//! s.set("index_topk", "1024").unwrap();
+//! s.index_topk = 1024;
 //! let e2 = estimate(&s, &RunOptions::default()).unwrap();
 //! assert!(e2.recall > e.recall);
 //! ```

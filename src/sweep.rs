@@ -116,21 +116,6 @@ impl fmt::Display for Format {
     }
 }
 
-/// The canonical text of a field's value in a scenario (as TOML/JSON would write it, strings
-/// unquoted): `1e6` given on the command line becomes `1000000`.
-pub fn field_text(s: &Scenario, field: &str) -> String {
-    match serde_json::to_value(s).ok().and_then(|v| v.get(field).cloned()) {
-        Some(serde_json::Value::String(t)) => t,
-        Some(v) => v.to_string(),
-        None => String::new(),
-    }
-}
-
-/// The typed JSON value of a field in a scenario.
-pub fn field_json(s: &Scenario, field: &str) -> serde_json::Value {
-    serde_json::to_value(s).ok().and_then(|v| v.get(field).cloned()).unwrap_or(serde_json::Value::Null)
-}
-
 impl Grid {
     /// Builds a grid, rejecting repeated fields and checking that every point validates.
     pub fn new(base: Scenario, axes: Vec<Axis>, rank: bool) -> Result<Grid, SweepError> {
@@ -178,10 +163,10 @@ impl Grid {
         let mut s = self.base.clone();
         let coords = self.coords(i);
         for (a, &c) in self.axes.iter().zip(&coords) {
-            s.set(&a.field, &a.values[c]).map_err(|e| SweepError::Input(format!("axis `{}`: {e}", a.field)))?;
+            s.set(a.field, a.values[c]).map_err(|e| SweepError::Input(format!("axis `{}`: {e}", a.field)))?;
         }
         s.validate().map_err(|e| {
-            let at: Vec<String> = self.axes.iter().zip(&coords).map(|(a, &c)| format!("{}={}", a.field, a.values[c])).collect();
+            let at: Vec<String> = self.axes.iter().zip(&coords).map(|(a, &c)| format!("{}={}", a.field, a.texts[c])).collect();
             SweepError::Input(format!("grid point {} is invalid: {e}", at.join(" ")))
         })?;
         Ok(s)
@@ -189,12 +174,12 @@ impl Grid {
 
     /// The canonical values of the varied fields at a scenario.
     pub fn values_of(&self, s: &Scenario) -> Vec<String> {
-        self.axes.iter().map(|a| field_text(s, &a.field)).collect()
+        self.axes.iter().map(|a| s.text(a.field)).collect()
     }
 
     /// Column names of the sweep's CSV.
     pub fn columns(&self) -> Vec<String> {
-        let mut c: Vec<String> = self.axes.iter().map(|a| a.field.clone()).collect();
+        let mut c: Vec<String> = self.axes.iter().map(|a| a.field.name().to_string()).collect();
         c.extend(["recall", "ci_low", "ci_high", "engine", "trials"].map(String::from));
         if self.rank {
             c.extend(["rank_p05", "rank_p50", "rank_p90", "rank_p95"].map(String::from));
@@ -282,7 +267,7 @@ pub fn to_csv(grid: &Grid, rows: &[Row]) -> String {
 pub fn row_json(grid: &Grid, row: &Row) -> serde_json::Value {
     let mut m = serde_json::Map::new();
     for a in &grid.axes {
-        m.insert(a.field.clone(), field_json(&row.scenario, &a.field));
+        m.insert(a.field.name().to_string(), row.scenario.get(a.field).to_json());
     }
     let r = &row.result;
     m.insert("recall".into(), r.recall.into());
@@ -307,7 +292,7 @@ pub fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
     let axes: Vec<serde_json::Value> = grid
         .axes
         .iter()
-        .map(|a| serde_json::json!({"field": a.field, "values": a.values}))
+        .map(|a| serde_json::json!({"field": a.field.name(), "values": a.texts}))
         .collect();
     let doc = serde_json::json!({
         "dsa_sim_version": env!("CARGO_PKG_VERSION"),

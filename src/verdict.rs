@@ -8,7 +8,7 @@
 
 use crate::calibrate::likelihood::set_field;
 use crate::calibrate::{CalibError, RecallModel};
-use crate::scenario::Scenario;
+use crate::scenario::{Field, Scenario};
 
 /// The three calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -99,7 +99,7 @@ pub struct Verdict {
     pub coverage_horizon_tokens: u64,
 }
 
-fn with(s: &Scenario, field: &str, v: f64) -> Result<Scenario, CalibError> {
+fn with(s: &Scenario, field: Field, v: f64) -> Result<Scenario, CalibError> {
     let mut t = s.clone();
     set_field(&mut t, field, v)?;
     Ok(t)
@@ -135,7 +135,7 @@ fn bisect_k(model: &dyn RecallModel, s: &Scenario, target: f64, hi: u64) -> Resu
 fn bisect_field(
     model: &dyn RecallModel,
     s: &Scenario,
-    field: &str,
+    field: Field,
     target: f64,
     mut lo: f64,
     mut hi: f64,
@@ -158,23 +158,23 @@ fn bisect_field(
 
 fn dprime_needed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, CalibError> {
     let (lo, hi) = DPRIME_SEARCH;
-    if model.recall(&with(s, "dprime", hi)?).map_err(CalibError::Model)? < target {
+    if model.recall(&with(s, Field::Dprime, hi)?).map_err(CalibError::Model)? < target {
         return Ok(None);
     }
-    if model.recall(&with(s, "dprime", lo)?).map_err(CalibError::Model)? >= target {
+    if model.recall(&with(s, Field::Dprime, lo)?).map_err(CalibError::Model)? >= target {
         return Ok(Some(lo));
     }
-    bisect_field(model, s, "dprime", target, lo, hi, true, 1e-4).map(Some)
+    bisect_field(model, s, Field::Dprime, target, lo, hi, true, 1e-4).map(Some)
 }
 
 fn noise_allowed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, CalibError> {
-    if model.recall(&with(s, "score_noise", 0.0)?).map_err(CalibError::Model)? < target {
+    if model.recall(&with(s, Field::ScoreNoise, 0.0)?).map_err(CalibError::Model)? < target {
         return Ok(None);
     }
-    if model.recall(&with(s, "score_noise", NOISE_CAP)?).map_err(CalibError::Model)? >= target {
+    if model.recall(&with(s, Field::ScoreNoise, NOISE_CAP)?).map_err(CalibError::Model)? >= target {
         return Ok(Some(NOISE_CAP));
     }
-    bisect_field(model, s, "score_noise", target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
+    bisect_field(model, s, Field::ScoreNoise, target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
 }
 
 /// Computes the verdict for `s`.

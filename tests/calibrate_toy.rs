@@ -144,7 +144,7 @@ fn prediction_bands_cover_the_truth_and_contain_the_estimate() {
     assert!(fit.region.len() >= 16);
     let m = model();
     let problem = Problem::new(&data, &base, free, &m).unwrap();
-    let spec = vec![PredictSpec { field: "index_topk".into(), values: vec!["512".into(), "4096".into(), "16384".into()] }];
+    let spec = vec![PredictSpec::parse("index_topk=512,4096,16384").unwrap()];
     let pred = predict_grid(&problem, &fit, &base, &spec).unwrap();
     assert_eq!(pred.len(), 3);
     for p in &pred {

@@ -13,9 +13,9 @@ use dsa_sim::Scenario;
 
 fn vector(base: &str, fields: &[(&str, &str)]) -> Scenario {
     let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap() };
-    s.set("model", "vector").unwrap();
+    s.model = dsa_sim::scenario::Model::Vector;
     for (f, v) in fields {
-        s.set(f, v).unwrap();
+        s.set_text(f.parse().unwrap(), v).unwrap();
     }
     s.validate().unwrap();
     s
@@ -90,8 +90,8 @@ fn unquantised_one_head_model_agrees_with_the_scalar_analytic_engine() {
         );
         let run = simulate(&s, trials, 5);
         let mut scalar = s.clone();
-        scalar.set("model", "scalar").unwrap();
-        scalar.set("pooling", pooling).unwrap();
+        scalar.model = dsa_sim::scenario::Model::Scalar;
+        scalar.set_text(dsa_sim::scenario::Field::Pooling, pooling).unwrap();
         scalar.dprime = dprime;
         scalar.needle_sd = needle_sd;
         let exact = analytic::recall(&scalar).unwrap();

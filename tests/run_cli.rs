@@ -88,7 +88,7 @@ fn run_writes_data_figures_scenario_and_report() {
     assert!(report.contains("![") && report.contains("figures/curves.png"));
     assert!(report.contains("seed: 5") && report.contains(env!("CARGO_PKG_VERSION")));
     assert!(report.contains("TRANSCRIBED, not measured"));
-    for f in dsa_sim::scenario::FIELD_NAMES {
+    for f in dsa_sim::scenario::field_names() {
         assert!(report.contains(&format!("`{f}`")), "report misses {f}");
     }
     let scen = dsa_sim::Scenario::from_toml_str(&std::fs::read_to_string(r.join("scenario.toml")).unwrap()).unwrap();

@@ -133,14 +133,14 @@ fn bad_input_exits_2_with_one_line_and_writes_nothing() {
 fn presets_lists_every_preset_and_field() {
     let d = tempfile::tempdir().unwrap();
     let text = ok(&dsa(&["presets"], d.path()));
-    for name in dsa_sim::scenario::PRESET_NAMES.iter().chain(dsa_sim::scenario::FIELD_NAMES) {
+    for name in dsa_sim::scenario::PRESET_NAMES.iter().chain(&dsa_sim::scenario::field_names()) {
         assert!(text.contains(name), "{name} missing");
     }
     let v: serde_json::Value = serde_json::from_str(&ok(&dsa(&["presets", "--json"], d.path()))).unwrap();
     assert_eq!(v["presets"]["deepseek-v4-flash"]["compress_ratio"], 4);
     assert_eq!(v["presets"]["deepseek-v4-flash"]["window"], 128);
     for p in dsa_sim::scenario::PRESET_NAMES {
-        for f in dsa_sim::scenario::FIELD_NAMES {
+        for f in dsa_sim::scenario::field_names() {
             assert!(!v["presets"][p][f].is_null(), "{p}.{f}");
         }
     }

@@ -22,7 +22,7 @@ use super::output::{point_value, CalibrationReport, BAND_METHOD};
 use super::predict::{parse_predict_specs, predict_grid};
 use super::{load_csv, parse_fit_spec, run_calibration, CalibError, EngineModel, Problem, RecallModel};
 use crate::engine::EngineChoice;
-use crate::scenario::Scenario;
+use crate::scenario::{Field, Scenario};
 use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictOptions};
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -138,7 +138,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let problem = Problem::new(&data, &base, free.clone(), &model)?;
     let mut curves = Vec::new();
     for specs in &all_specs {
-        curves.push((specs[0].field.clone(), predict_grid(&problem, &report.fit, &base, specs)?));
+        curves.push((specs[0].field, predict_grid(&problem, &report.fit, &base, specs)?));
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
@@ -218,7 +218,7 @@ fn markdown(
     exp: &CalibrationExperiment,
     name: &str,
     report: &CalibrationReport,
-    curves: &[(String, Vec<super::Prediction>)],
+    curves: &[(Field, Vec<super::Prediction>)],
     vtext: &str,
     base: &Scenario,
     figures: &[String],
@@ -267,7 +267,7 @@ fn markdown(
     let _ = writeln!(s, "\n## What-if curves\n\nBand: {BAND_METHOD}. Data: `curve-<field>.csv`; figures: `figures/curve-<field>.svg|png`.\n");
     for (f, pts) in curves {
         let _ = writeln!(s, "### recall vs {f}\n");
-        if figures.iter().any(|x| x == f) {
+        if figures.iter().any(|x| x == f.name()) {
             let _ = writeln!(s, "![recall vs {f}](figures/curve-{f}.png)\n");
         }
         let _ = writeln!(s, "| {f} | recall | 95% band |\n|---|---|---|");
@@ -286,7 +286,7 @@ fn markdown(
 /// Returns the fields drawn.
 fn draw_curves(
     dir: &Path,
-    curves: &[(String, Vec<super::Prediction>)],
+    curves: &[(Field, Vec<super::Prediction>)],
     report: &CalibrationReport,
     base: &Scenario,
     target: f64,
@@ -303,14 +303,14 @@ fn draw_curves(
         if xy.len() < 2 {
             continue;
         }
-        let scale = if matches!(f.as_str(), "index_topk" | "context_len" | "max_topk") { Scale::Log2 } else { Scale::Linear };
+        let scale = if matches!(f, Field::IndexTopk | Field::ContextLen | Field::MaxTopk) { Scale::Log2 } else { Scale::Linear };
         let mut chart = LineChart {
             title: format!("Predicted recall vs {f} (fitted model, 95% band)"),
             subtitle: format!(
                 "fit: {}",
                 report.fit.estimates.iter().map(|e| format!("{} = {:.2} [{:.2}, {:.2}]", e.field, e.value, e.ci_low, e.ci_high)).collect::<Vec<_>>().join(", ")
             ),
-            x_label: f.clone(),
+            x_label: f.name().to_string(),
             y_label: "recall".into(),
             x_scale: scale,
             y_range: Some((0.0, 1.0)),
@@ -325,13 +325,13 @@ fn draw_curves(
             note: report.data.transcribed_warning().unwrap_or_default(),
             ..LineChart::default()
         };
-        if f == "index_topk" {
+        if *f == Field::IndexTopk {
             chart.vlines = vec![
                 RefLine { at: base.index_topk as f64, label: format!("k now {}", base.index_topk), color: 1 },
                 RefLine { at: base.max_topk as f64, label: format!("kernel max {}", base.max_topk), color: 2 },
             ];
         }
-        if f == "context_len" {
+        if *f == Field::ContextLen {
             let obs: Vec<(f64, f64, f64, f64)> = report
                 .data
                 .rows
@@ -347,7 +347,7 @@ fn draw_curves(
             }
         }
         save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(CalibError::Model)?;
-        drawn.push(f.clone());
+        drawn.push(f.name().to_string());
     }
     Ok(drawn)
 }

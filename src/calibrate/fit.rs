@@ -14,8 +14,8 @@ pub const HALF_CHI2_95: f64 = 1.920_729_410_347_062;
 /// One fitted parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamEstimate {
-    /// Field name.
-    pub field: String,
+    /// The fitted field.
+    pub field: crate::scenario::Field,
     /// Maximum-likelihood value.
     pub value: f64,
     /// Lower end of the 95% profile-likelihood interval.
@@ -111,7 +111,7 @@ pub fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> 
     let start: Vec<f64> = problem
         .free
         .iter()
-        .map(|p| problem.base.get(&p.field).unwrap_or(p.lo).clamp(p.lo, p.hi))
+        .map(|p| problem.base.number(p.field).unwrap_or(p.lo).clamp(p.lo, p.hi))
         .collect();
     let m = minimize_bounded(
         &mut |x: &[f64]| obj.nll(x),
@@ -244,7 +244,7 @@ pub fn profile_interval(
     obj.check()?;
     let p = &problem.free[j];
     let est = ParamEstimate {
-        field: p.field.clone(),
+        field: p.field,
         value: theta[j],
         ci_low: low.min(theta[j]),
         ci_high: high.max(theta[j]),
@@ -441,7 +441,7 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
     } else {
         for (p, &v) in problem.free.iter().zip(&theta) {
             estimates.push(ParamEstimate {
-                field: p.field.clone(),
+                field: p.field,
                 value: v,
                 ci_low: v,
                 ci_high: v,
@@ -483,7 +483,7 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
 
 fn at_search_bound(p: &super::FreeParam, v: f64) -> bool {
     let eps = 1e-9 * (p.hi - p.lo);
-    ((v - p.lo).abs() <= eps || (p.hi - v).abs() <= eps) && !super::is_physical_limit(&p.field, v)
+    ((v - p.lo).abs() <= eps || (p.hi - v).abs() <= eps) && !p.field.is_physical_limit(v)
 }
 
 fn polish(problem: &Problem, theta: &[f64]) -> Result<(Vec<f64>, f64), CalibError> {

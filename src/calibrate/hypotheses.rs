@@ -5,11 +5,11 @@ use super::data::Dataset;
 use super::fit::fit;
 use super::likelihood::{set_field, Problem};
 use super::{default_param, CalibError, FreeParam, RecallModel};
-use crate::scenario::Scenario;
+use crate::scenario::{Field, Scenario};
 
 /// The fields the named hypotheses are about; any other `--fit` field (p_read, score_noise, …) is
 /// a nuisance parameter, free in every hypothesis.
-pub const HYPOTHESIS_FIELDS: &[&str] = &["dprime", "needle_sd", "hard_negatives", "hard_mean"];
+pub const HYPOTHESIS_FIELDS: &[Field] = &[Field::Dprime, Field::NeedleSd, Field::HardNegatives, Field::HardMean];
 
 /// A hypothesis's fit.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,9 +19,9 @@ pub struct HypothesisResult {
     /// One-line meaning.
     pub description: String,
     /// Fields fixed by the hypothesis, with their values.
-    pub fixed: Vec<(String, f64)>,
+    pub fixed: Vec<(Field, f64)>,
     /// Free fields with their estimates.
-    pub estimates: Vec<(String, f64)>,
+    pub estimates: Vec<(Field, f64)>,
     /// Maximised log-likelihood.
     pub loglik: f64,
     /// Number of free parameters.
@@ -41,8 +41,8 @@ pub struct HypothesisResult {
 struct Spec {
     name: &'static str,
     description: &'static str,
-    fixed: Vec<(&'static str, f64)>,
-    free: Vec<&'static str>,
+    fixed: Vec<(Field, f64)>,
+    free: Vec<Field>,
 }
 
 fn specs() -> Vec<Spec> {
@@ -50,26 +50,26 @@ fn specs() -> Vec<Spec> {
         Spec {
             name: "coverage-only",
             description: "dprime = 0: the indexer cannot tell the needle from a distractor; only k/N and the window matter",
-            fixed: vec![("dprime", 0.0)],
+            fixed: vec![(Field::Dprime, 0.0)],
             free: vec![],
         },
         Spec {
             name: "discrimination",
             description: "dprime free: the needle scores dprime distractor-sd above (or below) a typical distractor",
             fixed: vec![],
-            free: vec!["dprime"],
+            free: vec![Field::Dprime],
         },
         Spec {
             name: "discrimination-with-spread",
             description: "dprime and needle_sd free: needle difficulty also varies from query to query",
             fixed: vec![],
-            free: vec!["dprime", "needle_sd"],
+            free: vec![Field::Dprime, Field::NeedleSd],
         },
         Spec {
             name: "hard-negatives",
             description: "hard_negatives (fraction of candidates) and hard_mean free, dprime at the scenario's value: look-alike distractors outrank the needle",
             fixed: vec![],
-            free: vec!["hard_negatives", "hard_mean"],
+            free: vec![Field::HardNegatives, Field::HardMean],
         },
     ]
 }
@@ -82,18 +82,21 @@ pub fn compare_hypotheses(
     model: &dyn RecallModel,
 ) -> Result<Vec<HypothesisResult>, CalibError> {
     let nuisance: Vec<FreeParam> =
-        user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field.as_str())).cloned().collect();
+        user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
     let mut out = Vec::new();
     for spec in specs() {
         let mut b = base.clone();
         for (f, v) in &spec.fixed {
-            set_field(&mut b, f, *v)?;
+            set_field(&mut b, *f, *v)?;
         }
         let mut free: Vec<FreeParam> = spec
             .free
             .iter()
-            .map(|f| user_free.iter().find(|p| p.field == *f).cloned().unwrap_or_else(|| default_param(f)))
-            .collect();
+            .map(|&f| match user_free.iter().find(|p| p.field == f) {
+                Some(p) => Ok(p.clone()),
+                None => default_param(f).ok_or_else(|| CalibError::Input(format!("{f} cannot be fitted"))),
+            })
+            .collect::<Result<_, _>>()?;
         free.extend(nuisance.iter().cloned());
         let problem = Problem::new(data, &b, free, model)?;
         let r = fit(&problem, false, false)?;
@@ -103,10 +106,10 @@ pub fn compare_hypotheses(
             fixed: spec
                 .fixed
                 .iter()
-                .map(|(f, v)| (f.to_string(), *v))
-                .chain(if spec.name == "hard-negatives" { vec![("dprime".to_string(), base.dprime)] } else { vec![] })
+                .copied()
+                .chain(if spec.name == "hard-negatives" { vec![(Field::Dprime, base.dprime)] } else { vec![] })
                 .collect(),
-            estimates: problem.free.iter().zip(&r.theta).map(|(p, &v)| (p.field.clone(), v)).collect(),
+            estimates: problem.free.iter().zip(&r.theta).map(|(p, &v)| (p.field, v)).collect(),
             loglik: r.loglik,
             k: problem.dim(),
             aic: r.aic,

@@ -3,7 +3,7 @@
 
 use super::data::Dataset;
 use super::{CalibError, FreeParam, RecallModel};
-use crate::scenario::Scenario;
+use crate::scenario::{Field, Scenario};
 use rayon::prelude::*;
 use statrs::function::factorial::ln_binomial;
 
@@ -72,7 +72,7 @@ impl<'a> Problem<'a> {
                 r.line
             )))?;
             for p in &free {
-                set_field(&mut s, &p.field, p.lo)?;
+                set_field(&mut s, p.field, p.lo)?;
             }
             s.validate().map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
             row_base.push(s);
@@ -94,7 +94,7 @@ impl<'a> Problem<'a> {
     pub fn row_scenario(&self, i: usize, theta: &[f64]) -> Result<Scenario, CalibError> {
         let mut s = self.row_base[i].clone();
         for (p, &v) in self.free.iter().zip(theta) {
-            set_field(&mut s, &p.field, v)?;
+            set_field(&mut s, p.field, v)?;
         }
         Ok(s)
     }
@@ -103,7 +103,7 @@ impl<'a> Problem<'a> {
     pub fn with_theta(&self, s: &Scenario, theta: &[f64]) -> Result<Scenario, CalibError> {
         let mut s = s.clone();
         for (p, &v) in self.free.iter().zip(theta) {
-            set_field(&mut s, &p.field, v)?;
+            set_field(&mut s, p.field, v)?;
         }
         s.validate().map_err(|e| CalibError::Input(e.to_string()))?;
         Ok(s)
@@ -135,9 +135,9 @@ impl<'a> Problem<'a> {
     }
 }
 
-/// Sets a real field by name from a float, exactly (shortest round-trip formatting).
-pub fn set_field(s: &mut Scenario, field: &str, v: f64) -> Result<(), CalibError> {
-    s.set(field, &format!("{v:?}")).map_err(|e| CalibError::Input(e.to_string()))
+/// Sets a real field to a parameter value.
+pub fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), CalibError> {
+    s.set_real(field, v).map_err(|e| CalibError::Input(e.to_string()))
 }
 
 #[cfg(test)]

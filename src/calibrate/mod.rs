@@ -24,7 +24,7 @@ pub use hypotheses::{compare_hypotheses, HypothesisResult};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction, PredictSpec};
 
-use crate::scenario::{Scenario, ScenarioError, FIELD_NAMES};
+use crate::scenario::{field_names, Field, Scenario, ScenarioError};
 
 /// Why a calibration failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -87,54 +87,33 @@ impl<F: Fn(&Scenario) -> f64 + Sync> RecallModel for FnModel<F> {
 /// One free parameter and its search range.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FreeParam {
-    /// Scenario field.
-    pub field: String,
+    /// Scenario field (a real field with fit bounds in the field table).
+    pub field: Field,
     /// Lower bound.
     pub lo: f64,
     /// Upper bound.
     pub hi: f64,
 }
 
-/// The fields that can be fitted, with their default search ranges. dprime may be negative (a
-/// needle the indexer scores *below* a typical distractor: worse than chance); hard_negatives is
-/// fitted as a fraction of the candidates.
-pub const FITTABLE: &[(&str, f64, f64)] = &[
-    ("dprime", -10.0, 15.0),
-    ("needle_sd", 0.05, 10.0),
-    ("score_noise", 0.0, 10.0),
-    ("hard_negatives", 0.0, 0.95),
-    ("hard_mean", -5.0, 15.0),
-    ("layer_corr", 0.0, 1.0),
-    ("p_read", 0.0, 1.0),
-    ("p_guess", 0.0, 1.0),
-    ("depth", 0.0, 1.0),
-];
-
-/// Whether `v` is a physical limit of `field` (score_noise = 0, a probability of 0 or 1, …)
-/// rather than an arbitrary search bound: an estimate on a physical limit is legitimate, one on
-/// an arbitrary bound means the likelihood still improves beyond it.
-pub fn is_physical_limit(field: &str, v: f64) -> bool {
-    match field {
-        "score_noise" | "hard_negatives" => v == 0.0,
-        "layer_corr" | "p_read" | "p_guess" | "depth" => v == 0.0 || v == 1.0,
-        _ => false,
-    }
-}
+// The fields that can be fitted, their default search ranges and which ends are physical
+// limits come from the field table ([`crate::scenario::FitBounds`]). dprime may be negative (a
+// needle the indexer scores *below* a typical distractor: worse than chance); hard_negatives is
+// fitted as a fraction of the candidates.
 
 /// Parses `--fit` text: comma-separated fields, each optionally with a range `field=lo:hi`.
 /// Rejects unknown fields, fields that are not fittable (structural fields fixed by the preset or
 /// scenario, and columns the table sets per row) and repeated fields, naming the field.
 pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreeParam>, CalibError> {
     let mut out: Vec<FreeParam> = Vec::new();
-    let fittable_names: Vec<&str> = FITTABLE.iter().map(|f| f.0).collect();
+    let fittable_names: Vec<&str> = Field::fittable().map(Field::name).collect();
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (name, range) = match item.split_once('=') {
             Some((n, r)) => (n.trim(), Some(r.trim())),
             None => (item, None),
         };
         let field = name.replace('-', "_");
-        let Some(&(_, dlo, dhi)) = FITTABLE.iter().find(|f| f.0 == field) else {
-            if FIELD_NAMES.contains(&field.as_str()) {
+        let Some((f, b)) = Field::from_name(&field).ok().and_then(|f| f.spec().fit.map(|b| (f, b))) else {
+            if field_names().contains(&field.as_str()) {
                 return Err(CalibError::Input(format!(
                     "--fit {field}: cannot be fitted: it is fixed by the preset/scenario or set per row by the table (fittable: {})",
                     fittable_names.join(", ")
@@ -146,12 +125,13 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
             )));
         };
         if let Some(d) = data {
-            if d.has_column(&field) {
+            if d.has_column(f.name()) {
                 return Err(CalibError::Input(format!(
                     "--fit {field}: cannot be fitted: the table sets it per row (column `{field}`)"
                 )));
             }
         }
+        let (dlo, dhi) = (b.lo, b.hi);
         let (lo, hi) = match range {
             None => (dlo, dhi),
             Some(r) => {
@@ -168,10 +148,10 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
                 (lo, hi)
             }
         };
-        if out.iter().any(|p| p.field == field) {
+        if out.iter().any(|p| p.field == f) {
             return Err(CalibError::Input(format!("--fit {field}: given twice")));
         }
-        out.push(FreeParam { field, lo, hi });
+        out.push(FreeParam { field: f, lo, hi });
     }
     if out.is_empty() {
         return Err(CalibError::Input(format!(
@@ -182,10 +162,9 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
     Ok(out)
 }
 
-/// Default search range of a fittable field.
-pub fn default_param(field: &str) -> FreeParam {
-    let &(f, lo, hi) = FITTABLE.iter().find(|f| f.0 == field).expect("fittable field");
-    FreeParam { field: f.to_string(), lo, hi }
+/// The default search range of a field, if it can be fitted.
+pub fn default_param(field: Field) -> Option<FreeParam> {
+    field.spec().fit.map(|b| FreeParam { field, lo: b.lo, hi: b.hi })
 }
 
 /// Fits `free` on `data` starting from `base`; profile intervals when `intervals` is set, and

@@ -6,7 +6,7 @@ use super::fit::FitResult;
 use super::hypotheses::HypothesisResult;
 use super::predict::Prediction;
 use super::FreeParam;
-use crate::scenario::Scenario;
+use crate::scenario::{Field, Scenario};
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 
@@ -97,7 +97,7 @@ impl CalibrationReport {
         let mut est = Map::new();
         for e in &self.fit.estimates {
             est.insert(
-                e.field.clone(),
+                e.field.name().to_string(),
                 json!({
                     "value": num(e.value), "ci_low": num(e.ci_low), "ci_high": num(e.ci_high),
                     "identifiable": e.identifiable, "value_at_bound": e.value_at_bound, "low_at_bound": e.low_at_bound, "high_at_bound": e.high_at_bound,
@@ -148,8 +148,8 @@ impl CalibrationReport {
                             "name": x.name, "description": x.description, "k": x.k,
                             "aic": num(x.aic), "delta_aic": num(x.delta_aic), "weight": num(x.weight),
                             "loglik": num(x.loglik), "deviance": num(x.deviance), "gof_p": opt(x.gof_p),
-                            "estimates": x.estimates.iter().map(|(f, v)| (f.clone(), num(*v))).collect::<Map<_, _>>(),
-                            "fixed": x.fixed.iter().map(|(f, v)| (f.clone(), num(*v))).collect::<Map<_, _>>(),
+                            "estimates": x.estimates.iter().map(|(f, v)| (f.name().to_string(), num(*v))).collect::<Map<_, _>>(),
+                            "fixed": x.fixed.iter().map(|(f, v)| (f.name().to_string(), num(*v))).collect::<Map<_, _>>(),
                         })
                     })
                     .collect(),
@@ -161,7 +161,7 @@ impl CalibrationReport {
             .map(|p| {
                 let mut m = Map::new();
                 for (f, v) in &p.point {
-                    m.insert(f.clone(), point_value(v));
+                    m.insert(f.name().to_string(), point_value(v));
                 }
                 m.insert("recall".into(), num(p.recall));
                 m.insert("ci_low".into(), num(p.ci_low));
@@ -206,7 +206,7 @@ impl CalibrationReport {
         let _ = writeln!(
             s,
             "calibrated {} on {} rows ({} trials) of {}; engine: {}",
-            self.free.iter().map(|p| p.field.as_str()).collect::<Vec<_>>().join(", "),
+            self.free.iter().map(|p| p.field.name()).collect::<Vec<_>>().join(", "),
             self.data.rows.len(),
             self.data.total_trials(),
             self.data.source,
@@ -292,11 +292,12 @@ impl CalibrationReport {
         }
         if !self.predictions.is_empty() {
             // The rows' own geometry does not carry over: say which scenario the grid varies.
-            let on_grid = |f: &str| self.predictions[0].point.iter().any(|(g, _)| g == f);
-            let from: Vec<String> = ["context_len", "index_topk", "compress_ratio", "window", "depth", "repeat"]
+            let on_grid = |f: Field| self.predictions[0].point.iter().any(|(g, _)| *g == f);
+            let from: Vec<String> =
+                [Field::ContextLen, Field::IndexTopk, Field::CompressRatio, Field::Window, Field::Depth, Field::Repeat]
                 .into_iter()
-                .filter(|f| !on_grid(f))
-                .filter_map(|f| self.base.get(f).ok().map(|v| format!("{f}={v}")))
+                .filter(|f| !on_grid(*f))
+                .filter_map(|f| self.base.number(f).map(|v| format!("{f}={v}")))
                 .collect();
             let _ = writeln!(s, "\npredictions (95% band: {BAND_METHOD}):");
             let _ = writeln!(s, "  from the command-line scenario with the fit substituted: {}", from.join(" "));

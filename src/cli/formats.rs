@@ -43,8 +43,8 @@ fn resolve(args: &FormatsArgs) -> Result<Scenario, CliError> {
     let mut a = args.scenario.clone();
     if a.preset.is_none() && a.scenario.is_none() {
         a.preset = Some("deepseek-v4-flash".into());
-        if a.context_len.is_none() {
-            a.context_len = Some("131072".into());
+        if !a.fields.iter().any(|(f, _)| *f == crate::scenario::Field::ContextLen) {
+            a.fields.insert(0, (crate::scenario::Field::ContextLen, "131072".into()));
         }
     }
     let mut s = a.resolve()?;

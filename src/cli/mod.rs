@@ -11,7 +11,7 @@ pub mod sweep;
 pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{Field, Scenario, ScenarioError};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -114,73 +114,86 @@ impl Command {
     }
 }
 
-macro_rules! scenario_args {
-    ($( $field:ident : $help:literal ),* $(,)?) => {
-        /// Scenario selection shared by every command: a preset, a TOML file, and one flag per
-        /// field (applied in that order, later wins).
-        #[derive(clap::Args, Debug, Clone, Default)]
-        pub struct ScenarioArgs {
-            /// Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro,
-            /// deepseek-v4-flash-fp8cache, deepseek-v4-pro-fp8cache, quest-16, nsa.
-            #[arg(long, value_name = "NAME", help_heading = "Scenario")]
-            pub preset: Option<String>,
-            /// Read scenario fields from a TOML file (a `preset = "..."` key in it is honoured).
-            #[arg(long, value_name = "FILE.toml", help_heading = "Scenario")]
-            pub scenario: Option<PathBuf>,
-            $(
-                #[doc = $help]
-                #[arg(long, value_name = "V", help_heading = "Scenario fields", allow_hyphen_values = true)]
-                pub $field: Option<String>,
-            )*
-        }
-
-        impl ScenarioArgs {
-            /// The fields given as flags, as (name, text) pairs in declaration order.
-            pub fn overrides(&self) -> Vec<(&'static str, &str)> {
-                let mut v = Vec::new();
-                $( if let Some(x) = &self.$field { v.push((stringify!($field), x.as_str())); } )*
-                v
-            }
-        }
-    };
+/// Scenario selection shared by every command: a preset, a TOML file, and one flag per field
+/// (applied in that order, later wins). The field flags come from the field table
+/// ([`Field::ALL`], [`crate::scenario::FieldSpec::help`]): one `--kebab-name V` per field.
+#[derive(Debug, Clone, Default)]
+pub struct ScenarioArgs {
+    /// Start from a named preset.
+    pub preset: Option<String>,
+    /// Read scenario fields from a TOML file.
+    pub scenario: Option<PathBuf>,
+    /// The fields given as flags, with their text, in table order.
+    pub fields: Vec<(Field, String)>,
 }
 
-scenario_args! {
-    context_len: "Tokens before the query (default 65536).",
-    window: "Sliding window: the last W tokens are always attended (default 0; V4: 128).",
-    sink: "Attention sink: the first S tokens are always attended (default 0).",
-    compress_ratio: "Tokens per candidate entry, c (default 1 = token-level; V4 CSA: 4).",
-    overlap: "true: entry i also pools the previous block (V4 CSA). Default false.",
-    index_topk: "k: candidates the indexer selects (default 2048).",
-    max_topk: "Largest k the top-k kernel supports (default 2048; V4-Flash 1024).",
-    needle_tokens: "Consecutive tokens of one needle copy (default 1).",
-    depth: "Needle position, 0 = start, 1 = end of the context (default 0.5).",
-    distractor: "Distractor score law: normal, gumbel or student_t:DF (default normal).",
-    hard_negatives: "Look-alike distractors: a count ≥ 1 or a fraction of the candidates in (0, 1) (default 0).",
-    hard_mean: "Mean score of a hard negative, in distractor sd (default 2).",
-    dprime: "Needle's mean score above a typical distractor, in distractor sd (default 3).",
-    needle_sd: "Spread of the needle's score from trial to trial (default 1).",
-    pooling: "Entry score from its tokens: none, mean or max (default none).",
-    score_noise: "sd of noise added to every entry score: quantization / implementation error (default 0).",
-    repeat: "Copies of the needle; success if any is attended (default 1).",
-    repeat_layout: "spread (copies over the context) or adjacent (one after another from depth). Default spread.",
-    layers: "Indexer layers (default 1).",
-    layer_corr: "Fraction of the needle's score variance shared across layers, tokens and copies, 0..1 (default 0).",
-    readout: "Layers that must attend the needle: any, all or at_least:M (default any).",
-    p_read: "P(correct answer | needle attended) (default 1).",
-    p_guess: "P(correct answer | needle not attended) (default 0).",
-    model: "scalar (score model of DESIGN §2.2, analytic or Monte Carlo) or vector (the lightning indexer, Monte Carlo only; ignores distractor, hard_mean, dprime, needle_sd, pooling, score_noise, layer_corr). Default scalar.",
-    heads: "Vector model: indexer heads H (default 64).",
-    head_dim: "Vector model: head dimension d (default 128; a power of two with --hadamard true).",
-    alignment: "Vector model: cosine of the needle key with the query direction, -1..1 (default 0.35).",
-    hard_alignment: "Vector model: cosine of a hard-negative key with the query direction (default 0.25).",
-    outlier_channels: "Vector model: channels of q and keys scaled by --outlier-scale (default 0).",
-    outlier_scale: "Vector model: scale of the outlier channels (default 8).",
-    hadamard: "Vector model: orthonormal Hadamard rotation of q and keys before quantization (default true).",
-    key_norm: "Vector model: RMS-normalise entry keys after pooling (default true).",
-    q_format: "Vector model: query format, NAME[:BLOCK[:SCALE]], e.g. fp32, bf16, fp8-e4m3:128:fp32, fp4-e2m1:32:ue8m0, mxfp4, nvfp4 (default fp32).",
-    k_format: "Vector model: indexer key-cache format, as --q-format (default fp32).",
-    compressor: "Vector model: token keys to entry keys, mean or gated (per-channel softmax, V4). Default gated.",
+impl ScenarioArgs {
+    /// The fields given as flags, as (field, text) pairs in table order.
+    pub fn overrides(&self) -> impl Iterator<Item = (Field, &str)> {
+        self.fields.iter().map(|(f, t)| (*f, t.as_str()))
+    }
+}
+
+const PRESET_HELP: &str = "Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro, \
+deepseek-v4-flash-fp8cache, deepseek-v4-pro-fp8cache, quest-16, nsa";
+
+impl clap::Args for ScenarioArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let cmd = cmd
+            .arg(
+                clap::Arg::new("preset")
+                    .long("preset")
+                    .value_name("NAME")
+                    .help(PRESET_HELP)
+                    .help_heading("Scenario"),
+            )
+            .arg(
+                clap::Arg::new("scenario")
+                    .long("scenario")
+                    .value_name("FILE.toml")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help("Read scenario fields from a TOML file (a `preset = \"...\"` key in it is honoured)")
+                    .help_heading("Scenario"),
+            );
+        Field::ALL.iter().fold(cmd, |cmd, f| {
+            cmd.arg(
+                clap::Arg::new(f.name())
+                    .long(f.flag())
+                    .value_name("V")
+                    // As clap's derive does with doc comments: no final period in `--help`.
+                    .help(f.spec().help.strip_suffix('.').unwrap_or(f.spec().help))
+                    .help_heading("Scenario fields")
+                    .allow_hyphen_values(true),
+            )
+        })
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for ScenarioArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut a = ScenarioArgs::default();
+        a.update_from_arg_matches(m)?;
+        Ok(a)
+    }
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        if let Some(p) = m.get_one::<String>("preset") {
+            self.preset = Some(p.clone());
+        }
+        if let Some(p) = m.get_one::<PathBuf>("scenario") {
+            self.scenario = Some(p.clone());
+        }
+        for &f in Field::ALL {
+            if let Some(t) = m.get_one::<String>(f.name()) {
+                self.fields.retain(|(g, _)| *g != f);
+                self.fields.push((f, t.clone()));
+            }
+        }
+        self.fields.sort_by_key(|(f, _)| *f);
+        Ok(())
+    }
 }
 
 impl ScenarioArgs {
@@ -216,7 +229,7 @@ impl ScenarioArgs {
                 .map_err(|e| CliError::input(format!("--scenario {}: {e}", path.display())))?;
         }
         for (field, value) in self.overrides() {
-            s.set(field, value).map_err(|e| CliError::input(format!("--{}: {e}", field.replace('_', "-"))))?;
+            s.set_text(field, value).map_err(|e| CliError::input(format!("--{}: {e}", field.flag())))?;
         }
         s.validate()?;
         Ok(s)

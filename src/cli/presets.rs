@@ -1,8 +1,7 @@
 //! `dsa-sim presets`: every preset with every field's value.
 
 use super::{emit, print_json, scenario_json, CliError};
-use crate::scenario::{Scenario, FIELD_NAMES, PRESET_NAMES};
-use crate::sweep::field_text;
+use crate::scenario::{Field, Scenario, PRESET_NAMES};
 
 /// Arguments of `dsa-sim presets`.
 #[derive(clap::Args, Debug)]
@@ -24,10 +23,10 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
     }
     let mut cols: Vec<(String, Scenario)> = vec![("(defaults)".to_string(), Scenario::default())];
     cols.extend(presets.into_iter().map(|(n, s)| (n.to_string(), s)));
-    let fw = FIELD_NAMES.iter().map(|f| f.len()).max().unwrap_or(8);
+    let fw = Field::ALL.iter().map(|f| f.name().len()).max().unwrap_or(8);
     let widths: Vec<usize> = cols
         .iter()
-        .map(|(n, s)| FIELD_NAMES.iter().map(|f| field_text(s, f).len()).chain([n.len()]).max().unwrap_or(4))
+        .map(|(n, s)| Field::ALL.iter().map(|f| s.text(*f).len()).chain([n.len()]).max().unwrap_or(4))
         .collect();
     let mut out = String::new();
     out.push_str(&format!("{:fw$}", "field"));
@@ -35,10 +34,10 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
         out.push_str(&format!("  {n:>w$}"));
     }
     out.push('\n');
-    for f in FIELD_NAMES {
-        out.push_str(&format!("{f:fw$}"));
+    for &f in Field::ALL {
+        out.push_str(&format!("{:fw$}", f.name()));
         for ((_, s), w) in cols.iter().zip(&widths) {
-            out.push_str(&format!("  {:>w$}", field_text(s, f)));
+            out.push_str(&format!("  {:>w$}", s.text(f)));
         }
         out.push('\n');
     }

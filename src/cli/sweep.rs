@@ -93,7 +93,7 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let fingerprint = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "base": grid.base,
-        "axes": grid.axes.iter().map(|a| serde_json::json!([a.field, a.values])).collect::<Vec<_>>(),
+        "axes": grid.axes.iter().map(|a| serde_json::json!([a.field.name(), a.texts])).collect::<Vec<_>>(),
         "run": meta,
         "format": format.to_string(),
     })

@@ -5,8 +5,8 @@ use super::{Dataset, Experiment, FigureKind, PreparedFigure};
 use crate::report::{
     binary_label, save_figure, CellColors, Corner, Heatmap, LineChart, Panel, PointSet, RefLine, Scale, Series,
 };
-use crate::scenario::Scenario;
-use crate::sweep::{field_text, run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
+use crate::scenario::{Field, Scenario, Unit};
+use crate::sweep::{run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
 use plotters::style::RGBColor;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,9 +25,6 @@ pub struct RunSettings {
 
 /// Figure size in pixels (SVG and PNG).
 pub const FIGURE_SIZE: (u32, u32) = (1000, 640);
-
-/// Fields counted in tokens (log-scaled, labelled 1K, 1M…).
-const TOKEN_FIELDS: &[&str] = &["context_len", "window", "sink", "index_topk", "max_topk", "needle_tokens", "compress_ratio"];
 
 /// The file in a staging folder that says which experiment (and dsa-sim version) it belongs to.
 const STAGE_MARKER: &str = ".experiment-fingerprint";
@@ -185,46 +182,32 @@ fn write_all(
 }
 
 /// A short label for a field's value: `k = 512`, `repeat = 8`, `L = 64K`.
-pub fn value_label(field: &str, text: &str) -> String {
-    let name = match field {
-        "index_topk" => "k",
-        "context_len" => "L",
-        "score_noise" => "σ_q",
-        f => f,
-    };
+pub fn value_label(field: Field, text: &str) -> String {
     let v = match text.parse::<f64>() {
-        Ok(x) if ["context_len", "window", "sink"].contains(&field) && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
+        Ok(x) if field.spec().unit == Unit::TokenSpan && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
         _ => text.to_string(),
     };
-    format!("{name} = {v}")
+    format!("{} = {v}", field.symbol())
 }
 
 fn x_scale(fig: &PreparedFigure) -> Scale {
     let ax = &fig.grid.axes[0];
-    let xs: Vec<f64> = ax.values.iter().filter_map(|v| v.parse().ok()).collect();
+    let xs: Vec<f64> = ax.texts.iter().filter_map(|v| v.parse().ok()).collect();
     let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let wide = lo > 0.0 && hi / lo >= 16.0;
+    let tokens = ax.field.spec().unit != Unit::Plain;
     match fig.spec.log_x {
-        Some(true) if TOKEN_FIELDS.contains(&ax.field.as_str()) => Scale::Log2,
+        Some(true) if tokens => Scale::Log2,
         Some(true) => Scale::Log10,
         Some(false) => Scale::Linear,
-        None if wide && TOKEN_FIELDS.contains(&ax.field.as_str()) => Scale::Log2,
+        None if wide && tokens => Scale::Log2,
         None => Scale::Linear,
     }
 }
 
-fn axis_title(field: &str, scale: Scale) -> String {
-    let base = match field {
-        "context_len" => "context length L (tokens)".to_string(),
-        "index_topk" => "index_topk k (selected candidates)".to_string(),
-        "dprime" => "dprime: needle score separation (distractor sd units)".to_string(),
-        "score_noise" => "score_noise σ_q (distractor sd units)".to_string(),
-        "depth" => "needle depth (0 = start of context, 1 = end)".to_string(),
-        "repeat" => "needle copies".to_string(),
-        f if TOKEN_FIELDS.contains(&f) => format!("{f} (tokens)"),
-        f => f.to_string(),
-    };
+fn axis_title(field: Field, scale: Scale) -> String {
+    let base = field.axis_title();
     if scale.is_log() {
         format!("{base}, log scale")
     } else {
@@ -236,20 +219,20 @@ fn axis_title(field: &str, scale: Scale) -> String {
 pub fn scenario_summary(grid: &Grid) -> String {
     let s = &grid.base;
     let d = Scenario::default();
-    let varied = |f: &str| grid.axes.iter().any(|a| a.field == f);
+    let varied = |f: Field| grid.axes.iter().any(|a| a.field == f);
     let mut parts = Vec::new();
     // Only the fields the scenario's model reads: a vector scenario's dprime is not a parameter.
-    let (ignored, discrimination) = match s.model {
-        crate::scenario::Model::Vector => (crate::scenario::SCALAR_ONLY_FIELDS, "alignment"),
-        _ => (crate::scenario::VECTOR_ONLY_FIELDS, "dprime"),
+    let discrimination = match s.model {
+        crate::scenario::Model::Vector => Field::Alignment,
+        _ => Field::Dprime,
     };
-    let always = ["context_len", "index_topk", "compress_ratio", "overlap", "window", discrimination];
-    for f in crate::scenario::FIELD_NAMES {
-        if varied(f) || ignored.contains(f) {
+    let always = [Field::ContextLen, Field::IndexTopk, Field::CompressRatio, Field::Overlap, Field::Window, discrimination];
+    for &f in Field::ALL {
+        if varied(f) || !f.spec().scope.read_by(s.model) {
             continue;
         }
-        let v = field_text(s, f);
-        if always.contains(f) || v != field_text(&d, f) {
+        let v = s.text(f);
+        if always.contains(&f) || v != d.text(f) {
             parts.push(value_label(f, &v));
         }
     }
@@ -269,7 +252,7 @@ fn group_series<'a>(fig: &PreparedFigure, rows: &'a [Row]) -> Vec<(Vec<usize>, S
         if let Some(gr) = groups.iter_mut().find(|gr| gr.0 == c) {
             gr.2.push(r);
         } else {
-            let label: Vec<String> = g.axes[1..].iter().zip(&r.values[1..]).map(|(a, v)| value_label(&a.field, v)).collect();
+            let label: Vec<String> = g.axes[1..].iter().zip(&r.values[1..]).map(|(a, v)| value_label(a.field, v)).collect();
             groups.push((c, label.join(", "), vec![r]));
         }
     }
@@ -282,7 +265,7 @@ fn num(s: &str) -> Option<f64> {
 
 fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option<&Dataset>) -> LineChart {
     let g = &fig.grid;
-    let xf = g.axes[0].field.as_str();
+    let xf = g.axes[0].field;
     let scale = x_scale(fig);
     let rank = fig.spec.kind == FigureKind::RankBand;
     let groups = group_series(fig, rows);
@@ -339,10 +322,10 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         }
     }
     // Coverage horizons k·c when x is the context length; the kernel limit when x is k.
-    if xf == "context_len" && !rank {
-        let kpos = g.axes.iter().position(|a| a.field == "index_topk");
+    if xf == Field::ContextLen && !rank {
+        let kpos = g.axes.iter().position(|a| a.field == Field::IndexTopk);
         let ks: Vec<(u64, usize)> = match kpos {
-            Some(p) => g.axes[p].values.iter().enumerate().filter_map(|(i, v)| v.parse().ok().map(|k| (k, if p == 1 { i } else { 6 }))).collect(),
+            Some(p) => g.axes[p].texts.iter().enumerate().filter_map(|(i, v)| v.parse().ok().map(|k| (k, if p == 1 { i } else { 6 }))).collect(),
             None => vec![(g.base.index_topk, 6)],
         };
         for (k, color) in ks {
@@ -350,7 +333,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
             chart.vlines.push(RefLine { at: h as f64, label: format!("k·c = {}", binary_label(h as f64)), color });
         }
     }
-    if xf == "index_topk" && !rank {
+    if xf == Field::IndexTopk && !rank {
         chart.vlines.push(RefLine { at: g.base.max_topk as f64, label: format!("kernel max k = {}", g.base.max_topk), color: 6 });
     }
     if rank {
@@ -364,10 +347,10 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         for m in &d.rows {
             let Some(c) = match_measured(g, m) else { continue };
             let x = match xf {
-                "context_len" => m.context_len as f64,
-                "index_topk" => m.index_topk as f64,
-                "depth" => m.depth.unwrap_or(f64::NAN),
-                "repeat" => m.repeat.map_or(f64::NAN, |v| v as f64),
+                Field::ContextLen => m.context_len as f64,
+                Field::IndexTopk => m.index_topk as f64,
+                Field::Depth => m.depth.unwrap_or(f64::NAN),
+                Field::Repeat => m.repeat.map_or(f64::NAN, |v| v as f64),
                 _ => f64::NAN,
             };
             if !x.is_finite() {
@@ -381,7 +364,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
                     let what: Vec<String> = g.axes[1..]
                         .iter()
                         .zip(&c)
-                        .filter_map(|(a, i)| i.map(|i| value_label(&a.field, &a.values[i])))
+                        .filter_map(|(a, i)| i.map(|i| value_label(a.field, &a.texts[i])))
                         .collect();
                     let label = if what.is_empty() { provenance.clone() } else { format!("{provenance}: {}", what.join(", ")) };
                     sets.push((c, PointSet { label, color, points: vec![(x, m.recall(), lo, hi)] }));
@@ -390,7 +373,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         }
         chart.points = sets.into_iter().map(|s| s.1).collect();
         chart.note = format!("Squares: {provenance} ({}), bars: Wilson 95% intervals.", data_file_name(d));
-        if !rank && xf == "context_len" {
+        if !rank && xf == Field::ContextLen {
             chart.note.push_str(" Dashed verticals: coverage horizons k·c.");
         }
     }
@@ -405,13 +388,13 @@ fn data_file_name(d: &Dataset) -> String {
 /// Which series (coords of the axes after x) a measured row belongs to, if it fits the figure:
 /// columns it gives must equal a series value or, for fixed fields, the base scenario.
 fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<Option<usize>>> {
-    let given: [(&str, Option<f64>); 6] = [
-        ("context_len", Some(m.context_len as f64)),
-        ("index_topk", Some(m.index_topk as f64)),
-        ("depth", m.depth),
-        ("repeat", m.repeat.map(|v| v as f64)),
-        ("compress_ratio", m.compress_ratio.map(|v| v as f64)),
-        ("window", m.window.map(|v| v as f64)),
+    let given: [(Field, Option<f64>); 6] = [
+        (Field::ContextLen, Some(m.context_len as f64)),
+        (Field::IndexTopk, Some(m.index_topk as f64)),
+        (Field::Depth, m.depth),
+        (Field::Repeat, m.repeat.map(|v| v as f64)),
+        (Field::CompressRatio, m.compress_ratio.map(|v| v as f64)),
+        (Field::Window, m.window.map(|v| v as f64)),
     ];
     let mut coords = vec![None; g.axes.len() - 1];
     for (f, v) in given {
@@ -420,9 +403,9 @@ fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<Option
             continue;
         }
         if let Some(p) = g.axes.iter().position(|a| a.field == f) {
-            let i = g.axes[p].values.iter().position(|t| num(t) == Some(v))?;
+            let i = g.axes[p].texts.iter().position(|t| num(t) == Some(v))?;
             coords[p - 1] = Some(i);
-        } else if f != "depth" && g.base.get(f).ok() != Some(v) {
+        } else if f != Field::Depth && g.base.number(f) != Some(v) {
             return None;
         }
     }
@@ -453,7 +436,7 @@ fn curve_table(fig: &PreparedFigure, rows: &[Row]) -> String {
     t.push_str(&"---|".repeat(groups.len()));
     t.push('\n');
     for xi in 0..nx {
-        let _ = write!(t, "| {} |", g.axes[0].values[xi]);
+        let _ = write!(t, "| {} |", g.axes[0].texts[xi]);
         for (_, _, rs) in &groups {
             let cell = rs.get(xi).map_or(String::new(), |r| {
                 if rank {
@@ -473,9 +456,9 @@ fn curve_table(fig: &PreparedFigure, rows: &[Row]) -> String {
     t
 }
 
-fn cat_label(field: &str, text: &str) -> String {
+fn cat_label(field: Field, text: &str) -> String {
     match text.parse::<f64>() {
-        Ok(x) if TOKEN_FIELDS.contains(&field) && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
+        Ok(x) if field.spec().unit != Unit::Plain && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
         _ => text.to_string(),
     }
 }
@@ -486,7 +469,7 @@ fn heatmap(fig: &PreparedFigure, rows: &[Row]) -> Heatmap {
     let nf = g.axes.get(2).map_or(1, |a| a.values.len());
     let mut panels: Vec<Panel> = (0..nf)
         .map(|f| Panel {
-            title: g.axes.get(2).map_or(String::new(), |a| value_label(&a.field, &a.values[f])),
+            title: g.axes.get(2).map_or(String::new(), |a| value_label(a.field, &a.texts[f])),
             values: vec![vec![None; nx]; ny],
         })
         .collect();
@@ -496,10 +479,10 @@ fn heatmap(fig: &PreparedFigure, rows: &[Row]) -> Heatmap {
     }
     Heatmap {
         title: fig.spec.title.clone().unwrap_or_else(|| "Needle recall".into()),
-        x_label: axis_title(&g.axes[0].field, Scale::Linear),
-        y_label: axis_title(&g.axes[1].field, Scale::Linear),
-        x_cats: g.axes[0].values.iter().map(|v| cat_label(&g.axes[0].field, v)).collect(),
-        y_cats: g.axes[1].values.iter().map(|v| cat_label(&g.axes[1].field, v)).collect(),
+        x_label: axis_title(g.axes[0].field, Scale::Linear),
+        y_label: axis_title(g.axes[1].field, Scale::Linear),
+        x_cats: g.axes[0].texts.iter().map(|v| cat_label(g.axes[0].field, v)).collect(),
+        y_cats: g.axes[1].texts.iter().map(|v| cat_label(g.axes[1].field, v)).collect(),
         panels,
         colors: CellColors::Continuous { label: "recall".into(), lo: 0.0, hi: 1.0 },
         annotate: nx * nf <= 14,
@@ -513,7 +496,7 @@ const REGIME_COLORS: [RGBColor; 5] =
 fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
     let g = &fig.grid;
     let target = fig.spec.target.unwrap_or(0.9);
-    let ks: Vec<&String> = g.axes[2].values.iter().collect();
+    let ks: Vec<&String> = g.axes[2].texts.iter().collect();
     let (nx, ny, nk) = (g.axes[0].values.len(), g.axes[1].values.len(), ks.len());
     let mut best = vec![vec![nk; nx]; ny];
     for r in rows {
@@ -540,10 +523,10 @@ fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
     }
     let map = Heatmap {
         title: fig.spec.title.clone().unwrap_or_else(|| format!("Smallest k reaching recall {target}")),
-        x_label: axis_title(&g.axes[0].field, Scale::Linear),
-        y_label: axis_title(&g.axes[1].field, Scale::Linear),
-        x_cats: g.axes[0].values.iter().map(|v| cat_label(&g.axes[0].field, v)).collect(),
-        y_cats: g.axes[1].values.iter().map(|v| cat_label(&g.axes[1].field, v)).collect(),
+        x_label: axis_title(g.axes[0].field, Scale::Linear),
+        y_label: axis_title(g.axes[1].field, Scale::Linear),
+        x_cats: g.axes[0].texts.iter().map(|v| cat_label(g.axes[0].field, v)).collect(),
+        y_cats: g.axes[1].texts.iter().map(|v| cat_label(g.axes[1].field, v)).collect(),
         panels: vec![Panel { title: scenario_summary(g), values: best.iter().map(|r| r.iter().map(|&b| Some(b as f64)).collect()).collect() }],
         colors: CellColors::Categorical(cats),
         annotate: false,

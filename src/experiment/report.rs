@@ -1,8 +1,7 @@
 //! The markdown report of an experiment.
 
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
-use crate::scenario::{Scenario, FIELD_NAMES};
-use crate::sweep::field_text;
+use crate::scenario::{Field, Scenario};
 use std::fmt::Write as _;
 
 fn kind_text(k: FigureKind) -> &'static str {
@@ -33,12 +32,12 @@ pub fn figure_section(exp: &Experiment, fig: &PreparedFigure, data: Option<&Data
     }
     let _ = writeln!(t, "Axes:\n");
     for a in &fig.grid.axes {
-        let _ = writeln!(t, "- `{}` ∈ {{{}}}", a.field, a.values.join(", "));
+        let _ = writeln!(t, "- `{}` ∈ {{{}}}", a.field, a.texts.join(", "));
     }
-    let changed: Vec<String> = FIELD_NAMES
+    let changed: Vec<String> = Field::ALL
         .iter()
-        .filter(|f| field_text(&fig.grid.base, f) != field_text(&exp.base, f) && !fig.grid.axes.iter().any(|a| a.field == **f))
-        .map(|f| format!("`{f}` = {}", field_text(&fig.grid.base, f)))
+        .filter(|f| fig.grid.base.text(**f) != exp.base.text(**f) && !fig.grid.axes.iter().any(|a| a.field == **f))
+        .map(|f| format!("`{f}` = {}", fig.grid.base.text(*f)))
         .collect();
     if !changed.is_empty() {
         let _ = writeln!(t, "\nOverrides of the base scenario for this figure: {}.", changed.join(", "));
@@ -62,8 +61,8 @@ pub fn figure_section(exp: &Experiment, fig: &PreparedFigure, data: Option<&Data
 
 fn fields_table(s: &Scenario) -> String {
     let mut t = String::from("| field | value |\n|---|---|\n");
-    for f in FIELD_NAMES {
-        let _ = writeln!(t, "| `{f}` | {} |", field_text(s, f));
+    for &f in Field::ALL {
+        let _ = writeln!(t, "| `{f}` | {} |", s.text(f));
     }
     t
 }

@@ -44,7 +44,7 @@ pub enum RepeatLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Model {
-    /// The scalar score model of DESIGN.md §2.2 (analytic or Monte Carlo).
+    /// The scalar score model (docs/model.md#scalar-score-model) (analytic or Monte Carlo).
     Scalar,
     /// The vector lightning-indexer model of §2.3 (Monte Carlo; see [`crate::indexer`]).
     Vector,

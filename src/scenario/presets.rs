@@ -1,4 +1,4 @@
-//! The named presets (DESIGN.md §2.4) and the indexer number formats they carry.
+//! The named presets (docs/model.md#presets) and the indexer number formats they carry.
 
 use super::{Pooling, Scenario, ScenarioError};
 use crate::formats::Format;
@@ -15,7 +15,7 @@ pub const PRESET_NAMES: &[&str] = &[
 ];
 
 impl Scenario {
-    /// A named preset (DESIGN.md §2.4), as far as the scalar model expresses it.
+    /// A named preset (docs/model.md#presets), as far as the scalar model expresses it.
     ///
     /// Sources: DeepSeek-V3.2-Exp `inference/config` (index_topk 2048, token-level), DeepSeek-V4
     /// reference `model.py` (CSA compress_ratio 4 with overlapping blocks, index_topk 512 Flash /
@@ -88,7 +88,7 @@ impl Scenario {
 }
 
 /// DeepSeek's FP8 indexer format: e4m3, blocks of 128, fp32 scale amax / 448 (amax floored at
-/// 1e-4), as DESIGN.md §2.4 lists for V3.2 and as serving stacks store V4's indexer cache.
+/// 1e-4), as docs/model.md#presets lists for V3.2 and as serving stacks store V4's indexer cache.
 /// (DeepSeek-V3.2-Exp's released config sets `scale_fmt = "ue8m0"`, i.e. power-of-two scales:
 /// `--q-format fp8-e4m3:128:ue8m0:floor=0.0001` selects that variant.)
 pub fn fp8_indexer() -> Format {

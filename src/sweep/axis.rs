@@ -2,15 +2,17 @@
 //! points) and `A..B:+S` (arithmetic step).
 
 use super::SweepError;
-use crate::scenario::{Scenario, FIELD_NAMES, REAL_FIELDS};
+use crate::scenario::{field_names, Field, Scenario, Value};
 
 /// One axis of a sweep grid: a scenario field and the values it takes, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Axis {
-    /// The field's snake_case name.
-    pub field: String,
-    /// The values as text, exactly as [`Scenario::set`] accepts them.
-    pub values: Vec<String>,
+    /// The field.
+    pub field: Field,
+    /// The values, parsed once when the axis is built.
+    pub values: Vec<Value>,
+    /// The values as written (ranges expanded): figure labels use them.
+    pub texts: Vec<String>,
 }
 
 /// Most points one range may expand to (a typo such as `1..1e9:+1` fails fast instead).
@@ -30,40 +32,41 @@ impl Axis {
     /// Builds an axis from a field name and a value specification (see [`Axis::parse`]).
     pub fn from_spec(field: &str, spec: &str) -> Result<Axis, SweepError> {
         let field = canonical_field(field)?;
-        let values = parse_values(&field, spec)?;
-        Axis::from_values(&field, values)
+        let texts = parse_values(field, spec)?;
+        Axis::from_texts(field, texts)
     }
 
-    /// Builds an axis from explicit values, checking that each parses as the field's type.
-    pub fn from_values(field: &str, values: Vec<String>) -> Result<Axis, SweepError> {
-        let field = canonical_field(field)?;
-        if values.is_empty() {
+    /// Builds an axis from explicit values, parsing each as the field's type.
+    pub fn from_values(field: &str, texts: Vec<String>) -> Result<Axis, SweepError> {
+        Axis::from_texts(canonical_field(field)?, texts)
+    }
+
+    /// Builds an axis of `field` from its values as text, parsing each as the field's type.
+    pub fn from_texts(field: Field, texts: Vec<String>) -> Result<Axis, SweepError> {
+        if texts.is_empty() {
             return Err(SweepError::Input(format!("axis `{field}` has no values")));
         }
         let mut probe = Scenario::default();
-        for v in &values {
-            probe.set(&field, v).map_err(|e| SweepError::Input(format!("axis `{field}`: {e}")))?;
+        let mut values = Vec::with_capacity(texts.len());
+        for v in &texts {
+            probe.set_text(field, v).map_err(|e| SweepError::Input(format!("axis `{field}`: {e}")))?;
+            values.push(probe.get(field));
         }
-        Ok(Axis { field, values })
+        Ok(Axis { field, values, texts })
+    }
+
+    /// The value at index `i` as a number (count and real fields).
+    pub fn number(&self, i: usize) -> Option<f64> {
+        self.values.get(i).and_then(Value::as_f64)
     }
 }
 
-/// The snake_case name of a scenario field, or an input error naming the known fields.
-pub fn canonical_field(field: &str) -> Result<String, SweepError> {
-    let f = field.trim().replace('-', "_");
-    if FIELD_NAMES.contains(&f.as_str()) {
-        Ok(f)
-    } else {
-        Err(SweepError::Input(format!(
-            "unknown field `{}` (known fields: {})",
-            field.trim(),
-            FIELD_NAMES.join(", ")
-        )))
-    }
-}
-
-fn is_integer_field(field: &str) -> bool {
-    !REAL_FIELDS.contains(&field)
+/// The scenario field named `field` (snake or kebab case), or an input error naming the known
+/// fields.
+pub fn canonical_field(field: &str) -> Result<Field, SweepError> {
+    Field::from_name(field).map_err(|_| {
+        SweepError::Input(format!("unknown field `{}` (known fields: {})", field.trim(), field_names().join(", ")))
+    })
 }
 
 /// Formats a number for a sweep value: at most 12 significant digits, shortest form.
@@ -75,7 +78,7 @@ pub fn fmt_num(x: f64) -> String {
     format!("{rounded}")
 }
 
-fn parse_num(field: &str, text: &str, what: &str) -> Result<f64, SweepError> {
+fn parse_num(field: Field, text: &str, what: &str) -> Result<f64, SweepError> {
     let t = text.trim().replace('_', "");
     t.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
         SweepError::Input(format!("axis `{field}`: range {what} `{}` is not a number", text.trim()))
@@ -83,7 +86,7 @@ fn parse_num(field: &str, text: &str, what: &str) -> Result<f64, SweepError> {
 }
 
 /// Expands a value specification into its values (ranges expanded, in the order written).
-pub fn parse_values(field: &str, spec: &str) -> Result<Vec<String>, SweepError> {
+pub fn parse_values(field: Field, spec: &str) -> Result<Vec<String>, SweepError> {
     let mut out = Vec::new();
     for item in spec.split(',') {
         let item = item.trim();
@@ -108,7 +111,7 @@ pub fn parse_values(field: &str, spec: &str) -> Result<Vec<String>, SweepError> 
     Ok(out)
 }
 
-fn expand_range(field: &str, item: &str) -> Result<Vec<String>, SweepError> {
+fn expand_range(field: Field, item: &str) -> Result<Vec<String>, SweepError> {
     let bad = |why: &str| {
         SweepError::Input(format!(
             "axis `{field}`: range `{item}` {why} (expected A..B:xF geometric, A..B:N points or A..B:+S step)"
@@ -167,7 +170,7 @@ fn expand_range(field: &str, item: &str) -> Result<Vec<String>, SweepError> {
     }
     let mut out: Vec<String> = Vec::with_capacity(xs.len());
     for x in xs {
-        let text = if is_integer_field(field) {
+        let text = if !field.is_real() {
             let r = x.round();
             if (x - r).abs() > 1e-6 * x.abs().max(1.0) && step.starts_with('+') {
                 return Err(bad("gives non-integer values for an integer field"));
@@ -188,13 +191,14 @@ mod tests {
     use super::*;
 
     fn vals(spec: &str) -> Vec<String> {
-        Axis::parse(spec).unwrap().values
+        Axis::parse(spec).unwrap().texts
     }
 
     #[test]
     fn lists_and_kebab_names() {
         assert_eq!(vals("index-topk=512,1024, 2048"), ["512", "1024", "2048"]);
-        assert_eq!(Axis::parse("index-topk=1").unwrap().field, "index_topk");
+        assert_eq!(Axis::parse("index-topk=1").unwrap().field, Field::IndexTopk);
+        assert_eq!(Axis::parse("index-topk=1").unwrap().values, [Value::Count(1)]);
         assert_eq!(vals("pooling=mean,max"), ["mean", "max"]);
         assert_eq!(vals("distractor=normal,student_t:4"), ["normal", "student_t:4"]);
     }
