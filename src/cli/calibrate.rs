@@ -1,4 +1,4 @@
-//! `dsa-sim calibrate`: fit scalar parameters to measured recall (DESIGN.md §5).
+//! `dsa-sim calibrate`: fit scalar parameters to measured recall (docs/model.md#calibration).
 
 use super::{emit, print_json, CliError, ScenarioArgs};
 use crate::calibrate::experiment::run_experiment;

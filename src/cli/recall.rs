@@ -20,7 +20,7 @@ pub struct RecallArgs {
     pub run: RunArgs,
 }
 
-/// The JSON object of one estimate (DESIGN.md §6 keys and more).
+/// The JSON object of one estimate (docs/cli.md#output keys and more).
 pub fn estimate_json(s: &Scenario, e: &Estimate, seed: u64) -> serde_json::Value {
     let quantiles = e.rank.quantiles_json();
     json!({

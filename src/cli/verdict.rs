@@ -1,4 +1,4 @@
-//! `dsa-sim verdict`: coverage- or discrimination-limited, with numbers (DESIGN.md §5).
+//! `dsa-sim verdict`: coverage- or discrimination-limited, with numbers (docs/model.md#verdict).
 
 use super::calibrate::FitEngineArgs;
 use super::{emit, print_json, CliError, ScenarioArgs};
