@@ -458,3 +458,76 @@ fn examples_are_found_with_their_outputs_and_without_the_commentary() {
         ]
     );
 }
+
+fn help(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
+        .args(args)
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dsa-sim {args:?} failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every example command in `--help` (top level and per command) stays one line at 100 columns,
+/// or continues with ` \`, so that it can be pasted into a shell.
+#[test]
+fn help_examples_paste_at_100_columns() {
+    let top = help(&["--help"]);
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 9, "commands found: {commands:?}");
+    let mut pages = vec![("dsa-sim".to_string(), top)];
+    for c in &commands {
+        pages.push((format!("dsa-sim {c}"), help(&[c, "--help"])));
+    }
+    let mut examples = 0;
+    for (name, page) in &pages {
+        let lines: Vec<&str> = page.lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let l = lines[i];
+            assert!(
+                l.chars().count() <= 100,
+                "{name} --help: line longer than 100 columns: {l:?}"
+            );
+            let t = l.trim_start();
+            let is_example = t.starts_with("dsa-sim ")
+                || ["echo ", "seq ", "printf "]
+                    .iter()
+                    .any(|p| t.starts_with(p))
+                    && t.contains("| dsa-sim ");
+            if !is_example {
+                i += 1;
+                continue;
+            }
+            examples += 1;
+            let indent = l.len() - t.len();
+            // Continuation lines, then the next line must not be the wrapped tail of this command.
+            while lines[i].trim_end().ends_with('\\') {
+                i += 1;
+                assert!(
+                    i < lines.len(),
+                    "{name} --help: example ends with a continuation: {l:?}"
+                );
+            }
+            if let Some(next) = lines.get(i + 1) {
+                let nt = next.trim_start();
+                let same_indent = next.len() - nt.len() == indent;
+                assert!(
+                    nt.is_empty() || !same_indent || nt.starts_with("dsa-sim ") || nt.contains("| dsa-sim "),
+                    "{name} --help: the example {l:?} wraps onto {next:?} at 100 columns (use one line or ` \\` continuations)"
+                );
+            }
+            i += 1;
+        }
+    }
+    assert!(examples >= 20, "only {examples} help examples found");
+}

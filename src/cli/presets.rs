@@ -6,7 +6,8 @@ use crate::sweep::field_text;
 
 /// Arguments of `dsa-sim presets`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Use a preset with --preset NAME on any command; flags after it override its fields.")]
+#[command(after_help = "Use a preset with --preset NAME on recall, rank, sweep, calibrate, verdict and formats, or with \
+preset = \"NAME\" in a --scenario file; field flags override its fields.")]
 pub struct PresetsArgs {
     /// Print one JSON object: {"presets": {NAME: {field: value, …}}, "defaults": {…}}.
     #[arg(long)]
@@ -42,6 +43,8 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
         }
         out.push('\n');
     }
-    out.push_str("\nUse with --preset NAME on any command; later flags override single fields.\n");
+    out.push_str(
+        "\nUse with --preset NAME on recall, rank, sweep, calibrate, verdict and formats; field flags override single fields.\n",
+    );
     emit(&out)
 }
