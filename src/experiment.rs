@@ -15,7 +15,7 @@
 //! preset = "deepseek-v4-flash"
 //! dprime = 2.5
 //!
-//! [[data]]                          # measured recall to overlay (DESIGN.md §5 columns)
+//! [[data]]                          # measured recall to overlay (docs/cli.md#measured-data-csv)
 //! name = "lab"
 //! file = "measured.csv"             # relative to the experiment file
 //! label = "measured"                # how points are labelled in figures and the report

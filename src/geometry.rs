@@ -1,5 +1,5 @@
-//! Geometry of one sparse layer (DESIGN.md §2.1): candidate entries, the window and sink, needle
-//! placement, which entries cover the needle, and the coverage horizon.
+//! Geometry of one sparse layer (docs/model.md#geometry): candidate entries, the window and sink,
+//! needle placement, which entries cover the needle, and the coverage horizon.
 //!
 //! Everything here is integer arithmetic on positions and never allocates per candidate: a
 //! context of 10^9 tokens costs the same as one of 10^3.

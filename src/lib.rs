@@ -5,7 +5,7 @@
 //! outside the top-k: raise `index_topk`) or a **discrimination** problem (the indexer does not
 //! score it high enough: no feasible k helps, precision must improve).
 //!
-//! The scalar model (DESIGN.md §2.1–2.2): N = floor(L / c) candidate entries, each with an
+//! The scalar model (docs/model.md): N = floor(L / c) candidate entries, each with an
 //! indexer score; the needle's entries score Normal(dprime, needle_sd²) per token against
 //! standardised distractors, pooled by `none`, `mean` or `max`, with optional score noise, hard
 //! negatives, repeats, several layers and a readout rule. The needle is attended when one of its

@@ -1,4 +1,4 @@
-//! The verdict (DESIGN.md §5): for a scenario and a target recall, is the lost needle a
+//! The verdict (docs/model.md#verdict): for a scenario and a target recall, is the lost needle a
 //! *coverage* problem (some k within the top-k kernel's limit meets the target) or a
 //! *discrimination* problem (none does: the indexer's precision must improve, by how much)?
 //!
@@ -347,7 +347,7 @@ fn opt_json(x: Option<f64>) -> serde_json::Value {
     x.filter(|v| v.is_finite()).map_or(serde_json::Value::Null, |v| serde_json::json!(v))
 }
 
-/// The JSON object of `dsa-sim verdict --json` for one scenario (DESIGN.md §6 keys and more).
+/// The JSON object of `dsa-sim verdict --json` for one scenario (docs/cli.md#output keys and more).
 pub fn verdict_json(v: &Verdict, s: &Scenario) -> serde_json::Value {
     serde_json::json!({
         "call": v.call,
@@ -380,8 +380,8 @@ fn range_json(r: Range) -> serde_json::Value {
     serde_json::json!([opt_json(r.0), opt_json(r.1)])
 }
 
-/// The verdict JSON with `intervals` (95% ranges over the fit's likelihood region, DESIGN.md §5
-/// "with calibrated data the numbers carry their intervals") and the calls reached in it.
+/// The verdict JSON with `intervals` (95% ranges over the fit's likelihood region:
+/// docs/model.md#verdict) and the calls reached in it.
 pub fn calibrated_verdict_json(cv: &CalibratedVerdict, s: &Scenario) -> serde_json::Value {
     let mut j = verdict_json(&cv.at_estimate, s);
     let intervals = serde_json::json!({

@@ -1,6 +1,7 @@
-//! Property tests of quantize-dequantize (DESIGN.md §3): idempotent (a dequantized value is on
-//! the format's grid, so quantizing it again changes nothing) and monotone (a larger input never
-//! gives a smaller value), for every element format and every block-scaled combination.
+//! Property tests of quantize-dequantize (docs/model.md#number-formats): idempotent (a
+//! dequantized value is on the format's grid, so quantizing it again changes nothing) and
+//! monotone (a larger input never gives a smaller value), for every element format and every
+//! block-scaled combination.
 //!
 //! Idempotence is exact for element formats and power-of-two block scales (ue8m0, e8m0). With an
 //! fp32 scale (amax / max) it holds to within the rounding of the scale: the block's largest

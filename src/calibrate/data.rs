@@ -1,5 +1,5 @@
-//! Measured recall tables (DESIGN.md §5): one row per measured cell, loaded from CSV as notebooks
-//! and spreadsheets write it.
+//! Measured recall tables (docs/cli.md#measured-data-csv): one row per measured cell, loaded
+//! from CSV as notebooks and spreadsheets write it.
 //!
 //! Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
 //! compress_ratio,window,label`. The header may come in any order, with any case and surrounding

@@ -1,7 +1,7 @@
-//! Calibration against measured recall (DESIGN.md §5): load a table of measured cells, fit chosen
-//! scalar parameters by maximum binomial likelihood, 95% profile-likelihood intervals, deviance
-//! goodness of fit, named hypotheses ranked by AIC, and what-if predictions whose 95% bands are
-//! carried over from the fit.
+//! Calibration against measured recall (docs/model.md#calibration): load a table of measured
+//! cells, fit chosen scalar parameters by maximum binomial likelihood, 95% profile-likelihood
+//! intervals, deviance goodness of fit, named hypotheses ranked by AIC, and what-if predictions
+//! whose 95% bands are carried over from the fit.
 //!
 //! The recall model is abstract ([`RecallModel`]): [`EngineModel`] uses the exact analytic engine
 //! where it applies and common-random-number Monte Carlo otherwise; tests may plug in closed-form

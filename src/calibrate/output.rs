@@ -1,4 +1,4 @@
-//! A calibration run's complete result and its renderings: one JSON object (DESIGN.md §6 keys
+//! A calibration run's complete result and its renderings: one JSON object (docs/cli.md#output keys
 //! and more), human text, and the markdown of an experiment report.
 
 use super::data::Dataset;

@@ -1,4 +1,4 @@
-//! `dsa-sim calibrate`: fit scalar parameters to measured recall (DESIGN.md §5).
+//! `dsa-sim calibrate`: fit scalar parameters to measured recall (docs/model.md#calibration).
 
 use super::{emit, print_json, CliError, ScenarioArgs};
 use crate::calibrate::experiment::run_experiment;
@@ -69,9 +69,13 @@ impl FitEngineArgs {
 /// Arguments of `dsa-sim calibrate`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  \
-dsa-sim calibrate --data measured.csv --fit dprime --preset deepseek-v4-flash\n  \
-dsa-sim calibrate --data measured.csv --fit dprime,needle_sd --preset deepseek-v4-flash --compare \\\n      --predict index_topk=1024,2048 --predict context_len=131072 --json\n  \
-dsa-sim calibrate --data quest.csv --fit dprime,p_read --preset quest-16\n  \
+dsa-sim calibrate --data experiments/dsv4_seed_observations.csv --fit dprime \\\n      \
+--preset deepseek-v4-flash\n  \
+dsa-sim calibrate --data experiments/dsv4_seed_observations.csv --fit dprime,needle_sd \\\n      \
+--preset deepseek-v4-flash --compare --predict index_topk=1024,2048 \\\n      \
+--predict context_len=131072 --json\n  \
+dsa-sim calibrate --data experiments/quest_passkey_10k.csv --fit dprime,p_read \\\n      \
+--preset quest-16\n  \
 dsa-sim calibrate --experiment experiments/calibrate-dsv4-observations.toml\n\n\
 CSV columns: context_len,index_topk,trials,hits (required), depth,repeat,compress_ratio,window,label (optional, per row).\n\
 --fit FIELD[=LO:HI],…: fittable fields dprime, needle_sd, score_noise, hard_negatives, hard_mean, layer_corr, p_read, p_guess, depth.\n\

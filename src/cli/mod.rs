@@ -61,9 +61,12 @@ const WORKFLOW: &str = "Typical questions:
   Curves and a report:
     dsa-sim run experiments/dsv4-needle-diagnosis.toml
 
-Every command takes --preset, --scenario FILE.toml and one flag per scenario field (see `dsa-sim \
-recall --help`), --json for one JSON object on stdout, and --seed for reproducible Monte Carlo \
-(results do not depend on --threads).";
+recall, rank, sweep, calibrate, verdict and formats take --preset, --scenario FILE.toml and one flag \
+per scenario field (see `dsa-sim recall --help`). recall, rank, sweep, calibrate and verdict take \
+--engine, --trials and --seed, formats --trials and --seed: Monte Carlo results repeat exactly from \
+the seed and do not depend on --threads. run reads its scenario, engine, trials and seed from the \
+experiment file. Every command but run prints one JSON object on stdout with --json. Exit codes: 0 \
+success, 2 bad input, 1 any other failure. Reference: docs/cli.md.";
 
 /// dsa-sim command line.
 #[derive(Parser, Debug)]

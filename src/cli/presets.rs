@@ -5,7 +5,8 @@ use crate::scenario::{Field, Scenario, PRESET_NAMES};
 
 /// Arguments of `dsa-sim presets`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Use a preset with --preset NAME on any command; flags after it override its fields.")]
+#[command(after_help = "Use a preset with --preset NAME on recall, rank, sweep, calibrate, verdict and formats, or with \
+preset = \"NAME\" in a --scenario file; field flags override its fields.")]
 pub struct PresetsArgs {
     /// Print one JSON object: {"presets": {NAME: {field: value, …}}, "defaults": {…}}.
     #[arg(long)]
@@ -41,6 +42,8 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
         }
         out.push('\n');
     }
-    out.push_str("\nUse with --preset NAME on any command; later flags override single fields.\n");
+    out.push_str(
+        "\nUse with --preset NAME on recall, rank, sweep, calibrate, verdict and formats; field flags override single fields.\n",
+    );
     emit(&out)
 }

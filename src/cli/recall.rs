@@ -10,7 +10,8 @@ use serde_json::json;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  dsa-sim recall --preset deepseek-v4-flash --context-len 131072 --dprime 3\n  \
 dsa-sim recall --context-len 1000000 --index-topk 1024 --dprime 4 --score-noise 0.5 --json\n  \
-dsa-sim recall --preset deepseek-v4-flash --pooling mean --engine montecarlo --trials 20000 --seed 7")]
+dsa-sim recall --preset deepseek-v4-flash --pooling mean --context-len 32768 \\\n      \
+--engine montecarlo --trials 5000 --seed 7")]
 pub struct RecallArgs {
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -20,7 +21,7 @@ pub struct RecallArgs {
     pub run: RunArgs,
 }
 
-/// The JSON object of one estimate (DESIGN.md §6 keys and more).
+/// The JSON object of one estimate (docs/cli.md#output keys and more).
 pub fn estimate_json(s: &Scenario, e: &Estimate, seed: u64) -> serde_json::Value {
     let quantiles = e.rank.quantiles_json();
     json!({

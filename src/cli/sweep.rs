@@ -8,7 +8,8 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Axes: --vary FIELD=V1,V2,… with ranges A..B:xF (geometric), A..B:N (N evenly spaced points) \
 and A..B:+S (step); repeat --vary for a grid (the first axis is outermost).\n\nExamples:\n  \
-dsa-sim sweep --preset deepseek-v4-flash --vary context_len=1024..1048576:x2 --vary index_topk=512,1024,2048 --out sweep.csv\n  \
+dsa-sim sweep --preset deepseek-v4-flash --vary context_len=1024..1048576:x2 \\\n      \
+--vary index_topk=512,1024,2048 --out sweep.csv\n  \
 dsa-sim sweep --vary dprime=0..6:13 --vary score_noise=0,0.5,1 --no-rank --json\n  \
 dsa-sim sweep --preset deepseek-v4-flash --vary depth=0..1:11 --out depth.csv --resume")]
 pub struct SweepArgs {

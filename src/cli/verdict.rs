@@ -1,4 +1,4 @@
-//! `dsa-sim verdict`: coverage- or discrimination-limited, with numbers (DESIGN.md §5).
+//! `dsa-sim verdict`: coverage- or discrimination-limited, with numbers (docs/model.md#verdict).
 
 use super::calibrate::FitEngineArgs;
 use super::{emit, print_json, CliError, ScenarioArgs};
@@ -10,7 +10,8 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:\n  \
 dsa-sim verdict --preset deepseek-v4-flash --context-len 16000 --dprime 2\n  \
-dsa-sim verdict --preset deepseek-v4-flash --context-len 16000 --data measured.csv --fit dprime --json\n\n\
+dsa-sim verdict --preset deepseek-v4-flash --context-len 16000 \\\n      \
+--data experiments/dsv4_seed_observations.csv --fit dprime --json\n\n\
 The kernel maximum k is the scenario's max_topk (--max-topk K to change it).\n\
 recall_2k is recall at k = 2 × index_topk.")]
 pub struct VerdictArgs {

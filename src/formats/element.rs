@@ -1,8 +1,9 @@
 //! Element (scalar) number formats and their round-to-nearest-even kernels.
 //!
 //! Every kernel maps an `f32` to the nearest value of the format (ties to even) and back to
-//! `f32`; finite values beyond the largest finite value saturate to it (DESIGN.md §3). What each
-//! format does with NaN and ±infinity is listed on [`ElementFormat`].
+//! `f32`; finite values beyond the largest finite value saturate to it
+//! (docs/model.md#number-formats). What each format does with NaN and ±infinity is listed on
+//! [`ElementFormat`].
 //!
 //! # How the rounding is done
 //! The formats other than bf16 are "grids": within one binade `[2^e, 2^(e+1))` of the format its

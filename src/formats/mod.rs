@@ -1,4 +1,4 @@
-//! Number formats and block scaling (DESIGN.md §3), bit-exact.
+//! Number formats and block scaling (docs/model.md#number-formats), bit-exact.
 //!
 //! A [`Format`] quantizes `f32` values and dequantizes them back to `f32` (the value the
 //! serving stack computes with), in place and without allocation:

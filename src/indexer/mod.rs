@@ -1,4 +1,4 @@
-//! The vector lightning-indexer model (DESIGN.md §2.3), simulated by Monte Carlo.
+//! The vector lightning-indexer model (docs/model.md#vector-model), simulated by Monte Carlo.
 //!
 //! One layer of one trial:
 //! 1. **Queries.** H heads q_h ∈ R^d, iid Normal(0, D²) where D scales the first

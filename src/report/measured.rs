@@ -1,4 +1,5 @@
-//! Measured recall tables to overlay on figures (DESIGN.md §5 columns), with Wilson intervals.
+//! Measured recall tables to overlay on figures (docs/cli.md#measured-data-csv), with Wilson
+//! intervals.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
-//! Entry score laws: what pooling makes of token scores (DESIGN.md §2.2), in the closed forms the
-//! analytic engine integrates and the exact-sampling Monte Carlo path inverts.
+//! Entry score laws: what pooling makes of token scores (docs/model.md#scalar-score-model), in
+//! the closed forms the analytic engine integrates and the exact-sampling Monte Carlo path inverts.
 
 use super::distractor::TokenLaw;
 use crate::stats::{ln_norm_cdf, ln_norm_pdf, ln_norm_sf};

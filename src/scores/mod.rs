@@ -1,4 +1,5 @@
-//! Score laws of the scalar model (DESIGN.md §2.2): distractor tokens, pooled entries, needle.
+//! Score laws of the scalar model (docs/model.md#scalar-score-model): distractor tokens, pooled
+//! entries, needle.
 //!
 //! [`distractor::TokenLaw`] is a standardised token law; [`entry::EntryLaw`] is an entry's score
 //! after pooling and score noise, in the closed forms the analytic engine integrates and the

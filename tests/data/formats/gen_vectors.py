@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates the bit-exact test vectors of dsa-sim's number formats (DESIGN.md §3).
+"""Generates the bit-exact test vectors of dsa-sim's number formats (docs/model.md#number-formats).
 
 Run once, commit the output:  python3 gen_vectors.py   (needs numpy and ml_dtypes; the vectors
 were generated with the versions written in each file's header). The output is deterministic.
