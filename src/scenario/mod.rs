@@ -87,8 +87,8 @@ fn parse_err(field: &str, value: &str, expected: impl Into<String>) -> ScenarioE
     ScenarioError::Parse { field: field.to_string(), value: value.to_string(), expected: expected.into() }
 }
 
-fn range_err(field: &'static str, value: impl fmt::Display, allowed: impl Into<String>) -> ScenarioError {
-    ScenarioError::OutOfRange { field, value: value.to_string(), allowed: allowed.into() }
+fn range_err(field: Field, value: impl fmt::Display, allowed: impl Into<String>) -> ScenarioError {
+    ScenarioError::OutOfRange { field: field.name(), value: value.to_string(), allowed: allowed.into() }
 }
 
 impl Scenario {
@@ -100,7 +100,7 @@ impl Scenario {
         let s = self;
         if s.needle_tokens == 0 || s.needle_tokens > s.context_len {
             return Err(range_err(
-                "needle_tokens",
+                Field::NeedleTokens,
                 s.needle_tokens,
                 format!("allowed 1..=context_len ({})", s.context_len),
             ));
@@ -108,7 +108,7 @@ impl Scenario {
         let h = s.hard_negatives;
         if !(h.is_finite() && h >= 0.0 && (h < 1.0 || h.fract() == 0.0)) {
             return Err(range_err(
-                "hard_negatives",
+                Field::HardNegatives,
                 num(h),
                 "allowed 0 (none), a fraction of the candidates in (0, 1), or an integer count ≥ 1",
             ));
@@ -116,7 +116,7 @@ impl Scenario {
         if let Distractor::StudentT(df) = s.distractor {
             if !(df.is_finite() && df > 2.0 && df <= MAX_STUDENT_T_DF) {
                 return Err(range_err(
-                    "distractor",
+                    Field::Distractor,
                     s.distractor,
                     "student_t needs 2 < df (finite variance) ≤ 1000000 (beyond, use normal)",
                 ));
@@ -125,7 +125,7 @@ impl Scenario {
         let span = (s.repeat as u64).saturating_mul(s.needle_tokens);
         if s.repeat_layout == RepeatLayout::Adjacent && span > s.context_len {
             return Err(range_err(
-                "repeat",
+                Field::Repeat,
                 s.repeat,
                 format!(
                     "adjacent copies need repeat × needle_tokens ≤ context_len ({} × {} > {})",
@@ -135,14 +135,14 @@ impl Scenario {
         }
         if span > 1 << 24 {
             return Err(range_err(
-                "repeat",
+                Field::Repeat,
                 s.repeat,
                 format!("repeat × needle_tokens must be at most 16777216 ({} × {})", s.repeat, s.needle_tokens),
             ));
         }
         if let Readout::AtLeast(m) = s.readout {
             if m == 0 || m > s.layers {
-                return Err(range_err("readout", s.readout, format!("at_least:M needs 1 ≤ M ≤ layers ({})", s.layers)));
+                return Err(range_err(Field::Readout, s.readout, format!("at_least:M needs 1 ≤ M ≤ layers ({})", s.layers)));
             }
         }
         s.validate_vector()
@@ -154,22 +154,21 @@ impl Scenario {
         let s = self;
         if s.hadamard && !s.head_dim.is_power_of_two() {
             return Err(range_err(
-                "head_dim",
+                Field::HeadDim,
                 s.head_dim,
                 "the Hadamard rotation needs a power of two (or set hadamard = false)",
             ));
         }
         if s.outlier_channels > s.head_dim {
             return Err(range_err(
-                "outlier_channels",
+                Field::OutlierChannels,
                 s.outlier_channels,
                 format!("allowed 0..=head_dim ({})", s.head_dim),
             ));
         }
-        for (name, f) in [("q_format", s.q_format), ("k_format", s.k_format)] {
+        for (name, f) in [(Field::QFormat, s.q_format), (Field::KFormat, s.k_format)] {
             if let Some(b) = f.block() {
                 if !(s.head_dim as usize).is_multiple_of(b) {
-                    let name = if name == "q_format" { "q_format" } else { "k_format" };
                     return Err(range_err(
                         name,
                         f,
@@ -182,7 +181,7 @@ impl Scenario {
             let n = s.n_candidates();
             if n > MAX_VECTOR_ENTRIES {
                 return Err(range_err(
-                    "context_len",
+                    Field::ContextLen,
                     s.context_len,
                     format!(
                         "the vector model scores every entry (one f32 per entry per thread, keys streamed); \
