@@ -47,6 +47,7 @@ pub mod engine;
 pub mod formats;
 pub mod geometry;
 pub mod input;
+pub mod measured;
 pub mod indexer;
 pub mod quadrature;
 pub mod scenario;

@@ -117,8 +117,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut data = load_csv(&dir.join(&exp.data))?;
     if let Some(note) = &exp.data_note {
-        let low = note.to_lowercase();
-        data.transcribed |= ["transcribed", "not measured", "illustrative"].iter().any(|w| low.contains(w));
+        data.mark_if_transcribed(note);
         data.notes.push(format!("provenance (experiment): {note}"));
         data.provenance.get_or_insert_with(|| note.clone());
     }
@@ -338,7 +337,7 @@ fn draw_curves(
                 .iter()
                 .filter(|r| r.index_topk == base.index_topk && r.repeat.unwrap_or(base.repeat) == base.repeat)
                 .map(|r| {
-                    let (lo, hi) = crate::stats::wilson(r.hits, r.trials, 1.959_963_984_540_054);
+                    let (lo, hi) = r.interval();
                     (r.context_len as f64, r.observed(), lo, hi)
                 })
                 .collect();

@@ -361,7 +361,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
     if let (Some(d), false) = (data, rank) {
         let provenance = d.spec.label.clone().unwrap_or_else(|| "measured".into());
         let mut sets: Vec<(Vec<Option<usize>>, PointSet)> = Vec::new();
-        for m in &d.rows {
+        for m in &d.table.rows {
             let Some(c) = match_measured(g, m) else { continue };
             let x = match xf {
                 "context_len" => m.context_len as f64,
@@ -376,7 +376,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
             let (lo, hi) = m.interval();
             let color = c.first().copied().flatten().unwrap_or(6);
             match sets.iter_mut().find(|s| s.0 == c) {
-                Some(s) => s.1.points.push((x, m.recall(), lo, hi)),
+                Some(s) => s.1.points.push((x, m.observed(), lo, hi)),
                 None => {
                     let what: Vec<String> = g.axes[1..]
                         .iter()
@@ -384,7 +384,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
                         .filter_map(|(a, i)| i.map(|i| value_label(&a.field, &a.values[i])))
                         .collect();
                     let label = if what.is_empty() { provenance.clone() } else { format!("{provenance}: {}", what.join(", ")) };
-                    sets.push((c, PointSet { label, color, points: vec![(x, m.recall(), lo, hi)] }));
+                    sets.push((c, PointSet { label, color, points: vec![(x, m.observed(), lo, hi)] }));
                 }
             }
         }
@@ -404,7 +404,7 @@ fn data_file_name(d: &Dataset) -> String {
 
 /// Which series (coords of the axes after x) a measured row belongs to, if it fits the figure:
 /// columns it gives must equal a series value or, for fixed fields, the base scenario.
-fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<Option<usize>>> {
+fn match_measured(g: &Grid, m: &crate::measured::Observation) -> Option<Vec<Option<usize>>> {
     let given: [(&str, Option<f64>); 6] = [
         ("context_len", Some(m.context_len as f64)),
         ("index_topk", Some(m.index_topk as f64)),
