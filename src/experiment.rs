@@ -300,7 +300,7 @@ impl Experiment {
             let grid = Grid::new(fbase, axes, rank).map_err(fail)?;
             figures.push(PreparedFigure { spec: f, grid });
         }
-        Ok(Experiment {
+        let exp = Experiment {
             name,
             title: raw.title.unwrap_or_default(),
             description: raw.description,
@@ -312,7 +312,10 @@ impl Experiment {
             figures,
             source: source.to_string(),
             path: path.to_path_buf(),
-        })
+        };
+        // Two figures, or a figure and a copied data file, must not write the same file.
+        crate::output::check_collisions(render::output_names(&exp)).map_err(|e| input(format!("{at}: {e}")))?;
+        Ok(exp)
     }
 
     /// Total number of grid points over all figures.

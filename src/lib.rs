@@ -48,6 +48,7 @@ pub mod formats;
 pub mod geometry;
 pub mod input;
 pub mod measured;
+pub mod output;
 pub mod indexer;
 pub mod quadrature;
 pub mod scenario;
