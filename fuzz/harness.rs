@@ -87,27 +87,11 @@ fn evaluate_small(mut s: Scenario) {
     assert!(run.successes <= run.trials && run.trials == 32, "Monte Carlo counts for {s:?}");
 }
 
-/// Measured-data CSV, through both loaders: `dsa-sim calibrate` / `verdict`
-/// ([`dsa_sim::calibrate::data::parse_csv`]) and the `dsa-sim run` overlays
-/// ([`dsa_sim::report::measured::parse_measured`]).
+/// Measured-data CSV through the one reader ([`dsa_sim::measured::parse_csv`]) that
+/// `dsa-sim calibrate` / `verdict` and the `dsa-sim run` overlays share.
 pub fn measured_csv(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     calibration_csv(text);
-    match dsa_sim::report::measured::parse_measured(text) {
-        Err(e) => assert_one_line("measured CSV", &e),
-        Ok(rows) => {
-            assert!(!rows.is_empty());
-            for r in rows {
-                assert!(r.trials >= 1 && r.hits <= r.trials && r.context_len >= 1 && r.index_topk >= 1, "{r:?}");
-                let (lo, hi) = r.interval();
-                let p = r.recall();
-                assert!(0.0 <= lo && lo <= p + 1e-12 && p <= hi + 1e-12 && hi <= 1.0, "{r:?}: [{lo}, {hi}]");
-                if let Some(d) = r.depth {
-                    assert!((0.0..=1.0).contains(&d), "{r:?}");
-                }
-            }
-        }
-    }
 }
 
 /// A sweep axis (`--vary FIELD=SPEC`): accepted axes have at most [`MAX_RANGE_POINTS`] values,
@@ -143,7 +127,7 @@ pub fn sweep_axis(data: &[u8]) {
 /// The calibration loader: accepted rows are well-formed counts, and each either applies to a
 /// scenario that validates or is refused with one line.
 fn calibration_csv(text: &str) {
-    match dsa_sim::calibrate::data::parse_csv(text, "fuzz.csv") {
+    match dsa_sim::measured::parse_csv(text, "fuzz.csv") {
         Err(e) => assert_one_line("calibration CSV", &e.to_string()),
         Ok(ds) => {
             assert!(!ds.rows.is_empty(), "a loaded table has rows");
@@ -153,8 +137,11 @@ fn calibration_csv(text: &str) {
             let base = Scenario::default();
             for r in &ds.rows {
                 assert!(r.trials >= 1 && r.hits <= r.trials, "{r:?}");
+                assert!(r.context_len >= 1 && r.index_topk >= 1, "{r:?}");
                 let p = r.observed();
                 assert!((0.0..=1.0).contains(&p), "{r:?}");
+                let (lo, hi) = r.interval();
+                assert!(0.0 <= lo && lo <= p + 1e-12 && p <= hi + 1e-12 && hi <= 1.0, "{r:?}: [{lo}, {hi}]");
                 if let Some(d) = r.depth {
                     assert!((0.0..=1.0).contains(&d), "{r:?}");
                 }

@@ -38,7 +38,6 @@ mod report;
 
 pub use render::{run, scenario_summary, value_label, RunSettings, FIGURE_SIZE};
 
-use crate::report::{load_measured, MeasuredRow};
 use crate::scenario::{Field, Scenario};
 use crate::sweep::{Axis, Grid, SweepError};
 use serde::Deserialize;
@@ -144,15 +143,15 @@ fn default_trials() -> u64 {
     20_000
 }
 
-/// A loaded measured table.
+/// A measured table declared by the experiment, loaded.
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// Its declaration.
     pub spec: DataSpec,
     /// Resolved path.
     pub path: PathBuf,
-    /// Rows.
-    pub rows: Vec<MeasuredRow>,
+    /// The table, read by the one measured-data reader ([`crate::measured::load_csv`]).
+    pub table: crate::measured::Dataset,
 }
 
 /// A figure with its grid built.
@@ -227,11 +226,11 @@ impl Experiment {
         let mut data = Vec::new();
         for d in raw.data {
             let p = dir.join(&d.file);
-            let rows = load_measured(&p).map_err(input)?;
+            let table = crate::measured::load_csv(&p).map_err(|e| input(e.to_string()))?;
             if data.iter().any(|x: &Dataset| x.spec.name == d.name) {
                 return Err(input(format!("{at}: data `{}` is declared twice", d.name)));
             }
-            data.push(Dataset { spec: d, path: p, rows });
+            data.push(Dataset { spec: d, path: p, table });
         }
         if raw.figure.is_empty() {
             return Err(input(format!("{at}: no [[figure]] tables: nothing to compute")));
@@ -303,7 +302,7 @@ impl Experiment {
             let grid = Grid::new(fbase, axes, rank).map_err(fail)?;
             figures.push(PreparedFigure { spec: f, grid });
         }
-        Ok(Experiment {
+        let exp = Experiment {
             name,
             title: raw.title.unwrap_or_default(),
             description: raw.description,
@@ -315,7 +314,10 @@ impl Experiment {
             figures,
             source: source.to_string(),
             path: path.to_path_buf(),
-        })
+        };
+        // Two figures, or a figure and a copied data file, must not write the same file.
+        crate::output::check_collisions(render::output_names(&exp)).map_err(|e| input(format!("{at}: {e}")))?;
+        Ok(exp)
     }
 
     /// Total number of grid points over all figures.

@@ -22,3 +22,26 @@ pub fn read_to_string(path: &Path) -> std::io::Result<String> {
     String::from_utf8(bytes)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
 }
+
+/// The text of a side file that dsa-sim reads on its own initiative (a README beside a data
+/// file): `Ok(None)` when there is none or it is not a regular file (a FIFO would block the
+/// open, a device never ends), otherwise bounded like [`read_to_string`]. The file type is
+/// checked before opening and again on the opened handle.
+pub fn read_regular_file(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let f = std::fs::File::open(path)?;
+    if !f.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Ok(None);
+    }
+    Ok(String::from_utf8(bytes).ok())
+}

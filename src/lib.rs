@@ -47,6 +47,8 @@ pub mod engine;
 pub mod formats;
 pub mod geometry;
 pub mod input;
+pub mod measured;
+pub mod output;
 pub mod indexer;
 pub mod quadrature;
 pub mod scenario;

@@ -307,17 +307,21 @@ pub fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
     text
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder, then renames it.
+/// Writes `bytes` to `path` atomically, only over a regular file
+/// ([`crate::output::write_file_atomic`]).
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), SweepError> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let fail = |e: std::io::Error| SweepError::Input(format!("cannot write {}: {e}", path.display()));
-    std::fs::write(&tmp, bytes).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(e)
-    })
+    crate::output::write_file_atomic(path, bytes).map_err(SweepError::from)
+}
+
+impl From<crate::output::OutputError> for SweepError {
+    /// A refused output is bad input; a failed write is an output failure.
+    fn from(e: crate::output::OutputError) -> Self {
+        if e.is_input() {
+            SweepError::Input(e.to_string())
+        } else {
+            SweepError::Output(e.to_string())
+        }
+    }
 }
 
 /// The engine as a sweep evaluator: `eval(scenario, with_rank)` runs [`crate::engine::estimate`]

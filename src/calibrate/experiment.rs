@@ -22,6 +22,7 @@ use super::output::{point_value, CalibrationReport, BAND_METHOD};
 use super::predict::{parse_predict_specs, predict_grid};
 use super::{load_csv, parse_fit_spec, run_calibration, CalibError, EngineModel, Problem, RecallModel};
 use crate::engine::EngineChoice;
+use crate::output::{StageOptions, StagedDir};
 use crate::scenario::{Field, Scenario};
 use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictOptions};
 use serde::Deserialize;
@@ -99,17 +100,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
             return Err(CalibError::Input(format!("{}: trials = {t}: allowed 1..={}", path.display(), crate::cli::MAX_TRIALS)));
         }
     }
-    // The output folder is checked before the (long) computation.
     let out = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&name));
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-    std::fs::create_dir_all(&parent).map_err(|e| CalibError::Input(format!("cannot write {}: {e}", out.display())))?;
-    if out.exists() && !out.is_dir() {
-        return Err(CalibError::Input(format!("cannot write {}: it exists and is not a folder", out.display())));
-    }
-    let leaf = out.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = parent.join(format!(".{leaf}.tmp-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Input(format!("cannot write {}: {e}", out.display())))?;
-    let _ = std::fs::remove_dir_all(&tmp);
     let base = match &exp.scenario {
         Some(t) => Scenario::from_toml_table(t).map_err(|e| CalibError::Input(format!("{}: [scenario]: {e}", path.display())))?,
         None => Scenario::default(),
@@ -117,8 +108,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut data = load_csv(&dir.join(&exp.data))?;
     if let Some(note) = &exp.data_note {
-        let low = note.to_lowercase();
-        data.transcribed |= ["transcribed", "not measured", "illustrative"].iter().any(|w| low.contains(w));
+        data.mark_if_transcribed(note);
         data.notes.push(format!("provenance (experiment): {note}"));
         data.provenance.get_or_insert_with(|| note.clone());
     }
@@ -130,6 +120,29 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     // The fit, hypotheses, and the likelihood region (needed by every curve).
     let all_specs: Vec<_> = exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c), &base)).collect::<Result<_, _>>()?;
     let first: Vec<_> = all_specs.first().cloned().unwrap_or_default();
+    // Every output name, checked before any work: two curves over one field would write the
+    // same files.
+    let mut names: Vec<(String, String)> = ["calibrate.json", "verdict.json", "verdict.txt", "calibrate.txt", "rows.csv", "hypotheses.csv", "experiment.toml", "report.md"]
+        .iter()
+        .map(|f| (f.to_string(), format!("the calibration's {f}")))
+        .collect();
+    for (c, specs) in exp.curves.iter().zip(&all_specs) {
+        let f = &specs[0].field;
+        for n in [format!("curve-{f}.csv"), format!("figures/curve-{f}.svg"), format!("figures/curve-{f}.png")] {
+            names.push((n, format!("curve `{c}`")));
+        }
+    }
+    crate::output::check_collisions(names).map_err(|e| CalibError::Input(format!("{}: {e}", path.display())))?;
+    // The rows and the scenario are checked (a row that is no valid scenario, a vector model)
+    // before the output folder is looked at.
+    Problem::new(&data, &base, free.clone(), &model)?;
+    // The output folder is checked and locked before the (long) computation; dropped on an
+    // error, the staging folder goes with it.
+    let fingerprint = format!("dsa-sim {} calibration experiment\n{text}", env!("CARGO_PKG_VERSION"));
+    let data_path = dir.join(&exp.data);
+    let inputs: [&Path; 2] = [path, &data_path];
+    let staged = StagedDir::begin(&out, &StageOptions { resume: false, fingerprint: &fingerprint, inputs: &inputs }).map_err(output_error)?;
+    let tmp = staged.path().to_path_buf();
     let mut report = run_calibration(&data, &base, free.clone(), &model, exp.compare, &first, || model.describe())?;
     if report.fit.region.is_empty() {
         let problem = Problem::new(&data, &base, free.clone(), &model)?;
@@ -145,9 +158,8 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let scen = super::fitted_scenarios(&data, &base, &report, &model)?;
     let cv = calibrated_verdict(&scen, &model, opts)?;
 
-    // Write everything into a temporary folder, then move it into place; a failure removes it.
+    // Write everything into the staging folder, then move it into place; a failure removes it.
     let written = (|| -> Result<(), CalibError> {
-        std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.display())))?;
         let w = |f: &str, body: &str| -> Result<(), CalibError> {
             std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.join(f).display())))
         };
@@ -193,25 +205,18 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
         w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
         Ok(())
     })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e);
-    }
-    // The old folder moves aside first, so that a failed rename leaves it in place.
-    let old = parent.join(format!(".{leaf}.old-{}", std::process::id()));
-    if out.exists() {
-        std::fs::rename(&out, &old).map_err(|e| {
-            let _ = std::fs::remove_dir_all(&tmp);
-            CalibError::Model(format!("{}: {e}", out.display()))
-        })?;
-    }
-    if let Err(e) = std::fs::rename(&tmp, &out) {
-        let _ = std::fs::rename(&old, &out);
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(CalibError::Model(format!("{}: {e}", out.display())));
-    }
-    let _ = std::fs::remove_dir_all(&old);
+    written?;
+    staged.commit().map_err(output_error)?;
     Ok(out)
+}
+
+/// A refused output folder is bad input (exit 2), a failed write a failure (exit 1).
+fn output_error(e: crate::output::OutputError) -> CalibError {
+    if e.is_input() {
+        CalibError::Input(e.to_string())
+    } else {
+        CalibError::Model(e.to_string())
+    }
 }
 
 fn markdown(
@@ -338,7 +343,7 @@ fn draw_curves(
                 .iter()
                 .filter(|r| r.index_topk == base.index_topk && r.repeat.unwrap_or(base.repeat) == base.repeat)
                 .map(|r| {
-                    let (lo, hi) = crate::stats::wilson(r.hits, r.trials, 1.959_963_984_540_054);
+                    let (lo, hi) = r.interval();
                     (r.context_len as f64, r.observed(), lo, hi)
                 })
                 .collect();

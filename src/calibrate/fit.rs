@@ -1,7 +1,7 @@
 //! Maximum-likelihood fit, 95% profile-likelihood intervals, goodness of fit, and the 95%
 //! likelihood-ratio region used to carry the fit's uncertainty into predictions and verdicts.
 
-use super::data::Observation;
+use crate::measured::Observation;
 use super::likelihood::{unit_deviance, Problem};
 use super::optimize::{min_1d, minimize_bounded, nelder_mead, NmOptions};
 use super::CalibError;

@@ -1,7 +1,7 @@
 //! Named hypotheses about why the needle is lost, each a set of free parameters, fitted to the
 //! same table and ranked by AIC with Akaike weights.
 
-use super::data::Dataset;
+use crate::measured::Dataset;
 use super::fit::fit;
 use super::likelihood::{set_field, Problem};
 use super::{default_param, CalibError, FreeParam, RecallModel};

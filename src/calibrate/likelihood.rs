@@ -1,7 +1,7 @@
 //! The binomial likelihood of a measured table under the model, as a function of the free
 //! parameters.
 
-use super::data::Dataset;
+use crate::measured::Dataset;
 use super::{CalibError, FreeParam, RecallModel};
 use crate::scenario::{Field, Scenario};
 use rayon::prelude::*;
@@ -34,13 +34,21 @@ pub fn unit_deviance(y: u64, n: u64, p: f64) -> f64 {
 }
 
 /// A table, a base scenario, the free parameters and the recall model: the likelihood surface.
+///
+/// Rows with the same scenario overrides ([`crate::measured::Dataset::groups`]) share one
+/// model evaluation, so the cost of a likelihood evaluation scales with the number of distinct
+/// rows. The likelihood itself keeps one binomial term per row (the sum over a group equals the
+/// grouped binomial up to the constant binomial coefficients), so log-likelihood, AIC, deviance,
+/// its degrees of freedom (rows − parameters) and the residuals are per row, as in the file.
 pub struct Problem<'a> {
     /// The table.
     pub data: &'a Dataset,
     /// The free parameters, in order.
     pub free: Vec<FreeParam>,
-    /// Per row: the base scenario with the row's own columns substituted.
+    /// Per distinct row (group): the base scenario with the row's own columns substituted.
     pub row_base: Vec<Scenario>,
+    /// For each row of the table, its index in `row_base`.
+    pub group_of_row: Vec<usize>,
     /// The scenario given by the user (for predictions and verdicts).
     pub base: Scenario,
     /// The recall model.
@@ -62,8 +70,10 @@ impl<'a> Problem<'a> {
                     .into(),
             ));
         }
-        let mut row_base = Vec::with_capacity(data.rows.len());
-        for (i, r) in data.rows.iter().enumerate() {
+        let groups = data.groups();
+        let mut row_base = Vec::with_capacity(groups.len());
+        for &i in &groups.first_row {
+            let r = &data.rows[i];
             // Check the row with the free parameters at a valid value (their lower bounds).
             let mut s = r.apply(base).map_err(|e| CalibError::Input(format!(
                 "{}: row {} (line {}): {e}",
@@ -77,7 +87,7 @@ impl<'a> Problem<'a> {
             s.validate().map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
             row_base.push(s);
         }
-        Ok(Problem { data, free, row_base, base: base.clone(), model })
+        Ok(Problem { data, free, row_base, group_of_row: groups.of_row, base: base.clone(), model })
     }
 
     /// Number of free parameters.
@@ -90,7 +100,7 @@ impl<'a> Problem<'a> {
         (self.free.iter().map(|p| p.lo).collect(), self.free.iter().map(|p| p.hi).collect())
     }
 
-    /// The scenario of row `i` at parameters `theta`.
+    /// The scenario of distinct row (group) `i` at parameters `theta`.
     pub fn row_scenario(&self, i: usize, theta: &[f64]) -> Result<Scenario, CalibError> {
         let mut s = self.row_base[i].clone();
         for (p, &v) in self.free.iter().zip(theta) {
@@ -109,18 +119,19 @@ impl<'a> Problem<'a> {
         Ok(s)
     }
 
-    /// Model recall of every row at `theta`.
+    /// Model recall of every row at `theta` (evaluated once per distinct row).
     pub fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
         let n = self.row_base.len();
         let one = |i: usize| -> Result<f64, CalibError> {
             let s = self.row_scenario(i, theta)?;
             self.model.recall(&s).map_err(CalibError::Model)
         };
-        if self.model.parallel_rows() && n > 1 {
-            (0..n).into_par_iter().map(one).collect()
+        let distinct: Vec<f64> = if self.model.parallel_rows() && n > 1 {
+            (0..n).into_par_iter().map(one).collect::<Result<_, _>>()?
         } else {
-            (0..n).map(one).collect()
-        }
+            (0..n).map(one).collect::<Result<_, _>>()?
+        };
+        Ok(self.group_of_row.iter().map(|&g| distinct[g]).collect())
     }
 
     /// Log-likelihood at `theta`.

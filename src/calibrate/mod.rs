@@ -7,7 +7,6 @@
 //! where it applies and common-random-number Monte Carlo otherwise; tests may plug in closed-form
 //! models.
 
-pub mod data;
 pub mod engine_model;
 pub mod experiment;
 pub mod fit;
@@ -17,7 +16,8 @@ pub mod optimize;
 pub mod output;
 pub mod predict;
 
-pub use data::{load_csv, parse_csv, DataError, Dataset, Observation};
+/// The measured-data types, re-exported from [`crate::measured`] (their one home).
+pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use engine_model::EngineModel;
 pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use hypotheses::{compare_hypotheses, HypothesisResult};
@@ -31,7 +31,7 @@ use crate::scenario::{field_names, Field, Scenario, ScenarioError};
 pub enum CalibError {
     /// The table could not be loaded.
     #[error("{0}")]
-    Data(#[from] DataError),
+    Data(#[from] MeasuredError),
     /// Bad user input (a field, a bound, a prediction spec, a row that is not a valid scenario).
     #[error("{0}")]
     Input(String),
@@ -50,7 +50,6 @@ impl CalibError {
     /// Exit code: 2 for bad input, 1 for other failures.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CalibError::Data(DataError::Io { .. }) => 2,
             CalibError::Data(_) | CalibError::Input(_) => 2,
             CalibError::Model(_) => 1,
         }

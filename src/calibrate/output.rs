@@ -1,7 +1,7 @@
 //! A calibration run's complete result and its renderings: one JSON object (docs/cli.md#output keys
 //! and more), human text, and the markdown of an experiment report.
 
-use super::data::Dataset;
+use crate::measured::Dataset;
 use super::fit::FitResult;
 use super::hypotheses::HypothesisResult;
 use super::predict::Prediction;

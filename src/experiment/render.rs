@@ -8,6 +8,7 @@ use crate::report::{
 use crate::scenario::{Field, Scenario, Unit};
 use crate::sweep::{run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
 use plotters::style::RGBColor;
+use crate::output::{StageOptions, StagedDir, STAGE_MARKER};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -26,12 +27,10 @@ pub struct RunSettings {
 /// Figure size in pixels (SVG and PNG).
 pub const FIGURE_SIZE: (u32, u32) = (1000, 640);
 
-/// The file in a staging folder that says which experiment (and dsa-sim version) it belongs to.
-const STAGE_MARKER: &str = ".experiment-fingerprint";
 
 /// Before a resume: keeps only the rows (data/*.csv and data/*.csv.partial) and the marker of
 /// a staging folder. Figures, JSON and report are rewritten from the rows, and the temporary
-/// files of a write that was cut short (`.NAME.tmp-PID`) must not reach the result.
+/// files of a write that was cut short (`.NAME.tmp-PID`, lock files) must not reach the result.
 fn clean_stage(stage: &Path) {
     let _ = std::fs::remove_dir_all(stage.join("figures"));
     for dir in [stage.to_path_buf(), stage.join("data")] {
@@ -46,68 +45,61 @@ fn clean_stage(stage: &Path) {
     }
 }
 
+/// Every file an experiment writes into its folder (relative path, what writes it), in the
+/// order [`run`] writes them, temporaries included: the list checked for collisions.
+pub(crate) fn output_names(exp: &Experiment) -> Vec<(String, String)> {
+    let mut names = Vec::new();
+    for f in &exp.figures {
+        let n = &f.spec.name;
+        let what = format!("figure `{n}`");
+        for p in [format!("data/{n}.csv"), format!("data/{n}.csv.partial"), format!("data/{n}.json"), format!("figures/{n}.svg"), format!("figures/{n}.png")] {
+            names.push((p, what.clone()));
+        }
+    }
+    for d in &exp.data {
+        let name = data_copy_name(d);
+        names.push((format!("data/measured-{name}"), format!("the copy of data `{}` ({})", d.spec.name, d.path.display())));
+    }
+    for f in ["scenario.toml", "experiment.toml", "report.md"] {
+        names.push((f.to_string(), format!("the run's {f}")));
+    }
+    names
+}
+
+fn data_copy_name(d: &Dataset) -> &str {
+    d.path.file_name().and_then(|n| n.to_str()).unwrap_or("measured.csv")
+}
+
 /// Runs `exp` with `eval(scenario, with_rank)` and writes the result folder `out`. Returns the
 /// files written, relative to `out`.
 ///
-/// The folder is built in `.NAME.partial` next to `out` and moved into place when complete. A
-/// failure removes it; a run killed part-way leaves it, with every finished row, and
-/// `settings.resume` continues it.
+/// The folder is written by the one staged-folder writer ([`crate::output::StagedDir`]): it is
+/// built in `.NAME.partial` next to `out` and moved into place when complete; an existing `out`
+/// is replaced only if it is a dsa-sim result that holds none of the experiment's inputs, and a
+/// second run on the same `out` is refused while this one runs. A failure removes the staging
+/// folder; a run killed part-way leaves it, with every finished row, and `settings.resume`
+/// continues it.
 pub fn run(
     exp: &Experiment,
     out: &Path,
     eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, String> + Sync),
     settings: &RunSettings,
 ) -> Result<Vec<PathBuf>, SweepError> {
-    let cant = |p: &Path, e: std::io::Error| SweepError::Input(format!("cannot write {}: {e}", p.display()));
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| cant(out, e))?;
-    if out.exists() && !out.is_dir() {
-        return Err(SweepError::Input(format!("cannot write {}: it exists and is not a folder", out.display())));
-    }
-    let leaf = out.file_name().and_then(|n| n.to_str()).unwrap_or("results");
-    // A stable staging name: a run killed part-way leaves it behind for `--resume`.
-    let stage = parent.join(format!(".{leaf}.partial"));
-    let marker = stage.join(STAGE_MARKER);
+    crate::output::check_collisions(output_names(exp))?;
     let fingerprint = format!("dsa-sim {} experiment\n{}", env!("CARGO_PKG_VERSION"), exp.source);
-    let resume = settings.resume && stage.is_dir();
-    if resume && std::fs::read_to_string(&marker).ok().as_deref() != Some(fingerprint.as_str()) {
-        return Err(SweepError::Input(format!(
-            "{} belongs to a different experiment or dsa-sim version: delete it or run without --resume",
-            stage.display()
-        )));
-    }
+    let inputs: Vec<&Path> = std::iter::once(exp.path.as_path()).chain(exp.data.iter().map(|d| d.path.as_path())).collect();
+    let staged = StagedDir::begin(out, &StageOptions { resume: settings.resume, fingerprint: &fingerprint, inputs: &inputs })?;
+    let stage = staged.path().to_path_buf();
+    let resume = staged.resumed();
     if resume {
         clean_stage(&stage);
-    } else {
-        let _ = std::fs::remove_dir_all(&stage);
     }
-    let result = (|| {
-        for d in ["data", "figures"] {
-            std::fs::create_dir_all(stage.join(d)).map_err(|e| cant(out, e))?;
-        }
-        if !resume {
-            std::fs::write(&marker, &fingerprint).map_err(|e| cant(&marker, e))?;
-        }
-        write_all(exp, &stage, eval, &RunSettings { resume, ..settings.clone() })
-    })();
-    let files = match result {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&stage);
-            return Err(e);
-        }
-    };
-    let _ = std::fs::remove_file(&marker);
-    let old = parent.join(format!(".{leaf}.old-{}", std::process::id()));
-    if out.exists() {
-        std::fs::rename(out, &old).map_err(|e| cant(out, e))?;
+    for d in ["data", "figures"] {
+        std::fs::create_dir_all(stage.join(d)).map_err(|e| crate::output::OutputError::write(&stage.join(d), e))?;
     }
-    if let Err(e) = std::fs::rename(&stage, out) {
-        let _ = std::fs::rename(&old, out);
-        let _ = std::fs::remove_dir_all(&stage);
-        return Err(cant(out, e));
-    }
-    let _ = std::fs::remove_dir_all(&old);
+    // On an error `staged` is dropped, which removes the staging folder.
+    let files = write_all(exp, &stage, eval, &RunSettings { resume, ..settings.clone() })?;
+    staged.commit()?;
     Ok(files)
 }
 
@@ -159,7 +151,7 @@ fn write_all(
         sections.push(super::report::figure_section(exp, fig, data, &table));
     }
     for d in &exp.data {
-        let name = d.path.file_name().and_then(|n| n.to_str()).unwrap_or("measured.csv");
+        let name = data_copy_name(d);
         let dest = stage.join("data").join(format!("measured-{name}"));
         let bytes = std::fs::read(&d.path).map_err(|e| SweepError::Input(format!("cannot read {}: {e}", d.path.display())))?;
         crate::sweep::write_atomic(&dest, &bytes)?;
@@ -344,7 +336,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
     if let (Some(d), false) = (data, rank) {
         let provenance = d.spec.label.clone().unwrap_or_else(|| "measured".into());
         let mut sets: Vec<(Vec<Option<usize>>, PointSet)> = Vec::new();
-        for m in &d.rows {
+        for m in &d.table.rows {
             let Some(c) = match_measured(g, m) else { continue };
             let x = match xf {
                 Field::ContextLen => m.context_len as f64,
@@ -359,7 +351,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
             let (lo, hi) = m.interval();
             let color = c.first().copied().flatten().unwrap_or(6);
             match sets.iter_mut().find(|s| s.0 == c) {
-                Some(s) => s.1.points.push((x, m.recall(), lo, hi)),
+                Some(s) => s.1.points.push((x, m.observed(), lo, hi)),
                 None => {
                     let what: Vec<String> = g.axes[1..]
                         .iter()
@@ -367,7 +359,7 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
                         .filter_map(|(a, i)| i.map(|i| value_label(a.field, &a.texts[i])))
                         .collect();
                     let label = if what.is_empty() { provenance.clone() } else { format!("{provenance}: {}", what.join(", ")) };
-                    sets.push((c, PointSet { label, color, points: vec![(x, m.recall(), lo, hi)] }));
+                    sets.push((c, PointSet { label, color, points: vec![(x, m.observed(), lo, hi)] }));
                 }
             }
         }
@@ -387,7 +379,7 @@ fn data_file_name(d: &Dataset) -> String {
 
 /// Which series (coords of the axes after x) a measured row belongs to, if it fits the figure:
 /// columns it gives must equal a series value or, for fixed fields, the base scenario.
-fn match_measured(g: &Grid, m: &crate::report::MeasuredRow) -> Option<Vec<Option<usize>>> {
+fn match_measured(g: &Grid, m: &crate::measured::Observation) -> Option<Vec<Option<usize>>> {
     let given: [(Field, Option<f64>); 6] = [
         (Field::ContextLen, Some(m.context_len as f64)),
         (Field::IndexTopk, Some(m.index_topk as f64)),

@@ -104,7 +104,7 @@ pub fn report_md(exp: &Experiment, sections: &[String]) -> String {
                 d.spec.label.clone().unwrap_or_else(|| "measured".into())
             );
             let _ = writeln!(t, "| context_len | index_topk | repeat | trials | hits | recall | Wilson 95% | label |\n|---|---|---|---|---|---|---|---|");
-            for r in &d.rows {
+            for r in &d.table.rows {
                 let (lo, hi) = r.interval();
                 let _ = writeln!(
                     t,
@@ -114,8 +114,8 @@ pub fn report_md(exp: &Experiment, sections: &[String]) -> String {
                     r.repeat.map_or("".into(), |v| v.to_string()),
                     r.trials,
                     r.hits,
-                    r.recall(),
-                    r.label
+                    r.observed(),
+                    r.label.as_deref().unwrap_or("")
                 );
             }
             t.push('\n');

@@ -5,11 +5,9 @@
 //! Vera licence), so figures render the same on machines without system fonts.
 
 pub mod heatmap;
-pub mod measured;
 pub mod plot;
 
 pub use heatmap::{CellColors, Heatmap, Panel};
-pub use measured::{load_measured, wilson, MeasuredRow};
 pub use plot::{Corner, LineChart, PointSet, RefLine, Series};
 
 use plotters::coord::Shift;

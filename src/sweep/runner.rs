@@ -111,6 +111,19 @@ fn partial_text(grid: &Grid, fingerprint: &str, rows: &[Row]) -> String {
     format!("{MAGIC}{fingerprint}\n{}", to_csv(grid, rows))
 }
 
+/// Prepares a file output before any work: the file and its partial file must be absent or
+/// regular files, the output's lock is taken (a second sweep on the same file fails at once),
+/// and the temporaries that killed runs left beside them are removed.
+fn lock_file_output(path: &Path) -> Result<crate::output::OutputLock, SweepError> {
+    let pp = partial_path(path);
+    crate::output::check_regular_target(path)?;
+    crate::output::check_regular_target(&pp)?;
+    let lock = crate::output::OutputLock::acquire(path, path)?;
+    crate::output::remove_stale_temporaries(path);
+    crate::output::remove_stale_temporaries(&pp);
+    Ok(lock)
+}
+
 /// A write to standard output: a closed pipe (`| head`) is not an error, anything else (a full
 /// disk) is, so that lost rows are never reported as a success.
 fn stdout_result(r: std::io::Result<()>) -> Result<(), SweepError> {
@@ -130,6 +143,10 @@ where
     F: Fn(&Scenario) -> Result<PointResult, String> + Sync,
 {
     let total = grid.len();
+    let _lock = match out {
+        Output::File(path) => Some(lock_file_output(path)?),
+        _ => None,
+    };
     let mut rows: Vec<Row> = Vec::new();
     let mut stdout = std::io::stdout().lock();
     let mut file: Option<std::io::BufWriter<std::fs::File>> = None;

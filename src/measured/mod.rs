@@ -1,0 +1,338 @@
+//! Measured recall tables (DESIGN.md §5): the one reader of the measured-data format, used by
+//! calibration (`calibrate --data`, `verdict --data`, calibration experiments) and by the
+//! measured overlays of experiment figures (`[[data]]` in `dsa-sim run`). Both therefore accept
+//! and reject exactly the same tables, with the same messages.
+//!
+//! # The format
+//!
+//! One row per measured cell, a header first.
+//!
+//! - Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
+//!   compress_ratio,window,label`; each optional column a row gives overrides the base scenario
+//!   for that row. Any other column is ignored with a note.
+//! - The header may come in any order, with any case, surrounding spaces, `-` or ` ` for `_`.
+//!   A column named twice is an error.
+//! - LF or CRLF line ends; a UTF-8 byte-order mark is skipped; spaces around values are trimmed.
+//! - Lines starting with `#` are comments, before the header as well as between rows. Blank
+//!   lines (and lines whose fields are all empty) are skipped.
+//! - Every other row must have exactly as many fields as the header (a ragged row is an error,
+//!   naming its line).
+//! - Counts are non-negative integers (`1e3` is accepted as 1000); `trials ≥ 1`, `hits ≤
+//!   trials`, `context_len ≥ 1`, `index_topk ≥ 1`, `depth` in 0..=1, `repeat` in 1..2^32,
+//!   `compress_ratio ≥ 1`; the trials of all rows must sum below 2^64.
+//!
+//! Every error is one line naming the file, the row and its line, and the column. Reading is
+//! linear in the size of the file, which is bounded like every input file
+//! ([`crate::input::MAX_INPUT_BYTES`]).
+//!
+//! A `README.md` next to a table that names it supplies its provenance ([`Dataset::provenance`]);
+//! when that says the counts are transcribed or not measured, every output using the table says
+//! so ([`Dataset::transcribed_warning`]). The README is read only if it is a regular file, with
+//! the same size bound.
+//!
+//! ```
+//! use dsa_sim::measured::parse_csv;
+//!
+//! let t = "# lab run 3\ncontext_len,index_topk,trials,hits,label\n4096,512,20,19,ok\n65536,512,20,4,lost\n";
+//! let d = parse_csv(t, "lab.csv").unwrap();
+//! assert_eq!(d.rows.len(), 2);
+//! assert_eq!(d.rows[1].observed(), 0.2);
+//! assert_eq!(d.rows[1].line, 4);
+//! let e = parse_csv("context_len,index_topk,trials,hits,hits\n1,1,1,1,1\n", "x.csv").unwrap_err();
+//! assert!(e.to_string().contains("more than once"));
+//! ```
+
+mod parse;
+mod provenance;
+
+pub use parse::parse_csv;
+
+use crate::scenario::{Scenario, ScenarioError};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+/// The columns a table must have.
+pub const REQUIRED_COLUMNS: &[&str] = &["context_len", "index_topk", "trials", "hits"];
+/// The columns a table may have; each overrides the base scenario for its row.
+pub const OPTIONAL_COLUMNS: &[&str] = &["depth", "repeat", "compress_ratio", "window", "label"];
+
+/// A table that could not be loaded: one line naming the file, row, column and what is allowed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MeasuredError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {reason}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
+    /// No header, or a header but no rows.
+    #[error("{0}")]
+    Empty(String),
+    /// Required columns are absent from the header.
+    #[error("{source_name}: missing column(s) {missing} (the header has: {found}; required: context_len,index_topk,trials,hits)")]
+    MissingColumns {
+        /// The file.
+        source_name: String,
+        /// The missing names, comma-separated.
+        missing: String,
+        /// The header as read (shortened when long).
+        found: String,
+    },
+    /// A column appears twice.
+    #[error("{source_name}: column `{column}` appears more than once in the header")]
+    DuplicateColumn {
+        /// The file.
+        source_name: String,
+        /// The repeated column.
+        column: String,
+    },
+    /// A bad cell.
+    #[error("{source_name}: row {row} (line {line}), column `{column}`: {message}")]
+    Cell {
+        /// The file.
+        source_name: String,
+        /// 1-based data row (the header is not counted).
+        row: usize,
+        /// 1-based line in the file.
+        line: u64,
+        /// The column.
+        column: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// A row that the CSV reader rejects (wrong number of fields, bad quoting).
+    #[error("{source_name}: line {line}: {message}")]
+    Malformed {
+        /// The file.
+        source_name: String,
+        /// 1-based line in the file.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One measured cell: `hits` successes out of `trials` needle queries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    /// Tokens before the query.
+    pub context_len: u64,
+    /// Candidates selected by the indexer (entries, e.g. pages for Quest).
+    pub index_topk: u64,
+    /// Number of queries.
+    pub trials: u64,
+    /// Successful retrievals, ≤ trials.
+    pub hits: u64,
+    /// Needle depth, if the table gives it.
+    pub depth: Option<f64>,
+    /// Needle copies, if the table gives them.
+    pub repeat: Option<u32>,
+    /// Tokens per candidate entry, if the table gives it.
+    pub compress_ratio: Option<u64>,
+    /// Sliding window, if the table gives it.
+    pub window: Option<u64>,
+    /// Free-text label.
+    pub label: Option<String>,
+    /// 1-based line of the row in its file (for messages).
+    pub line: u64,
+}
+
+/// The scenario overrides of a row: two rows with the same key describe the same scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RowKey {
+    context_len: u64,
+    index_topk: u64,
+    depth_bits: Option<u64>,
+    repeat: Option<u32>,
+    compress_ratio: Option<u64>,
+    window: Option<u64>,
+}
+
+impl Observation {
+    /// Observed recall hits / trials.
+    pub fn observed(&self) -> f64 {
+        self.hits as f64 / self.trials as f64
+    }
+
+    /// The Wilson 95% interval of the observed recall.
+    pub fn interval(&self) -> (f64, f64) {
+        crate::stats::wilson(self.hits, self.trials, crate::stats::Z95)
+    }
+
+    /// The row's scenario overrides (everything [`Observation::apply`] substitutes).
+    pub fn key(&self) -> RowKey {
+        RowKey {
+            context_len: self.context_len,
+            index_topk: self.index_topk,
+            depth_bits: self.depth.map(f64::to_bits),
+            repeat: self.repeat,
+            compress_ratio: self.compress_ratio,
+            window: self.window,
+        }
+    }
+
+    /// The scenario of this row: `base` with the row's own context_len, index_topk and optional
+    /// columns substituted, validated.
+    pub fn apply(&self, base: &Scenario) -> Result<Scenario, ScenarioError> {
+        let mut s = base.clone();
+        s.context_len = self.context_len;
+        s.index_topk = self.index_topk;
+        if let Some(d) = self.depth {
+            s.depth = d;
+        }
+        if let Some(r) = self.repeat {
+            s.repeat = r;
+        }
+        if let Some(c) = self.compress_ratio {
+            s.compress_ratio = c;
+        }
+        if let Some(w) = self.window {
+            s.window = w;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+impl fmt::Display for Observation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "L={} k={} {}/{}", self.context_len, self.index_topk, self.hits, self.trials)
+    }
+}
+
+/// The rows of a table grouped by their scenario overrides ([`Observation::key`]): rows in one
+/// group have the same scenario for any base, so a model needs evaluating once per group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Groups {
+    /// For each row, the index of its group.
+    pub of_row: Vec<usize>,
+    /// For each group, its first row (groups are numbered in order of first appearance).
+    pub first_row: Vec<usize>,
+}
+
+impl Groups {
+    /// Number of distinct groups.
+    pub fn len(&self) -> usize {
+        self.first_row.len()
+    }
+
+    /// Whether there are no groups (no rows).
+    pub fn is_empty(&self) -> bool {
+        self.first_row.is_empty()
+    }
+}
+
+/// A loaded table with the notes produced while reading it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    /// Where the rows came from (a path or `<memory>`).
+    pub source: String,
+    /// The rows, in file order.
+    pub rows: Vec<Observation>,
+    /// Informational notes (ignored columns, provenance).
+    pub notes: Vec<String>,
+    /// Provenance text from a README.md next to the file that describes it, if any.
+    pub provenance: Option<String>,
+    /// True when that provenance says the counts are transcribed / not measured: every output
+    /// that uses the table must say so.
+    pub transcribed: bool,
+}
+
+impl Dataset {
+    /// Whether the table sets `name` per row (context_len and index_topk always; an optional
+    /// column when at least one row gives it).
+    pub fn has_column(&self, name: &str) -> bool {
+        self.rows.iter().any(|r| match name {
+            "depth" => r.depth.is_some(),
+            "repeat" => r.repeat.is_some(),
+            "compress_ratio" => r.compress_ratio.is_some(),
+            "window" => r.window.is_some(),
+            "context_len" | "index_topk" => true,
+            _ => false,
+        })
+    }
+
+    /// The warning that must accompany any result computed from a transcribed table.
+    pub fn transcribed_warning(&self) -> Option<String> {
+        self.transcribed.then(|| {
+            format!(
+                "WARNING: {} is TRANSCRIBED from qualitative statements, not measured: its counts are illustrative, so fits, intervals and verdicts from it are illustrative too",
+                self.source
+            )
+        })
+    }
+
+    /// Total trials over all rows (a loaded table's total fits in a u64; saturating otherwise).
+    pub fn total_trials(&self) -> u64 {
+        self.rows.iter().fold(0u64, |a, r| a.saturating_add(r.trials))
+    }
+
+    /// The rows grouped by their scenario overrides, in one pass.
+    pub fn groups(&self) -> Groups {
+        let mut index: HashMap<RowKey, usize> = HashMap::with_capacity(self.rows.len());
+        let mut of_row = Vec::with_capacity(self.rows.len());
+        let mut first_row = Vec::new();
+        for (i, r) in self.rows.iter().enumerate() {
+            let g = *index.entry(r.key()).or_insert_with(|| {
+                first_row.push(i);
+                first_row.len() - 1
+            });
+            of_row.push(g);
+        }
+        Groups { of_row, first_row }
+    }
+
+    /// Marks the table as transcribed when `note` says so (`transcribed`, `not measured`,
+    /// `illustrative`).
+    pub fn mark_if_transcribed(&mut self, note: &str) {
+        self.transcribed |= provenance::says_transcribed(note);
+    }
+}
+
+/// Reads a table from a file (bounded: [`crate::input::read_to_string`]), attaching provenance
+/// from a `README.md` in the same folder that mentions the file by name.
+pub fn load_csv(path: &Path) -> Result<Dataset, MeasuredError> {
+    let name = path.display().to_string();
+    let text = crate::input::read_to_string(path).map_err(|e| MeasuredError::Io { path: name.clone(), reason: e.to_string() })?;
+    let mut ds = parse_csv(&text, &name)?;
+    if let Some(par) = provenance::from_readme(path) {
+        ds.transcribed = provenance::says_transcribed(&par);
+        ds.notes.push(format!("provenance (README.md): {par}"));
+        ds.provenance = Some(par);
+    }
+    Ok(ds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_rows_with_the_same_overrides() {
+        let t = "context_len,index_topk,trials,hits,repeat,label\n1000,512,10,9,,a\n2000,512,10,5,,b\n1000,512,20,19,,c\n1000,512,20,19,2,d\n2000,512,1,0,,e\n";
+        let d = parse_csv(t, "t").unwrap();
+        let g = d.groups();
+        assert_eq!(g.of_row, [0, 1, 0, 2, 1]);
+        assert_eq!(g.first_row, [0, 1, 3]);
+        assert_eq!(g.len(), 3);
+    }
+
+    #[test]
+    fn interval_is_the_wilson_interval() {
+        let d = parse_csv("context_len,index_topk,trials,hits\n1000,512,10,0\n1000,512,10,10\n", "t").unwrap();
+        let (lo, hi) = d.rows[0].interval();
+        assert!(lo == 0.0 && (hi - 0.2775).abs() < 1e-3, "{hi}");
+        assert_eq!(d.rows[1].interval().1, 1.0);
+    }
+
+    #[test]
+    fn row_overrides_the_base() {
+        let d = parse_csv("context_len,index_topk,trials,hits,repeat,compress_ratio\n16000,512,10,9,8,\n", "a").unwrap();
+        let base = Scenario::preset("deepseek-v4-flash").unwrap();
+        let s = d.rows[0].apply(&base).unwrap();
+        assert_eq!((s.context_len, s.index_topk, s.repeat, s.compress_ratio), (16000, 512, 8, 4));
+    }
+}
