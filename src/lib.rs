@@ -52,6 +52,7 @@ pub mod quadrature;
 pub mod scenario;
 pub mod scores;
 pub mod stats;
+pub mod trials;
 
 pub use engine::{estimate, Estimate, RunOptions};
 pub use scenario::{Scenario, ScenarioError};

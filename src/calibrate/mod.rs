@@ -9,7 +9,6 @@
 
 pub mod data;
 pub mod engine_model;
-pub mod experiment;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;

@@ -1,7 +1,7 @@
 //! `dsa-sim calibrate`: fit scalar parameters to measured recall (DESIGN.md §5).
 
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::calibrate::experiment::run_experiment;
+use crate::experiment::calibration::run_experiment;
 use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, EngineModel, RecallModel};
 use crate::engine::{EngineChoice, DEFAULT_SEED};
 use std::path::PathBuf;

@@ -36,7 +36,7 @@ pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
     super::check_threads(args.threads)?;
     let started = std::time::Instant::now();
     // Calibration experiments (top-level `data` and `fit`) are run by the calibration module.
-    if crate::input::read_to_string(&args.file).is_ok_and(|t| crate::calibrate::experiment::is_calibration_experiment(&t)) {
+    if crate::input::read_to_string(&args.file).is_ok_and(|t| crate::experiment::calibration::is_calibration_experiment(&t)) {
         let out = super::calibrate::run_experiment_in_pool(&args.file, args.out.as_deref(), args.threads)?;
         if !args.quiet {
             println!("wrote {} ({:.1} s); open {}", out.display(), started.elapsed().as_secs_f64(), out.join("report.md").display());

@@ -3,7 +3,6 @@
 
 pub mod analytic;
 pub mod binomial;
-pub mod histogram;
 pub mod montecarlo;
 
 use crate::scenario::{Model, Scenario, ScenarioError};

@@ -16,7 +16,7 @@
 //!   [`MAX_MATERIALISED_CANDIDATES`] candidates (128 MiB per thread), a larger scenario is
 //!   refused up front instead of failing to allocate.
 
-use super::histogram::RankHistogram;
+use crate::trials::histogram::RankHistogram;
 use crate::geometry::Geometry;
 use crate::scenario::{Pooling, Readout, Scenario};
 use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};

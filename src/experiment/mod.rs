@@ -33,6 +33,7 @@
 //! Heatmaps take `y` (and optionally `facet`, one panel per value); `rank_band` takes `k_lines`;
 //! `regime_map` takes `y`, `k = [512, 1024, 2048]` and `target` (default 0.9).
 
+pub mod calibration;
 mod render;
 mod report;
 

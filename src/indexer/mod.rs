@@ -47,7 +47,7 @@ pub mod effective;
 pub mod hadamard;
 pub mod kernel;
 
-use crate::engine::histogram::RankHistogram;
+use crate::trials::histogram::RankHistogram;
 use crate::engine::montecarlo::{trial_rng, McPath, McRun};
 use crate::formats::Format;
 use crate::geometry::Geometry;

@@ -18,9 +18,9 @@
 //! context_len = 16000
 //! ```
 
-use super::output::{point_value, CalibrationReport, BAND_METHOD};
-use super::predict::{parse_predict_specs, predict_grid};
-use super::{load_csv, parse_fit_spec, run_calibration, CalibError, EngineModel, Problem, RecallModel};
+use crate::calibrate::output::{point_value, CalibrationReport, BAND_METHOD};
+use crate::calibrate::predict::{parse_predict_specs, predict_grid};
+use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, EngineModel, Problem, RecallModel};
 use crate::engine::EngineChoice;
 use crate::scenario::Scenario;
 use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictOptions};
@@ -133,7 +133,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let mut report = run_calibration(&data, &base, free.clone(), &model, exp.compare, &first, || model.describe())?;
     if report.fit.region.is_empty() {
         let problem = Problem::new(&data, &base, free.clone(), &model)?;
-        report.fit = super::fit::fit(&problem, true, true)?;
+        report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
     }
     let problem = Problem::new(&data, &base, free.clone(), &model)?;
     let mut curves = Vec::new();
@@ -142,7 +142,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
-    let scen = super::fitted_scenarios(&data, &base, &report, &model)?;
+    let scen = crate::calibrate::fitted_scenarios(&data, &base, &report, &model)?;
     let cv = calibrated_verdict(&scen, &model, opts)?;
 
     // Write everything into a temporary folder, then move it into place; a failure removes it.
@@ -218,7 +218,7 @@ fn markdown(
     exp: &CalibrationExperiment,
     name: &str,
     report: &CalibrationReport,
-    curves: &[(String, Vec<super::Prediction>)],
+    curves: &[(String, Vec<crate::calibrate::Prediction>)],
     vtext: &str,
     base: &Scenario,
     figures: &[String],
@@ -286,7 +286,7 @@ fn markdown(
 /// Returns the fields drawn.
 fn draw_curves(
     dir: &Path,
-    curves: &[(String, Vec<super::Prediction>)],
+    curves: &[(String, Vec<crate::calibrate::Prediction>)],
     report: &CalibrationReport,
     base: &Scenario,
     target: f64,
