@@ -182,7 +182,7 @@ pub fn quantize_input(data: &[u8]) {
     let out = match quantize_text(&args, body) {
         Ok(out) => out,
         Err(e) => {
-            assert_eq!(e.code, 2, "quantize: bad input must exit 2: {}", e.message);
+            assert_eq!(e.exit_code(), 2, "quantize: bad input must exit 2: {}", e.message);
             assert_one_line("quantize", &e.message);
             return;
         }

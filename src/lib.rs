@@ -44,6 +44,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod error;
 pub mod formats;
 pub mod geometry;
 pub mod input;
@@ -51,6 +52,7 @@ pub mod indexer;
 pub mod quadrature;
 pub mod scenario;
 pub mod scores;
+pub mod progress;
 pub mod stats;
 pub mod trials;
 

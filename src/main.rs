@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", dsa_sim::cli::one_line(&e.message));
-            ExitCode::from(e.code)
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -3,9 +3,8 @@
 //! nominal rate (two-sided far-tail binomial bounds), boundary and unidentifiable cases,
 //! hypotheses, predictions and the three verdict calls.
 
-use dsa_sim::calibrate::{
-    calibrate, compare_hypotheses, parse_fit_spec, predict_grid, Dataset, FnModel, Observation, PredictSpec, Problem,
-};
+use dsa_sim::calibrate::{calibrate, compare_hypotheses, parse_fit_spec, predict_grid, Dataset, Observation, PredictSpec, Problem};
+use dsa_sim::engine::FnModel;
 use dsa_sim::verdict::{verdict, Call, VerdictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;

@@ -123,7 +123,7 @@ pub fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> 
     );
     obj.check()?;
     if !m.fx.is_finite() {
-        return Err(CalibError::Model("the likelihood is not finite anywhere in the search box".into()));
+        return Err(CalibError::Fit("the likelihood is not finite anywhere in the search box".into()));
     }
     let evals = *obj.evals.borrow();
     Ok((m.x, -m.fx, evals))

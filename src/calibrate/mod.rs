@@ -3,12 +3,11 @@
 //! goodness of fit, named hypotheses ranked by AIC, and what-if predictions whose 95% bands are
 //! carried over from the fit.
 //!
-//! The recall model is abstract ([`RecallModel`]): [`EngineModel`] uses the exact analytic engine
-//! where it applies and common-random-number Monte Carlo otherwise; tests may plug in closed-form
-//! models.
+//! The recall model is abstract ([`RecallModel`], shared with the verdict): [`EngineModel`] uses
+//! the exact analytic engine where it applies and common-random-number Monte Carlo otherwise;
+//! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
 pub mod data;
-pub mod engine_model;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;
@@ -17,13 +16,14 @@ pub mod output;
 pub mod predict;
 
 pub use data::{load_csv, parse_csv, DataError, Dataset, Observation};
-pub use engine_model::EngineModel;
 pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use hypotheses::{compare_hypotheses, HypothesisResult};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction, PredictSpec};
 
+use crate::engine::{EngineError, RecallModel};
 use crate::scenario::{Scenario, ScenarioError, FIELD_NAMES};
+use crate::verdict::VerdictError;
 
 /// Why a calibration failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -34,9 +34,26 @@ pub enum CalibError {
     /// Bad user input (a field, a bound, a prediction spec, a row that is not a valid scenario).
     #[error("{0}")]
     Input(String),
-    /// The recall model failed.
+    /// The recall model failed during the computation.
     #[error("recall model: {0}")]
-    Model(String),
+    Model(EngineError),
+    /// The fit failed (no finite likelihood in the search box).
+    #[error("recall model: {0}")]
+    Fit(String),
+    /// The result could not be written.
+    #[error("{0}")]
+    Output(String),
+}
+
+impl crate::error::Classify for CalibError {
+    /// Bad input for the table and the options; a failure for the model and the output.
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            CalibError::Data(_) | CalibError::Input(_) => ErrorKind::Input,
+            CalibError::Model(_) | CalibError::Fit(_) | CalibError::Output(_) => ErrorKind::Failure,
+        }
+    }
 }
 
 impl From<ScenarioError> for CalibError {
@@ -45,41 +62,12 @@ impl From<ScenarioError> for CalibError {
     }
 }
 
-impl CalibError {
-    /// Exit code: 2 for bad input, 1 for other failures.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            CalibError::Data(DataError::Io { .. }) => 2,
-            CalibError::Data(_) | CalibError::Input(_) => 2,
-            CalibError::Model(_) => 1,
+impl From<VerdictError> for CalibError {
+    fn from(e: VerdictError) -> Self {
+        match e {
+            VerdictError::Model(e) => CalibError::Model(e),
+            e => CalibError::Input(e.to_string()),
         }
-    }
-}
-
-/// A recall model: P(success) for a scenario.
-pub trait RecallModel: Sync {
-    /// Recall of `s`, or a one-line reason it cannot be computed.
-    fn recall(&self, s: &Scenario) -> Result<f64, String>;
-    /// Short description (engine used) for reports.
-    fn describe(&self) -> String;
-    /// Whether the rows of a table should be evaluated in parallel (expensive models).
-    fn parallel_rows(&self) -> bool {
-        true
-    }
-}
-
-/// A closed-form or test model from a function.
-pub struct FnModel<F>(pub F, pub &'static str);
-
-impl<F: Fn(&Scenario) -> f64 + Sync> RecallModel for FnModel<F> {
-    fn recall(&self, s: &Scenario) -> Result<f64, String> {
-        Ok((self.0)(s))
-    }
-    fn describe(&self) -> String {
-        self.1.to_string()
-    }
-    fn parallel_rows(&self) -> bool {
-        false
     }
 }
 

@@ -20,8 +20,8 @@
 
 use crate::calibrate::output::{point_value, CalibrationReport, BAND_METHOD};
 use crate::calibrate::predict::{parse_predict_specs, predict_grid};
-use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, EngineModel, Problem, RecallModel};
-use crate::engine::EngineChoice;
+use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, Problem};
+use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
 use crate::scenario::Scenario;
 use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictOptions};
 use serde::Deserialize;
@@ -57,9 +57,9 @@ pub struct CalibrationExperiment {
     /// Verdict target.
     #[serde(default = "default_target")]
     pub target: f64,
-    /// Engine choice.
+    /// Engine choice (default auto).
     #[serde(default)]
-    pub engine: Option<String>,
+    pub engine: EngineChoice,
     /// Monte Carlo trials per evaluation.
     #[serde(default)]
     pub trials: Option<u64>,
@@ -85,8 +85,13 @@ pub fn is_calibration_experiment(text: &str) -> bool {
 pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibError> {
     let text = crate::input::read_to_string(path)
         .map_err(|e| CalibError::Input(format!("{}: cannot read: {e}", path.display())))?;
-    let exp: CalibrationExperiment = toml::from_str(&text)
-        .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), &text))))?;
+    run_experiment_text(path, &text, out)
+}
+
+/// [`run_experiment`] on the text of the file at `path`, already read.
+pub fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -> Result<PathBuf, CalibError> {
+    let exp: CalibrationExperiment = toml::from_str(text)
+        .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), text))))?;
     let name = exp.name.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));
     if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
         return Err(CalibError::Input(format!(
@@ -95,8 +100,8 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
         )));
     }
     if let Some(t) = exp.trials {
-        if t == 0 || t > crate::cli::MAX_TRIALS {
-            return Err(CalibError::Input(format!("{}: trials = {t}: allowed 1..={}", path.display(), crate::cli::MAX_TRIALS)));
+        if t == 0 || t > MAX_TRIALS {
+            return Err(CalibError::Input(format!("{}: trials = {t}: allowed 1..={MAX_TRIALS}", path.display())));
         }
     }
     // The output folder is checked before the (long) computation.
@@ -122,8 +127,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
         data.notes.push(format!("provenance (experiment): {note}"));
         data.provenance.get_or_insert_with(|| note.clone());
     }
-    let engine: EngineChoice = exp.engine.as_deref().unwrap_or("auto").parse().map_err(CalibError::Input)?;
-    let model = EngineModel::new(engine, exp.trials.unwrap_or(4000), exp.seed.unwrap_or(crate::engine::DEFAULT_SEED));
+    let model = EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED));
     let free = parse_fit_spec(&exp.fit, Some(&data))?;
     let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
     opts.validate()?;
@@ -147,9 +151,9 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
 
     // Write everything into a temporary folder, then move it into place; a failure removes it.
     let written = (|| -> Result<(), CalibError> {
-        std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.display())))?;
+        std::fs::create_dir_all(&tmp).map_err(|e| CalibError::Output(format!("{}: {e}", tmp.display())))?;
         let w = |f: &str, body: &str| -> Result<(), CalibError> {
-            std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.join(f).display())))
+            std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Output(format!("{}: {e}", tmp.join(f).display())))
         };
         let mut cal_json = report.to_json();
         cal_json["curves"] = serde_json::json!(curves
@@ -202,13 +206,13 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     if out.exists() {
         std::fs::rename(&out, &old).map_err(|e| {
             let _ = std::fs::remove_dir_all(&tmp);
-            CalibError::Model(format!("{}: {e}", out.display()))
+            CalibError::Output(format!("{}: {e}", out.display()))
         })?;
     }
     if let Err(e) = std::fs::rename(&tmp, &out) {
         let _ = std::fs::rename(&old, &out);
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(CalibError::Model(format!("{}: {e}", out.display())));
+        return Err(CalibError::Output(format!("{}: {e}", out.display())));
     }
     let _ = std::fs::remove_dir_all(&old);
     Ok(out)
@@ -293,7 +297,7 @@ fn draw_curves(
 ) -> Result<Vec<String>, CalibError> {
     use crate::report::plot::{LineChart, PointSet, RefLine, Series};
     use crate::report::{save_figure, Scale};
-    std::fs::create_dir_all(dir).map_err(|e| CalibError::Model(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| CalibError::Output(format!("{}: {e}", dir.display())))?;
     let mut drawn = Vec::new();
     for (f, pts) in curves {
         let xy: Vec<(f64, f64, f64, f64)> = pts
@@ -346,7 +350,7 @@ fn draw_curves(
                 chart.points = vec![PointSet { label: format!("table rows at k = {} (Wilson 95%)", base.index_topk), color: 1, points: obs }];
             }
         }
-        save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(CalibError::Model)?;
+        save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(|e| CalibError::Output(e.to_string()))?;
         drawn.push(f.clone());
     }
     Ok(drawn)

@@ -28,7 +28,7 @@
 //! the vector model against the analytic engine there.
 
 use super::{Scratch, VectorModel};
-use crate::engine::montecarlo::trial_rng;
+use crate::trials::trial_rng;
 use crate::formats::Format;
 use crate::scenario::{Model, Pooling, Scenario};
 use crate::stats::norm_cdf;

@@ -38,9 +38,25 @@ pub trait Figure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
+/// A figure that could not be drawn or written (a failure, never bad input: the folder it goes
+/// to has been checked before).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FigureError(pub String);
+
+impl crate::error::Classify for FigureError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Failure
+    }
+}
+
 /// Draws `fig` to `DIR/STEM.svg` and `DIR/STEM.png` (each written under a temporary name, then
 /// renamed) and returns the two paths.
-pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) -> Result<Vec<PathBuf>, String> {
+pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) -> Result<Vec<PathBuf>, FigureError> {
+    draw_files(fig, dir, stem, size).map_err(FigureError)
+}
+
+fn draw_files(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) -> Result<Vec<PathBuf>, String> {
     ensure_fonts()?;
     let svg_path = dir.join(format!("{stem}.svg"));
     let mut svg = String::new();
