@@ -19,7 +19,7 @@ pub use data::{load_csv, parse_csv, DataError, Dataset, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use hypotheses::{compare_hypotheses, HypothesisResult};
 pub use likelihood::Problem;
-pub use predict::{parse_predict_specs, predict_grid, Prediction, PredictSpec};
+pub use predict::{parse_predict_specs, predict_grid, Prediction};
 
 use crate::engine::{EngineError, RecallModel};
 use crate::scenario::{Scenario, ScenarioError, FIELD_NAMES};
@@ -197,7 +197,7 @@ pub fn run_calibration(
     free: Vec<FreeParam>,
     model: &dyn RecallModel,
     compare: bool,
-    predict: &[PredictSpec],
+    predict: &[crate::sweep::Axis],
     engine_description: impl Fn() -> String,
 ) -> Result<output::CalibrationReport, CalibError> {
     let t0 = std::time::Instant::now();

@@ -7,15 +7,7 @@ use super::fit::FitResult;
 use super::likelihood::Problem;
 use super::CalibError;
 use crate::scenario::Scenario;
-
-/// One `--predict FIELD=V1,V2,…` axis.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PredictSpec {
-    /// Field name.
-    pub field: String,
-    /// Values, as given.
-    pub values: Vec<String>,
-}
+use crate::sweep::{Axis, Grid};
 
 /// One predicted point.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,46 +22,26 @@ pub struct Prediction {
     pub ci_high: f64,
 }
 
-/// Parses `--predict` arguments; each value is checked by setting it on `base`.
-pub fn parse_predict_specs(args: &[String], base: &Scenario) -> Result<Vec<PredictSpec>, CalibError> {
-    let mut out: Vec<PredictSpec> = Vec::new();
+/// Parses `--predict` arguments (and calibration experiments' `curves`), each a sweep axis
+/// `FIELD=V1,V2,…` or a range (`A..B:xF`, `A..B:N`, `A..B:+S`, see [`Axis::parse`]); a field
+/// may be given once.
+pub fn parse_predict_specs(args: &[String]) -> Result<Vec<Axis>, CalibError> {
+    let mut out: Vec<Axis> = Vec::new();
     for a in args {
-        let (f, vals) = a
-            .split_once('=')
-            .ok_or_else(|| CalibError::Input(format!("--predict {a}: expected FIELD=V1,V2,…")))?;
-        let field = f.trim().replace('-', "_");
-        let values: Vec<String> = vals.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
-        if values.is_empty() {
-            return Err(CalibError::Input(format!("--predict {a}: no values after `=`")));
+        let axis = Axis::parse(a).map_err(|e| CalibError::Input(format!("--predict {a}: {e}")))?;
+        if out.iter().any(|p| p.field == axis.field) {
+            return Err(CalibError::Input(format!("--predict {}: given twice", axis.field)));
         }
-        for v in &values {
-            let mut s = base.clone();
-            s.set(&field, v).map_err(|e| CalibError::Input(format!("--predict: {e}")))?;
-        }
-        if out.iter().any(|p| p.field == field) {
-            return Err(CalibError::Input(format!("--predict {field}: given twice")));
-        }
-        out.push(PredictSpec { field, values });
+        out.push(axis);
     }
     Ok(out)
 }
 
-/// Every grid point of the specs (cartesian product, first spec varying slowest).
-pub fn grid_points(specs: &[PredictSpec]) -> Vec<Vec<(String, String)>> {
-    let mut pts: Vec<Vec<(String, String)>> = vec![vec![]];
-    for s in specs {
-        pts = pts
-            .into_iter()
-            .flat_map(|p| {
-                s.values.iter().map(move |v| {
-                    let mut q = p.clone();
-                    q.push((s.field.clone(), v.clone()));
-                    q
-                })
-            })
-            .collect();
-    }
-    pts
+/// Every grid point of the axes, as (field, value) pairs, in sweep grid order (the first axis
+/// varying slowest).
+pub fn grid_points(axes: &[Axis], base: &Scenario) -> Vec<Vec<(String, String)>> {
+    let grid = Grid { base: base.clone(), axes: axes.to_vec(), rank: false };
+    (0..grid.len()).map(|i| grid.assignments(i)).collect()
 }
 
 /// The scenario at parameters `theta` and grid point `point`.
@@ -98,10 +70,10 @@ pub fn predict_grid(
     problem: &Problem,
     fit: &FitResult,
     base: &Scenario,
-    specs: &[PredictSpec],
+    axes: &[Axis],
 ) -> Result<Vec<Prediction>, CalibError> {
     use rayon::prelude::*;
-    let points = grid_points(specs);
+    let points = grid_points(axes, base);
     points
         .par_iter()
         .map(|pt| {

@@ -114,7 +114,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     let data = load_csv(data_path).map_err(CalibError::from)?;
     check_rows(&data, &base, &args.engine)?;
     let free = parse_fit_spec(fit, Some(&data))?;
-    let specs = parse_predict_specs(&args.predict, &base)?;
+    let specs = parse_predict_specs(&args.predict)?;
     let report = args
         .engine
         .in_pool(|| run_calibration(&data, &base, free, &model, args.compare, &specs, || model.describe()))??;

@@ -132,7 +132,7 @@ pub fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -> Resul
     let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
     opts.validate()?;
     // The fit, hypotheses, and the likelihood region (needed by every curve).
-    let all_specs: Vec<_> = exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c), &base)).collect::<Result<_, _>>()?;
+    let all_specs: Vec<_> = exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c))).collect::<Result<_, _>>()?;
     let first: Vec<_> = all_specs.first().cloned().unwrap_or_default();
     let mut report = run_calibration(&data, &base, free.clone(), &model, exp.compare, &first, || model.describe())?;
     if report.fit.region.is_empty() {

@@ -185,6 +185,11 @@ impl Grid {
         c
     }
 
+    /// The (field, value) pairs that point `i` sets on the base scenario, in axis order.
+    pub fn assignments(&self, i: usize) -> Vec<(String, String)> {
+        self.axes.iter().zip(self.coords(i)).map(|(a, c)| (a.field.clone(), a.values[c].clone())).collect()
+    }
+
     /// The validated scenario of point `i`.
     pub fn scenario(&self, i: usize) -> Result<Scenario, SweepError> {
         let mut s = self.base.clone();
