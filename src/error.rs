@@ -25,6 +25,21 @@ pub trait Classify: std::error::Error {
     }
 }
 
+/// A message as one printable line for stderr: line breaks become spaces and other control
+/// characters (from echoed user input) their escapes, so an error is always exactly one line.
+pub fn one_line(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for c in message.trim().chars() {
+        match c {
+            '\n' | '\r' | '\u{2028}' | '\u{2029}' | '\u{85}' => out.push(' '),
+            '\t' => out.push(' '),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The kind of an I/O error on a path the user named: a path that does not exist, may not be
 /// written, or is a folder where a file is expected (or the reverse) is bad input; anything
 /// else (a full disk, a device error) is a failure.

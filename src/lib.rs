@@ -42,7 +42,6 @@
 // partial_cmp spelling clippy suggests would hide that.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
-pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod formats;

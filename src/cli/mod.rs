@@ -277,21 +277,6 @@ pub fn check_trials(trials: u64) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A message as one printable line for stderr: line breaks become spaces and other control
-/// characters (from echoed user input) their escapes, so an error is always exactly one line.
-pub fn one_line(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    for c in message.trim().chars() {
-        match c {
-            '\n' | '\r' | '\u{2028}' | '\u{2029}' | '\u{85}' => out.push(' '),
-            '\t' => out.push(' '),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Appends one formatted line to a String buffer.
 macro_rules! outln {
     ($buf:expr, $($arg:tt)*) => {{

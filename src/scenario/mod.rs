@@ -623,7 +623,7 @@ impl Scenario {
 }
 
 /// Formats a TOML error as one line: `line L, column C: message`.
-pub(crate) fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str) -> String {
+pub fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str) -> String {
     let msg = message.replace('\n', " ").trim().to_string();
     match span {
         Some(r) => {
