@@ -57,24 +57,3 @@ pub fn io_kind(e: &io::Error) -> ErrorKind {
         _ => ErrorKind::Failure,
     }
 }
-
-impl Classify for crate::scenario::ScenarioError {
-    /// Always bad input: a scenario that does not parse or validate.
-    fn kind(&self) -> ErrorKind {
-        ErrorKind::Input
-    }
-}
-
-impl Classify for crate::formats::FormatError {
-    /// Always bad input: a format name, a block size, values a format does not accept.
-    fn kind(&self) -> ErrorKind {
-        ErrorKind::Input
-    }
-}
-
-impl Classify for crate::calibrate::DataError {
-    /// Always bad input: a measured table that cannot be read or does not parse.
-    fn kind(&self) -> ErrorKind {
-        ErrorKind::Input
-    }
-}

@@ -73,6 +73,13 @@ pub enum DataError {
     },
 }
 
+impl crate::error::Classify for DataError {
+    /// Always bad input: a measured table that cannot be read or does not parse.
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Input
+    }
+}
+
 /// One measured cell: `hits` successes out of `trials` needle queries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observation {

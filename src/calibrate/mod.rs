@@ -23,7 +23,6 @@ pub use predict::{parse_predict_specs, predict_grid, Prediction};
 
 use crate::engine::{EngineError, RecallModel};
 use crate::scenario::{Scenario, ScenarioError, FIELD_NAMES};
-use crate::verdict::VerdictError;
 
 /// Why a calibration failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -59,15 +58,6 @@ impl crate::error::Classify for CalibError {
 impl From<ScenarioError> for CalibError {
     fn from(e: ScenarioError) -> Self {
         CalibError::Input(e.to_string())
-    }
-}
-
-impl From<VerdictError> for CalibError {
-    fn from(e: VerdictError) -> Self {
-        match e {
-            VerdictError::Model(e) => CalibError::Model(e),
-            e => CalibError::Input(e.to_string()),
-        }
     }
 }
 

@@ -23,7 +23,7 @@ use crate::calibrate::predict::{parse_predict_specs, predict_grid};
 use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, Problem};
 use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
 use crate::scenario::Scenario;
-use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictOptions};
+use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictError, VerdictOptions};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -216,6 +216,17 @@ pub fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -> Resul
     }
     let _ = std::fs::remove_dir_all(&old);
     Ok(out)
+}
+
+/// A verdict failure inside a calibration experiment: the model's failure stays a failure,
+/// anything else is bad input.
+impl From<VerdictError> for CalibError {
+    fn from(e: VerdictError) -> Self {
+        match e {
+            VerdictError::Model(e) => CalibError::Model(e),
+            e => CalibError::Input(e.to_string()),
+        }
+    }
 }
 
 fn markdown(

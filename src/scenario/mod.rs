@@ -50,6 +50,13 @@ pub enum ScenarioError {
     Document(String),
 }
 
+impl crate::error::Classify for ScenarioError {
+    /// Always bad input: a scenario that does not parse or validate.
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Input
+    }
+}
+
 /// One retrieval scenario of the scalar model. Field names are the TOML keys and, in kebab-case,
 /// the command-line flags. Build with [`Scenario::default`], [`Scenario::preset`],
 /// [`Scenario::from_toml_str`] or [`Scenario::set`]; all paths end in [`Scenario::validate`].
