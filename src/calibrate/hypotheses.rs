@@ -9,7 +9,7 @@ use crate::scenario::Scenario;
 
 /// The fields the named hypotheses are about; any other `--fit` field (p_read, score_noise, …) is
 /// a nuisance parameter, free in every hypothesis.
-pub const HYPOTHESIS_FIELDS: &[&str] = &["dprime", "needle_sd", "hard_negatives", "hard_mean"];
+pub(crate) const HYPOTHESIS_FIELDS: &[&str] = &["dprime", "needle_sd", "hard_negatives", "hard_mean"];
 
 /// A hypothesis's fit.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +122,7 @@ pub fn compare_hypotheses(
 }
 
 /// Fills ΔAIC and the Akaike weights exp(−Δ/2) / Σ exp(−Δ/2).
-pub fn akaike_weights(h: &mut [HypothesisResult]) {
+pub(crate) fn akaike_weights(h: &mut [HypothesisResult]) {
     let min = h.iter().map(|x| x.aic).fold(f64::INFINITY, f64::min);
     let total: f64 = h.iter().map(|x| (-(x.aic - min) / 2.0).exp()).sum();
     for x in h.iter_mut() {

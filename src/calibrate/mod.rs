@@ -3,7 +3,7 @@
 //! goodness of fit, named hypotheses ranked by AIC, and what-if predictions whose 95% bands are
 //! carried over from the fit.
 //!
-//! The recall model is abstract ([`RecallModel`], shared with the verdict): [`EngineModel`] uses
+//! The recall model is abstract ([`RecallModel`], shared with the verdict): [`crate::engine::EngineModel`] uses
 //! the exact analytic engine where it applies and common-random-number Monte Carlo otherwise;
 //! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
@@ -11,7 +11,7 @@ pub mod data;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;
-pub mod optimize;
+pub(crate) mod optimize;
 pub mod output;
 pub mod predict;
 
@@ -90,7 +90,7 @@ pub const FITTABLE: &[(&str, f64, f64)] = &[
 /// Whether `v` is a physical limit of `field` (score_noise = 0, a probability of 0 or 1, …)
 /// rather than an arbitrary search bound: an estimate on a physical limit is legitimate, one on
 /// an arbitrary bound means the likelihood still improves beyond it.
-pub fn is_physical_limit(field: &str, v: f64) -> bool {
+pub(crate) fn is_physical_limit(field: &str, v: f64) -> bool {
     match field {
         "score_noise" | "hard_negatives" => v == 0.0,
         "layer_corr" | "p_read" | "p_guess" | "depth" => v == 0.0 || v == 1.0,
@@ -160,7 +160,7 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
 }
 
 /// Default search range of a fittable field.
-pub fn default_param(field: &str) -> FreeParam {
+pub(crate) fn default_param(field: &str) -> FreeParam {
     let &(f, lo, hi) = FITTABLE.iter().find(|f| f.0 == field).expect("fittable field");
     FreeParam { field: f.to_string(), lo, hi }
 }

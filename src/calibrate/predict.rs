@@ -39,13 +39,13 @@ pub fn parse_predict_specs(args: &[String]) -> Result<Vec<Axis>, CalibError> {
 
 /// Every grid point of the axes, as (field, value) pairs, in sweep grid order (the first axis
 /// varying slowest).
-pub fn grid_points(axes: &[Axis], base: &Scenario) -> Vec<Vec<(String, String)>> {
+pub(crate) fn grid_points(axes: &[Axis], base: &Scenario) -> Vec<Vec<(String, String)>> {
     let grid = Grid { base: base.clone(), axes: axes.to_vec(), rank: false };
     (0..grid.len()).map(|i| grid.assignments(i)).collect()
 }
 
 /// The scenario at parameters `theta` and grid point `point`.
-pub fn point_scenario(
+pub(crate) fn point_scenario(
     problem: &Problem,
     base: &Scenario,
     theta: &[f64],

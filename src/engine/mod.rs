@@ -4,7 +4,7 @@
 pub mod analytic;
 pub mod binomial;
 pub mod montecarlo;
-pub mod recall_model;
+pub(crate) mod recall_model;
 
 pub use recall_model::{EngineModel, FnModel, RecallModel};
 

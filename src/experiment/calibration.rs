@@ -89,7 +89,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
 }
 
 /// [`run_experiment`] on the text of the file at `path`, already read.
-pub fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -> Result<PathBuf, CalibError> {
+pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -> Result<PathBuf, CalibError> {
     let exp: CalibrationExperiment = toml::from_str(text)
         .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), text))))?;
     let name = exp.name.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));

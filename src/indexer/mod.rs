@@ -69,7 +69,7 @@ const CHUNK: u64 = 4;
 pub const KEY_BLOCK: usize = 1024;
 
 /// The fixed per-head weights w_h (see the module docs).
-pub fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
+pub(crate) fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
     let mut rng = trial_rng(WEIGHT_SEED, heads as u64);
     let base = 1.0 / ((heads as f64).sqrt() * (head_dim as f64).sqrt());
     (0..heads)
@@ -540,7 +540,7 @@ fn quantize_rows(format: &Format, rows: &mut [f32], d: usize) {
 
 /// Replaces `x` by a vector of the same norm whose cosine with the unit vector `u` is `alpha`:
 /// ‖x‖ (α u + √(1−α²) x⊥/‖x⊥‖).
-pub fn plant(x: &mut [f32], u: &[f64], alpha: f64) {
+pub(crate) fn plant(x: &mut [f32], u: &[f64], alpha: f64) {
     let norm = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
     let along: f64 = x.iter().zip(u).map(|(&v, &e)| v as f64 * e).sum();
     let perp_norm = (x.iter().zip(u).map(|(&v, &e)| (v as f64 - along * e).powi(2)).sum::<f64>()).sqrt();

@@ -54,7 +54,7 @@ pub struct Heatmap {
 }
 
 /// A viridis-like colour for t in [0, 1].
-pub fn viridis(t: f64) -> RGBColor {
+pub(crate) fn viridis(t: f64) -> RGBColor {
     const STOPS: [(f64, f64, f64); 6] = [
         (68.0, 1.0, 84.0),
         (65.0, 68.0, 135.0),
