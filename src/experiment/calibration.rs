@@ -192,7 +192,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             }
             w(&format!("curve-{f}.csv"), &t)?;
         }
-        w("experiment.toml", &text)?;
+        w("experiment.toml", text)?;
         let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
         w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
         Ok(())
