@@ -1,5 +1,10 @@
-//! The engines: exact quadrature ([`analytic`]) and Monte Carlo ([`montecarlo`]), and
+//! The engines: exact quadrature ([`analytic`]) and Monte Carlo ([`montecarlo`] for the scalar
+//! model, [`crate::indexer`] for the vector model, both driven by [`crate::trials`]), and
 //! [`estimate`], which picks one and summarises recall and the needle's rank distribution.
+//!
+//! [`route`] is the one decision between the engines. The limits of a run ([`MAX_TRIALS`],
+//! [`MAX_THREADS`], the default trials) and its thread pool ([`in_pool`]) live here, and
+//! [`RecallModel`] gives calibration and the verdict recall as a function of the scenario.
 
 pub mod analytic;
 pub mod binomial;

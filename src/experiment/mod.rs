@@ -1,7 +1,10 @@
-//! Experiment files: a base scenario, the figures to draw (each with its own sweep grid) and
-//! optional measured data to overlay. [`run`] computes every grid and writes the result folder:
-//! `data/` (CSV and JSON per figure), `figures/` (SVG and PNG), `scenario.toml`,
-//! `experiment.toml` (a copy of the input) and `report.md`.
+//! Experiment files: [`run_file`] reads one, tells its kind ([`ExperimentKind`]) and runs it.
+//!
+//! A figures experiment has a base scenario, the figures to draw (each with its own sweep grid)
+//! and optional measured data to overlay. [`run`] computes every grid and writes the result
+//! folder: `data/` (CSV and JSON per figure), `figures/` (SVG and PNG), `scenario.toml`,
+//! `experiment.toml` (a copy of the input) and `report.md`. A calibration experiment (top-level
+//! `data` and `fit`) is run by [`calibration`].
 //!
 //! ```toml
 //! name = "my-study"                 # result folder name (default: the file's stem)
