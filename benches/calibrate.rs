@@ -3,8 +3,8 @@
 //! Target: ≤ 2 s on 2 cores.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use dsa_sim::calibrate::{calibrate, parse_fit_spec, Dataset, EngineModel, Observation, RecallModel};
-use dsa_sim::engine::EngineChoice;
+use dsa_sim::calibrate::{calibrate, parse_fit_spec, Dataset, Observation};
+use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
 use rand_distr::{Binomial, Distribution};

@@ -5,8 +5,9 @@
 //! channel); the ReLU and the weighted head sum are not counted.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use dsa_sim::engine::montecarlo::trial_rng;
-use dsa_sim::indexer::{kernel, run_model, Scratch, VectorModel};
+use dsa_sim::indexer::{kernel, Scratch, VectorModel};
+use dsa_sim::progress::Silent;
+use dsa_sim::trials::{self, trial_rng, Tally};
 use dsa_sim::Scenario;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -103,7 +104,7 @@ fn report_peak() {
     let model = VectorModel::new(&s);
     let trials = 64;
     let t = Instant::now();
-    let run = run_model(&model, trials, 1, &|_| {});
+    let run = trials::run(&model, trials, 1, &Silent);
     let per = t.elapsed().as_secs_f64() / trials as f64;
     eprintln!(
         "vector trial, 128K tokens (N = {}), FP4 q and keys, 2 threads: {:.2} ms per trial (throughput); recall {:.3}",
@@ -128,6 +129,7 @@ fn bench(c: &mut Criterion) {
     let s = v4_fp4(131_072);
     let model = VectorModel::new(&s);
     let mut sc = Scratch::default();
+    let mut tally = Tally::default();
     let mut g = c.benchmark_group("indexer_trial_128k_fp4");
     g.sample_size(20);
     let mut i = 0u64;
@@ -135,10 +137,11 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             i += 1;
             let mut rng = trial_rng(7, i);
-            black_box(model.trial(&mut rng, &mut sc))
+            model.trial(&mut rng, &mut sc, &mut tally);
+            black_box(tally.successes)
         })
     });
-    g.bench_function("two_threads_8_trials", |b| b.iter(|| black_box(run_model(&model, 8, 7, &|_| {}))));
+    g.bench_function("two_threads_8_trials", |b| b.iter(|| black_box(trials::run(&model, 8, 7, &Silent))));
     g.finish();
 }
 

@@ -18,7 +18,7 @@ pub const ENGINE_CONTEXT_CAP: u64 = 4096;
 /// An error message must say something and, as the CLI prints it, be one printable line.
 pub fn assert_one_line(what: &str, msg: &str) {
     assert!(!msg.trim().is_empty(), "{what}: empty error message");
-    let printed = dsa_sim::cli::one_line(msg);
+    let printed = dsa_sim::error::one_line(msg);
     assert!(!printed.chars().any(|c| c.is_control()), "{what}: not one printable line: {printed:?}");
 }
 
@@ -158,11 +158,12 @@ fn calibration_csv(text: &str) {
 /// parts optional), the rest is stdin. Accepted input gives one value per number, in text and
 /// in JSON alike; element formats (no block) are idempotent and monotone.
 pub fn quantize_input(data: &[u8]) {
-    use dsa_sim::cli::quantize::{quantize_text, QuantizeArgs};
+    use dsa_sim::error::{Classify, ErrorKind};
+    use dsa_sim::formats::text::{quantize_text, QuantizeRequest};
     let Ok(text) = std::str::from_utf8(data) else { return };
     let (head, body) = text.split_once('\n').unwrap_or((text, ""));
     let mut parts = head.split('|').map(str::to_string);
-    let mut args = QuantizeArgs {
+    let mut args = QuantizeRequest {
         format: parts.next(),
         block: parts.next().filter(|b| !b.is_empty()),
         scale: parts.next().filter(|b| !b.is_empty()),
@@ -172,8 +173,8 @@ pub fn quantize_input(data: &[u8]) {
     let out = match quantize_text(&args, body) {
         Ok(out) => out,
         Err(e) => {
-            assert_eq!(e.code, 2, "quantize: bad input must exit 2: {}", e.message);
-            assert_one_line("quantize", &e.message);
+            assert_eq!(e.kind(), ErrorKind::Input, "quantize: bad input must exit 2: {e}");
+            assert_one_line("quantize", &e.to_string());
             return;
         }
     };

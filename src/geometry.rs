@@ -37,14 +37,14 @@ pub struct Geometry {
 }
 
 /// Tokens [start, end) pooled by entry `i`.
-pub fn entry_tokens(i: u64, compress_ratio: u64, overlap: bool) -> (u64, u64) {
+pub(crate) fn entry_tokens(i: u64, compress_ratio: u64, overlap: bool) -> (u64, u64) {
     let c = compress_ratio;
     let start = if overlap && i > 0 { (i - 1) * c } else { i * c };
     (start, i * c + c)
 }
 
 /// Start positions of the needle copies.
-pub fn copy_starts(s: &Scenario) -> Vec<u64> {
+pub(crate) fn copy_starts(s: &Scenario) -> Vec<u64> {
     let l = s.context_len;
     let m = s.needle_tokens;
     let r = s.repeat as u64;

@@ -42,23 +42,28 @@
 // partial_cmp spelling clippy suggests would hide that.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
-pub mod cli;
-pub mod engine;
-pub mod formats;
-pub mod geometry;
+// Modules from the bottom layer up: each imports only modules listed above it (checked by
+// tests/layers.rs). The command line is not part of the library: it is src/cli/, a module of
+// the binary (src/main.rs).
+pub mod error;
 pub mod input;
-pub mod measured;
 pub mod output;
-pub mod indexer;
+pub mod progress;
 pub mod quadrature;
-pub mod scenario;
-pub mod scores;
 pub mod stats;
+pub mod formats;
+pub mod scenario;
+pub mod measured;
+pub mod geometry;
+pub mod scores;
+pub mod trials;
+pub mod indexer;
+pub mod engine;
+pub mod sweep;
+pub mod verdict;
+pub mod calibrate;
+pub mod report;
+pub mod experiment;
 
 pub use engine::{estimate, Estimate, RunOptions};
 pub use scenario::{Scenario, ScenarioError};
-pub mod sweep;
-pub mod report;
-pub mod experiment;
-pub mod calibrate;
-pub mod verdict;

@@ -1,9 +1,16 @@
 //! dsa-sim: thin entry point. Parse, run, print errors as one line, exit 2 for bad input.
 
+mod cli;
+
 use clap::error::ErrorKind;
 use clap::Parser;
-use dsa_sim::cli::Cli;
+use cli::{exit_code, Cli};
+use dsa_sim::error::one_line;
 use std::process::ExitCode;
+
+// The library's modules under their own names: the command line, a module tree of this binary
+// that the library never sees, reaches them as `crate::engine`, `crate::scenario`, …
+use dsa_sim::{calibrate, engine, error, experiment, formats, geometry, indexer, input, progress, scenario, sweep, verdict};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -16,11 +23,11 @@ fn main() -> ExitCode {
                 }
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     let _ = e.print();
-                    ExitCode::from(2)
+                    ExitCode::from(exit_code(dsa_sim::error::ErrorKind::Input))
                 }
                 ErrorKind::InvalidUtf8 => {
                     eprintln!("error: {} (see dsa-sim --help)", invalid_utf8_argument());
-                    ExitCode::from(2)
+                    ExitCode::from(exit_code(dsa_sim::error::ErrorKind::Input))
                 }
                 _ => {
                     // clap's message can span lines (e.g. the names of missing arguments): keep
@@ -34,8 +41,8 @@ fn main() -> ExitCode {
                         .collect();
                     let message = parts.join(" ");
                     let message = message.strip_prefix("error: ").unwrap_or(&message);
-                    eprintln!("error: {} (see dsa-sim --help)", dsa_sim::cli::one_line(message));
-                    ExitCode::from(2)
+                    eprintln!("error: {} (see dsa-sim --help)", one_line(message));
+                    ExitCode::from(exit_code(dsa_sim::error::ErrorKind::Input))
                 }
             };
         }
@@ -43,8 +50,8 @@ fn main() -> ExitCode {
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", dsa_sim::cli::one_line(&e.message));
-            ExitCode::from(e.code)
+            eprintln!("error: {}", one_line(&e.message));
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -54,7 +61,7 @@ fn invalid_utf8_argument() -> String {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     match args.iter().enumerate().skip(1).find(|(_, a)| a.to_str().is_none()) {
         Some((i, a)) => {
-            let shown = dsa_sim::cli::one_line(&a.to_string_lossy());
+            let shown = one_line(&a.to_string_lossy());
             match args.get(i - 1).and_then(|p| p.to_str()).filter(|p| p.starts_with('-')) {
                 Some(flag) => format!("{flag} {shown:?}: the value is not valid UTF-8"),
                 None => format!("argument {i} ({shown:?}) is not valid UTF-8"),

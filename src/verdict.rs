@@ -6,9 +6,32 @@
 //! `dprime` and decreases with `score_noise` (for dprime > 0), so each "needed"/"allowed" number
 //! is found by bisection.
 
-use crate::calibrate::likelihood::set_field;
-use crate::calibrate::{CalibError, RecallModel};
-use crate::scenario::{Field, Scenario};
+use crate::engine::{EngineError, RecallModel};
+use crate::scenario::{Scenario, ScenarioError};
+
+/// Why a verdict could not be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VerdictError {
+    /// Bad options (the target, the kernel maximum) or a scenario the verdict does not apply to.
+    #[error("{0}")]
+    Input(String),
+    /// The scenario is invalid.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The recall model failed during the searches.
+    #[error("recall model: {0}")]
+    Model(EngineError),
+}
+
+impl crate::error::Classify for VerdictError {
+    /// Bad input, or a failure of the recall model during the searches.
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            VerdictError::Model(_) => crate::error::ErrorKind::Failure,
+            _ => crate::error::ErrorKind::Input,
+        }
+    }
+}
 
 /// The three calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -49,12 +72,12 @@ pub struct VerdictOptions {
 
 impl VerdictOptions {
     /// Checks the target and the kernel maximum.
-    pub fn validate(&self) -> Result<(), CalibError> {
+    pub fn validate(&self) -> Result<(), VerdictError> {
         if !(self.target > 0.0 && self.target < 1.0) {
-            return Err(CalibError::Input(format!("--target {}: allowed 0 < target < 1", self.target)));
+            return Err(VerdictError::Input(format!("--target {}: allowed 0 < target < 1", self.target)));
         }
         if self.max_topk == 0 {
-            return Err(CalibError::Input("--max-topk 0: allowed ≥ 1".into()));
+            return Err(VerdictError::Input("--max-topk 0: allowed ≥ 1".into()));
         }
         Ok(())
     }
@@ -99,10 +122,24 @@ pub struct Verdict {
     pub coverage_horizon_tokens: u64,
 }
 
-fn with(s: &Scenario, field: Field, v: f64) -> Result<Scenario, CalibError> {
+/// A scalar field the searches vary.
+#[derive(Debug, Clone, Copy)]
+enum Searched {
+    Dprime,
+    ScoreNoise,
+}
+
+fn with(s: &Scenario, field: Searched, v: f64) -> Scenario {
     let mut t = s.clone();
-    set_field(&mut t, field, v)?;
-    Ok(t)
+    match field {
+        Searched::Dprime => t.dprime = v,
+        Searched::ScoreNoise => t.score_noise = v,
+    }
+    t
+}
+
+fn recall_of(model: &dyn RecallModel, s: &Scenario) -> Result<f64, VerdictError> {
+    model.recall(s).map_err(VerdictError::Model)
 }
 
 fn with_k(s: &Scenario, k: u64) -> Scenario {
@@ -112,8 +149,8 @@ fn with_k(s: &Scenario, k: u64) -> Scenario {
 }
 
 /// Smallest k in [1, hi] with recall ≥ target, given recall(hi) ≥ target.
-fn bisect_k(model: &dyn RecallModel, s: &Scenario, target: f64, hi: u64) -> Result<u64, CalibError> {
-    let r = |k: u64| model.recall(&with_k(s, k)).map_err(CalibError::Model);
+fn bisect_k(model: &dyn RecallModel, s: &Scenario, target: f64, hi: u64) -> Result<u64, VerdictError> {
+    let r = |k: u64| recall_of(model, &with_k(s, k));
     if r(1)? >= target {
         return Ok(1);
     }
@@ -135,14 +172,14 @@ fn bisect_k(model: &dyn RecallModel, s: &Scenario, target: f64, hi: u64) -> Resu
 fn bisect_field(
     model: &dyn RecallModel,
     s: &Scenario,
-    field: Field,
+    field: Searched,
     target: f64,
     mut lo: f64,
     mut hi: f64,
     increasing: bool,
     tol: f64,
-) -> Result<f64, CalibError> {
-    let r = |v: f64| -> Result<f64, CalibError> { model.recall(&with(s, field, v)?).map_err(CalibError::Model) };
+) -> Result<f64, VerdictError> {
+    let r = |v: f64| recall_of(model, &with(s, field, v));
     // Invariant (increasing): recall(lo) < target ≤ recall(hi); (decreasing): recall(lo) ≥ target > recall(hi).
     while hi - lo > tol {
         let mid = 0.5 * (lo + hi);
@@ -156,40 +193,40 @@ fn bisect_field(
     Ok(if increasing { hi } else { lo })
 }
 
-fn dprime_needed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, CalibError> {
+fn dprime_needed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, VerdictError> {
     let (lo, hi) = DPRIME_SEARCH;
-    if model.recall(&with(s, Field::Dprime, hi)?).map_err(CalibError::Model)? < target {
+    if recall_of(model, &with(s, Searched::Dprime, hi))? < target {
         return Ok(None);
     }
-    if model.recall(&with(s, Field::Dprime, lo)?).map_err(CalibError::Model)? >= target {
+    if recall_of(model, &with(s, Searched::Dprime, lo))? >= target {
         return Ok(Some(lo));
     }
-    bisect_field(model, s, Field::Dprime, target, lo, hi, true, 1e-4).map(Some)
+    bisect_field(model, s, Searched::Dprime, target, lo, hi, true, 1e-4).map(Some)
 }
 
-fn noise_allowed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, CalibError> {
-    if model.recall(&with(s, Field::ScoreNoise, 0.0)?).map_err(CalibError::Model)? < target {
+fn noise_allowed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, VerdictError> {
+    if recall_of(model, &with(s, Searched::ScoreNoise, 0.0))? < target {
         return Ok(None);
     }
-    if model.recall(&with(s, Field::ScoreNoise, NOISE_CAP)?).map_err(CalibError::Model)? >= target {
+    if recall_of(model, &with(s, Searched::ScoreNoise, NOISE_CAP))? >= target {
         return Ok(Some(NOISE_CAP));
     }
-    bisect_field(model, s, Field::ScoreNoise, target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
+    bisect_field(model, s, Searched::ScoreNoise, target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
 }
 
 /// Computes the verdict for `s`.
-pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> Result<Verdict, CalibError> {
+pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> Result<Verdict, VerdictError> {
     opts.validate()?;
     s.validate()?;
     if s.model == crate::scenario::Model::Vector {
-        return Err(CalibError::Input(
+        return Err(VerdictError::Input(
             "model = vector: the verdict searches the scalar model's dprime and score_noise, which the vector model \
              does not use; set model = scalar (dsa-sim formats gives a format's effective dprime and score_noise)"
                 .into(),
         ));
     }
     let t = opts.target;
-    let rec = |k: u64| model.recall(&with_k(s, k)).map_err(CalibError::Model);
+    let rec = |k: u64| recall_of(model, &with_k(s, k));
     let recall_now = rec(s.index_topk)?;
     let k_2x = s.index_topk.saturating_mul(2);
     let recall_2k = rec(k_2x)?;
@@ -332,12 +369,12 @@ pub fn calibrated_verdict(
     scenarios: &[Scenario],
     model: &dyn RecallModel,
     opts: VerdictOptions,
-) -> Result<CalibratedVerdict, CalibError> {
+) -> Result<CalibratedVerdict, VerdictError> {
     use rayon::prelude::*;
     let mut all: Vec<Verdict> =
         scenarios.par_iter().map(|s| verdict(s, model, opts)).collect::<Result<Vec<_>, _>>()?;
     if all.is_empty() {
-        return Err(CalibError::Input("no scenario for the verdict".into()));
+        return Err(VerdictError::Input("no scenario for the verdict".into()));
     }
     let at_estimate = all.remove(0);
     Ok(CalibratedVerdict { at_estimate, region: all })

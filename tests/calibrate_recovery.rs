@@ -3,8 +3,8 @@
 //! 95% profile intervals must cover the truth at about the nominal rate (exact binomial far-tail
 //! bound, so the test does not flake), and estimates must sit near the truth.
 
-use dsa_sim::calibrate::{calibrate, parse_fit_spec, Dataset, EngineModel, Observation, RecallModel};
-use dsa_sim::engine::EngineChoice;
+use dsa_sim::calibrate::{calibrate, parse_fit_spec, Dataset, Observation};
+use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::Scenario;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Binomial, Distribution};

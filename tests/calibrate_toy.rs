@@ -3,9 +3,9 @@
 //! nominal rate (two-sided far-tail binomial bounds), boundary and unidentifiable cases,
 //! hypotheses, predictions and the three verdict calls.
 
-use dsa_sim::calibrate::{
-    calibrate, compare_hypotheses, parse_fit_spec, predict_grid, Dataset, FnModel, Observation, PredictSpec, Problem,
-};
+use dsa_sim::calibrate::{calibrate, compare_hypotheses, parse_fit_spec, predict_grid, Dataset, Observation, Problem};
+use dsa_sim::sweep::Axis;
+use dsa_sim::engine::FnModel;
 use dsa_sim::verdict::{verdict, Call, VerdictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
@@ -144,7 +144,7 @@ fn prediction_bands_cover_the_truth_and_contain_the_estimate() {
     assert!(fit.region.len() >= 16);
     let m = model();
     let problem = Problem::new(&data, &base, free, &m).unwrap();
-    let spec = vec![PredictSpec::parse("index_topk=512,4096,16384").unwrap()];
+    let spec = vec![Axis::from_values("index_topk", vec!["512".into(), "4096".into(), "16384".into()]).unwrap()];
     let pred = predict_grid(&problem, &fit, &base, &spec).unwrap();
     assert_eq!(pred.len(), 3);
     for p in &pred {

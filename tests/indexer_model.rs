@@ -8,7 +8,9 @@
 use dsa_sim::engine::analytic;
 use dsa_sim::formats::Format;
 use dsa_sim::indexer::effective::{chi_mean, compare_formats, effective_params};
-use dsa_sim::indexer::{run_model, simulate, VectorModel};
+use dsa_sim::indexer::{simulate, VectorModel};
+use dsa_sim::progress::Silent;
+use dsa_sim::trials::{self, Tally};
 use dsa_sim::Scenario;
 
 fn vector(base: &str, fields: &[(&str, &str)]) -> Scenario {
@@ -29,7 +31,7 @@ fn z_two(a: u64, b: u64, n: u64) -> f64 {
     (pa - pb) / se
 }
 
-fn rank_le(run: &dsa_sim::engine::montecarlo::McRun, j: u64) -> u64 {
+fn rank_le(run: &Tally, j: u64) -> u64 {
     (run.ranks.cdf(j) * run.trials as f64).round() as u64
 }
 
@@ -49,8 +51,8 @@ fn gaussian_shortcut_matches_the_token_path() {
     ];
     for (ci, s) in cases.iter().enumerate() {
         let trials = 1200;
-        let fast = run_model(&VectorModel::new(s), trials, 11, &|_| {});
-        let slow = run_model(&VectorModel::new(s).with_token_path(true), trials, 12, &|_| {});
+        let fast = trials::run(&VectorModel::new(s), trials, 11, &Silent);
+        let slow = trials::run(&VectorModel::new(s).with_token_path(true), trials, 12, &Silent);
         let n = VectorModel::new(s).n_entries() as u64;
         for j in [1u64, 4, 16, 64, 256, n / 4] {
             let (a, b) = (rank_le(&fast, j), rank_le(&slow, j));
@@ -153,7 +155,7 @@ fn results_do_not_depend_on_the_thread_count() {
     let s = vector("deepseek-v4-flash", &[("context_len", "8192"), ("layers", "2"), ("hard_negatives", "5")]);
     let m = VectorModel::new(&s);
     let run_in = |threads| {
-        rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| run_model(&m, 40, 99, &|_| {}))
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| trials::run(&m, 40, 99, &Silent))
     };
     let one = run_in(1);
     let two = run_in(2);

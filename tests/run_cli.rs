@@ -140,7 +140,7 @@ fn shipped_experiments_parse() {
     let mut n = 0;
     for e in std::fs::read_dir(&root).unwrap() {
         let p = e.unwrap().path();
-        let calibration = std::fs::read_to_string(&p).is_ok_and(|t| dsa_sim::calibrate::experiment::is_calibration_experiment(&t));
+        let calibration = std::fs::read_to_string(&p).is_ok_and(|t| dsa_sim::experiment::calibration::is_calibration_experiment(&t));
         if p.extension().is_some_and(|x| x == "toml") && !calibration {
             let exp = dsa_sim::experiment::Experiment::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert!(!exp.figures.is_empty());

@@ -145,3 +145,35 @@ fn presets_lists_every_preset_and_field() {
         }
     }
 }
+
+/// A sweep whose stdout is closed (`| head`) stops instead of computing the rest of the grid:
+/// this one would take minutes to finish.
+#[test]
+fn a_closed_stdout_ends_the_sweep() {
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    let d = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
+        .args(["sweep", "--engine", "montecarlo", "--trials", "1000000", "--vary", "dprime=0..4:5000", "-q"])
+        .current_dir(d.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().starts_with("dprime,recall"));
+    assert!(lines.next().unwrap().unwrap().contains(",montecarlo,1000000,"));
+    drop(lines);
+    let closed = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if closed.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the sweep kept computing after its stdout was closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(status.success() && err.is_empty(), "{status}: {err}");
+}

@@ -2,8 +2,7 @@
 //! numbers checked against the model at and next to them, and the CLI contract (JSON keys,
 //! explanation, bad input).
 
-use dsa_sim::calibrate::{EngineModel, RecallModel};
-use dsa_sim::engine::EngineChoice;
+use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::verdict::{verdict, Call, VerdictOptions};
 use dsa_sim::Scenario;
 use std::process::Command;

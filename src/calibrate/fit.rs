@@ -9,7 +9,7 @@ use statrs::distribution::{ChiSquared, ContinuousCDF};
 use std::cell::RefCell;
 
 /// Half the 95% quantile of χ²₁: the profile log-likelihood drop that bounds a 95% interval.
-pub const HALF_CHI2_95: f64 = 1.920_729_410_347_062;
+pub(crate) const HALF_CHI2_95: f64 = 1.920_729_410_347_062;
 
 /// One fitted parameter.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +105,7 @@ impl<'p, 'a> Objective<'p, 'a> {
 }
 
 /// Fits the free parameters by maximum likelihood (no intervals yet).
-pub fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> {
+pub(crate) fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> {
     let obj = Objective::new(problem);
     let (lo, hi) = problem.bounds();
     let start: Vec<f64> = problem
@@ -123,7 +123,7 @@ pub fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> 
     );
     obj.check()?;
     if !m.fx.is_finite() {
-        return Err(CalibError::Model("the likelihood is not finite anywhere in the search box".into()));
+        return Err(CalibError::Fit("the likelihood is not finite anywhere in the search box".into()));
     }
     let evals = *obj.evals.borrow();
     Ok((m.x, -m.fx, evals))
@@ -232,7 +232,7 @@ fn profile_side(obj: &Objective, theta: &[f64], ll_hat: f64, j: usize, sign: f64
 }
 
 /// 95% profile-likelihood interval of parameter `j`, and the two parameter vectors at its ends.
-pub fn profile_interval(
+pub(crate) fn profile_interval(
     problem: &Problem,
     theta: &[f64],
     ll_hat: f64,
@@ -370,7 +370,7 @@ pub fn likelihood_region(
 }
 
 /// Goodness of fit and per-row residuals at `theta`.
-pub fn row_fits(problem: &Problem, theta: &[f64]) -> Result<(Vec<RowFit>, f64), CalibError> {
+pub(crate) fn row_fits(problem: &Problem, theta: &[f64]) -> Result<(Vec<RowFit>, f64), CalibError> {
     let fitted = problem.fitted(theta)?;
     let mut dev = 0.0;
     let rows = problem
@@ -393,7 +393,7 @@ pub fn row_fits(problem: &Problem, theta: &[f64]) -> Result<(Vec<RowFit>, f64), 
 }
 
 /// P(χ²_df ≥ x), None when df ≤ 0.
-pub fn chi2_sf(x: f64, df: i64) -> Option<f64> {
+pub(crate) fn chi2_sf(x: f64, df: i64) -> Option<f64> {
     if df <= 0 {
         return None;
     }

@@ -125,7 +125,7 @@ pub fn compare_hypotheses(
 }
 
 /// Fills ΔAIC and the Akaike weights exp(−Δ/2) / Σ exp(−Δ/2).
-pub fn akaike_weights(h: &mut [HypothesisResult]) {
+pub(crate) fn akaike_weights(h: &mut [HypothesisResult]) {
     let min = h.iter().map(|x| x.aic).fold(f64::INFINITY, f64::min);
     let total: f64 = h.iter().map(|x| (-(x.aic - min) / 2.0).exp()).sum();
     for x in h.iter_mut() {

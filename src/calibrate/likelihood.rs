@@ -10,17 +10,17 @@ use statrs::function::factorial::ln_binomial;
 /// Probabilities are kept inside [EPS, 1 − EPS] in logarithms: a model recall of exactly 1 (the
 /// context within the coverage horizon) against an observed miss costs ln(1e-12) ≈ −27.6, a large
 /// but finite penalty.
-pub const EPS: f64 = 1e-12;
+pub(crate) const EPS: f64 = 1e-12;
 
 /// Binomial log-probability of `y` hits in `n` trials at recall `p`, with the binomial
 /// coefficient (so AIC values are true log-likelihoods).
-pub fn binom_loglik(y: u64, n: u64, p: f64) -> f64 {
+pub(crate) fn binom_loglik(y: u64, n: u64, p: f64) -> f64 {
     let p = p.clamp(EPS, 1.0 - EPS);
     ln_binomial(n, y) + y as f64 * p.ln() + (n - y) as f64 * (1.0 - p).ln()
 }
 
 /// Deviance contribution 2[ℓ_saturated − ℓ(p)] of one row (≥ 0).
-pub fn unit_deviance(y: u64, n: u64, p: f64) -> f64 {
+pub(crate) fn unit_deviance(y: u64, n: u64, p: f64) -> f64 {
     let p = p.clamp(EPS, 1.0 - EPS);
     let (y, n) = (y as f64, n as f64);
     let mut d = 0.0;

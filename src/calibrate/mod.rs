@@ -3,27 +3,25 @@
 //! intervals, deviance goodness of fit, named hypotheses ranked by AIC, and what-if predictions
 //! whose 95% bands are carried over from the fit.
 //!
-//! The recall model is abstract ([`RecallModel`]): [`EngineModel`] uses the exact analytic engine
-//! where it applies and common-random-number Monte Carlo otherwise; tests may plug in closed-form
-//! models.
+//! The recall model is abstract ([`RecallModel`], shared with the verdict): [`crate::engine::EngineModel`] uses
+//! the exact analytic engine where it applies and common-random-number Monte Carlo otherwise;
+//! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
-pub mod engine_model;
-pub mod experiment;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;
-pub mod optimize;
+pub(crate) mod optimize;
 pub mod output;
 pub mod predict;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
-pub use engine_model::EngineModel;
 pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use hypotheses::{compare_hypotheses, HypothesisResult};
 pub use likelihood::Problem;
-pub use predict::{parse_predict_specs, predict_grid, Prediction, PredictSpec};
+pub use predict::{parse_predict_specs, predict_grid, Prediction};
 
+use crate::engine::{EngineError, RecallModel};
 use crate::scenario::{field_names, Field, Scenario, ScenarioError};
 
 /// Why a calibration failed.
@@ -35,51 +33,31 @@ pub enum CalibError {
     /// Bad user input (a field, a bound, a prediction spec, a row that is not a valid scenario).
     #[error("{0}")]
     Input(String),
-    /// The recall model failed.
+    /// The recall model failed during the computation.
     #[error("recall model: {0}")]
-    Model(String),
+    Model(EngineError),
+    /// The fit failed (no finite likelihood in the search box).
+    #[error("recall model: {0}")]
+    Fit(String),
+    /// The result could not be written.
+    #[error("{0}")]
+    Output(String),
+}
+
+impl crate::error::Classify for CalibError {
+    /// Bad input for the table and the options; a failure for the model and the output.
+    fn kind(&self) -> crate::error::ErrorKind {
+        use crate::error::ErrorKind;
+        match self {
+            CalibError::Data(_) | CalibError::Input(_) => ErrorKind::Input,
+            CalibError::Model(_) | CalibError::Fit(_) | CalibError::Output(_) => ErrorKind::Failure,
+        }
+    }
 }
 
 impl From<ScenarioError> for CalibError {
     fn from(e: ScenarioError) -> Self {
         CalibError::Input(e.to_string())
-    }
-}
-
-impl CalibError {
-    /// Exit code: 2 for bad input, 1 for other failures.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            CalibError::Data(_) | CalibError::Input(_) => 2,
-            CalibError::Model(_) => 1,
-        }
-    }
-}
-
-/// A recall model: P(success) for a scenario.
-pub trait RecallModel: Sync {
-    /// Recall of `s`, or a one-line reason it cannot be computed.
-    fn recall(&self, s: &Scenario) -> Result<f64, String>;
-    /// Short description (engine used) for reports.
-    fn describe(&self) -> String;
-    /// Whether the rows of a table should be evaluated in parallel (expensive models).
-    fn parallel_rows(&self) -> bool {
-        true
-    }
-}
-
-/// A closed-form or test model from a function.
-pub struct FnModel<F>(pub F, pub &'static str);
-
-impl<F: Fn(&Scenario) -> f64 + Sync> RecallModel for FnModel<F> {
-    fn recall(&self, s: &Scenario) -> Result<f64, String> {
-        Ok((self.0)(s))
-    }
-    fn describe(&self) -> String {
-        self.1.to_string()
-    }
-    fn parallel_rows(&self) -> bool {
-        false
     }
 }
 
@@ -188,7 +166,7 @@ pub fn run_calibration(
     free: Vec<FreeParam>,
     model: &dyn RecallModel,
     compare: bool,
-    predict: &[PredictSpec],
+    predict: &[crate::sweep::Axis],
     engine_description: impl Fn() -> String,
 ) -> Result<output::CalibrationReport, CalibError> {
     let t0 = std::time::Instant::now();

@@ -11,9 +11,9 @@ use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 
 /// How prediction bands are computed (printed with them).
-pub const BAND_METHOD: &str = "profile likelihood: the range of the predicted recall over the 95% likelihood-ratio region {θ: 2(ℓ̂ − ℓ(θ)) ≤ χ²₁,0.95 = 3.84} of the fit (not a bootstrap)";
+pub(crate) const BAND_METHOD: &str = "profile likelihood: the range of the predicted recall over the 95% likelihood-ratio region {θ: 2(ℓ̂ − ℓ(θ)) ≤ χ²₁,0.95 = 3.84} of the fit (not a bootstrap)";
 /// How parameter intervals are computed.
-pub const INTERVAL_METHOD: &str = "95% profile likelihood (other free parameters re-maximised at each point)";
+pub(crate) const INTERVAL_METHOD: &str = "95% profile likelihood (other free parameters re-maximised at each point)";
 
 /// Everything a calibration run produced.
 #[derive(Debug, Clone)]
@@ -49,7 +49,7 @@ fn opt(x: Option<f64>) -> Value {
 }
 
 /// A grid value as JSON: a number when it parses as one, else the string.
-pub fn point_value(v: &str) -> Value {
+pub(crate) fn point_value(v: &str) -> Value {
     match v.parse::<f64>() {
         Ok(x) if x.is_finite() => {
             if x.fract() == 0.0 && x.abs() < 9e15 {

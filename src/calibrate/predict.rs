@@ -12,9 +12,6 @@ use super::CalibError;
 use crate::scenario::{Field, Scenario};
 use crate::sweep::Axis;
 
-/// One `--predict FIELD=V1,V2,…` axis: a sweep axis.
-pub type PredictSpec = Axis;
-
 /// One predicted point.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prediction {
@@ -28,28 +25,35 @@ pub struct Prediction {
     pub ci_high: f64,
 }
 
-/// Parses `--predict` arguments (each a sweep axis); each value is parsed as its field's type.
-pub fn parse_predict_specs(args: &[String], _base: &Scenario) -> Result<Vec<PredictSpec>, CalibError> {
-    let mut out: Vec<PredictSpec> = Vec::new();
+/// Parses `--predict` arguments (and calibration experiments' `curves`), each a sweep axis
+/// `FIELD=V1,V2,…` or a range (`A..B:xF`, `A..B:N`, `A..B:+S`, see [`Axis::parse`]); a field
+/// may be given once.
+pub fn parse_predict_specs(args: &[String]) -> Result<Vec<Axis>, CalibError> {
+    let mut out: Vec<Axis> = Vec::new();
     for a in args {
-        let (f, vals) = a
-            .split_once('=')
-            .ok_or_else(|| CalibError::Input(format!("--predict {a}: expected FIELD=V1,V2,…")))?;
-        if vals.split(',').all(|v| v.trim().is_empty()) {
-            return Err(CalibError::Input(format!("--predict {a}: no values after `=`")));
-        }
-        let axis = Axis::from_spec(f, vals).map_err(|e| CalibError::Input(format!("--predict: {e}")))?;
+        let axis = Axis::parse(a).map_err(|e| CalibError::Input(format!("--predict {a}: {e}")))?;
         if out.iter().any(|p| p.field == axis.field) {
             return Err(CalibError::Input(format!("--predict {}: given twice", axis.field)));
         }
         out.push(axis);
     }
-    Ok(out)
+    let points = out.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len()));
+    match points {
+        Some(n) if n <= MAX_PREDICT_POINTS => Ok(out),
+        _ => Err(CalibError::Input(format!(
+            "--predict: the what-if grid has {} points (at most {MAX_PREDICT_POINTS}: each is a model evaluation per point of the fit's likelihood region)",
+            points.map_or("more than 2^64".to_string(), |n| n.to_string())
+        ))),
+    }
 }
+
+/// Most points a what-if grid may have (every point costs one model evaluation per point of
+/// the fit's 95% region, dozens to hundreds).
+pub const MAX_PREDICT_POINTS: usize = 100_000;
 
 /// Every grid point of the specs (cartesian product, first spec varying slowest), as the
 /// index of each spec's value.
-pub fn grid_points(specs: &[PredictSpec]) -> Vec<Vec<usize>> {
+pub fn grid_points(specs: &[Axis]) -> Vec<Vec<usize>> {
     let mut pts: Vec<Vec<usize>> = vec![vec![]];
     for s in specs {
         pts = pts
@@ -71,7 +75,7 @@ pub fn point_scenario(
     problem: &Problem,
     base: &Scenario,
     theta: &[f64],
-    specs: &[PredictSpec],
+    specs: &[Axis],
     point: &[usize],
 ) -> Result<Scenario, CalibError> {
     let mut s = base.clone();
@@ -93,7 +97,7 @@ pub fn predict_grid(
     problem: &Problem,
     fit: &FitResult,
     base: &Scenario,
-    specs: &[PredictSpec],
+    specs: &[Axis],
 ) -> Result<Vec<Prediction>, CalibError> {
     use rayon::prelude::*;
     let points = grid_points(specs);

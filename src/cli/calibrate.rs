@@ -1,16 +1,10 @@
 //! `dsa-sim calibrate`: fit scalar parameters to measured recall (docs/model.md#calibration).
 
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::calibrate::experiment::run_experiment;
-use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, EngineModel, RecallModel};
-use crate::engine::{EngineChoice, DEFAULT_SEED};
+use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError};
+use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
+use crate::experiment::calibration::run_experiment;
 use std::path::PathBuf;
-
-impl From<CalibError> for CliError {
-    fn from(e: CalibError) -> Self {
-        CliError { code: e.exit_code(), message: e.to_string() }
-    }
-}
 
 /// Engine flags of the calibrating commands (fewer Monte Carlo trials per evaluation by default
 /// than `recall`: a fit evaluates the model hundreds of times).
@@ -18,9 +12,9 @@ impl From<CalibError> for CliError {
 pub struct FitEngineArgs {
     /// auto (analytic where exact, else common-random-number Monte Carlo), analytic, or montecarlo.
     #[arg(long, default_value = "auto", value_name = "ENGINE", help_heading = "Engine")]
-    pub engine: String,
+    pub engine: EngineChoice,
     /// Monte Carlo trials per model evaluation (only where the analytic engine is not exact).
-    #[arg(long, default_value_t = 4000, value_name = "N", help_heading = "Engine")]
+    #[arg(long, default_value_t = DEFAULT_FIT_TRIALS, value_name = "N", help_heading = "Engine")]
     pub trials: u64,
     /// Monte Carlo seed, shared by every evaluation (common random numbers).
     #[arg(long, default_value_t = DEFAULT_SEED, value_name = "S", help_heading = "Engine")]
@@ -36,33 +30,22 @@ pub struct FitEngineArgs {
 impl FitEngineArgs {
     /// The engine-backed recall model.
     pub fn model(&self) -> Result<EngineModel, CliError> {
-        let choice: EngineChoice = self.engine.parse().map_err(CliError::input)?;
-        if self.trials == 0 || self.trials > super::MAX_TRIALS {
-            return Err(CliError::input(format!("--trials {}: allowed 1..={}", self.trials, super::MAX_TRIALS)));
-        }
-        super::check_threads(self.threads)?;
-        Ok(EngineModel::new(choice, self.trials, self.seed))
+        super::check_trials(self.trials)?;
+        crate::engine::check_threads(self.threads)?;
+        Ok(EngineModel::new(self.engine, self.trials, self.seed))
     }
 
     /// Checks that the engine accepts `s` (an analytic-only request on a scenario without a
     /// closed form, a Monte Carlo scenario too large to draw) before any fitting starts, so that
     /// such input is refused as bad input (exit 2) rather than failing mid-way.
     pub fn check(&self, s: &crate::scenario::Scenario) -> Result<(), CliError> {
-        let engine: EngineChoice = self.engine.parse().map_err(CliError::input)?;
-        let opts = crate::engine::RunOptions { engine, trials: self.trials, seed: self.seed, ..Default::default() };
-        crate::engine::check(s, &opts).map_err(|e| CliError::input(e.to_string()))
+        let opts = crate::engine::RunOptions { engine: self.engine, trials: self.trials, seed: self.seed, ..Default::default() };
+        Ok(crate::engine::check(s, &opts)?)
     }
+
     /// Runs `f` on `--threads` workers.
     pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
-        super::check_threads(self.threads)?;
-        match self.threads {
-            None => Ok(f()),
-            Some(n) => rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map(|pool| pool.install(f))
-                .map_err(|e| CliError::failure(format!("cannot start {n} threads: {e}"))),
-        }
+        Ok(crate::engine::in_pool(self.threads, f)?)
     }
 }
 
@@ -108,12 +91,6 @@ pub struct CalibrateArgs {
     pub engine: FitEngineArgs,
 }
 
-/// Runs a calibration experiment file on `threads` workers (used by `dsa-sim run` too).
-pub fn run_experiment_in_pool(file: &std::path::Path, out: Option<&std::path::Path>, threads: Option<usize>) -> Result<PathBuf, CliError> {
-    let engine = FitEngineArgs { engine: "auto".into(), trials: 1, seed: DEFAULT_SEED, threads, json: false };
-    Ok(engine.in_pool(|| run_experiment(file, out))??)
-}
-
 /// Checks every row of a table, applied to the base scenario, with the engine (see
 /// [`FitEngineArgs::check`]); rows that do not apply are left to the fit's own message.
 pub fn check_rows(data: &crate::calibrate::Dataset, base: &crate::scenario::Scenario, engine: &FitEngineArgs) -> Result<(), CliError> {
@@ -141,7 +118,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     let data = load_csv(data_path).map_err(CalibError::from)?;
     check_rows(&data, &base, &args.engine)?;
     let free = parse_fit_spec(fit, Some(&data))?;
-    let specs = parse_predict_specs(&args.predict, &base)?;
+    let specs = parse_predict_specs(&args.predict)?;
     let report = args
         .engine
         .in_pool(|| run_calibration(&data, &base, free, &model, args.compare, &specs, || model.describe()))??;

@@ -67,10 +67,8 @@ fn resolve(args: &FormatsArgs) -> Result<Scenario, CliError> {
 /// Runs `dsa-sim formats`.
 pub fn run(args: &FormatsArgs) -> Result<(), CliError> {
     let s = resolve(args)?;
-    if args.trials == 0 || args.trials > super::MAX_TRIALS {
-        return Err(CliError::input(format!("--trials {}: allowed 1..={}", args.trials, super::MAX_TRIALS)));
-    }
-    super::check_threads(args.threads)?;
+    super::check_trials(args.trials)?;
+    crate::engine::check_threads(args.threads)?;
     let formats: Vec<Format> = if args.formats.is_empty() {
         default_formats()
     } else {
@@ -100,15 +98,7 @@ pub fn run(args: &FormatsArgs) -> Result<(), CliError> {
         };
         (rows, fp32)
     };
-    let (rows, fp32) = match args.threads {
-        None => work(),
-        Some(0) => return Err(CliError::input("--threads 0: allowed ≥ 1")),
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build()
-            .map_err(|e| CliError::failure(format!("cannot start {n} threads: {e}")))?
-            .install(work),
-    };
+    let (rows, fp32) = crate::engine::in_pool(args.threads, work)?;
     if args.json {
         return print_json(&json!({
             "formats": rows,

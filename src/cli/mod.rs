@@ -3,6 +3,7 @@
 pub mod calibrate;
 pub mod formats;
 pub mod presets;
+pub mod progress;
 pub mod quantize;
 pub mod rank;
 pub mod recall;
@@ -10,40 +11,49 @@ pub mod run;
 pub mod sweep;
 pub mod verdict;
 
-use crate::engine::{EngineChoice, EngineError, RunOptions, DEFAULT_SEED};
-use crate::scenario::{Field, Scenario, ScenarioError};
+use crate::engine::{EngineChoice, RunOptions, DEFAULT_SEED, MAX_TRIALS};
+use crate::error::{Classify, ErrorKind};
+use crate::scenario::{Field, Scenario};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
-/// A command's failure: the message (one line) and the exit code (2 bad input, 1 otherwise).
+/// The exit status of a command that failed: 2 for bad input, 1 for a failure to compute or to
+/// write. The one place where the kinds of errors become exit codes.
+pub fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Input => 2,
+        ErrorKind::Failure => 1,
+    }
+}
+
+/// A command's failure: its kind and the message (one line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CliError {
-    /// Process exit code.
-    pub code: u8,
+    /// Bad input or a failure: decides the exit code ([`exit_code`]).
+    pub kind: ErrorKind,
     /// One-line description naming what was wrong.
     pub message: String,
 }
 
 impl CliError {
-    /// Bad input (exit code 2).
+    /// Bad input.
     pub fn input(message: impl Into<String>) -> CliError {
-        CliError { code: 2, message: message.into() }
+        CliError { kind: ErrorKind::Input, message: message.into() }
     }
-    /// Any other failure (exit code 1).
+    /// A failure to compute or write.
     pub fn failure(message: impl Into<String>) -> CliError {
-        CliError { code: 1, message: message.into() }
+        CliError { kind: ErrorKind::Failure, message: message.into() }
+    }
+    /// The process exit code.
+    pub fn exit_code(&self) -> u8 {
+        exit_code(self.kind)
     }
 }
 
-impl From<ScenarioError> for CliError {
-    fn from(e: ScenarioError) -> Self {
-        CliError::input(e.to_string())
-    }
-}
-
-impl From<EngineError> for CliError {
-    fn from(e: EngineError) -> Self {
-        CliError::input(e.to_string())
+/// Every library error becomes a command error of its own kind.
+impl<E: Classify> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError { kind: e.kind(), message: e.to_string() }
     }
 }
 
@@ -239,32 +249,12 @@ impl ScenarioArgs {
     }
 }
 
-/// Most Monte Carlo trials a command accepts (10^12: about a week of trials at N = 10^3 on
-/// one core; more is a typo, and 2^64 − 1 would never finish).
-pub const MAX_TRIALS: u64 = 1_000_000_000_000;
-
-/// Most worker threads `--threads` accepts (more would only exhaust the system's threads).
-pub const MAX_THREADS: usize = 1024;
-
-/// Checks a `--threads` value: 1..=[`MAX_THREADS`].
-pub fn check_threads(threads: Option<usize>) -> Result<(), CliError> {
-    match threads {
-        Some(n) if n == 0 || n > MAX_THREADS => Err(CliError::input(format!("--threads {n}: allowed 1..={MAX_THREADS}"))),
-        _ => Ok(()),
-    }
-}
-
-/// Default Monte Carlo trials for the scalar model (exact sampling: milliseconds).
-pub const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
-/// Default Monte Carlo trials for the vector model (every key drawn: ~20 ms a trial at 128K).
-pub const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
-
 /// Engine, trials, seed, threads and output format, shared by the evaluating commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// auto (analytic where exact, else Monte Carlo), analytic, or montecarlo.
     #[arg(long, default_value = "auto", value_name = "ENGINE", help_heading = "Engine")]
-    pub engine: String,
+    pub engine: EngineChoice,
     /// Monte Carlo trials [default: 100000 for the scalar model, 2000 for the vector model, whose
     /// trials draw every entry key].
     #[arg(long, value_name = "N", help_heading = "Engine")]
@@ -283,45 +273,24 @@ pub struct RunArgs {
 impl RunArgs {
     /// Engine options from the flags, for a scenario (whose model sets the default trials).
     pub fn options(&self, s: &Scenario) -> Result<RunOptions, CliError> {
-        let engine: EngineChoice = self.engine.parse().map_err(CliError::input)?;
-        let trials = self.trials.unwrap_or(match s.model {
-            crate::scenario::Model::Scalar => DEFAULT_TRIALS_SCALAR,
-            crate::scenario::Model::Vector => DEFAULT_TRIALS_VECTOR,
-        });
-        if trials == 0 || trials > MAX_TRIALS {
-            return Err(CliError::input(format!("--trials {trials}: allowed 1..={MAX_TRIALS}")));
-        }
-        check_threads(self.threads)?;
-        Ok(RunOptions { engine, trials, seed: self.seed, progress: !self.json, ..RunOptions::default() })
+        let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
+        check_trials(trials)?;
+        crate::engine::check_threads(self.threads)?;
+        Ok(RunOptions { engine: self.engine, trials, seed: self.seed, ..RunOptions::default() })
     }
 
     /// Runs `f` on a pool of `--threads` workers (or the default pool).
     pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
-        check_threads(self.threads)?;
-        match self.threads {
-            None => Ok(f()),
-            Some(n) => rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .map(|pool| pool.install(f))
-                .map_err(|e| CliError::failure(format!("cannot start {n} threads: {e}"))),
-        }
+        Ok(crate::engine::in_pool(self.threads, f)?)
     }
 }
 
-/// A message as one printable line for stderr: line breaks become spaces and other control
-/// characters (from echoed user input) their escapes, so an error is always exactly one line.
-pub fn one_line(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    for c in message.trim().chars() {
-        match c {
-            '\n' | '\r' | '\u{2028}' | '\u{2029}' | '\u{85}' => out.push(' '),
-            '\t' => out.push(' '),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
+/// Checks a `--trials` value: 1..=[`MAX_TRIALS`].
+pub fn check_trials(trials: u64) -> Result<(), CliError> {
+    if trials == 0 || trials > MAX_TRIALS {
+        return Err(CliError::input(format!("--trials {trials}: allowed 1..={MAX_TRIALS}")));
     }
-    out
+    Ok(())
 }
 
 /// Appends one formatted line to a String buffer.

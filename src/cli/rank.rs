@@ -1,8 +1,9 @@
 //! `dsa-sim rank`: the needle's rank distribution.
 
+use super::progress::Bar;
 use super::recall::placement_note;
 use super::{emit, outln, print_json, scenario_json, CliError, RunArgs, ScenarioArgs};
-use crate::engine::estimate;
+use crate::engine::estimate_observed;
 use serde_json::json;
 
 /// Arguments of `dsa-sim rank`.
@@ -22,10 +23,10 @@ pub struct RankArgs {
 pub fn run(args: &RankArgs) -> Result<(), CliError> {
     let s = args.scenario.resolve()?;
     let opts = args.run.options(&s)?;
-    let e = args.run.in_pool(|| estimate(&s, &opts))??;
+    let e = args.run.in_pool(|| estimate_observed(&s, &opts, &Bar::trials(!args.run.json)))??;
     let mut out = String::new();
     if args.run.json {
-        let quantiles = e.rank.quantiles_json();
+        let quantiles = e.rank.quantiles.to_json();
         return print_json(&json!({
             "n_candidates": e.rank.n_candidates,
             "quantiles": quantiles,
@@ -43,7 +44,7 @@ pub fn run(args: &RankArgs) -> Result<(), CliError> {
         e.engine,
         e.trials.map_or(String::new(), |t| format!(", {t} trials, seed {}", opts.seed))
     );
-    for (p, v) in &e.rank.quantiles {
+    for (p, v) in e.rank.quantiles.pairs() {
         outln!(out, "  {:>4.0}% quantile: {}", p * 100.0, v.map_or("never".into(), |r| r.to_string()));
     }
     outln!(out, "  P(rank <= j):");

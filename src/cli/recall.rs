@@ -1,7 +1,8 @@
 //! `dsa-sim recall`: P(correct answer) for one scenario.
 
+use super::progress::Bar;
 use super::{emit, outln, print_json, scenario_json, CliError, RunArgs, ScenarioArgs};
-use crate::engine::{estimate, Estimate};
+use crate::engine::{estimate_observed, Estimate};
 use crate::geometry::Geometry;
 use crate::scenario::Scenario;
 use serde_json::json;
@@ -23,7 +24,7 @@ pub struct RecallArgs {
 
 /// The JSON object of one estimate (docs/cli.md#output keys and more).
 pub fn estimate_json(s: &Scenario, e: &Estimate, seed: u64) -> serde_json::Value {
-    let quantiles = e.rank.quantiles_json();
+    let quantiles = e.rank.quantiles.to_json();
     json!({
         "recall": e.recall,
         "ci_low": e.ci_low,
@@ -60,7 +61,7 @@ fn rank_text(v: Option<u64>) -> String {
 pub fn run(args: &RecallArgs) -> Result<(), CliError> {
     let s = args.scenario.resolve()?;
     let opts = args.run.options(&s)?;
-    let e = args.run.in_pool(|| estimate(&s, &opts))??;
+    let e = args.run.in_pool(|| estimate_observed(&s, &opts, &Bar::trials(!args.run.json)))??;
     let mut out = String::new();
     if args.run.json {
         return print_json(&estimate_json(&s, &e, opts.seed));
@@ -85,8 +86,8 @@ pub fn run(args: &RecallArgs) -> Result<(), CliError> {
     );
     outln!(out, 
         "needle rank: median {}, 90th percentile {} (selected when rank <= {})",
-        rank_text(e.rank.quantile(0.5)),
-        rank_text(e.rank.quantile(0.9)),
+        rank_text(e.rank.quantiles.p50),
+        rank_text(e.rank.quantiles.p90),
         s.index_topk.min(e.rank.n_candidates)
     );
     if let Some(note) = placement_note(&s) {

@@ -1,9 +1,8 @@
 //! `dsa-sim run`: an experiment file → data, figures and a report in one folder.
 
+use super::progress::Bar;
 use super::CliError;
-use crate::engine::{EngineChoice, RunOptions};
-use crate::experiment::{Experiment, RunSettings};
-use crate::sweep::engine_evaluator;
+use crate::experiment::{run_file, ExperimentKind, RunSettings};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim run`.
@@ -33,38 +32,25 @@ pub struct RunExperimentArgs {
 
 /// Runs `dsa-sim run`.
 pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
-    super::check_threads(args.threads)?;
     let started = std::time::Instant::now();
-    // Calibration experiments (top-level `data` and `fit`) are run by the calibration module.
-    if crate::input::read_to_string(&args.file).is_ok_and(|t| crate::calibrate::experiment::is_calibration_experiment(&t)) {
-        let out = super::calibrate::run_experiment_in_pool(&args.file, args.out.as_deref(), args.threads)?;
-        if !args.quiet {
-            println!("wrote {} ({:.1} s); open {}", out.display(), started.elapsed().as_secs_f64(), out.join("report.md").display());
-        }
-        return Ok(());
-    }
-    let exp = Experiment::load(&args.file).map_err(super::sweep::cli_error)?;
-    let engine: EngineChoice = exp.engine.parse().map_err(CliError::input)?;
-    let opts = RunOptions { engine, trials: exp.trials, seed: exp.seed, progress: false, ..RunOptions::default() };
-    for fig in &exp.figures {
-        super::sweep::check_points(&fig.grid, &opts)
-            .map_err(|e| CliError::input(format!("{}: figure `{}`: {}", args.file.display(), fig.spec.name, e.message)))?;
-    }
-    let eval = engine_evaluator(opts);
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-    let settings = RunSettings { threads: args.threads, progress: !args.quiet, resume: args.resume };
-    let files = crate::experiment::run(&exp, &out, &eval, &settings).map_err(super::sweep::cli_error)?;
+    let settings = RunSettings { threads: args.threads, resume: args.resume };
+    let bar = Bar::points(!args.quiet);
+    let done = run_file(&args.file, args.out.as_deref(), &settings, &bar)?;
     if !args.quiet {
-        println!(
-            "{}: {} figures, {} points, {} files in {} ({:.1} s); open {}",
-            exp.name,
-            exp.figures.len(),
-            exp.points(),
-            files.len(),
-            out.display(),
-            started.elapsed().as_secs_f64(),
-            out.join("report.md").display()
-        );
+        let report = done.folder.join("report.md");
+        let secs = started.elapsed().as_secs_f64();
+        match done.kind {
+            ExperimentKind::Calibration => println!("wrote {} ({secs:.1} s); open {}", done.folder.display(), report.display()),
+            ExperimentKind::Figures => println!(
+                "{}: {} figures, {} points, {} files in {} ({secs:.1} s); open {}",
+                done.name,
+                done.figures,
+                done.points,
+                done.files,
+                done.folder.display(),
+                report.display()
+            ),
+        }
     }
     Ok(())
 }

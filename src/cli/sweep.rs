@@ -1,7 +1,8 @@
 //! `dsa-sim sweep`: recall (and rank quantiles) over a grid of scenario fields.
 
+use super::progress::Bar;
 use super::{CliError, RunArgs, ScenarioArgs};
-use crate::sweep::{engine_evaluator, run_grid, Axis, Format, Grid, Output, SweepError, SweepOptions};
+use crate::sweep::{engine_evaluator, run_grid, Axis, Format, Grid, Output, SweepOptions};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim sweep`.
@@ -40,38 +41,14 @@ pub struct SweepArgs {
     pub run: RunArgs,
 }
 
-/// Maps a sweep error to the CLI's: bad input and engine refusals exit 2, output failures 1.
-pub fn cli_error(e: SweepError) -> CliError {
-    match e {
-        SweepError::Output(m) => CliError::failure(m),
-        e => CliError::input(e.to_string()),
-    }
-}
-
-/// Checks that the engine accepts every point of `grid` before anything is computed or written
-/// (an analytic-only sweep over a point without a closed form, a Monte Carlo point too large to
-/// draw), naming the first point it refuses.
-pub fn check_points(grid: &Grid, opts: &crate::engine::RunOptions) -> Result<(), CliError> {
-    for i in 0..grid.len() {
-        let s = grid.scenario(i).map_err(cli_error)?;
-        if let Err(e) = crate::engine::check(&s, opts) {
-            let at: Vec<String> =
-                grid.axes.iter().zip(grid.values_of(&s)).map(|(a, v)| format!("{}={v}", a.field)).collect();
-            return Err(CliError::input(format!("grid point {}: {e}", at.join(" "))));
-        }
-    }
-    Ok(())
-}
-
 /// Runs `dsa-sim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let base = args.scenario.resolve()?;
-    let mut opts = args.run.options(&base)?;
-    opts.progress = false;
-    let axes = args.vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>().map_err(cli_error)?;
+    let opts = args.run.options(&base)?;
+    let axes = args.vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>()?;
     let rank = !args.no_rank;
-    let grid = Grid::new(base, axes, rank).map_err(cli_error)?;
-    check_points(&grid, &opts)?;
+    let grid = Grid::new(base, axes, rank)?;
+    grid.check(&opts)?;
     let format = match (&args.out, args.run.json) {
         (_, true) => Format::Json,
         (Some(p), false) => Format::from_path(p),
@@ -89,7 +66,7 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
         }
     }
     let meta = serde_json::json!({
-        "engine": args.run.engine, "trials": opts.trials, "seed": opts.seed, "rank": rank,
+        "engine": args.run.engine.to_string(), "trials": opts.trials, "seed": opts.seed, "rank": rank,
     });
     let fingerprint = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
@@ -107,13 +84,12 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
         threads: args.run.threads,
         resume: args.resume,
         limit: args.limit,
-        progress: !args.quiet,
         format,
         fingerprint,
         meta,
     };
     let eval = engine_evaluator(opts);
-    let (rows, complete) = run_grid(&grid, |s| eval(s, rank), &out, &sweep).map_err(cli_error)?;
+    let (rows, complete) = run_grid(&grid, |s| eval(s, rank), &out, &sweep, &Bar::points(!args.quiet))?;
     if let Some(p) = &args.out {
         if !args.quiet {
             if complete {

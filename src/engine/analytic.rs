@@ -365,7 +365,7 @@ fn sum_pmf_direct(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m:
 }
 
 /// P(readout satisfied) when each of `n` layers attends independently with probability `a`.
-pub fn readout_probability(a: f64, n: u32, readout: Readout) -> f64 {
+pub(crate) fn readout_probability(a: f64, n: u32, readout: Readout) -> f64 {
     let a = a.clamp(0.0, 1.0);
     match readout {
         Readout::Any => -((n as f64) * (-a).ln_1p()).exp_m1(),

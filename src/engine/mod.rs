@@ -1,22 +1,30 @@
-//! The engines: exact quadrature ([`analytic`]) and Monte Carlo ([`montecarlo`]), and
+//! The engines: exact quadrature ([`analytic`]) and Monte Carlo ([`montecarlo`] for the scalar
+//! model, [`crate::indexer`] for the vector model, both driven by [`crate::trials`]), and
 //! [`estimate`], which picks one and summarises recall and the needle's rank distribution.
+//!
+//! [`route`] is the one decision between the engines. The limits of a run ([`MAX_TRIALS`],
+//! [`MAX_THREADS`], the default trials) and its thread pool ([`in_pool`]) live here, and
+//! [`RecallModel`] gives calibration and the verdict recall as a function of the scenario.
 
 pub mod analytic;
 pub mod binomial;
-pub mod histogram;
 pub mod montecarlo;
+pub(crate) mod recall_model;
 
+pub use recall_model::{EngineModel, FnModel, RecallModel};
+
+use crate::progress::{Progress, Silent};
 use crate::scenario::{Model, Scenario, ScenarioError};
-use crate::scores::NotExact;
 use crate::stats::{wilson, Z95};
 use analytic::Analytic;
-use montecarlo::{simulate, simulate_observed, McPath};
+use montecarlo::McPath;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
-/// Which engine to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Which engine to use: parsed once, where the choice is read (a flag, an experiment file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub enum EngineChoice {
     /// Analytic where exact, else Monte Carlo.
     #[default]
@@ -28,14 +36,31 @@ pub enum EngineChoice {
 }
 
 impl FromStr for EngineChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, EngineError> {
         match s.trim() {
             "auto" => Ok(EngineChoice::Auto),
             "analytic" => Ok(EngineChoice::Analytic),
             "montecarlo" | "monte-carlo" | "mc" => Ok(EngineChoice::MonteCarlo),
-            o => Err(format!("engine = {o:?}: expected auto, analytic or montecarlo")),
+            o => Err(EngineError::UnknownEngine(o.to_string())),
         }
+    }
+}
+
+impl TryFrom<String> for EngineChoice {
+    type Error = EngineError;
+    fn try_from(s: String) -> Result<Self, EngineError> {
+        s.parse()
+    }
+}
+
+impl fmt::Display for EngineChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineChoice::Auto => "auto",
+            EngineChoice::Analytic => "analytic",
+            EngineChoice::MonteCarlo => "montecarlo",
+        })
     }
 }
 
@@ -58,6 +83,84 @@ impl fmt::Display for EngineUsed {
     }
 }
 
+/// How a scenario is evaluated under an engine choice (see [`route`]).
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// Exact quadrature, prepared.
+    Analytic(Box<Analytic>),
+    /// Monte Carlo.
+    MonteCarlo {
+        /// Why the analytic engine was not used; `None` when Monte Carlo was requested.
+        not_exact: Option<String>,
+    },
+}
+
+/// Why the vector model has no analytic evaluation.
+const VECTOR_NOT_EXACT: &str = "model = vector: the lightning-indexer model is simulated, it has no closed form";
+
+/// The one decision between the engines: Monte Carlo when it is requested; otherwise the
+/// analytic engine where it is exact (never for the vector model), and where it is not, Monte
+/// Carlo under `auto` or an error under `analytic`. [`estimate`], [`check`] and
+/// [`EngineModel`] all decide through it.
+pub fn route(s: &Scenario, choice: EngineChoice) -> Result<Route, EngineError> {
+    let why = match choice {
+        EngineChoice::MonteCarlo => return Ok(Route::MonteCarlo { not_exact: None }),
+        _ if s.model == Model::Vector => VECTOR_NOT_EXACT.to_string(),
+        _ => match Analytic::new(s) {
+            Ok(a) => return Ok(Route::Analytic(Box::new(a))),
+            Err(e) => e.0,
+        },
+    };
+    match choice {
+        EngineChoice::Analytic => Err(EngineError::NotExact(why)),
+        _ => Ok(Route::MonteCarlo { not_exact: Some(why) }),
+    }
+}
+
+/// Most Monte Carlo trials a run accepts (10^12: about a week of trials at N = 10^3 on one
+/// core; more is a typo, and 2^64 − 1 would never finish).
+pub const MAX_TRIALS: u64 = 1_000_000_000_000;
+
+/// Most worker threads a run accepts (more would only exhaust the system's threads).
+pub const MAX_THREADS: usize = 1024;
+
+/// Default Monte Carlo trials for the scalar model (exact sampling: milliseconds).
+pub const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
+/// Default Monte Carlo trials for the vector model (every key drawn: ~20 ms a trial at 128K).
+pub const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
+/// Default Monte Carlo trials per model evaluation of a fit (hundreds of evaluations).
+pub const DEFAULT_FIT_TRIALS: u64 = 4_000;
+
+/// The default Monte Carlo trials of a scenario's model.
+pub fn default_trials(model: Model) -> u64 {
+    match model {
+        Model::Scalar => DEFAULT_TRIALS_SCALAR,
+        Model::Vector => DEFAULT_TRIALS_VECTOR,
+    }
+}
+
+/// Checks a worker-thread count: 1..=[`MAX_THREADS`] (`None`: the default pool).
+pub fn check_threads(threads: Option<usize>) -> Result<(), EngineError> {
+    match threads {
+        Some(n) if n == 0 || n > MAX_THREADS => Err(EngineError::Threads(n)),
+        _ => Ok(()),
+    }
+}
+
+/// Runs `f` on a pool of `threads` workers (`None`: the default pool, all cores). Results never
+/// depend on the count; only the time does.
+pub fn in_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, EngineError> {
+    check_threads(threads)?;
+    match threads {
+        None => Ok(f()),
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map(|pool| pool.install(f))
+            .map_err(|e| EngineError::Pool(format!("cannot start {n} threads: {e}"))),
+    }
+}
+
 /// Options of one evaluation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOptions {
@@ -69,45 +172,70 @@ pub struct RunOptions {
     pub seed: u64,
     /// Monte Carlo path (exact sampling where possible by default).
     pub mc_path: McPath,
-    /// Show a progress bar on stderr for Monte Carlo runs (hidden when stderr is not a terminal).
-    pub progress: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { engine: EngineChoice::Auto, trials: 100_000, seed: DEFAULT_SEED, mc_path: McPath::Auto, progress: false }
+        RunOptions { engine: EngineChoice::Auto, trials: DEFAULT_TRIALS_SCALAR, seed: DEFAULT_SEED, mc_path: McPath::Auto }
     }
 }
 
 /// The seed used when none is given.
 pub const DEFAULT_SEED: u64 = 20_251_201;
 
-/// The rank quantiles every summary reports.
-pub const RANK_QUANTILES: [f64; 4] = [0.05, 0.5, 0.9, 0.95];
+/// The quantiles of the needle's rank that every summary reports (recall and rank commands,
+/// sweep rows, figures): at each level p, the smallest j with P(rank ≤ j) ≥ p; `None` where it
+/// is never reached (the needle is in no entry) or was not computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RankQuantiles {
+    /// 5th percentile.
+    pub p05: Option<u64>,
+    /// Median.
+    pub p50: Option<u64>,
+    /// 90th percentile.
+    pub p90: Option<u64>,
+    /// 95th percentile.
+    pub p95: Option<u64>,
+}
+
+impl RankQuantiles {
+    /// The levels p, in the order of the fields.
+    pub const LEVELS: [f64; 4] = [0.05, 0.5, 0.9, 0.95];
+
+    /// The quantiles from a quantile function, evaluated at each level in order.
+    pub fn from_fn(mut quantile: impl FnMut(f64) -> Option<u64>) -> RankQuantiles {
+        let [a, b, c, d] = Self::LEVELS;
+        RankQuantiles { p05: quantile(a), p50: quantile(b), p90: quantile(c), p95: quantile(d) }
+    }
+
+    /// (level, quantile) pairs in level order.
+    pub fn pairs(&self) -> [(f64, Option<u64>); 4] {
+        let [a, b, c, d] = Self::LEVELS;
+        [(a, self.p05), (b, self.p50), (c, self.p90), (d, self.p95)]
+    }
+
+    /// The quantile at level `p` (one of [`RankQuantiles::LEVELS`]).
+    pub fn get(&self, p: f64) -> Option<u64> {
+        self.pairs().iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
+    }
+
+    /// A JSON object keyed by level ("0.05", "0.5", …); `null` where never reached.
+    pub fn to_json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> =
+            self.pairs().iter().map(|(p, v)| (format!("{p}"), serde_json::json!(v))).collect();
+        serde_json::Value::Object(map)
+    }
+}
 
 /// The needle's rank distribution in one layer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RankSummary {
     /// Candidate entries N.
     pub n_candidates: u64,
-    /// (p, smallest j with P(rank ≤ j) ≥ p); `None`: never reached (needle in no entry).
-    pub quantiles: Vec<(f64, Option<u64>)>,
+    /// The quantiles (all `None` from [`estimate_recall`], which does not compute them).
+    pub quantiles: RankQuantiles,
     /// (j, P(rank ≤ j)) at powers of two, k and the kernel maximum.
     pub cdf: Vec<(u64, f64)>,
-}
-
-impl RankSummary {
-    /// The quantiles as a JSON object keyed by p ("0.05", "0.5", …); `null` where never reached.
-    pub fn quantiles_json(&self) -> serde_json::Value {
-        let map: serde_json::Map<String, serde_json::Value> =
-            self.quantiles.iter().map(|(p, v)| (format!("{p}"), serde_json::json!(v))).collect();
-        serde_json::Value::Object(map)
-    }
-
-    /// The quantile at p if it was computed.
-    pub fn quantile(&self, p: f64) -> Option<u64> {
-        self.quantiles.iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
-    }
 }
 
 /// Recall of a scenario with its interval, and the needle's rank distribution.
@@ -145,6 +273,25 @@ pub enum EngineError {
     /// Zero Monte Carlo trials were requested.
     #[error("trials = 0: allowed ≥ 1")]
     NoTrials,
+    /// An engine name that is not `auto`, `analytic` or `montecarlo`.
+    #[error("engine = {0:?}: expected auto, analytic or montecarlo")]
+    UnknownEngine(String),
+    /// A worker-thread count outside 1..=[`MAX_THREADS`].
+    #[error("--threads {0}: allowed 1..={max}", max = MAX_THREADS)]
+    Threads(usize),
+    /// The worker threads could not be started.
+    #[error("{0}")]
+    Pool(String),
+}
+
+impl crate::error::Classify for EngineError {
+    /// Bad input, except threads that could not be started.
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            EngineError::Pool(_) => crate::error::ErrorKind::Failure,
+            _ => crate::error::ErrorKind::Input,
+        }
+    }
 }
 
 fn cdf_grid(s: &Scenario, n_candidates: u64) -> Vec<u64> {
@@ -155,26 +302,21 @@ fn cdf_grid(s: &Scenario, n_candidates: u64) -> Vec<u64> {
     js
 }
 
-fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate, EngineError> {
+fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool, progress: &dyn Progress) -> Result<Estimate, EngineError> {
     s.validate()?;
     let n = s.n_candidates();
-    let vector = s.model == Model::Vector;
-    let analytic = match opts.engine {
-        EngineChoice::MonteCarlo => Err(NotExact("Monte Carlo requested".into())),
-        _ if vector => Err(NotExact("model = vector: the lightning-indexer model is simulated, it has no closed form".into())),
-        _ => Analytic::new(s),
-    };
-    match (analytic, opts.engine) {
-        (Ok(a), _) => {
+    let empty = || RankSummary { n_candidates: n, ..RankSummary::default() };
+    match route(s, opts.engine)? {
+        Route::Analytic(a) => {
             let recall = a.recall();
             let rank = if with_rank {
                 RankSummary {
                     n_candidates: n,
-                    quantiles: RANK_QUANTILES.iter().map(|&p| (p, a.rank_quantile(p))).collect(),
+                    quantiles: RankQuantiles::from_fn(|p| a.rank_quantile(p)),
                     cdf: cdf_grid(s, n).into_iter().map(|j| (j, a.rank_cdf(j))).collect(),
                 }
             } else {
-                RankSummary { n_candidates: n, ..RankSummary::default() }
+                empty()
             };
             Ok(Estimate {
                 recall,
@@ -186,40 +328,21 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
                 rank,
             })
         }
-        (Err(e), EngineChoice::Analytic) => Err(EngineError::NotExact(e.0)),
-        (Err(e), _) => {
-            if opts.trials == 0 {
-                return Err(EngineError::NoTrials);
-            }
-            if let Some(why) = montecarlo::materialise_limit(s, opts.mc_path).filter(|_| !vector) {
-                return Err(EngineError::TooLarge(why));
-            }
-            let bar = if opts.progress {
-                let bar = indicatif::ProgressBar::new(opts.trials);
-                bar.set_style(
-                    indicatif::ProgressStyle::with_template("{spinner} Monte Carlo {bar:30} {pos}/{len} trials, eta {eta}")
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-                );
-                bar
-            } else {
-                indicatif::ProgressBar::hidden()
-            };
-            let run = if vector {
-                crate::indexer::simulate_observed(s, opts.trials, opts.seed, &|n| bar.inc(n))
-            } else {
-                simulate_observed(s, opts.trials, opts.seed, opts.mc_path, &|n| bar.inc(n))
-                    .map_err(|e| EngineError::NotExact(e.0))?
-            };
-            bar.finish_and_clear();
+        Route::MonteCarlo { not_exact } => {
+            check_monte_carlo(s, opts)?;
+            progress.start(opts.trials, 0);
+            let run = monte_carlo(s, opts.trials, opts.seed, opts.mc_path, progress);
+            progress.finish();
+            let run = run?;
             let (lo, hi) = wilson(run.successes, run.trials, Z95);
             let rank = if with_rank {
                 RankSummary {
                     n_candidates: n,
-                    quantiles: RANK_QUANTILES.iter().map(|&p| (p, run.ranks.quantile(p))).collect(),
+                    quantiles: RankQuantiles::from_fn(|p| run.ranks.quantile(p)),
                     cdf: cdf_grid(s, n).into_iter().map(|j| (j, run.ranks.cdf(j))).collect(),
                 }
             } else {
-                RankSummary { n_candidates: n, ..RankSummary::default() }
+                empty()
             };
             Ok(Estimate {
                 recall: run.successes as f64 / run.trials as f64,
@@ -227,11 +350,34 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
                 ci_high: hi,
                 engine: EngineUsed::MonteCarlo,
                 trials: Some(run.trials),
-                not_exact: if opts.engine == EngineChoice::MonteCarlo { None } else { Some(e.0) },
+                not_exact,
                 rank,
             })
         }
     }
+}
+
+/// Refuses a Monte Carlo run without trials, or one that would have to materialise more than
+/// [`montecarlo::MAX_MATERIALISED_CANDIDATES`] candidates per trial.
+fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
+    if opts.trials == 0 {
+        return Err(EngineError::NoTrials);
+    }
+    if s.model == Model::Vector {
+        return Ok(());
+    }
+    match montecarlo::materialise_limit(s, opts.mc_path) {
+        Some(why) => Err(EngineError::TooLarge(why)),
+        None => Ok(()),
+    }
+}
+
+/// Monte Carlo trials of a checked scenario, on the model's own trial plan.
+fn monte_carlo(s: &Scenario, trials: u64, seed: u64, path: McPath, progress: &dyn Progress) -> Result<crate::trials::Tally, EngineError> {
+    if s.model == Model::Vector {
+        return Ok(crate::indexer::simulate_observed(s, trials, seed, progress));
+    }
+    montecarlo::simulate_observed(s, trials, seed, path, progress).map_err(|e| EngineError::NotExact(e.0))
 }
 
 /// Checks, without computing anything, that [`estimate`] accepts `s` under `opts`: the
@@ -240,44 +386,34 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool) -> Result<Estimate
 /// it on every point before they start, so a refusal never leaves a partial file behind.
 pub fn check(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
     s.validate()?;
-    let vector = s.model == Model::Vector;
-    let analytic = match opts.engine {
-        EngineChoice::MonteCarlo => Err(NotExact("Monte Carlo requested".into())),
-        _ if vector => Err(NotExact("model = vector: the lightning-indexer model is simulated, it has no closed form".into())),
-        _ => Analytic::new(s).map(|_| ()),
-    };
-    match (analytic, opts.engine) {
-        (Ok(()), _) => Ok(()),
-        (Err(e), EngineChoice::Analytic) => Err(EngineError::NotExact(e.0)),
-        (Err(_), _) if opts.trials == 0 => Err(EngineError::NoTrials),
-        (Err(_), _) if vector => Ok(()),
-        (Err(_), _) => match montecarlo::materialise_limit(s, opts.mc_path) {
-            Some(why) => Err(EngineError::TooLarge(why)),
-            None => Ok(()),
-        },
+    match route(s, opts.engine)? {
+        Route::Analytic(_) => Ok(()),
+        Route::MonteCarlo { .. } => check_monte_carlo(s, opts),
     }
 }
 
 /// Recall with its interval and the needle's rank distribution.
 pub fn estimate(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError> {
-    evaluate(s, opts, true)
+    evaluate(s, opts, true, &Silent)
+}
+
+/// [`estimate`], reporting the progress of Monte Carlo trials to `progress` (an analytic
+/// evaluation reports nothing).
+pub fn estimate_observed(s: &Scenario, opts: &RunOptions, progress: &dyn Progress) -> Result<Estimate, EngineError> {
+    evaluate(s, opts, true, progress)
 }
 
 /// Recall with its interval only (the rank summary is left empty): the cheap call for sweeps
 /// and fits.
 pub fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError> {
-    evaluate(s, opts, false)
+    evaluate(s, opts, false, &Silent)
 }
 
 /// Monte Carlo successes of `trials` trials seeded from (seed, i): with the same seed, two
 /// parameter values share their random numbers trial by trial (common random numbers).
 pub fn simulate_successes(s: &Scenario, trials: u64, seed: u64) -> Result<u64, EngineError> {
     s.validate()?;
-    if s.model == Model::Vector {
-        return Ok(crate::indexer::simulate(s, trials, seed).successes);
-    }
-    if let Some(why) = montecarlo::materialise_limit(s, McPath::Auto) {
-        return Err(EngineError::TooLarge(why));
-    }
-    Ok(simulate(s, trials, seed, McPath::Auto).map_err(|e| EngineError::NotExact(e.0))?.successes)
+    let opts = RunOptions { trials, seed, ..RunOptions::default() };
+    check_monte_carlo(s, &opts)?;
+    Ok(monte_carlo(s, trials, seed, McPath::Auto, &Silent)?.successes)
 }

@@ -1,8 +1,9 @@
 //! The Monte Carlo engine: any scenario, rayon-parallel, reproducible.
 //!
-//! Trial i draws only from its own generator, seeded from (seed, i) with the portable
-//! Xoshiro256++ (rand_xoshiro), and per-chunk results are integer counts merged by addition, so
-//! the output is identical for any thread count and any rerun.
+//! The scenario is prepared once into a plan, a [`TrialPlan`] that the shared driver
+//! ([`crate::trials::run`]) runs chunk by chunk: trial i draws only from
+//! [`crate::trials::trial_rng`]`(seed, i)` and the counts merge by addition, so the output is
+//! identical for any thread count and any rerun.
 //!
 //! Two paths:
 //! - **exact sampling** (closed-form laws): draw the needle's best entry score Y, then the number
@@ -16,15 +17,15 @@
 //!   [`MAX_MATERIALISED_CANDIDATES`] candidates (128 MiB per thread), a larger scenario is
 //!   refused up front instead of failing to allocate.
 
-use super::histogram::RankHistogram;
-use crate::geometry::Geometry;
-use crate::scenario::{Pooling, Readout, Scenario};
-use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
-use rand::{Rng, SeedableRng};
 use super::binomial;
+use crate::geometry::Geometry;
+use crate::progress::{Progress, Silent};
+use crate::scenario::{Pooling, Scenario};
+use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
+use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
+use rand::Rng;
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use rayon::prelude::*;
 
 /// Trials per parallel work item.
 const CHUNK: u64 = 2048;
@@ -68,40 +69,10 @@ pub fn materialise_limit(s: &Scenario, path: McPath) -> Option<String> {
     ))
 }
 
-/// The outcome of a Monte Carlo run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McRun {
-    /// Trials that succeeded (answered correctly).
-    pub successes: u64,
-    /// Trials run.
-    pub trials: u64,
-    /// Trials in which the needle was attended by enough layers.
-    pub attended: u64,
-    /// The needle's rank in the first layer, over trials.
-    pub ranks: RankHistogram,
-    /// The path used.
-    pub path: McPath,
-}
-
-/// The generator of trial `i` under `seed`: portable, independent of threads and of other trials.
-#[inline]
-pub fn trial_rng(seed: u64, i: u64) -> Xoshiro256PlusPlus {
-    // seed_from_u64 expands its argument through SplitMix64 into the 256-bit state; one more
-    // SplitMix64 of the seed keeps (seed, i) and (seed', i') streams apart.
-    Xoshiro256PlusPlus::seed_from_u64(splitmix64(seed) ^ i)
-}
-
-#[inline]
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-
 /// Everything a trial needs, prepared once.
 struct Plan {
+    /// The path every trial runs on.
+    path: McPath,
     geometry: Geometry,
     model: Option<ScoreModel>,
     /// The needle entries' laws when they do not depend on a shared component (computed once).
@@ -116,24 +87,13 @@ struct Plan {
     rho: f64,
     noise: f64,
     hard_mean: f64,
-    layers: u32,
-    readout: Readout,
-    p_read: f64,
-    p_guess: f64,
+    rule: ReadoutRule,
 }
 
 /// Per-thread scratch, reused across trials.
 #[derive(Default)]
 struct Scratch {
     blocks: Vec<f64>,
-}
-
-#[derive(Default)]
-struct Acc {
-    successes: u64,
-    attended: u64,
-    ranks: RankHistogram,
-    scratch: Scratch,
 }
 
 impl Plan {
@@ -147,48 +107,27 @@ impl Plan {
     /// One trial. Generic over the rank sampler so that the exact path's loop is compiled
     /// without the materialising path's code (which it never runs) inlined into it.
     #[inline(always)]
-    fn trial<F>(&self, rng: &mut Xoshiro256PlusPlus, acc: &mut Acc, mut rank_of: F)
+    fn trial<F>(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch, tally: &mut Tally, mut rank_of: F)
     where
         F: FnMut(Option<f64>, &mut Xoshiro256PlusPlus, &mut Scratch) -> u64,
     {
         let z = if self.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
         let g = &self.geometry;
         let mut layers_attending = 0u32;
-        for layer in 0..self.layers {
-            let rank = if g.needle_entries.is_empty() { None } else { Some(rank_of(z, rng, &mut acc.scratch)) };
+        for layer in 0..self.rule.layers() {
+            let rank = if g.needle_entries.is_empty() { None } else { Some(rank_of(z, rng, scratch)) };
             if layer == 0 {
-                acc.ranks.record(rank);
+                tally.ranks.record(rank);
             }
-            layers_attending += self.attends(rank) as u32;
+            layers_attending += self.rule.attends(rank) as u32;
         }
-        self.conclude(layers_attending, rng, acc);
-    }
-
-    /// The readout of a trial whose layers have been ranked: attended, then answered.
-    #[inline(always)]
-    fn conclude(&self, layers_attending: u32, rng: &mut Xoshiro256PlusPlus, acc: &mut Acc) {
-        let attended = match self.readout {
-            Readout::Any => layers_attending >= 1,
-            Readout::All => layers_attending == self.layers,
-            Readout::AtLeast(m) => layers_attending >= m,
-        };
-        acc.attended += attended as u64;
-        let p = if attended { self.p_read } else { self.p_guess };
-        // A certain outcome needs no draw (the common p_read = 1, p_guess = 0).
-        let success = if p >= 1.0 {
-            true
-        } else if p <= 0.0 {
-            false
-        } else {
-            rng.random::<f64>() < p
-        };
-        acc.successes += success as u64;
+        self.rule.conclude(layers_attending, rng, tally);
     }
 
     /// Whether exact trials can run [`BATCH`] at a time: one layer, no shared component, a
     /// needle to rank (the common case; every other exact scenario runs trial by trial).
     fn batchable(&self) -> bool {
-        self.layers == 1 && !self.needs_shared() && !self.geometry.needle_entries.is_empty()
+        self.rule.layers() == 1 && !self.needs_shared() && !self.geometry.needle_entries.is_empty()
     }
 
     /// Exact trials `range`, [`BATCH`] at a time in two phases: every trial's needle score and
@@ -197,7 +136,7 @@ impl Plan {
     /// results are identical to running them one by one; the phases only give the processor
     /// independent work to overlap (a single trial is one long chain of dependent latencies:
     /// seed, normal, tail probability, square root, division).
-    fn exact_batched(&self, seed: u64, range: std::ops::Range<u64>, acc: &mut Acc) {
+    fn exact_batched(&self, seed: u64, range: std::ops::Range<u64>, tally: &mut Tally) {
         let m = self.model.as_ref().expect("exact path needs closed-form laws");
         let mut i = range.start;
         while i < range.end {
@@ -209,8 +148,8 @@ impl Plan {
             }
             for (rng, &tail) in rngs.iter_mut().zip(&tails).take(len) {
                 let rank = Some(exact_rank(m, tail, rng));
-                acc.ranks.record(rank);
-                self.conclude(self.attends(rank) as u32, rng, acc);
+                tally.ranks.record(rank);
+                self.rule.conclude(self.rule.attends(rank) as u32, rng, tally);
             }
             i += len as u64;
         }
@@ -238,12 +177,6 @@ impl Plan {
             }
         }
         (m.distractor.sf(y), if m.n_hard > 0 { m.hard.sf(y) } else { 0.0 })
-    }
-
-    /// Whether a layer with the needle at `rank` attends it (window and sink included).
-    #[inline(always)]
-    fn attends(&self, rank: Option<u64>) -> bool {
-        self.geometry.always_attended || rank.is_some_and(|r| r <= self.geometry.k_eff)
     }
 
     #[inline]
@@ -377,13 +310,13 @@ fn exact_rank(m: &ScoreModel, (p_regular, p_hard): (f64, f64), rng: &mut Xoshiro
 }
 
 /// Runs `trials` Monte Carlo trials of a validated scenario.
-pub fn simulate(s: &Scenario, trials: u64, seed: u64, path: McPath) -> Result<McRun, NotExact> {
-    simulate_observed(s, trials, seed, path, &|_| {})
+pub fn simulate(s: &Scenario, trials: u64, seed: u64, path: McPath) -> Result<Tally, NotExact> {
+    simulate_observed(s, trials, seed, path, &Silent)
 }
 
 impl Plan {
-    /// The plan of a validated scenario and the path it runs on.
-    fn new(s: &Scenario, path: McPath) -> Result<(Plan, McPath), NotExact> {
+    /// The plan of a validated scenario on `path` (Auto resolved to the path it runs on).
+    fn new(s: &Scenario, path: McPath) -> Result<Plan, NotExact> {
         let geometry = Geometry::new(s);
         let model = ScoreModel::new(s, &geometry);
         let path = match (path, &model) {
@@ -399,6 +332,8 @@ impl Plan {
             _ => Vec::new(),
         };
         let plan = Plan {
+            path,
+            rule: ReadoutRule::new(s, &geometry),
             fixed_needle_laws,
             needle_spans: geometry.needle_spans(s.needle_tokens),
             geometry,
@@ -412,65 +347,41 @@ impl Plan {
             rho: s.layer_corr,
             noise: s.score_noise,
             hard_mean: s.hard_mean,
-            layers: s.layers,
-            readout: s.readout,
-            p_read: s.p_read,
-            p_guess: s.p_guess,
         };
-        Ok((plan, path))
-    }
-
-    /// Trials `range` on `path`, accumulated into `acc`.
-    fn run(&self, path: McPath, seed: u64, range: std::ops::Range<u64>, acc: &mut Acc) {
-        if path == McPath::Materialise {
-            for i in range {
-                self.trial(&mut trial_rng(seed, i), acc, |z, rng, scratch| self.rank_materialised(z, rng, scratch));
-            }
-        } else if self.batchable() {
-            self.exact_batched(seed, range, acc);
-        } else {
-            self.run_one_by_one(seed, range, acc);
-        }
+        Ok(plan)
     }
 
     /// Exact trials `range`, each run to its end before the next starts.
-    fn run_one_by_one(&self, seed: u64, range: std::ops::Range<u64>, acc: &mut Acc) {
+    fn run_one_by_one(&self, seed: u64, range: std::ops::Range<u64>, scratch: &mut Scratch, tally: &mut Tally) {
         for i in range {
-            self.trial(&mut trial_rng(seed, i), acc, |z, rng, _| self.rank_exact(z, rng));
+            self.trial(&mut trial_rng(seed, i), scratch, tally, |z, rng, _| self.rank_exact(z, rng));
         }
     }
 }
 
-/// [`simulate`], calling `on_progress(trials_done)` after each chunk of trials (for progress bars).
-pub fn simulate_observed(
-    s: &Scenario,
-    trials: u64,
-    seed: u64,
-    path: McPath,
-    on_progress: &(dyn Fn(u64) + Sync),
-) -> Result<McRun, NotExact> {
-    let (plan, path) = Plan::new(s, path)?;
-    let chunks = trials.div_ceil(CHUNK);
-    let acc = (0..chunks)
-        .into_par_iter()
-        .fold(
-            Acc::default,
-            |mut acc, c| {
-                let end = ((c + 1) * CHUNK).min(trials);
-                plan.run(path, seed, c * CHUNK..end, &mut acc);
-                on_progress(end - c * CHUNK);
-                acc
-            },
-        )
-        .map(|a| (a.successes, a.attended, a.ranks))
-        .reduce(
-            || (0, 0, RankHistogram::default()),
-            |mut a, b| {
-                a.2.merge(&b.2);
-                (a.0 + b.0, a.1 + b.1, a.2)
-            },
-        );
-    Ok(McRun { successes: acc.0, attended: acc.1, trials, ranks: acc.2, path })
+impl TrialPlan for Plan {
+    type Scratch = Scratch;
+
+    fn chunk(&self) -> u64 {
+        CHUNK
+    }
+
+    fn run_trials(&self, seed: u64, range: std::ops::Range<u64>, scratch: &mut Scratch, tally: &mut Tally) {
+        if self.path == McPath::Materialise {
+            for i in range {
+                self.trial(&mut trial_rng(seed, i), scratch, tally, |z, rng, scratch| self.rank_materialised(z, rng, scratch));
+            }
+        } else if self.batchable() {
+            self.exact_batched(seed, range, tally);
+        } else {
+            self.run_one_by_one(seed, range, scratch, tally);
+        }
+    }
+}
+
+/// [`simulate`], reporting each finished chunk of trials to `progress`.
+pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, path: McPath, progress: &dyn Progress) -> Result<Tally, NotExact> {
+    Ok(crate::trials::run(&Plan::new(s, path)?, trials, seed, progress))
 }
 
 
@@ -500,14 +411,14 @@ mod tests {
         let mut batched_scenarios = 0;
         for s in &scenarios {
             s.validate().unwrap();
-            let (plan, path) = Plan::new(s, McPath::Exact).unwrap();
-            assert_eq!(path, McPath::Exact);
+            let plan = Plan::new(s, McPath::Exact).unwrap();
+            assert_eq!(plan.path, McPath::Exact);
             batched_scenarios += plan.batchable() as u32;
             // A range that starts mid-batch and ends with a partial batch.
             let range = 5..5 + 7 * BATCH as u64 + 3;
-            let (mut batched, mut alone) = (Acc::default(), Acc::default());
-            plan.run(path, 42, range.clone(), &mut batched);
-            plan.run_one_by_one(42, range, &mut alone);
+            let (mut batched, mut alone) = (Tally::default(), Tally::default());
+            plan.run_trials(42, range.clone(), &mut Scratch::default(), &mut batched);
+            plan.run_one_by_one(42, range, &mut Scratch::default(), &mut alone);
             assert_eq!(
                 (batched.successes, batched.attended, &batched.ranks),
                 (alone.successes, alone.attended, &alone.ranks),

@@ -5,6 +5,8 @@ use super::{Dataset, Experiment, FigureKind, PreparedFigure};
 use crate::report::{
     binary_label, save_figure, CellColors, Corner, Heatmap, LineChart, Panel, PointSet, RefLine, Scale, Series,
 };
+use crate::engine::EngineError;
+use crate::progress::Progress;
 use crate::scenario::{Field, Scenario, Unit};
 use crate::sweep::{run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
 use plotters::style::RGBColor;
@@ -17,8 +19,6 @@ use std::path::{Path, PathBuf};
 pub struct RunSettings {
     /// Worker threads for the grids.
     pub threads: Option<usize>,
-    /// Show progress bars on stderr (when it is a terminal).
-    pub progress: bool,
     /// Continue the staging folder left by an interrupted run of the same experiment: figures
     /// already computed are read back, a figure cut short resumes from its partial file.
     pub resume: bool,
@@ -70,8 +70,8 @@ fn data_copy_name(d: &Dataset) -> &str {
     d.path.file_name().and_then(|n| n.to_str()).unwrap_or("measured.csv")
 }
 
-/// Runs `exp` with `eval(scenario, with_rank)` and writes the result folder `out`. Returns the
-/// files written, relative to `out`.
+/// Runs `exp` with `eval(scenario, with_rank)` and writes the result folder `out`, reporting
+/// each figure's grid to `progress`. Returns the files written, relative to `out`.
 ///
 /// The folder is written by the one staged-folder writer ([`crate::output::StagedDir`]): it is
 /// built in `.NAME.partial` next to `out` and moved into place when complete; an existing `out`
@@ -82,8 +82,9 @@ fn data_copy_name(d: &Dataset) -> &str {
 pub fn run(
     exp: &Experiment,
     out: &Path,
-    eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, String> + Sync),
+    eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, EngineError> + Sync),
     settings: &RunSettings,
+    progress: &dyn Progress,
 ) -> Result<Vec<PathBuf>, SweepError> {
     crate::output::check_collisions(output_names(exp))?;
     let fingerprint = format!("dsa-sim {} experiment\n{}", env!("CARGO_PKG_VERSION"), exp.source);
@@ -98,7 +99,7 @@ pub fn run(
         std::fs::create_dir_all(stage.join(d)).map_err(|e| crate::output::OutputError::write(&stage.join(d), e))?;
     }
     // On an error `staged` is dropped, which removes the staging folder.
-    let files = write_all(exp, &stage, eval, &RunSettings { resume, ..settings.clone() })?;
+    let files = write_all(exp, &stage, eval, &RunSettings { resume, ..settings.clone() }, progress)?;
     staged.commit()?;
     Ok(files)
 }
@@ -106,11 +107,12 @@ pub fn run(
 fn write_all(
     exp: &Experiment,
     stage: &Path,
-    eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, String> + Sync),
+    eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, EngineError> + Sync),
     settings: &RunSettings,
+    progress: &dyn Progress,
 ) -> Result<Vec<PathBuf>, SweepError> {
     let mut files = Vec::new();
-    let meta = serde_json::json!({"experiment": exp.name, "engine": exp.engine, "trials": exp.trials, "seed": exp.seed});
+    let meta = serde_json::json!({"experiment": exp.name, "engine": exp.engine.to_string(), "trials": exp.trials, "seed": exp.seed});
     let mut sections = Vec::new();
     for fig in &exp.figures {
         let rank = fig.grid.rank;
@@ -122,12 +124,11 @@ fn write_all(
             threads: settings.threads,
             resume: settings.resume,
             limit: None,
-            progress: settings.progress,
             format: Format::Csv,
             fingerprint: fig.spec.name.clone(),
             meta: meta.clone(),
         };
-        let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(csv), &opts)?;
+        let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(csv), &opts, progress)?;
         let json = stage.join("data").join(format!("{}.json", fig.spec.name));
         crate::sweep::write_atomic(&json, to_json(&fig.grid, &rows, &meta).as_bytes())?;
         files.push(PathBuf::from(format!("data/{}.csv", fig.spec.name)));
@@ -145,7 +146,7 @@ fn write_all(
                 (table, save_figure(&map, &figure_dir, &fig.spec.name, FIGURE_SIZE))
             }
         };
-        saved.map_err(|e| SweepError::Input(format!("figure `{}`: {e}", fig.spec.name)))?;
+        saved.map_err(|e| SweepError::Output(format!("figure `{}`: {e}", fig.spec.name)))?;
         files.push(PathBuf::from(format!("figures/{}.svg", fig.spec.name)));
         files.push(PathBuf::from(format!("figures/{}.png", fig.spec.name)));
         sections.push(super::report::figure_section(exp, fig, data, &table));

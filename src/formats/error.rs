@@ -97,3 +97,10 @@ pub enum FormatError {
         allowed: &'static str,
     },
 }
+
+impl crate::error::Classify for FormatError {
+    /// Always bad input: a format name, a block size, values a format does not accept.
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Input
+    }
+}

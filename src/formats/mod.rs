@@ -32,6 +32,7 @@ mod block;
 mod element;
 mod error;
 mod scale;
+pub mod text;
 
 pub use block::BlockScaled;
 pub use element::ElementFormat;

@@ -28,7 +28,7 @@
 //! the vector model against the analytic engine there.
 
 use super::{Scratch, VectorModel};
-use crate::engine::montecarlo::trial_rng;
+use crate::trials::trial_rng;
 use crate::formats::Format;
 use crate::scenario::{Model, Pooling, Scenario};
 use crate::stats::norm_cdf;
@@ -42,7 +42,7 @@ pub fn chi_mean(d: f64) -> f64 {
 
 /// Standard normal quantile (Acklam's rational approximation refined by one Newton step).
 #[allow(clippy::excessive_precision)]
-pub fn norm_quantile(p: f64) -> f64 {
+pub(crate) fn norm_quantile(p: f64) -> f64 {
     if p <= 0.0 {
         return f64::NEG_INFINITY;
     }

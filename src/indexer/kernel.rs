@@ -66,7 +66,7 @@ pub fn score(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut
 }
 
 /// The portable version (also the reference the fast versions are tested against).
-pub fn score_portable(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
+pub(crate) fn score_portable(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
     for (key, o) in keys.chunks_exact(d).zip(out.iter_mut()) {
         *o = score_one(qt, w, hp, d, key);
     }

@@ -47,16 +47,14 @@ pub mod effective;
 pub mod hadamard;
 pub mod kernel;
 
-use crate::engine::histogram::RankHistogram;
-use crate::engine::montecarlo::{trial_rng, McPath, McRun};
 use crate::formats::Format;
 use crate::geometry::Geometry;
-use crate::scenario::{Compressor, Readout, Scenario};
+use crate::progress::{Progress, Silent};
+use crate::scenario::{Compressor, Scenario};
+use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use rayon::prelude::*;
-use std::cell::RefCell;
 
 /// Standard deviation of the compressor's random gate logits (`compressor = "gated"`).
 pub const GATE_LOGIT_SD: f64 = 1.0;
@@ -71,7 +69,7 @@ const CHUNK: u64 = 4;
 pub const KEY_BLOCK: usize = 1024;
 
 /// The fixed per-head weights w_h (see the module docs).
-pub fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
+pub(crate) fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
     let mut rng = trial_rng(WEIGHT_SEED, heads as u64);
     let base = 1.0 / ((heads as f64).sqrt() * (head_dim as f64).sqrt());
     (0..heads)
@@ -118,10 +116,7 @@ pub struct VectorModel {
     special_entries: Vec<u64>,
     /// Entries that pool a hard token (sorted): excluded from the distractor statistics.
     hard_entries: Vec<u64>,
-    layers: u32,
-    readout: Readout,
-    p_read: f64,
-    p_guess: f64,
+    rule: ReadoutRule,
     token_path: bool,
 }
 
@@ -186,6 +181,7 @@ impl VectorModel {
         special_entries.sort_unstable();
         special_entries.dedup();
         VectorModel {
+            rule: ReadoutRule::new(s, &geometry),
             geometry,
             heads,
             hp,
@@ -205,10 +201,6 @@ impl VectorModel {
             hard_tokens,
             special_entries,
             hard_entries,
-            layers: s.layers,
-            readout: s.readout,
-            p_read: s.p_read,
-            p_guess: s.p_guess,
             token_path: false,
         }
     }
@@ -505,28 +497,33 @@ impl VectorModel {
         self.rank(&sc.scores)
     }
 
-    /// One trial: every layer, the readout, and the answer. Returns (success, attended,
-    /// first layer's rank).
-    pub fn trial(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) -> (bool, bool, Option<u64>) {
-        let g = &self.geometry;
+    /// One trial: every layer, the readout and the answer, added to `tally` (its success,
+    /// attendance and first layer's rank; not `tally.trials`).
+    pub fn trial(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch, tally: &mut Tally) {
         let mut attending = 0u32;
-        let mut first = None;
-        for layer in 0..self.layers {
+        for layer in 0..self.rule.layers() {
             let rank = self.layer_rank(rng, sc);
             if layer == 0 {
-                first = rank;
+                tally.ranks.record(rank);
             }
-            if g.always_attended || rank.is_some_and(|r| r <= g.k_eff) {
-                attending += 1;
-            }
+            attending += self.rule.attends(rank) as u32;
         }
-        let attended = match self.readout {
-            Readout::Any => attending >= 1,
-            Readout::All => attending == self.layers,
-            Readout::AtLeast(m) => attending >= m,
-        };
-        let u: f64 = rng.random();
-        (u < if attended { self.p_read } else { self.p_guess }, attended, first)
+        self.rule.conclude(attending, rng, tally);
+    }
+}
+
+impl TrialPlan for VectorModel {
+    type Scratch = Scratch;
+
+    /// Vector trials are expensive: few per work item.
+    fn chunk(&self) -> u64 {
+        CHUNK
+    }
+
+    fn run_trials(&self, seed: u64, range: std::ops::Range<u64>, scratch: &mut Scratch, tally: &mut Tally) {
+        for i in range {
+            self.trial(&mut trial_rng(seed, i), scratch, tally);
+        }
     }
 }
 
@@ -543,7 +540,7 @@ fn quantize_rows(format: &Format, rows: &mut [f32], d: usize) {
 
 /// Replaces `x` by a vector of the same norm whose cosine with the unit vector `u` is `alpha`:
 /// ‖x‖ (α u + √(1−α²) x⊥/‖x⊥‖).
-pub fn plant(x: &mut [f32], u: &[f64], alpha: f64) {
+pub(crate) fn plant(x: &mut [f32], u: &[f64], alpha: f64) {
     let norm = x.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
     let along: f64 = x.iter().zip(u).map(|(&v, &e)| v as f64 * e).sum();
     let perp_norm = (x.iter().zip(u).map(|(&v, &e)| (v as f64 - along * e).powi(2)).sum::<f64>()).sqrt();
@@ -554,50 +551,13 @@ pub fn plant(x: &mut [f32], u: &[f64], alpha: f64) {
     }
 }
 
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-}
-
 /// Runs `trials` vector-model trials of a validated scenario (trial i from `trial_rng(seed, i)`),
 /// in parallel; identical results for any thread count.
-pub fn simulate(s: &Scenario, trials: u64, seed: u64) -> McRun {
-    simulate_observed(s, trials, seed, &|_| {})
+pub fn simulate(s: &Scenario, trials: u64, seed: u64) -> Tally {
+    simulate_observed(s, trials, seed, &Silent)
 }
 
-/// [`simulate`], calling `on_progress(trials_done)` after each chunk.
-pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, on_progress: &(dyn Fn(u64) + Sync)) -> McRun {
-    run_model(&VectorModel::new(s), trials, seed, on_progress)
-}
-
-/// Runs trials of a prepared model.
-pub fn run_model(model: &VectorModel, trials: u64, seed: u64, on_progress: &(dyn Fn(u64) + Sync)) -> McRun {
-    let chunks = trials.div_ceil(CHUNK);
-    let (successes, attended, ranks) = (0..chunks)
-        .into_par_iter()
-        .fold(
-            || (0u64, 0u64, RankHistogram::default()),
-            |(mut succ, mut att, mut hist), ch| {
-                let end = ((ch + 1) * CHUNK).min(trials);
-                SCRATCH.with(|cell| {
-                    let mut sc = cell.borrow_mut();
-                    for i in ch * CHUNK..end {
-                        let mut rng = trial_rng(seed, i);
-                        let (ok, a, r) = model.trial(&mut rng, &mut sc);
-                        succ += ok as u64;
-                        att += a as u64;
-                        hist.record(r);
-                    }
-                });
-                on_progress(end - ch * CHUNK);
-                (succ, att, hist)
-            },
-        )
-        .reduce(
-            || (0, 0, RankHistogram::default()),
-            |mut a, b| {
-                a.2.merge(&b.2);
-                (a.0 + b.0, a.1 + b.1, a.2)
-            },
-        );
-    McRun { successes, trials, attended, ranks, path: McPath::Materialise }
+/// [`simulate`], reporting each finished chunk of trials to `progress`.
+pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Progress) -> Tally {
+    crate::trials::run(&VectorModel::new(s), trials, seed, progress)
 }

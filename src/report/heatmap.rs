@@ -1,7 +1,7 @@
 //! Heatmaps over two sweep axes (one panel per value of a facet field), with a continuous
 //! colour scale or named categories (the regime map).
 
-use super::{draw_note, frame, Figure, FONT};
+use super::{FigureError, draw_note, frame, Figure, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -54,7 +54,7 @@ pub struct Heatmap {
 }
 
 /// A viridis-like colour for t in [0, 1].
-pub fn viridis(t: f64) -> RGBColor {
+pub(crate) fn viridis(t: f64) -> RGBColor {
     const STOPS: [(f64, f64, f64); 6] = [
         (68.0, 1.0, 84.0),
         (65.0, 68.0, 135.0),
@@ -86,8 +86,8 @@ impl Heatmap {
 }
 
 impl Figure for Heatmap {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), FigureError> {
+        let e = |e: DrawingAreaErrorKind<DB::ErrorType>| FigureError(e.to_string());
         let (w, _) = root.dim_in_pixel();
         let (body, foot) = frame(root, &self.title, &self.note)?;
         let side = match &self.colors {

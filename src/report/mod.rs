@@ -19,11 +19,11 @@ pub const FONT: &str = "sans-serif";
 
 static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
-fn ensure_fonts() -> Result<(), String> {
-    static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+fn ensure_fonts() -> Result<(), FigureError> {
+    static DONE: std::sync::OnceLock<Result<(), FigureError>> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
         for style in [FontStyle::Normal, FontStyle::Bold, FontStyle::Italic, FontStyle::Oblique] {
-            plotters::style::register_font(FONT, style, FONT_BYTES).map_err(|_| "the embedded font is invalid".to_string())?;
+            plotters::style::register_font(FONT, style, FONT_BYTES).map_err(|_| FigureError("the embedded font is invalid".into()))?;
         }
         Ok(())
     })
@@ -33,31 +33,44 @@ fn ensure_fonts() -> Result<(), String> {
 /// Something drawable on any plotters backend.
 pub trait Figure {
     /// Draws the whole figure on `root`.
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), FigureError>;
+}
+
+/// A figure that could not be drawn or written (a failure, never bad input: the folder it goes
+/// to has been checked before).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FigureError(pub String);
+
+impl crate::error::Classify for FigureError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Failure
+    }
 }
 
 /// Draws `fig` to `DIR/STEM.svg` and `DIR/STEM.png` (each written under a temporary name, then
 /// renamed) and returns the two paths.
-pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) -> Result<Vec<PathBuf>, String> {
+pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) -> Result<Vec<PathBuf>, FigureError> {
     ensure_fonts()?;
+    let fail = |e: &dyn std::fmt::Display| FigureError(e.to_string());
     let svg_path = dir.join(format!("{stem}.svg"));
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
         fig.draw(&root)?;
-        root.present().map_err(|e| e.to_string())?;
+        root.present().map_err(|e| fail(&e))?;
     }
-    crate::sweep::write_atomic(&svg_path, svg.as_bytes()).map_err(|e| e.to_string())?;
+    crate::sweep::write_atomic(&svg_path, svg.as_bytes()).map_err(|e| fail(&e))?;
     let png_path = dir.join(format!("{stem}.png"));
     let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));
     let drawn = (|| {
         let root = BitMapBackend::new(&tmp, size).into_drawing_area();
         fig.draw(&root)?;
-        root.present().map_err(|e| e.to_string())
+        root.present().map_err(|e| fail(&e))
     })();
-    if let Err(e) = drawn.and_then(|_| std::fs::rename(&tmp, &png_path).map_err(|e| e.to_string())) {
+    if let Err(e) = drawn.and_then(|_| std::fs::rename(&tmp, &png_path).map_err(|e| fail(&e))) {
         let _ = std::fs::remove_file(&tmp);
-        return Err(format!("cannot write {}: {e}", png_path.display()));
+        return Err(FigureError(format!("cannot write {}: {e}", png_path.display())));
     }
     Ok(vec![svg_path, png_path])
 }
@@ -71,8 +84,8 @@ pub fn frame<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
     note: &str,
-) -> Result<FramedAreas<DB>, String> {
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+) -> Result<FramedAreas<DB>, FigureError> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| FigureError(e.to_string());
     root.fill(&WHITE).map_err(e)?;
     let (_, h) = root.dim_in_pixel();
     let (body, foot) = if note.is_empty() {
@@ -85,10 +98,10 @@ pub fn frame<DB: DrawingBackend>(
 }
 
 /// Writes a figure's note into the footer strip made by [`frame`].
-pub fn draw_note<DB: DrawingBackend>(foot: Option<DrawingArea<DB, Shift>>, note: &str) -> Result<(), String> {
+pub fn draw_note<DB: DrawingBackend>(foot: Option<DrawingArea<DB, Shift>>, note: &str) -> Result<(), FigureError> {
     if let Some(foot) = foot {
         foot.draw(&Text::new(note.to_string(), (14, 6), (FONT, 15).into_font().color(&RGBColor(90, 40, 40))))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| FigureError(e.to_string()))?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Line charts (curves with optional bands, reference lines and measured points with intervals),
 //! drawn with plotters to SVG and PNG.
 
-use super::{axis_ticks, color, draw_note, frame, Figure, Scale, FONT};
+use super::{FigureError, axis_ticks, color, draw_note, frame, Figure, Scale, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -124,8 +124,8 @@ impl LineChart {
 }
 
 impl Figure for LineChart {
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), FigureError> {
+        let e = |e: DrawingAreaErrorKind<DB::ErrorType>| FigureError(e.to_string());
         let (w, _) = root.dim_in_pixel();
         let (body, foot) = frame(root, &self.title, &self.note)?;
         let body = if self.subtitle.is_empty() {

@@ -53,6 +53,13 @@ pub enum ScenarioError {
     Document(String),
 }
 
+impl crate::error::Classify for ScenarioError {
+    /// Always bad input: a scenario that does not parse or validate.
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Input
+    }
+}
+
 /// Largest Student-t degrees of freedom accepted. The t law's normalising constant and tail
 /// functions lose accuracy as df grows (at df = 10^16 the analytic engine returned recall 0 for
 /// a needle the normal law retrieves 87% of the time); at 10^6 the law is within 10^-6 of the
@@ -260,7 +267,7 @@ impl Scenario {
 }
 
 /// Formats a TOML error as one line: `line L, column C: message`.
-pub(crate) fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str) -> String {
+pub fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str) -> String {
     let msg = message.replace('\n', " ").trim().to_string();
     match span {
         Some(r) => {

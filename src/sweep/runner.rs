@@ -2,9 +2,11 @@
 //! partial file and resumable.
 
 use super::{csv_record, parse_record, to_csv, to_json, write_atomic, Format, Grid, PointResult, Row, SweepError};
+use crate::engine::EngineError;
+use crate::progress::Progress;
 use crate::scenario::Scenario;
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -17,8 +19,6 @@ pub struct SweepOptions {
     pub resume: bool,
     /// Compute at most this many new points, then stop and keep the partial file.
     pub limit: Option<usize>,
-    /// Draw a progress bar on stderr (only when stderr is a terminal).
-    pub progress: bool,
     /// Output format.
     pub format: Format,
     /// Identifies the sweep (scenario, axes, engine settings): a partial file of another
@@ -124,23 +124,31 @@ fn lock_file_output(path: &Path) -> Result<crate::output::OutputLock, SweepError
     Ok(lock)
 }
 
-/// A write to standard output: a closed pipe (`| head`) is not an error, anything else (a full
-/// disk) is, so that lost rows are never reported as a success.
-fn stdout_result(r: std::io::Result<()>) -> Result<(), SweepError> {
+/// Whether the sink wants more rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    More,
+    /// Standard output was closed (`| head`): the rows are no longer wanted.
+    Stop,
+}
+
+/// A write to standard output: a closed pipe (`| head`) ends the sweep without error, anything
+/// else (a full disk) is an error, so that lost rows are never reported as a success.
+fn stdout_result(r: std::io::Result<()>) -> Result<Flow, SweepError> {
     match r {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(SweepError::Output(format!("cannot write to stdout: {e}")))
-        }
-        _ => Ok(()),
+        Ok(()) => Ok(Flow::More),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Flow::Stop),
+        Err(e) => Err(SweepError::Output(format!("cannot write to stdout: {e}"))),
     }
 }
 
 /// Runs `grid` with `eval` (which must be deterministic for reproducible files) and delivers the
-/// rows to `out` in grid order. Returns every finished row (including resumed ones) and whether
-/// the grid is complete (it is not when `limit` stopped it).
-pub fn run_grid<F>(grid: &Grid, eval: F, out: &Output, opts: &SweepOptions) -> Result<(Vec<Row>, bool), SweepError>
+/// rows to `out` in grid order, reporting each finished point to `progress`. Returns every
+/// finished row (including resumed ones) and whether the grid is complete (it is not when
+/// `limit` stopped it, or when standard output was closed: then the sweep stops early).
+pub fn run_grid<F>(grid: &Grid, eval: F, out: &Output, opts: &SweepOptions, progress: &dyn Progress) -> Result<(Vec<Row>, bool), SweepError>
 where
-    F: Fn(&Scenario) -> Result<PointResult, String> + Sync,
+    F: Fn(&Scenario) -> Result<PointResult, EngineError> + Sync,
 {
     let total = grid.len();
     let _lock = match out {
@@ -165,15 +173,14 @@ where
         }
         // (Re)write the partial file with the rows kept, then append to it.
         write_atomic(pp, partial_text(grid, &opts.fingerprint, &rows).as_bytes())?;
-        let f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(pp)
-            .map_err(|e| SweepError::Input(format!("cannot write {}: {e}", pp.display())))?;
+        let f = std::fs::OpenOptions::new().append(true).open(pp).map_err(|e| SweepError::write(pp, &e))?;
         file = Some(std::io::BufWriter::new(f));
     } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         let _ = w.write_record(grid.columns());
-        stdout_result(stdout.write_all(&w.into_inner().unwrap_or_default()).and_then(|_| stdout.flush()))?;
+        if stdout_result(stdout.write_all(&w.into_inner().unwrap_or_default()).and_then(|_| stdout.flush()))? == Flow::Stop {
+            return Ok((rows, false));
+        }
     }
     let start = rows.len();
     let end = match opts.limit {
@@ -181,39 +188,32 @@ where
         None => total,
     };
 
-    let bar = if opts.progress && std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(total as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40.cyan/blue} {pos}/{len} points  {elapsed_precise} (eta {eta})")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_position(start as u64);
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-
-    let mut sink = |row: Row| -> Result<(), SweepError> {
+    let mut closed = false;
+    let mut sink = |row: Row| -> Result<Flow, SweepError> {
         let rec = csv_record(grid, &row);
         let mut w = csv::Writer::from_writer(Vec::new());
         let _ = w.write_record(&rec);
         let line = w.into_inner().unwrap_or_default();
         if let (Some(f), Some(pp)) = (file.as_mut(), partial.as_ref()) {
-            f.write_all(&line)
-                .and_then(|_| f.flush())
-                .map_err(|e| SweepError::Input(format!("cannot write {}: {e}", pp.display())))?;
-        } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
-            stdout_result(stdout.write_all(&line).and_then(|_| stdout.flush()))?;
+            f.write_all(&line).and_then(|_| f.flush()).map_err(|e| SweepError::write(pp, &e))?;
+        } else if matches!(out, Output::Stdout)
+            && opts.format == Format::Csv
+            && stdout_result(stdout.write_all(&line).and_then(|_| stdout.flush()))? == Flow::Stop
+        {
+            closed = true;
+            return Ok(Flow::Stop);
         }
         rows.push(row);
-        bar.inc(1);
-        Ok(())
+        progress.advance(1);
+        Ok(Flow::More)
     };
-    compute(grid, start..end, &eval, opts.threads, &mut sink)?;
-    bar.finish_and_clear();
+    progress.start(total as u64, start as u64);
+    let computed = compute(grid, start..end, &eval, opts.threads, &mut sink);
+    progress.finish();
+    computed?;
     drop(file);
 
-    let complete = rows.len() == total;
+    let complete = rows.len() == total && !closed;
     if complete {
         match out {
             Output::File(path) => {
@@ -236,11 +236,12 @@ where
 }
 
 /// Evaluates points `todo` of the grid on a pool of `threads` workers and hands the rows to
-/// `sink` strictly in index order, each as soon as it and all before it are done.
+/// `sink` strictly in index order, each as soon as it and all before it are done, until the
+/// sink says stop.
 fn compute<F, S>(grid: &Grid, todo: std::ops::Range<usize>, eval: &F, threads: Option<usize>, sink: &mut S) -> Result<(), SweepError>
 where
-    F: Fn(&Scenario) -> Result<PointResult, String> + Sync,
-    S: FnMut(Row) -> Result<(), SweepError>,
+    F: Fn(&Scenario) -> Result<PointResult, EngineError> + Sync,
+    S: FnMut(Row) -> Result<Flow, SweepError>,
 {
     if todo.is_empty() {
         return Ok(());
@@ -249,11 +250,12 @@ where
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads.unwrap_or_else(rayon::current_num_threads).max(1))
         .build()
-        .map_err(|e| SweepError::Engine(format!("cannot start worker threads: {e}")))?;
+        .map_err(|e| SweepError::Engine(EngineError::Pool(format!("cannot start worker threads: {e}"))))?;
     let next = AtomicUsize::new(todo.start);
     let stop = AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Result<(Scenario, PointResult), SweepError>)>();
     let mut failure: Option<SweepError> = None;
+    let mut stopped = false;
     std::thread::scope(|s| {
         let (next, stop, pool) = (&next, &stop, &pool);
         let end = todo.end;
@@ -288,14 +290,18 @@ where
                     let values = grid.values_of(&scenario);
                     sink(Row { index: want, values, scenario, result })
                 });
-                if let Err(e) = step {
-                    failure = Some(e);
+                match step {
+                    Ok(Flow::More) => {}
+                    Ok(Flow::Stop) => stopped = true,
+                    Err(e) => failure = Some(e),
+                }
+                if stopped || failure.is_some() {
                     stop.store(true, Ordering::Relaxed);
                     break;
                 }
                 want += 1;
             }
-            if failure.is_some() {
+            if stopped || failure.is_some() {
                 break;
             }
         }
@@ -311,8 +317,9 @@ where
 mod tests {
     use super::super::Axis;
     use super::*;
+    use crate::progress::Silent;
 
-    fn fake(s: &Scenario) -> Result<PointResult, String> {
+    fn fake(s: &Scenario) -> Result<PointResult, EngineError> {
         // Deterministic and uneven in cost so that points finish out of order.
         let x = s.context_len as f64 * 1e-6 + s.index_topk as f64;
         std::thread::sleep(std::time::Duration::from_millis((s.context_len % 7) * 2));
@@ -333,7 +340,6 @@ mod tests {
             threads: Some(threads),
             resume: false,
             limit: None,
-            progress: false,
             format: Format::Csv,
             fingerprint: "test".into(),
             meta: serde_json::Value::Null,
@@ -343,9 +349,9 @@ mod tests {
     #[test]
     fn same_rows_for_any_thread_count() {
         let g = grid();
-        let (a, done) = run_grid(&g, fake, &Output::Memory, &opts(1)).unwrap();
+        let (a, done) = run_grid(&g, fake, &Output::Memory, &opts(1), &Silent).unwrap();
         assert!(done);
-        let (b, _) = run_grid(&g, fake, &Output::Memory, &opts(4)).unwrap();
+        let (b, _) = run_grid(&g, fake, &Output::Memory, &opts(4), &Silent).unwrap();
         assert_eq!(a, b);
         assert!(a.iter().enumerate().all(|(i, r)| r.index == i));
     }
@@ -355,11 +361,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let g = grid();
         let full = dir.path().join("full.csv");
-        run_grid(&g, fake, &Output::File(full.clone()), &opts(2)).unwrap();
+        run_grid(&g, fake, &Output::File(full.clone()), &opts(2), &Silent).unwrap();
         let part = dir.path().join("part.csv");
         let mut o = opts(2);
         o.limit = Some(5);
-        let (rows, done) = run_grid(&g, fake, &Output::File(part.clone()), &o).unwrap();
+        let (rows, done) = run_grid(&g, fake, &Output::File(part.clone()), &o, &Silent).unwrap();
         assert_eq!((rows.len(), done), (5, false));
         assert!(!part.exists() && partial_path(&part).exists());
         // Simulate a kill in the middle of a line.
@@ -373,7 +379,7 @@ mod tests {
             calls.fetch_add(1, Ordering::Relaxed);
             fake(s)
         };
-        let (rows, done) = run_grid(&g, counted, &Output::File(part.clone()), &o).unwrap();
+        let (rows, done) = run_grid(&g, counted, &Output::File(part.clone()), &o, &Silent).unwrap();
         assert!(done && rows.len() == g.len());
         assert_eq!(calls.load(Ordering::Relaxed), g.len() - 5);
         assert_eq!(std::fs::read(&full).unwrap(), std::fs::read(&part).unwrap());
@@ -387,10 +393,10 @@ mod tests {
         let out = dir.path().join("x.csv");
         let mut o = opts(1);
         o.limit = Some(2);
-        run_grid(&g, fake, &Output::File(out.clone()), &o).unwrap();
+        run_grid(&g, fake, &Output::File(out.clone()), &o, &Silent).unwrap();
         o.fingerprint = "other".into();
         o.resume = true;
-        let e = run_grid(&g, fake, &Output::File(out), &o).unwrap_err();
+        let e = run_grid(&g, fake, &Output::File(out), &o, &Silent).unwrap_err();
         assert!(matches!(e, SweepError::Input(_)) && e.to_string().contains("different sweep"), "{e}");
     }
 
@@ -399,9 +405,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let g = grid();
         let out = dir.path().join("x.csv");
-        let failing = |s: &Scenario| if s.context_len > 8000 { Err("boom".to_string()) } else { fake(s) };
-        let e = run_grid(&g, failing, &Output::File(out.clone()), &opts(2)).unwrap_err();
-        assert_eq!(e, SweepError::Engine("boom".into()));
+        let failing = |s: &Scenario| if s.context_len > 8000 { Err(EngineError::NotExact("boom".into())) } else { fake(s) };
+        let e = run_grid(&g, failing, &Output::File(out.clone()), &opts(2), &Silent).unwrap_err();
+        assert_eq!(e, SweepError::Engine(EngineError::NotExact("boom".into())));
         assert!(!out.exists());
     }
 }

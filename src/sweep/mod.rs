@@ -16,35 +16,47 @@ mod runner;
 pub use axis::{canonical_field, fmt_num, parse_values, Axis, MAX_RANGE_POINTS};
 pub use runner::{adopt_finished, partial_path, run_grid, Output, SweepOptions};
 
+use crate::engine::{EngineError, RankQuantiles, RunOptions};
+use crate::error::{io_kind, Classify, ErrorKind};
 use crate::scenario::Scenario;
 use std::fmt;
 
 /// Why a sweep failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SweepError {
-    /// Bad input: an axis, a value, a point that does not validate, a partial file of another
-    /// sweep, an output path that cannot be written.
+    /// Bad input: an axis, a value, a point that does not validate or that the engine refuses,
+    /// a partial file of another sweep, an output path that cannot be written.
     #[error("{0}")]
     Input(String),
-    /// Evaluating a point failed.
-    #[error("{0}")]
-    Engine(String),
-    /// The output could not be written (standard output on a full disk, …): not bad input.
+    /// Evaluating a point failed once the sweep was running.
+    #[error(transparent)]
+    Engine(EngineError),
+    /// The output could not be written (a full disk, standard output that fails, a figure that
+    /// cannot be drawn): not bad input.
     #[error("{0}")]
     Output(String),
 }
 
-/// The quantiles of the needle's rank at one point (`None`: the needle is never selectable).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct RankQuantiles {
-    /// 5th percentile.
-    pub p05: Option<u64>,
-    /// Median.
-    pub p50: Option<u64>,
-    /// 90th percentile.
-    pub p90: Option<u64>,
-    /// 95th percentile.
-    pub p95: Option<u64>,
+impl SweepError {
+    /// A failed write to `path`: bad input when the path cannot be used (see
+    /// [`crate::error::io_kind`]), else an output failure.
+    pub fn write(path: &std::path::Path, e: &std::io::Error) -> SweepError {
+        let message = format!("cannot write {}: {e}", path.display());
+        match io_kind(e) {
+            ErrorKind::Input => SweepError::Input(message),
+            ErrorKind::Failure => SweepError::Output(message),
+        }
+    }
+}
+
+impl Classify for SweepError {
+    /// Bad input, or a failure for evaluations and writes that fail while the sweep runs.
+    fn kind(&self) -> ErrorKind {
+        match self {
+            SweepError::Input(_) => ErrorKind::Input,
+            SweepError::Engine(_) | SweepError::Output(_) => ErrorKind::Failure,
+        }
+    }
 }
 
 /// What the evaluator reports for one grid point.
@@ -170,6 +182,20 @@ impl Grid {
             SweepError::Input(format!("grid point {} is invalid: {e}", at.join(" ")))
         })?;
         Ok(s)
+    }
+
+    /// Checks that the engine accepts every point under `opts` before anything is computed or
+    /// written (an analytic-only sweep over a point without a closed form, a Monte Carlo point
+    /// too large to draw), naming the first point it refuses.
+    pub fn check(&self, opts: &RunOptions) -> Result<(), SweepError> {
+        for i in 0..self.len() {
+            let s = self.scenario(i)?;
+            if let Err(e) = crate::engine::check(&s, opts) {
+                let at: Vec<String> = self.axes.iter().zip(self.values_of(&s)).map(|(a, v)| format!("{}={v}", a.field)).collect();
+                return Err(SweepError::Input(format!("grid point {}: {e}", at.join(" "))));
+            }
+        }
+        Ok(())
     }
 
     /// The canonical values of the varied fields at a scenario.
@@ -326,18 +352,10 @@ impl From<crate::output::OutputError> for SweepError {
 
 /// The engine as a sweep evaluator: `eval(scenario, with_rank)` runs [`crate::engine::estimate`]
 /// (with rank quantiles) or [`crate::engine::estimate_recall`] with the given options.
-pub fn engine_evaluator(
-    opts: crate::engine::RunOptions,
-) -> impl Fn(&Scenario, bool) -> Result<PointResult, String> + Sync {
+pub fn engine_evaluator(opts: RunOptions) -> impl Fn(&Scenario, bool) -> Result<PointResult, EngineError> + Sync {
     move |s: &Scenario, with_rank: bool| {
-        let est = if with_rank { crate::engine::estimate(s, &opts) } else { crate::engine::estimate_recall(s, &opts) }
-            .map_err(|e| e.to_string())?;
-        let rank = with_rank.then(|| RankQuantiles {
-            p05: est.rank.quantile(0.05),
-            p50: est.rank.quantile(0.5),
-            p90: est.rank.quantile(0.9),
-            p95: est.rank.quantile(0.95),
-        });
+        let est = if with_rank { crate::engine::estimate(s, &opts) } else { crate::engine::estimate_recall(s, &opts) }?;
+        let rank = with_rank.then_some(est.rank.quantiles);
         Ok(PointResult {
             recall: est.recall,
             ci_low: est.ci_low,

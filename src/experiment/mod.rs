@@ -1,7 +1,10 @@
-//! Experiment files: a base scenario, the figures to draw (each with its own sweep grid) and
-//! optional measured data to overlay. [`run`] computes every grid and writes the result folder:
-//! `data/` (CSV and JSON per figure), `figures/` (SVG and PNG), `scenario.toml`,
-//! `experiment.toml` (a copy of the input) and `report.md`.
+//! Experiment files: [`run_file`] reads one, tells its kind ([`ExperimentKind`]) and runs it.
+//!
+//! A figures experiment has a base scenario, the figures to draw (each with its own sweep grid)
+//! and optional measured data to overlay. [`run`] computes every grid and writes the result
+//! folder: `data/` (CSV and JSON per figure), `figures/` (SVG and PNG), `scenario.toml`,
+//! `experiment.toml` (a copy of the input) and `report.md`. A calibration experiment (top-level
+//! `data` and `fit`) is run by [`calibration`].
 //!
 //! ```toml
 //! name = "my-study"                 # result folder name (default: the file's stem)
@@ -33,11 +36,13 @@
 //! Heatmaps take `y` (and optionally `facet`, one panel per value); `rank_band` takes `k_lines`;
 //! `regime_map` takes `y`, `k = [512, 1024, 2048]` and `target` (default 0.9).
 
+pub mod calibration;
 mod render;
 mod report;
 
 pub use render::{run, scenario_summary, value_label, RunSettings, FIGURE_SIZE};
 
+use crate::engine::{EngineChoice, MAX_TRIALS};
 use crate::scenario::{Field, Scenario};
 use crate::sweep::{Axis, Grid, SweepError};
 use serde::Deserialize;
@@ -127,7 +132,7 @@ struct RawExperiment {
     #[serde(default = "default_trials")]
     trials: u64,
     #[serde(default)]
-    engine: Option<String>,
+    engine: EngineChoice,
     #[serde(default)]
     scenario: toml::Table,
     #[serde(default)]
@@ -176,8 +181,8 @@ pub struct Experiment {
     pub seed: u64,
     /// Monte Carlo trials.
     pub trials: u64,
-    /// Engine choice as written (`auto`, `analytic`, `montecarlo`).
-    pub engine: String,
+    /// Engine choice.
+    pub engine: EngineChoice,
     /// The base scenario.
     pub base: Scenario,
     /// Measured tables.
@@ -214,12 +219,9 @@ impl Experiment {
         if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
             return Err(input(format!("{at}: name = {name:?}: a folder name without slashes, not starting with '.'")));
         }
-        let engine = raw.engine.unwrap_or_else(|| "auto".into());
-        if !["auto", "analytic", "montecarlo"].contains(&engine.as_str()) {
-            return Err(input(format!("{at}: engine = {engine:?}: expected auto, analytic or montecarlo")));
-        }
-        if raw.trials == 0 || raw.trials > crate::cli::MAX_TRIALS {
-            return Err(input(format!("{at}: trials = {}: allowed 1..={}", raw.trials, crate::cli::MAX_TRIALS)));
+        let engine = raw.engine;
+        if raw.trials == 0 || raw.trials > MAX_TRIALS {
+            return Err(input(format!("{at}: trials = {}: allowed 1..={MAX_TRIALS}", raw.trials)));
         }
         let base = Scenario::from_toml_table(&raw.scenario).map_err(|e| input(format!("{at}: [scenario]: {e}")))?;
         let dir = path.parent().unwrap_or(Path::new("."));
@@ -323,6 +325,110 @@ impl Experiment {
     /// Total number of grid points over all figures.
     pub fn points(&self) -> usize {
         self.figures.iter().map(|f| f.grid.len()).sum()
+    }
+}
+
+/// What an experiment file asks for, told apart by its top-level keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExperimentKind {
+    /// Figures over sweep grids ([`Experiment`]).
+    Figures,
+    /// A calibration against a measured table: fit, hypotheses, what-if curves and a verdict
+    /// ([`calibration`]; the file has top-level `data` and `fit`).
+    Calibration,
+}
+
+impl ExperimentKind {
+    /// The kind of the experiment file whose text is `source` (figures when it does not parse:
+    /// the figures parser then names the error).
+    pub fn of(source: &str) -> ExperimentKind {
+        if calibration::is_calibration_experiment(source) {
+            ExperimentKind::Calibration
+        } else {
+            ExperimentKind::Figures
+        }
+    }
+}
+
+/// Why [`run_file`] failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExperimentError {
+    /// A figures experiment failed (reading, a grid, an engine refusal, writing).
+    #[error(transparent)]
+    Figures(#[from] SweepError),
+    /// A calibration experiment failed.
+    #[error(transparent)]
+    Calibration(#[from] crate::calibrate::CalibError),
+    /// The worker threads were refused or could not start.
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+}
+
+impl crate::error::Classify for ExperimentError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            ExperimentError::Figures(e) => e.kind(),
+            ExperimentError::Calibration(e) => e.kind(),
+            ExperimentError::Engine(e) => e.kind(),
+        }
+    }
+}
+
+/// What [`run_file`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    /// The kind of experiment.
+    pub kind: ExperimentKind,
+    /// The experiment's name.
+    pub name: String,
+    /// The result folder.
+    pub folder: PathBuf,
+    /// Figures computed (figures experiments; 0 for a calibration).
+    pub figures: usize,
+    /// Grid points computed (figures experiments; 0 for a calibration).
+    pub points: usize,
+    /// Files written (figures experiments; 0 for a calibration).
+    pub files: usize,
+}
+
+/// Runs the experiment file at `path`, whichever its kind ([`ExperimentKind::of`]), into `out`
+/// (default `results/NAME`), on `settings.threads` workers, reporting each figure's grid to
+/// `progress`. A figures experiment checks every grid point with the engine before anything is
+/// computed or written.
+pub fn run_file(
+    path: &Path,
+    out: Option<&Path>,
+    settings: &RunSettings,
+    progress: &dyn crate::progress::Progress,
+) -> Result<RunSummary, ExperimentError> {
+    crate::engine::check_threads(settings.threads)?;
+    let source = crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+    match ExperimentKind::of(&source) {
+        ExperimentKind::Calibration => {
+            let folder = crate::engine::in_pool(settings.threads, || calibration::run_experiment_text(path, &source, out))??;
+            let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            Ok(RunSummary { kind: ExperimentKind::Calibration, name, folder, figures: 0, points: 0, files: 0 })
+        }
+        ExperimentKind::Figures => {
+            let exp = Experiment::parse(&source, path)?;
+            let opts = crate::engine::RunOptions { engine: exp.engine, trials: exp.trials, seed: exp.seed, ..Default::default() };
+            for fig in &exp.figures {
+                fig.grid
+                    .check(&opts)
+                    .map_err(|e| input(format!("{}: figure `{}`: {e}", path.display(), fig.spec.name)))?;
+            }
+            let eval = crate::sweep::engine_evaluator(opts);
+            let folder = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
+            let files = run(&exp, &folder, &eval, settings, progress)?;
+            Ok(RunSummary {
+                kind: ExperimentKind::Figures,
+                name: exp.name.clone(),
+                folder,
+                figures: exp.figures.len(),
+                points: exp.points(),
+                files: files.len(),
+            })
+        }
     }
 }
 

@@ -18,13 +18,13 @@
 //! context_len = 16000
 //! ```
 
-use super::output::{point_value, CalibrationReport, BAND_METHOD};
-use super::predict::{parse_predict_specs, predict_grid};
-use super::{load_csv, parse_fit_spec, run_calibration, CalibError, EngineModel, Problem, RecallModel};
-use crate::engine::EngineChoice;
+use crate::calibrate::output::{point_value, CalibrationReport, BAND_METHOD};
+use crate::calibrate::predict::{parse_predict_specs, predict_grid};
+use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, Problem};
+use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
 use crate::output::{StageOptions, StagedDir};
 use crate::scenario::{Field, Scenario};
-use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictOptions};
+use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictError, VerdictOptions};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -58,9 +58,9 @@ pub struct CalibrationExperiment {
     /// Verdict target.
     #[serde(default = "default_target")]
     pub target: f64,
-    /// Engine choice.
+    /// Engine choice (default auto).
     #[serde(default)]
-    pub engine: Option<String>,
+    pub engine: EngineChoice,
     /// Monte Carlo trials per evaluation.
     #[serde(default)]
     pub trials: Option<u64>,
@@ -86,8 +86,13 @@ pub fn is_calibration_experiment(text: &str) -> bool {
 pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibError> {
     let text = crate::input::read_to_string(path)
         .map_err(|e| CalibError::Input(format!("{}: cannot read: {e}", path.display())))?;
-    let exp: CalibrationExperiment = toml::from_str(&text)
-        .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), &text))))?;
+    run_experiment_text(path, &text, out)
+}
+
+/// [`run_experiment`] on the text of the file at `path`, already read.
+pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -> Result<PathBuf, CalibError> {
+    let exp: CalibrationExperiment = toml::from_str(text)
+        .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), text))))?;
     let name = exp.name.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));
     if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
         return Err(CalibError::Input(format!(
@@ -96,8 +101,8 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
         )));
     }
     if let Some(t) = exp.trials {
-        if t == 0 || t > crate::cli::MAX_TRIALS {
-            return Err(CalibError::Input(format!("{}: trials = {t}: allowed 1..={}", path.display(), crate::cli::MAX_TRIALS)));
+        if t == 0 || t > MAX_TRIALS {
+            return Err(CalibError::Input(format!("{}: trials = {t}: allowed 1..={MAX_TRIALS}", path.display())));
         }
     }
     let out = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&name));
@@ -112,13 +117,12 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
         data.notes.push(format!("provenance (experiment): {note}"));
         data.provenance.get_or_insert_with(|| note.clone());
     }
-    let engine: EngineChoice = exp.engine.as_deref().unwrap_or("auto").parse().map_err(CalibError::Input)?;
-    let model = EngineModel::new(engine, exp.trials.unwrap_or(4000), exp.seed.unwrap_or(crate::engine::DEFAULT_SEED));
+    let model = EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED));
     let free = parse_fit_spec(&exp.fit, Some(&data))?;
     let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
     opts.validate()?;
     // The fit, hypotheses, and the likelihood region (needed by every curve).
-    let all_specs: Vec<_> = exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c), &base)).collect::<Result<_, _>>()?;
+    let all_specs: Vec<_> = exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c))).collect::<Result<_, _>>()?;
     let first: Vec<_> = all_specs.first().cloned().unwrap_or_default();
     // Every output name, checked before any work: two curves over one field would write the
     // same files.
@@ -146,7 +150,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     let mut report = run_calibration(&data, &base, free.clone(), &model, exp.compare, &first, || model.describe())?;
     if report.fit.region.is_empty() {
         let problem = Problem::new(&data, &base, free.clone(), &model)?;
-        report.fit = super::fit::fit(&problem, true, true)?;
+        report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
     }
     let problem = Problem::new(&data, &base, free.clone(), &model)?;
     let mut curves = Vec::new();
@@ -155,13 +159,13 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
-    let scen = super::fitted_scenarios(&data, &base, &report, &model)?;
+    let scen = crate::calibrate::fitted_scenarios(&data, &base, &report, &model)?;
     let cv = calibrated_verdict(&scen, &model, opts)?;
 
     // Write everything into the staging folder, then move it into place; a failure removes it.
     let written = (|| -> Result<(), CalibError> {
         let w = |f: &str, body: &str| -> Result<(), CalibError> {
-            std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Model(format!("{}: {e}", tmp.join(f).display())))
+            std::fs::write(tmp.join(f), body).map_err(|e| CalibError::Output(format!("{}: {e}", tmp.join(f).display())))
         };
         let mut cal_json = report.to_json();
         cal_json["curves"] = serde_json::json!(curves
@@ -200,7 +204,7 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
             }
             w(&format!("curve-{f}.csv"), &t)?;
         }
-        w("experiment.toml", &text)?;
+        w("experiment.toml", text)?;
         let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
         w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
         Ok(())
@@ -215,7 +219,18 @@ fn output_error(e: crate::output::OutputError) -> CalibError {
     if e.is_input() {
         CalibError::Input(e.to_string())
     } else {
-        CalibError::Model(e.to_string())
+        CalibError::Output(e.to_string())
+    }
+}
+
+/// A verdict failure inside a calibration experiment: the model's failure stays a failure,
+/// anything else is bad input.
+impl From<VerdictError> for CalibError {
+    fn from(e: VerdictError) -> Self {
+        match e {
+            VerdictError::Model(e) => CalibError::Model(e),
+            e => CalibError::Input(e.to_string()),
+        }
     }
 }
 
@@ -223,7 +238,7 @@ fn markdown(
     exp: &CalibrationExperiment,
     name: &str,
     report: &CalibrationReport,
-    curves: &[(Field, Vec<super::Prediction>)],
+    curves: &[(Field, Vec<crate::calibrate::Prediction>)],
     vtext: &str,
     base: &Scenario,
     figures: &[String],
@@ -291,14 +306,14 @@ fn markdown(
 /// Returns the fields drawn.
 fn draw_curves(
     dir: &Path,
-    curves: &[(Field, Vec<super::Prediction>)],
+    curves: &[(Field, Vec<crate::calibrate::Prediction>)],
     report: &CalibrationReport,
     base: &Scenario,
     target: f64,
 ) -> Result<Vec<String>, CalibError> {
     use crate::report::plot::{LineChart, PointSet, RefLine, Series};
     use crate::report::{save_figure, Scale};
-    std::fs::create_dir_all(dir).map_err(|e| CalibError::Model(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| CalibError::Output(format!("{}: {e}", dir.display())))?;
     let mut drawn = Vec::new();
     for (f, pts) in curves {
         let xy: Vec<(f64, f64, f64, f64)> = pts
@@ -351,7 +366,7 @@ fn draw_curves(
                 chart.points = vec![PointSet { label: format!("table rows at k = {} (Wilson 95%)", base.index_topk), color: 1, points: obs }];
             }
         }
-        save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(CalibError::Model)?;
+        save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(|e| CalibError::Output(e.to_string()))?;
         drawn.push(f.name().to_string());
     }
     Ok(drawn)

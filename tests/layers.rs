@@ -1,0 +1,211 @@
+//! The library's layering: which top-level modules each module imports (`crate::X` paths in code,
+//! comments and string literals left out), checked to form no cycle, with the command line
+//! (`src/cli/`, `src/main.rs`) a leaf that nothing in the library imports.
+//!
+//! `cargo test --test layers -- --nocapture` prints the graph, lowest layer first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The source with comments, string and character literals blanked out (code only).
+fn code_only(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if b[i] == b'r' && (b[i..].starts_with(b"r\"") || b[i..].starts_with(b"r#")) && (i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'_') {
+            // Raw string r#"…"#: skip to the closing quote followed by as many hashes.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while j < b.len() && b[j] == b'#' {
+                hashes += 1;
+                j += 1;
+            }
+            if j < b.len() && b[j] == b'"' {
+                let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
+                j += 1;
+                while j < b.len() && !b[j..].starts_with(&close) {
+                    j += 1;
+                }
+                i = j + close.len();
+                out.push_str("\"\"");
+            } else {
+                out.push('r');
+                i += 1;
+            }
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\'' && i + 2 < b.len() && (b[i + 2] == b'\'' || b[i + 1] == b'\\') {
+            // A character literal ('x' or '\n'); a lifetime ('a) has no closing quote.
+            i += 1;
+            while i < b.len() && b[i] != b'\'' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("' '");
+        } else {
+            let c = src[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// The top-level modules a file's code names: `crate::X…` and `crate::{X, Y…}`.
+fn imports(code: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(p) = rest.find("crate::") {
+        let before = rest[..p].chars().next_back();
+        rest = &rest[p + "crate::".len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+            continue; // `dsa_crate::`, `$crate::` (a macro's own path)
+        }
+        if let Some(group) = rest.trim_start().strip_prefix('{') {
+            // crate::{a::b, c}: the first segment of every top-level item of the group.
+            let mut depth = 0;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => item_start = true,
+                    c if item_start && !c.is_whitespace() => {
+                        out.insert(ident(&group[i..]));
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let m = ident(rest);
+            if !m.is_empty() {
+                out.insert(m);
+            }
+        }
+    }
+    out
+}
+
+/// The top-level module a file belongs to (`src/engine/analytic.rs` → `engine`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// The top-level modules in an order where each imports only earlier ones, or a cycle.
+fn layers(graph: &BTreeMap<String, BTreeSet<String>>) -> Result<Vec<String>, Vec<String>> {
+    let mut order = Vec::new();
+    let mut placed = BTreeSet::new();
+    while placed.len() < graph.len() {
+        let ready: Vec<String> = graph
+            .iter()
+            .filter(|(m, deps)| !placed.contains(*m) && deps.iter().all(|d| placed.contains(d) || !graph.contains_key(d)))
+            .map(|(m, _)| m.clone())
+            .collect();
+        if ready.is_empty() {
+            // Walk from any unplaced module along unplaced imports until a module repeats.
+            let mut path: Vec<String> = vec![graph.keys().find(|m| !placed.contains(*m)).unwrap().clone()];
+            loop {
+                let last = path.last().unwrap();
+                let next = graph[last].iter().find(|d| graph.contains_key(*d) && !placed.contains(*d)).unwrap().clone();
+                if let Some(i) = path.iter().position(|m| *m == next) {
+                    let mut cycle = path[i..].to_vec();
+                    cycle.push(next);
+                    return Err(cycle);
+                }
+                path.push(next);
+            }
+        }
+        for m in ready {
+            placed.insert(m.clone());
+            order.push(m);
+        }
+    }
+    Ok(order)
+}
+
+#[test]
+fn the_library_modules_form_no_import_cycle_and_the_cli_is_a_leaf() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut cli_users = Vec::new();
+    for f in rust_files(&src) {
+        let m = module_of(&src, &f);
+        if m == "main" || m == "lib" {
+            continue; // the crate roots declare and re-export modules
+        }
+        let code = code_only(&std::fs::read_to_string(&f).unwrap());
+        let deps = imports(&code);
+        if m != "cli" && deps.contains("cli") {
+            cli_users.push(f.strip_prefix(&src).unwrap().display().to_string());
+        }
+        let entry = graph.entry(m.clone()).or_default();
+        entry.extend(deps.into_iter().filter(|d| *d != m));
+    }
+    let order = layers(&graph);
+    println!("crate::X imports per top-level module of src/ (lowest layer first):");
+    for m in order.as_ref().unwrap_or(&graph.keys().cloned().collect()) {
+        let deps: Vec<&str> = graph[m].iter().map(String::as_str).collect();
+        println!("  {m:<12} -> {}", if deps.is_empty() { "(nothing)".to_string() } else { deps.join(", ") });
+    }
+    match &order {
+        Ok(_) => println!("no import cycle"),
+        Err(cycle) => println!("import cycle: {}", cycle.join(" -> ")),
+    }
+    println!("library files importing from cli: {}", if cli_users.is_empty() { "none".to_string() } else { cli_users.join(", ") });
+    assert!(order.is_ok() && cli_users.is_empty(), "the layering is broken (see above)");
+}
+
+#[test]
+fn the_parser_sees_code_only() {
+    let code = code_only("use crate::a; // crate::b\n/* crate::c */ let s = \"crate::d\"; let r = r#\"crate::e\"#; let c = '\"'; crate::{f::g, h};");
+    assert_eq!(imports(&code), ["a", "f", "h"].iter().map(|s| s.to_string()).collect());
+}
