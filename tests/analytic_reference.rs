@@ -115,6 +115,11 @@ fn scenarios() -> Vec<(&'static str, Scenario)> {
         ("gumbel", Scenario { distractor: Distractor::Gumbel, ..base.clone() }),
         ("repeat spread", Scenario { repeat: 4, ..base.clone() }),
         ("overlap none pooling", Scenario { compress_ratio: 4, overlap: true, index_topk: 64, ..base.clone() }),
+        // Many needle entries of a few kinds (the engine groups alike entries; the reference
+        // multiplies every entry's CDF).
+        ("many copies, overlap", Scenario { compress_ratio: 4, overlap: true, repeat: 40, needle_tokens: 3, dprime: 0.5, index_topk: 64, ..base.clone() }),
+        ("long needle, mean pooling", Scenario { compress_ratio: 8, pooling: Pooling::Mean, needle_tokens: 45, dprime: 1.0, index_topk: 64, ..base.clone() }),
+        ("many copies, max pooling", Scenario { compress_ratio: 16, pooling: Pooling::Max, repeat: 12, needle_tokens: 5, dprime: 1.0, index_topk: 64, ..base.clone() }),
     ]
 }
 

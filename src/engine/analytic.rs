@@ -168,7 +168,7 @@ impl Analytic {
     }
 
     /// P(rank ≤ j) in one layer given the needle's shared component z.
-    fn rank_le_given(&self, os: &OrderStat, z: Option<f64>, laws: &mut Vec<EntryLaw>) -> f64 {
+    fn rank_le_given(&self, os: &OrderStat, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         let m = &self.model;
         if m.needle_entries.is_empty() {
             return 0.0;
@@ -176,16 +176,20 @@ impl Analytic {
         if os.j > self.n_distractors() {
             return 1.0;
         }
+        // Entries that pool alike have one law: a group of n contributes n·ln F(t), so the cost
+        // is per kind of entry (a handful), not per entry (up to 2^24 with many long copies).
         laws.clear();
-        laws.extend(m.needle_entries.iter().map(|e| m.needle_law(e, z)));
-        let mut breaks: Vec<f64> = laws.iter().filter_map(|l| l.breakpoint()).collect();
+        laws.extend(m.needle_groups.iter().map(|(e, n)| (m.needle_law(e, z), *n as f64)));
+        let mut breaks: Vec<f64> = laws.iter().filter_map(|(l, _)| l.breakpoint()).collect();
         breaks.extend_from_slice(&os.breaks);
         let laws = &*laws;
         let needle_sf = |t: f64| {
-            if laws.len() == 1 {
-                return laws[0].sf(t);
+            if let [(law, n)] = &laws[..] {
+                if *n == 1.0 {
+                    return law.sf(t);
+                }
             }
-            let ln_f: f64 = laws.iter().map(|l| l.ln_cdf(t)).sum();
+            let ln_f: f64 = laws.iter().map(|(l, n)| n * l.ln_cdf(t)).sum();
             -ln_f.exp_m1()
         };
         integrate(
@@ -207,7 +211,7 @@ impl Analytic {
     /// E_z[g(P(rank ≤ j | z))] when the shared component matters, else g(P(rank ≤ j)).
     fn over_shared(&self, j: u64, g: impl Fn(f64) -> f64) -> f64 {
         let os = self.order_stat(j.max(1));
-        let mut laws = Vec::with_capacity(self.model.needle_entries.len());
+        let mut laws = Vec::with_capacity(self.model.needle_groups.len());
         if self.model.shared {
             integrate(
                 |z| ln_norm_pdf(z).exp() * g(self.rank_le_given(&os, Some(z), &mut laws)),

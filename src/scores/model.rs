@@ -36,6 +36,9 @@ pub struct ScoreModel {
     pub n_hard: u64,
     /// The entries covering the needle.
     pub needle_entries: Vec<NeedleEntry>,
+    /// The needle entries grouped by how they pool (pool size, needle tokens), which fixes
+    /// their law: one representative per group with its count, in order of first appearance.
+    pub needle_groups: Vec<(NeedleEntry, u64)>,
     /// Whether the needle's shared component must be integrated (or sampled) explicitly: it
     /// couples several needle entries or tokens, or several layers.
     pub shared: bool,
@@ -44,6 +47,18 @@ pub struct ScoreModel {
     needle_sd: f64,
     rho: f64,
     noise: f64,
+}
+
+/// Groups entries of equal (pool size, needle tokens), keeping the order of first appearance.
+fn group_entries(entries: &[NeedleEntry]) -> Vec<(NeedleEntry, u64)> {
+    let mut groups: Vec<(NeedleEntry, u64)> = Vec::new();
+    for e in entries {
+        match groups.iter_mut().find(|(g, _)| g.pool_size == e.pool_size && g.needle_tokens == e.needle_tokens) {
+            Some((_, n)) => *n += 1,
+            None => groups.push((*e, 1)),
+        }
+    }
+    groups
 }
 
 impl ScoreModel {
@@ -91,6 +106,7 @@ impl ScoreModel {
             n_regular: g.n_distractors - g.hard_negatives,
             n_hard: g.hard_negatives,
             needle_entries: g.needle_entries.clone(),
+            needle_groups: group_entries(&g.needle_entries),
             shared: s.layer_corr > 0.0 && !single,
             pooling: s.pooling,
             dprime: s.dprime,
