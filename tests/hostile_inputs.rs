@@ -1060,3 +1060,53 @@ fn stdout_on_a_full_disk_fails_with_one_line() {
         assert!(e.starts_with("error: ") && e.split_inclusive('\n').count() == 1 && e.contains("stdout"), "{args:?}: {e:?}");
     }
 }
+
+/// Work that would not finish is refused before it starts, naming the bound and the trials
+/// that fit: materialising paths at large contexts, long needles on the materialising path,
+/// the vector model at large contexts; a many-copy geometry and a long needle on the exact
+/// paths answer at once (they used to take hours).
+#[test]
+fn unbounded_work_is_refused_or_fast() {
+    run_all(vec![
+        case("materialising 2^26 tokens at default trials", &["recall", "--context-len", "67108864", "--compress-ratio", "4", "--overlap", "true", "--pooling", "mean"], &["trials = 100000", "2^36", "at most 1024 trials"]),
+        case("long needle on the materialising path", &["recall", "--needle-tokens", "100000", "--context-len", "1000000", "--compress-ratio", "4", "--overlap", "true", "--pooling", "max"], &["token scores", "at most 68719 trials"]),
+        case("vector model at 2^28 tokens", &["recall", "--model", "vector", "--context-len", "268435456", "--compress-ratio", "4"], &["key components", "2^40"]),
+        case("sweep point over the bound", &["sweep", "--vary", "context_len=1024,67108864", "--compress-ratio", "4", "--overlap", "true", "--pooling", "mean"], &["grid point", "context_len=67108864", "trials"]),
+    ]);
+    let bin = env!("CARGO_BIN_EXE_dsa-sim");
+    for args in [
+        &["recall", "--needle-tokens", "100000", "--context-len", "1000000"][..],
+        &["recall", "--repeat", "65536", "--context-len", "1099511627776"][..],
+        &["rank", "--repeat", "4096", "--needle-tokens", "4096", "--context-len", "1000000000", "--compress-ratio", "4", "--overlap", "true"][..],
+    ] {
+        let t = std::time::Instant::now();
+        let out = std::process::Command::new(bin).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(t.elapsed().as_secs_f64() < 10.0, "{args:?} took {:?}", t.elapsed());
+    }
+}
+
+/// Without --trials, each sweep point runs its own model's default (the vector model's 2000,
+/// not the scalar model's 100000).
+#[test]
+fn sweep_points_take_their_own_models_default_trials() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
+        .args(["sweep", "--vary", "model=scalar,vector", "--context-len", "2048", "--engine", "montecarlo", "--no-rank"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert!(rows[0].starts_with("scalar,") && rows[0].contains(",montecarlo,100000,"), "{text}");
+    assert!(rows[1].starts_with("vector,") && rows[1].contains(",montecarlo,2000,"), "{text}");
+}
+
+/// `formats` bounds its trials before allocating anything (10^12 trials aborted on a 40 TB
+/// allocation).
+#[test]
+fn formats_trials_are_bounded() {
+    run_all(vec![
+        case("formats 10^12 trials", &["formats", "--context-len", "1024", "--trials", "1000000000000"], &["--trials 1000000000000", "100000"]),
+        case("formats work bound", &["formats", "--context-len", "16777216", "--trials", "100000"], &["key components", "2^40"]),
+    ]);
+}

@@ -64,6 +64,9 @@ fn resolve(args: &FormatsArgs) -> Result<Scenario, CliError> {
     Ok(s)
 }
 
+/// Most trials `formats` accepts (it keeps a summary of every trial).
+const MAX_FORMATS_TRIALS: u64 = 100_000;
+
 /// Runs `dsa-sim formats`.
 pub fn run(args: &FormatsArgs) -> Result<(), CliError> {
     let s = resolve(args)?;
@@ -86,6 +89,23 @@ pub fn run(args: &FormatsArgs) -> Result<(), CliError> {
                 )));
             }
         }
+    }
+    // `formats` keeps every trial's per-format summary (9 numbers a format) to average them,
+    // and draws every key once per format: both bounded before any work.
+    if args.trials > MAX_FORMATS_TRIALS {
+        return Err(CliError::input(format!(
+            "--trials {}: formats keeps each trial's summary; allowed 1..={MAX_FORMATS_TRIALS}",
+            args.trials
+        )));
+    }
+    let per_trial = s.context_len.saturating_mul(s.head_dim as u64).saturating_mul(formats.len() as u64 + 1);
+    if args.trials.saturating_mul(per_trial) > crate::engine::MAX_VECTOR_WORK_UNITS {
+        return Err(CliError::input(format!(
+            "--trials {}: each trial draws {per_trial} key components (tokens × head_dim × (formats + 1)), and a run is \
+             bounded at 2^40 so that it finishes; use at most {} trials",
+            args.trials,
+            (crate::engine::MAX_VECTOR_WORK_UNITS / per_trial).max(1)
+        )));
     }
     let topk = s.index_topk as usize;
     let work = || {

@@ -276,7 +276,13 @@ impl RunArgs {
         let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
         check_trials(trials)?;
         crate::engine::check_threads(self.threads)?;
-        Ok(RunOptions { engine: self.engine, trials, seed: self.seed, ..RunOptions::default() })
+        Ok(RunOptions {
+            engine: self.engine,
+            trials,
+            seed: self.seed,
+            trials_by_model: self.trials.is_none(),
+            ..RunOptions::default()
+        })
     }
 
     /// Runs `f` on a pool of `--threads` workers (or the default pool).

@@ -172,11 +172,59 @@ pub struct RunOptions {
     pub seed: u64,
     /// Monte Carlo path (exact sampling where possible by default).
     pub mc_path: McPath,
+    /// Whether `trials` was left to its default: then each scenario runs its own model's
+    /// default ([`default_trials`]), so a sweep over `model = scalar, vector` gives the vector
+    /// points 2000 trials, not the scalar 100000.
+    pub trials_by_model: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { engine: EngineChoice::Auto, trials: DEFAULT_TRIALS_SCALAR, seed: DEFAULT_SEED, mc_path: McPath::Auto }
+        RunOptions {
+            engine: EngineChoice::Auto,
+            trials: DEFAULT_TRIALS_SCALAR,
+            seed: DEFAULT_SEED,
+            mc_path: McPath::Auto,
+            trials_by_model: false,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The trials a Monte Carlo run of `s` draws under these options.
+    pub fn trials_for(&self, s: &Scenario) -> u64 {
+        if self.trials_by_model {
+            default_trials(s.model)
+        } else {
+            self.trials
+        }
+    }
+}
+
+/// Most work units a scalar Monte Carlo run may take (token scores drawn, or needle-entry
+/// draws, each counted as 4 units): about two minutes on two cores at this machine's
+/// 5·10^8 scores/s. A larger run is refused before it starts, naming the trials that would fit.
+pub const MAX_WORK_UNITS: u64 = 1 << 36;
+/// The vector model's bound on trials × tokens × head_dim × layers (key components drawn,
+/// about 1 ns each on two cores: some ten minutes).
+pub const MAX_VECTOR_WORK_UNITS: u64 = 1 << 40;
+
+/// Work units of one Monte Carlo trial of `s` and their bound, with what they count.
+fn work_per_trial(s: &Scenario, path: McPath) -> (u64, u64, &'static str) {
+    if s.model == Model::Vector {
+        let per = s.context_len.saturating_mul(s.head_dim as u64).saturating_mul(s.layers as u64);
+        return (per.max(1), MAX_VECTOR_WORK_UNITS, "key components (tokens × head_dim × layers)");
+    }
+    let g = crate::geometry::Geometry::new(s);
+    let exact = path != McPath::Materialise && crate::scores::ScoreModel::new(s, &g).is_ok();
+    if exact {
+        // Exact sampling draws every needle entry, and two binomials, in every layer.
+        let per = (g.needle_entries.len() as u64 + 2).saturating_mul(4 * s.layers as u64);
+        (per, MAX_WORK_UNITS, "work units (4 per needle entry and layer)")
+    } else {
+        // Materialising draws every token of every layer.
+        let per = s.context_len.saturating_mul(s.layers as u64);
+        (per.max(1), MAX_WORK_UNITS, "token scores (context_len × layers)")
     }
 }
 
@@ -330,8 +378,9 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool, progress: &dyn Pro
         }
         Route::MonteCarlo { not_exact } => {
             check_monte_carlo(s, opts)?;
-            progress.start(opts.trials, 0);
-            let run = monte_carlo(s, opts.trials, opts.seed, opts.mc_path, progress);
+            let trials = opts.trials_for(s);
+            progress.start(trials, 0);
+            let run = monte_carlo(s, trials, opts.seed, opts.mc_path, progress);
             progress.finish();
             let run = run?;
             let (lo, hi) = wilson(run.successes, run.trials, Z95);
@@ -360,16 +409,25 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool, progress: &dyn Pro
 /// Refuses a Monte Carlo run without trials, or one that would have to materialise more than
 /// [`montecarlo::MAX_MATERIALISED_CANDIDATES`] candidates per trial.
 fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
-    if opts.trials == 0 {
+    let trials = opts.trials_for(s);
+    if trials == 0 {
         return Err(EngineError::NoTrials);
     }
-    if s.model == Model::Vector {
-        return Ok(());
+    if s.model != Model::Vector {
+        if let Some(why) = montecarlo::materialise_limit(s, opts.mc_path) {
+            return Err(EngineError::TooLarge(why));
+        }
     }
-    match montecarlo::materialise_limit(s, opts.mc_path) {
-        Some(why) => Err(EngineError::TooLarge(why)),
-        None => Ok(()),
+    let (per, bound, what) = work_per_trial(s, opts.mc_path);
+    if trials.saturating_mul(per) > bound {
+        return Err(EngineError::TooLarge(format!(
+            "trials = {trials}: a Monte Carlo trial of this scenario draws {per} {what}, and a run is \
+             bounded at {bound} (2^{}) so that it finishes; use at most {} trials",
+            bound.trailing_zeros(),
+            (bound / per).max(1)
+        )));
     }
+    Ok(())
 }
 
 /// Monte Carlo trials of a checked scenario, on the model's own trial plan.

@@ -193,7 +193,11 @@ impl Plan {
         let c = self.compress_ratio;
         let (start, end) = (b * c, b * c + c);
         let max = self.pooling == Pooling::Max;
-        let touches_needle = self.needle_spans.iter().any(|&(a, e)| a < end && e > start);
+        // The spans are sorted and disjoint: the first that ends after `start` is the only
+        // candidate to meet the block (bisection, not a scan of every copy).
+        let from = self.needle_spans.partition_point(|&(_, e)| e <= start);
+        let spans = &self.needle_spans[from..];
+        let touches_needle = spans.first().is_some_and(|&(a, _)| a < end);
         if !touches_needle {
             if !max && self.token.is_normal() {
                 // The sum of c standard normal tokens is exactly Normal(0, c): one draw.
@@ -208,7 +212,7 @@ impl Plan {
         }
         let mut acc = if max { f64::NEG_INFINITY } else { 0.0 };
         for t in start..end {
-            let in_needle = self.needle_spans.iter().any(|&(a, e)| t >= a && t < e);
+            let in_needle = spans.iter().take_while(|&&(a, _)| a < end).any(|&(a, e)| t >= a && t < e);
             let x = if in_needle {
                 needle.0 + needle.1 * rng.sample::<f64, _>(StandardNormal)
             } else {
