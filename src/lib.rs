@@ -37,6 +37,47 @@
 //! let e2 = estimate(&s, &RunOptions::default()).unwrap();
 //! assert!(e2.recall > e.recall);
 //! ```
+//!
+//! Calibration fits scenario fields to measured recall ([`calibrate`]; tables in the format of
+//! [`measured`]); the verdict ([`verdict`]) says whether some k within the kernel's limit
+//! reaches a target:
+//!
+//! ```
+//! use dsa_sim::calibrate::{calibrate, parse_csv, parse_fit_spec};
+//! use dsa_sim::engine::{estimate, EngineChoice, EngineModel, RunOptions};
+//! use dsa_sim::verdict::{verdict, Call, VerdictOptions};
+//! use dsa_sim::Scenario;
+//!
+//! // A table measured on a system whose needle sits 2.5 sd above a typical distractor: the
+//! // expected hits of 400 trials per cell, as a harness would report them.
+//! let mut truth = Scenario::preset("deepseek-v4-flash").unwrap();
+//! truth.dprime = 2.5;
+//! let mut csv = String::from("context_len,index_topk,trials,hits\n");
+//! for (l, k) in [(16384, 512), (65536, 512), (262144, 512), (262144, 1024)] {
+//!     let (mut s, trials) = (truth.clone(), 400.0);
+//!     (s.context_len, s.index_topk) = (l, k);
+//!     let recall = estimate(&s, &RunOptions::default()).unwrap().recall;
+//!     csv.push_str(&format!("{l},{k},{trials},{}\n", (recall * trials).round()));
+//! }
+//! let data = parse_csv(&csv, "example").unwrap();
+//!
+//! // Fit dprime by maximum likelihood with a 95% profile interval: it recovers the truth.
+//! let base = Scenario::preset("deepseek-v4-flash").unwrap();
+//! let model = EngineModel::new(EngineChoice::Analytic, 4000, 1);
+//! let free = parse_fit_spec("dprime", Some(&data)).unwrap();
+//! let fit = calibrate(&data, &base, free, &model, true, false).unwrap();
+//! let d = &fit.estimates[0];
+//! assert!(d.ci_low < 2.5 && 2.5 < d.ci_high, "{} [{}, {}]", d.value, d.ci_low, d.ci_high);
+//!
+//! // At 128K tokens with the fitted needle, raising k reaches 90% recall within the kernel's
+//! // maximum: coverage-limited. A needle at dprime 0.5 could not: discrimination-limited.
+//! let mut s = base.clone();
+//! (s.context_len, s.dprime) = (131_072, d.value);
+//! let opts = VerdictOptions { target: 0.9, max_topk: s.max_topk };
+//! assert_eq!(verdict(&s, &model, opts).unwrap().call, Call::CoverageLimited);
+//! s.dprime = 0.5;
+//! assert_eq!(verdict(&s, &model, opts).unwrap().call, Call::DiscriminationLimited);
+//! ```
 #![deny(missing_docs)]
 // `!(x > 0.0)` is how this crate rejects NaN together with the out-of-range values; the
 // partial_cmp spelling clippy suggests would hide that.
