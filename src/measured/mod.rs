@@ -115,6 +115,13 @@ pub enum MeasuredError {
     },
 }
 
+impl crate::error::Classify for MeasuredError {
+    /// Always bad input: a table that cannot be read or does not parse is the user's to fix.
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Input
+    }
+}
+
 /// One measured cell: `hits` successes out of `trials` needle queries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Observation {

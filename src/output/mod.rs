@@ -113,6 +113,18 @@ pub enum OutputError {
     },
 }
 
+impl crate::error::Classify for OutputError {
+    /// A refused output (not ours, locked, not a regular file, colliding names) is bad input;
+    /// a failed write is a failure.
+    fn kind(&self) -> crate::error::ErrorKind {
+        if self.is_input() {
+            crate::error::ErrorKind::Input
+        } else {
+            crate::error::ErrorKind::Failure
+        }
+    }
+}
+
 impl OutputError {
     /// Whether the error is bad input (the output named by the user is refused), as opposed to
     /// a failure while writing.
@@ -120,14 +132,6 @@ impl OutputError {
         !matches!(self, OutputError::Write { .. })
     }
 
-    /// Exit code: 2 for bad input, 1 for a failure to write.
-    pub fn exit_code(&self) -> u8 {
-        if self.is_input() {
-            2
-        } else {
-            1
-        }
-    }
 
     pub(crate) fn setup(path: &std::path::Path, e: impl std::fmt::Display) -> OutputError {
         OutputError::Setup { path: path.display().to_string(), reason: e.to_string() }
@@ -195,6 +199,6 @@ mod tests {
         .unwrap_err();
         let m = e.to_string();
         assert!(m.contains("data/measured-x.csv") && m.contains("figure `measured-x`") && m.contains("data `obs`"), "{m}");
-        assert_eq!(e.exit_code(), 2);
+        assert!(e.is_input());
     }
 }
