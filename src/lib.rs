@@ -88,14 +88,14 @@
 // the binary (src/main.rs).
 pub mod error;
 pub mod input;
-pub mod output;
 pub mod progress;
 pub mod quadrature;
 pub mod stats;
 pub mod formats;
+pub mod output;
 pub mod scenario;
-pub mod measured;
 pub mod geometry;
+pub mod measured;
 pub mod scores;
 pub mod trials;
 pub mod indexer;
