@@ -3,7 +3,6 @@
 use super::{emit, CliError};
 use crate::formats::{BlockScaled, ElementFormat, Format, FormatError, ScaleKind, Shortest};
 use serde::ser::{Serialize, Serializer};
-use std::io::Read;
 
 /// Arguments of `dsa-sim quantize`.
 #[derive(clap::Args, Debug)]
@@ -50,9 +49,7 @@ enum Plan {
 pub fn run(args: &QuantizeArgs) -> Result<(), CliError> {
     // The flags are checked before stdin is read.
     plan(args)?;
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
+    let text = crate::input::read_stdin_to_string()
         .map_err(|e| CliError::input(format!("cannot read stdin as text: {e}")))?;
     emit(&quantize_text(args, &text)?)
 }
