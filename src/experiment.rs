@@ -282,15 +282,18 @@ impl Experiment {
                 axes.push(Axis::parse(fc).map_err(fail)?);
             }
             if f.kind == FigureKind::RegimeMap {
-                if f.k.len() < 2 {
-                    return Err(input(format!("{ctx}: regime_map needs `k = [K1, K2, …]` (at least two values)")));
+                let mut ks = f.k.clone();
+                ks.sort_unstable();
+                ks.dedup();
+                if ks.len() < 2 {
+                    return Err(input(format!(
+                        "{ctx}: k holds {} distinct value(s) {ks:?}: regime_map needs `k = [K1, K2, …]` with at least two distinct values",
+                        ks.len()
+                    )));
                 }
                 if axes.iter().any(|a| a.field == Field::IndexTopk) {
                     return Err(input(format!("{ctx}: regime_map varies index_topk through `k`; do not use it as an axis")));
                 }
-                let mut ks = f.k.clone();
-                ks.sort_unstable();
-                ks.dedup();
                 axes.push(Axis::from_texts(Field::IndexTopk, ks.iter().map(|k| k.to_string()).collect()).map_err(fail)?);
             }
             if let Some(t) = f.target {
@@ -367,6 +370,7 @@ k = [1024, 512]
         for (text, needle) in [
             (GOOD.replace("x = \"context_len=1024,4096\"", "x = \"contxt=1\""), "unknown field `contxt`"),
             (GOOD.replace("k = [1024, 512]", ""), "needs `k"),
+            (GOOD.replace("k = [1024, 512]", "k = [16, 16, 16]"), "at least two distinct"),
             (GOOD.replace("seed = 7", "sed = 7"), "sed"),
             (GOOD.replace("preset = \"deepseek-v4-flash\"", "preset = \"nope\""), "nope"),
             (GOOD.replace("set = { repeat = 2 }", "set = { repeat = 0 }"), "repeat"),
