@@ -101,3 +101,196 @@ fn quantize_keeps_the_f32_max_finite_under_every_block_scale() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// SVG and markdown hold any text: control characters, markup and table syntax in experiment
+// strings and data file names.
+
+/// A title, label or note no text format can hold raw: C0 controls, DEL, a C1 control, XML
+/// markup, an HTML comment opener, table pipes, brackets, a backslash and line ends.
+const HOSTILE: &str = r"T\u0001i\u001Bt\u007F\u0085le <b>&amp;</b> <!-- | pipe \\| [x] `tick`\nsecond line\r\tend";
+
+/// A data file name with spaces, a pipe, a backtick, parentheses, brackets and a control character.
+const HOSTILE_FILE: &str = "ob|s `x` (1) [2]\u{1}.csv";
+
+/// Every `.svg` under `dir` parses as XML.
+fn assert_svgs_well_formed(dir: &Path) -> usize {
+    // The parser does catch what the escaping removes.
+    assert!(roxmltree::Document::parse("<svg><text>a\u{1}b</text></svg>").is_err());
+    let mut n = 0;
+    for e in std::fs::read_dir(dir.join("figures")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "svg") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            if let Err(err) = roxmltree::Document::parse(&text) {
+                panic!("{} is not well-formed XML: {err}", p.display());
+            }
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The number of cell delimiters of a markdown table row: `|` not escaped by a backslash.
+fn pipes(line: &str) -> usize {
+    let mut n = 0;
+    let mut backslashes = 0;
+    for c in line.chars() {
+        if c == '|' && backslashes % 2 == 0 {
+            n += 1;
+        }
+        backslashes = if c == '\\' { backslashes + 1 } else { 0 };
+    }
+    n
+}
+
+/// report.md holds no control character but line feeds and tabs (kept in free text), every table row has the cells of its
+/// header, and every heading is one line; returns the report.
+fn assert_markdown_intact(dir: &Path) -> String {
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        !md.chars().any(|c| (c.is_control() && c != '\n' && c != '\t') || c == '\u{FFFE}'),
+        "control characters in report.md: {:?}",
+        md.chars().filter(|c| c.is_control() && *c != '\n' && *c != '\t').collect::<Vec<_>>()
+    );
+    let lines: Vec<&str> = md.lines().collect();
+    let mut i = 0;
+    let mut tables = 0;
+    while i < lines.len() {
+        // A table: a header line and a delimiter row (a free-text line starting with `|` is not).
+        if lines[i].starts_with('|') && lines.get(i + 1).is_some_and(|l| l.starts_with("|---")) {
+            let header = pipes(lines[i]);
+            while i < lines.len() && lines[i].starts_with('|') {
+                assert_eq!(pipes(lines[i]), header, "report.md line {}: {:?}", i + 1, lines[i]);
+                i += 1;
+            }
+            tables += 1;
+        } else {
+            i += 1;
+        }
+    }
+    assert!(tables >= 2, "{tables} tables in report.md");
+    // The hostile strings are there, escaped: no raw markup, no comment opener.
+    assert!(!md.contains("<!--") && !md.contains("<b>"), "raw HTML in report.md");
+    assert!(md.contains("T␁i␛t␡\u{FFFD}le &lt;b&gt;&amp;amp;&lt;/b&gt; &lt;!-- \\| pipe \\\\\\| [x]"), "{md}");
+    md
+}
+
+#[test]
+fn hostile_strings_give_well_formed_svg_and_intact_markdown() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::write(
+        dir.join(HOSTILE_FILE),
+        "context_len,index_topk,trials,hits,label\n1024,512,10,9,\"a|b <i>\u{1} [c]\"\n4096,512,10,3,\"x\\y|\"\n",
+    )
+    .unwrap();
+    let file = HOSTILE_FILE.replace('\u{1}', "\\u0001");
+    let exp = format!(
+        r#"name = "hostile"
+title = "{HOSTILE}"
+description = "{HOSTILE}\n\n| not | a table |"
+seed = 1
+trials = 200
+engine = "auto"
+
+[scenario]
+preset = "deepseek-v4-flash"
+dprime = 1.0
+
+[[data]]
+name = "{HOSTILE}"
+file = "{file}"
+label = "{HOSTILE}"
+
+[[figure]]
+name = "curves ( |x| )"
+kind = "recall_curves"
+title = "{HOSTILE}"
+caption = "{HOSTILE}"
+x = "context_len=1024,4096"
+series = ["index_topk=512,1024"]
+data = "{HOSTILE}"
+
+[[figure]]
+name = "heat"
+kind = "heatmap"
+title = "{HOSTILE}"
+x = "context_len=1024,4096"
+y = "dprime=1,2"
+
+[[figure]]
+name = "regime"
+kind = "regime_map"
+title = "{HOSTILE}"
+x = "context_len=1024,4096"
+y = "dprime=1,2"
+k = [512, 1024]
+"#
+    );
+    std::fs::write(dir.join("hostile.toml"), exp).unwrap();
+    let (code, _, stderr) = exec_in(dir, &["run", "hostile.toml", "--out", "out", "--quiet"], Stdin::Null);
+    assert_eq!(code, Some(0), "{stderr}");
+    let out = dir.join("out");
+    assert_eq!(assert_svgs_well_formed(&out), 3);
+    let md = assert_markdown_intact(&out);
+    // The copied data file's link is percent-encoded; its code span holds the backticks.
+    assert!(md.contains("(data/measured-ob%7Cs%20%60x%60%20%281%29%20%5B2%5D%01.csv)"), "{md}");
+    assert!(md.contains("``ob|s `x` (1) [2]␁.csv``"), "{md}");
+}
+
+#[test]
+fn hostile_strings_in_a_calibration_experiment() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::write(
+        dir.join(HOSTILE_FILE),
+        "context_len,index_topk,trials,hits,label\n1024,512,40,36,\"a|b <i>\u{1} [c]\"\n8192,512,40,12,\"x\\y|\"\n32768,512,40,4,z\n",
+    )
+    .unwrap();
+    let file = HOSTILE_FILE.replace('\u{1}', "\\u0001");
+    let exp = format!(
+        r#"name = "hostile-cal"
+title = "{HOSTILE}"
+description = "{HOSTILE}"
+data = "{file}"
+data_note = "{HOSTILE}"
+fit = "dprime"
+curves = ["index_topk=256,512,1024"]
+target = 0.9
+trials = 200
+seed = 1
+
+[scenario]
+preset = "deepseek-v4-flash"
+"#
+    );
+    std::fs::write(dir.join("cal.toml"), exp).unwrap();
+    let (code, _, stderr) = exec_in(dir, &["calibrate", "--experiment", "cal.toml", "--out", "out"], Stdin::Null);
+    assert_eq!(code, Some(0), "{stderr}");
+    let out = dir.join("out");
+    assert_eq!(assert_svgs_well_formed(&out), 1);
+    assert_markdown_intact(&out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A regime map compares at least two distinct k.
+
+#[test]
+fn a_regime_map_needs_two_distinct_k() {
+    let d = tempfile::tempdir().unwrap();
+    let exp = |k: &str| {
+        format!(
+            "[scenario]\npreset = \"deepseek-v4-flash\"\n[[figure]]\nname = \"r\"\nkind = \"regime_map\"\nx = \"context_len=1024,4096\"\ny = \"dprime=1,2\"\nk = {k}\n"
+        )
+    };
+    for k in ["[16, 16, 16]", "[512]", "[]"] {
+        std::fs::write(d.path().join("r.toml"), exp(k)).unwrap();
+        let out = exec_in(d.path(), &["run", "r.toml", "--out", "out"], Stdin::Null);
+        assert_one_line_error(&format!("k = {k}"), &out, "at least two distinct values", 400);
+        assert!(!d.path().join("out").exists());
+    }
+    std::fs::write(d.path().join("r.toml"), exp("[16, 32, 16]")).unwrap();
+    let (code, _, stderr) = exec_in(d.path(), &["run", "r.toml", "--out", "out", "--quiet"], Stdin::Null);
+    assert_eq!(code, Some(0), "{stderr}");
+}
