@@ -294,3 +294,72 @@ fn a_regime_map_needs_two_distinct_k() {
     let (code, _, stderr) = exec_in(d.path(), &["run", "r.toml", "--out", "out", "--quiet"], Stdin::Null);
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// A huge value gives a short error line.
+
+/// 10 MB: the size of value the issue found echoed twice into a 20 MB error line.
+const HUGE: usize = 10_000_000;
+
+/// The largest single argument Linux passes to a program is 128 KiB (MAX_ARG_STRLEN), so values
+/// through flags are tested at just under that; files and experiment axes carry the full 10 MB.
+const ARG_MAX: usize = 120_000;
+
+#[test]
+fn a_huge_value_gives_a_short_error_line() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let a = "A".repeat(ARG_MAX);
+    let nine = "9".repeat(ARG_MAX);
+    let spaced = "A ".repeat(ARG_MAX / 2);
+    let flag_cases: Vec<(String, Vec<String>)> = vec![
+        ("--distractor".into(), vec!["recall".into(), "--distractor".into(), a.clone()]),
+        ("--distractor with spaces".into(), vec!["recall".into(), "--distractor".into(), spaced.clone()]),
+        ("--context-len".into(), vec!["rank".into(), "--context-len".into(), nine.clone()]),
+        ("--q-format".into(), vec!["recall".into(), "--q-format".into(), a.clone()]),
+        ("--preset".into(), vec!["verdict".into(), "--preset".into(), a.clone()]),
+        ("--vary value".into(), vec!["sweep".into(), "--vary".into(), format!("distractor={a}")]),
+        ("--vary range".into(), vec!["sweep".into(), "--vary".into(), format!("context_len=1..{nine}:x2")]),
+        ("--vary field".into(), vec!["sweep".into(), "--vary".into(), format!("{a}=1")]),
+        ("quantize --format".into(), vec!["quantize".into(), "--format".into(), a.clone()]),
+    ];
+    for (what, args) in &flag_cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = exec_in(dir, &args, Stdin::Bytes(b"1 2\n".to_vec()));
+        assert_one_line_error(what, &out, "bytes)", 1024);
+    }
+
+    let big = "A".repeat(HUGE);
+    let files: Vec<(&str, String, &[&str])> = vec![
+        ("a string field", format!("distractor = \"{big}\"\n"), &["recall", "--scenario", "s.toml"]),
+        ("an integer field as a string", format!("context_len = \"{}\"\n", "9".repeat(HUGE)), &["recall", "--scenario", "s.toml"]),
+        ("an unknown key", format!("{big} = 1\n"), &["recall", "--scenario", "s.toml"]),
+        ("a preset", format!("preset = \"{big}\"\n"), &["sweep", "--scenario", "s.toml", "--vary", "dprime=1,2"]),
+        ("a format", format!("k_format = \"{big}\"\n"), &["formats", "--scenario", "s.toml"]),
+        (
+            "an experiment axis",
+            format!("[[figure]]\nname = \"f\"\nkind = \"recall_curves\"\nx = \"distractor={big}\"\n"),
+            &["run", "s.toml", "--out", "out"],
+        ),
+        (
+            "an experiment figure name",
+            format!("[[figure]]\nname = \"{big}\"\nkind = \"recall_curves\"\nx = \"dprime=-99\"\n"),
+            &["run", "s.toml", "--out", "out"],
+        ),
+        (
+            "an experiment set value",
+            format!("[[figure]]\nname = \"f\"\nkind = \"recall_curves\"\nx = \"dprime=1\"\nset = {{ pooling = \"{big}\" }}\n"),
+            &["run", "s.toml", "--out", "out"],
+        ),
+        ("a calibration experiment's fit", format!("data = \"d.csv\"\nfit = \"{big}\"\n"), &["calibrate", "--experiment", "s.toml"]),
+        ("malformed TOML", format!("title = \"{big}\n"), &["run", "s.toml", "--out", "out"]),
+    ];
+    std::fs::write(dir.join("d.csv"), "context_len,index_topk,trials,hits\n1024,512,10,5\n").unwrap();
+    for (what, text, args) in files {
+        std::fs::write(dir.join("s.toml"), text).unwrap();
+        let start = Instant::now();
+        let out = exec_in(dir, args, Stdin::Null);
+        assert_one_line_error(what, &out, "error: ", 1024);
+        assert!(start.elapsed() < Duration::from_secs(10), "{what}: {:?}", start.elapsed());
+    }
+}

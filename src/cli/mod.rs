@@ -310,8 +310,13 @@ impl RunArgs {
 }
 
 /// A message as one printable line for stderr: line breaks become spaces and other control
-/// characters (from echoed user input) their escapes, so an error is always exactly one line.
+/// characters (from echoed user input) their escapes, so an error is always exactly one line;
+/// long echoed values are cut ([`crate::input::cap_line`]), so it is a short one.
 pub fn one_line(message: &str) -> String {
+    crate::input::cap_line(&printable_line(message)).into_owned()
+}
+
+fn printable_line(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     for c in message.trim().chars() {
         match c {
