@@ -190,6 +190,10 @@ pub struct Experiment {
     pub path: PathBuf,
 }
 
+/// Longest figure name and data file name (bytes): their outputs and temporaries
+/// (`.measured-NAME.tmp-PID`, `NAME.csv.partial`) must stay within a file system's 255.
+const MAX_NAME_BYTES: usize = 200;
+
 fn input(msg: String) -> SweepError {
     SweepError::Input(msg)
 }
@@ -226,6 +230,13 @@ impl Experiment {
         let mut data = Vec::new();
         for d in raw.data {
             let p = dir.join(&d.file);
+            // The copy data/measured-NAME (and its temporary) must be a valid file name too.
+            if p.file_name().is_some_and(|n| n.len() > MAX_NAME_BYTES) {
+                return Err(input(format!(
+                    "{at}: data `{}`: the file name is longer than {MAX_NAME_BYTES} bytes: too long for its copy data/measured-NAME",
+                    d.name
+                )));
+            }
             let table = crate::measured::load_csv(&p).map_err(|e| input(e.to_string()))?;
             if data.iter().any(|x: &Dataset| x.spec.name == d.name) {
                 return Err(input(format!("{at}: data `{}` is declared twice", d.name)));
@@ -239,8 +250,10 @@ impl Experiment {
         for f in raw.figure {
             let ctx = format!("{at}: figure `{}`", f.name);
             let fail = |e: SweepError| input(format!("{ctx}: {e}"));
-            if f.name.is_empty() || f.name.contains(['/', '\\']) || f.name.starts_with('.') {
-                return Err(input(format!("{ctx}: name: a file stem without slashes, not starting with '.'")));
+            if f.name.is_empty() || f.name.contains(['/', '\\', '\0']) || f.name.starts_with('.') || f.name.len() > MAX_NAME_BYTES {
+                return Err(input(format!(
+                    "{ctx}: name: a file stem without slashes or NUL, not starting with '.', at most {MAX_NAME_BYTES} bytes"
+                )));
             }
             if figures.iter().any(|g| g.spec.name == f.name) {
                 return Err(input(format!("{ctx}: the name is used twice")));

@@ -363,3 +363,48 @@ fn a_huge_value_gives_a_short_error_line() {
         assert!(start.elapsed() < Duration::from_secs(10), "{what}: {:?}", start.elapsed());
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Found while fuzzing experiment files: refused before any work, with one line.
+
+#[test]
+fn experiment_names_and_grids_that_could_not_be_written_are_refused_up_front() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let figure = |name: &str, x: &str, series: &str| {
+        format!("[[figure]]\nname = \"{name}\"\nkind = \"recall_curves\"\nx = \"{x}\"\nseries = [{series}]\n")
+    };
+    let long_data = format!("{}.csv", "d".repeat(246));
+    std::fs::write(dir.join(&long_data), "context_len,index_topk,trials,hits\n1024,512,10,5\n").unwrap();
+    let cases = [
+        ("a NUL in a figure name", figure("a\\u0000b", "context_len=1024,2048", ""), "NUL"),
+        ("a 300-byte figure name", figure(&"n".repeat(300), "context_len=1024,2048", ""), "at most 200 bytes"),
+        (
+            "a data file name too long for its copy",
+            format!("[[data]]\nname = \"d\"\nfile = \"{long_data}\"\n{}", figure("f", "context_len=1024,2048", "")),
+            "longer than 200 bytes",
+        ),
+        (
+            // 65536^4 = 2^64 points wrapped to a grid of 0 points, which ran and wrote an empty figure.
+            "a grid of 2^64 points",
+            figure("f", "dprime=0..1:65536", "\"depth=0..1:65536\", \"needle_sd=0.5..1:65536\", \"p_read=0..1:65536\""),
+            "65536 × 65536 × 65536 × 65536 points",
+        ),
+    ];
+    for (what, text, needle) in cases {
+        std::fs::write(dir.join("e.toml"), text).unwrap();
+        let start = Instant::now();
+        let out = exec_in(dir, &["run", "e.toml", "--out", "out"], Stdin::Null);
+        assert_one_line_error(what, &out, needle, 1024);
+        assert!(start.elapsed() < Duration::from_secs(5), "{what}: {:?}", start.elapsed());
+        assert!(!dir.join("out").exists(), "{what}");
+    }
+    let vary: Vec<String> = ["dprime=0..1:65536", "depth=0..1:65536", "needle_sd=0.5..1:65536", "p_read=0..1:65536"]
+        .iter()
+        .flat_map(|v| ["--vary".to_string(), v.to_string()])
+        .collect();
+    let mut args = vec!["sweep"];
+    args.extend(vary.iter().map(String::as_str));
+    let out = exec_in(dir, &args, Stdin::Null);
+    assert_one_line_error("sweep over 2^64 points", &out, "points (at most 10000000)", 1024);
+}
