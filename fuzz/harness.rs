@@ -208,3 +208,176 @@ pub fn quantize_input(data: &[u8]) {
         }
     }
 }
+
+/// Marks the start of a side file in an [`experiment_toml`] input: `#file PATH` on its own line.
+pub const FILE_MARKER: &str = "#file ";
+
+/// Most grid points of an accepted experiment that [`experiment_toml`] also runs.
+pub const RUN_POINTS_CAP: usize = 48;
+
+/// Experiment files with their measured tables (`dsa-sim run`): the input is the experiment
+/// TOML, then any number of side files, each introduced by a line `#file PATH` (PATH relative,
+/// components of `[A-Za-z0-9._ -]` not starting with `.`, at most three deep; others are
+/// skipped), all written into a fresh folder.
+///
+/// Loading either fails with one printable line or gives an experiment whose figure and data
+/// names are unique and whose output files do not collide (recomputed here, independently of
+/// the loader's own check). Accepted experiments of at most [`RUN_POINTS_CAP`] points are then
+/// run with a stand-in evaluator (a deterministic function of the scenario, so the engines'
+/// cost is out of the picture) into a fresh folder: the run succeeds, every file it reports
+/// exists, no temporary or staging folder is left, every SVG parses as XML, and report.md holds
+/// only printable characters and tables whose rows have their header's cells.
+pub fn experiment_toml(data: &[u8]) {
+    use dsa_sim::experiment::{Experiment, RunSettings};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let marker = format!("\n{FILE_MARKER}");
+    let mut parts = text.split(marker.as_str());
+    let source = parts.next().unwrap_or("");
+    let root = std::env::temp_dir().join(format!("dsa-sim-fuzz-exp-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let dir = root.join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    for part in parts {
+        let (path, body) = part.split_once('\n').unwrap_or((part, ""));
+        let comps: Vec<&str> = path.trim_end_matches('\r').split('/').collect();
+        let ok = comps.len() <= 3
+            && comps.iter().all(|c| {
+                !c.is_empty() && !c.starts_with('.') && c.chars().all(|ch| ch.is_ascii_alphanumeric() || "._ -".contains(ch))
+            });
+        if !ok {
+            continue;
+        }
+        let p = dir.join(comps.join("/"));
+        if let Some(parent) = p.parent() {
+            if std::fs::create_dir_all(parent).is_err() {
+                continue;
+            }
+        }
+        let _ = std::fs::write(&p, body);
+    }
+    let exp_path = dir.join("exp.toml");
+    let _ = std::fs::write(&exp_path, source);
+    let exp = match Experiment::parse(source, &exp_path) {
+        Ok(e) => e,
+        Err(e) => {
+            assert_one_line("experiment", &e.to_string());
+            let _ = std::fs::remove_dir_all(&root);
+            return;
+        }
+    };
+    // Names: unique figure and data names, and no two outputs on one file.
+    let mut outputs: Vec<String> = vec!["scenario.toml".into(), "experiment.toml".into(), "report.md".into()];
+    for (i, f) in exp.figures.iter().enumerate() {
+        assert!(exp.figures[..i].iter().all(|g| g.spec.name != f.spec.name), "figure `{}` twice", f.spec.name);
+        let n = &f.spec.name;
+        outputs.extend([format!("data/{n}.csv"), format!("data/{n}.json"), format!("figures/{n}.svg"), format!("figures/{n}.png")]);
+        assert!(!f.grid.is_empty(), "figure `{n}` has no points");
+        if f.spec.kind == dsa_sim::experiment::FigureKind::RegimeMap {
+            let k = f.grid.axes.last().unwrap();
+            assert!(k.values.len() >= 2, "regime map `{n}` with {} k", k.values.len());
+        }
+    }
+    for (i, d) in exp.data.iter().enumerate() {
+        assert!(exp.data[..i].iter().all(|x| x.spec.name != d.spec.name), "data `{}` twice", d.spec.name);
+        let name = d.path.file_name().and_then(|n| n.to_str()).unwrap_or("measured.csv");
+        outputs.push(format!("data/measured-{name}"));
+    }
+    let mut sorted = outputs.clone();
+    sorted.sort();
+    assert!(sorted.windows(2).all(|w| w[0] != w[1]), "accepted experiment with colliding outputs: {sorted:?}");
+    if exp.points() > RUN_POINTS_CAP {
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
+    let out = root.join("out");
+    let eval = |s: &Scenario, rank: bool| -> Result<dsa_sim::sweep::PointResult, dsa_sim::engine::EngineError> {
+        // A smooth, deterministic stand-in for recall and rank: enough to draw every figure kind.
+        let n = s.n_candidates().max(1) as f64;
+        let r = (s.index_topk as f64 / n).min(1.0) * (0.5 + 0.5 * (s.dprime / 8.0).tanh().abs());
+        let q = |p: f64| Some(((1.0 - p) * n).max(1.0) as u64);
+        Ok(dsa_sim::sweep::PointResult {
+            recall: r,
+            ci_low: r * 0.9,
+            ci_high: (r * 1.1).min(1.0),
+            engine: "analytic".into(),
+            trials: None,
+            rank: rank.then(|| dsa_sim::engine::RankQuantiles { p05: q(0.95), p50: q(0.5), p90: q(0.1), p95: q(0.05) }),
+        })
+    };
+    let settings = RunSettings { threads: Some(1), resume: false };
+    let files = match dsa_sim::experiment::run(&exp, &out, &eval, &settings, &dsa_sim::progress::Silent) {
+        Ok(f) => f,
+        Err(e) => panic!("an accepted experiment fails to run: {}", dsa_sim::error::one_line(&e.to_string())),
+    };
+    for f in &files {
+        assert!(out.join(f).is_file(), "{} reported but missing", f.display());
+    }
+    // Nothing hidden is left but the result marker and the lock file: no temporary, no staging
+    // or old folder.
+    for entry in walk(&root).into_iter().filter(|e| !e.starts_with(&dir)) {
+        let name = entry.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        assert!(
+            !name.starts_with('.') || name == dsa_sim::output::RESULT_MARKER || entry == root.join(".out.lock"),
+            "left behind: {}",
+            entry.display()
+        );
+    }
+    for f in files.iter().filter(|f| f.extension().is_some_and(|x| x == "svg")) {
+        let svg = std::fs::read_to_string(out.join(f)).unwrap();
+        if let Err(e) = roxmltree::Document::parse(&svg) {
+            panic!("{} is not well-formed XML: {e}", f.display());
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    // The author's own markdown (description, captions) may hold tables of any shape.
+    let free_pipes = exp.description.contains('|') || exp.figures.iter().any(|f| f.spec.caption.as_deref().is_some_and(|c| c.contains('|')));
+    assert_markdown_tables(&md, !free_pipes);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Every path under `dir` (files and folders), depth first.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(walk(&p));
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// report.md: printable (line feeds and tabs aside), and (when `tables`) every table row (a block of lines
+/// starting `|` under a `|---` delimiter row) has as many unescaped `|` as its header.
+pub fn assert_markdown_tables(md: &str, tables: bool) {
+    assert!(!md.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "control characters in report.md");
+    if !tables {
+        return;
+    }
+    let pipes = |line: &str| {
+        let (mut n, mut backslashes) = (0, 0);
+        for c in line.chars() {
+            if c == '|' && backslashes % 2 == 0 {
+                n += 1;
+            }
+            backslashes = if c == '\\' { backslashes + 1 } else { 0 };
+        }
+        n
+    };
+    let lines: Vec<&str> = md.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].starts_with('|') && lines.get(i + 1).is_some_and(|l| l.starts_with("|---")) {
+            let header = pipes(lines[i]);
+            while i < lines.len() && lines[i].starts_with('|') {
+                assert_eq!(pipes(lines[i]), header, "report.md table row {:?}", lines[i]);
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+}

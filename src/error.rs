@@ -28,6 +28,11 @@ pub trait Classify: std::error::Error {
 /// A message as one printable line for stderr: line breaks become spaces and other control
 /// characters (from echoed user input) their escapes, so an error is always exactly one line.
 pub fn one_line(message: &str) -> String {
+    // Long echoed values are cut too ([`crate::input::cap_line`]), so the line is a short one.
+    crate::input::cap_line(&printable_line(message)).into_owned()
+}
+
+fn printable_line(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     for c in message.trim().chars() {
         match c {

@@ -44,3 +44,8 @@ fn sweep_axis_inputs() {
 fn quantize_inputs() {
     replay("quantize_input", harness::quantize_input);
 }
+
+#[test]
+fn experiment_toml_inputs() {
+    replay("experiment_toml", harness::experiment_toml);
+}

@@ -20,6 +20,9 @@
 //! -5.2182035 to -3.9136527 in a block 1.7e5 times smaller than the tensor's maximum). Such blocks
 //! are skipped, not tolerated.
 //!
+//! Finite inputs stay finite: values near `f32::MAX` saturate there under every block format and
+//! scale kind (the dequantized product `element · s` would otherwise pass the f32 range).
+//!
 //! The proptest RNG seed is fixed, so every run checks the same cases.
 
 use dsa_sim::formats::Format;
@@ -52,6 +55,77 @@ fn value() -> impl Strategy<Value = f32> {
         1 => any::<f32>().prop_filter("finite", |x| x.is_finite()),
         1 => Just(0.0f32),
     ]
+}
+
+/// Finite values within a factor of two of `f32::MAX` (the max itself and its neighbours
+/// included), mixed with ordinary ones: where a block-scaled product could pass the f32 range.
+fn huge() -> impl Strategy<Value = f32> {
+    let near_max = (1.0f32..2.0, any::<bool>()).prop_map(|(m, neg)| {
+        let x = (m * 2f32.powi(127)).min(f32::MAX);
+        if neg { -x } else { x }
+    });
+    prop_oneof![
+        4 => near_max,
+        2 => prop::sample::select(vec![f32::MAX, -f32::MAX, f32::from_bits(0x7F7F_FFFE), -f32::from_bits(0x7F7F_FFFE), 2f32.powi(127), -2f32.powi(127)]),
+        1 => value(),
+    ]
+}
+
+/// Finite in, finite out, the sign kept (or zero): the saturation rule of every block format.
+fn assert_finite_and_signed(f: &Format, xs: &[f32], out: &[f32]) {
+    for (x, y) in xs.iter().zip(out) {
+        assert!(y.is_finite(), "{f}: finite {x:e} ({:08x}) became {y}", x.to_bits());
+        assert!(*y == 0.0 || y.is_sign_negative() == x.is_sign_negative(), "{f}: {x:e} became {y:e}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, rng_seed: RngSeed::Fixed(0x7F7F), ..ProptestConfig::default() })]
+
+    #[test]
+    fn block_formats_keep_values_near_the_f32_max_finite(
+        xs in prop::collection::vec(huge(), 32..=64),
+        e in 0usize..5,
+        s in 0usize..4,
+        b in prop::sample::select(vec![1usize, 2, 16, 32]),
+        floor in prop::sample::select(vec!["", ":floor=0.0001"]),
+    ) {
+        let xs = &xs[..xs.len() / b * b];
+        let f: Format = format!("{}:{b}:{}{floor}", BLOCK_ELEMENTS[e], SCALES[s]).parse().unwrap();
+        assert_finite_and_signed(&f, xs, &q(&f, xs));
+    }
+}
+
+#[test]
+fn every_block_format_saturates_at_the_f32_max() {
+    // The case first: 3.4028235e38 under fp8-e4m3 with a ue8m0 scale rounds to 256·2^120.
+    let f: Format = "fp8-e4m3:2:ue8m0".parse().unwrap();
+    assert_eq!(q(&f, &[f32::MAX, 1.0]), [f32::MAX, 0.0]);
+    let edge = [f32::MAX, f32::from_bits(0x7F7F_FFFE), 2f32.powi(127), 3.4e38, 3.0e38, 2e38, 1.8e38, 1.0];
+    let mut specs: Vec<String> = vec!["mxfp4".into(), "nvfp4".into(), "fp4-e2m1:32:ue8m0:floor=1.1754944e-38".into()];
+    for e in BLOCK_ELEMENTS {
+        for s in SCALES {
+            for b in [1, 2, 8] {
+                specs.push(format!("{e}:{b}:{s}"));
+                specs.push(format!("{e}:{b}:{s}:floor=0.0001"));
+            }
+        }
+    }
+    for spec in &specs {
+        let f: Format = spec.parse().unwrap();
+        let b = f.block().unwrap();
+        for &top in &edge {
+            for sign in [1.0f32, -1.0] {
+                // A tensor of whole blocks: the edge value first, then a ramp below it.
+                let n = b.max(8).div_ceil(b) * b;
+                let xs: Vec<f32> = (0..n).map(|i| sign * top * (1.0 - i as f32 / n as f32)).collect();
+                let out = q(&f, &xs);
+                assert_finite_and_signed(&f, &xs, &out);
+                // Saturated, not collapsed: the edge value keeps its magnitude within a factor 2.
+                assert!(out[0].abs() >= top.min(f32::MAX) / 2.0, "{spec}: {} -> {}", xs[0], out[0]);
+            }
+        }
+    }
 }
 
 proptest! {

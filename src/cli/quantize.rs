@@ -2,7 +2,6 @@
 
 use super::{emit, CliError};
 use crate::formats::text::{check_request, quantize_text, QuantizeRequest};
-use std::io::Read;
 
 /// Arguments of `dsa-sim quantize`.
 #[derive(clap::Args, Debug)]
@@ -56,9 +55,7 @@ pub fn run(args: &QuantizeArgs) -> Result<(), CliError> {
     // The flags are checked before stdin is read.
     let request = args.request();
     check_request(&request)?;
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
+    let text = crate::input::read_stdin_to_string()
         .map_err(|e| CliError::input(format!("cannot read stdin as text: {e}")))?;
     emit(&quantize_text(&request, &text)?)
 }

@@ -221,8 +221,12 @@ fn work_per_trial(s: &Scenario, path: McPath) -> (u64, u64, &'static str) {
         // Exact sampling draws every needle entry, and two binomials, in every layer.
         let per = (g.needle_entries.len() as u64 + 2).saturating_mul(4 * s.layers as u64);
         (per, MAX_WORK_UNITS, "work units (4 per needle entry and layer)")
+    } else if s.pooling != crate::scenario::Pooling::Max && s.distractor == crate::scenario::Distractor::Normal {
+        // Materialising with normal tokens summed: one draw per block, plus the needle's tokens.
+        let per = (g.n_candidates + s.needle_tokens.saturating_mul(s.repeat as u64)).saturating_mul(s.layers as u64);
+        (per.max(1), MAX_WORK_UNITS, "block scores (candidates × layers)")
     } else {
-        // Materialising draws every token of every layer.
+        // Materialising max-pooled or non-normal tokens draws every token of every layer.
         let per = s.context_len.saturating_mul(s.layers as u64);
         (per.max(1), MAX_WORK_UNITS, "token scores (context_len × layers)")
     }

@@ -23,6 +23,7 @@ use crate::calibrate::predict::{parse_predict_specs, predict_grid};
 use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, Problem};
 use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
 use crate::output::{StageOptions, StagedDir};
+use crate::report::escape::{md_code, md_line, md_text};
 use crate::scenario::{Field, Scenario};
 use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictError, VerdictOptions};
 use serde::Deserialize;
@@ -244,15 +245,15 @@ fn markdown(
     figures: &[String],
 ) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# {}\n", exp.title.clone().unwrap_or_else(|| name.to_string()));
+    let _ = writeln!(s, "# {}\n", md_line(exp.title.as_deref().unwrap_or(name)));
     for w in report.warnings() {
-        let _ = writeln!(s, "> **{w}**\n");
+        let _ = writeln!(s, "> **{}**\n", md_line(&w));
     }
     if let Some(d) = &exp.description {
-        let _ = writeln!(s, "{d}\n");
+        let _ = writeln!(s, "{}\n", md_text(d));
     }
-    let _ = writeln!(s, "Data: `{}` ({} rows, {} trials). Engine: {}. Fit: `{}`. Base scenario: preset/overrides in `experiment.toml` (context_len {}, index_topk {}, max_topk {}, compress_ratio {}, window {}).\n",
-        report.data.source, report.data.rows.len(), report.data.total_trials(), report.engine, exp.fit, base.context_len, base.index_topk, base.max_topk, base.compress_ratio, base.window);
+    let _ = writeln!(s, "Data: {} ({} rows, {} trials). Engine: {}. Fit: `{}`. Base scenario: preset/overrides in `experiment.toml` (context_len {}, index_topk {}, max_topk {}, compress_ratio {}, window {}).\n",
+        md_code(&report.data.source), report.data.rows.len(), report.data.total_trials(), report.engine, exp.fit, base.context_len, base.index_topk, base.max_topk, base.compress_ratio, base.window);
     let _ = writeln!(s, "## Fit\n\n| parameter | estimate | 95% profile interval | flags |\n|---|---|---|---|");
     for e in &report.fit.estimates {
         let mut flags = Vec::new();
@@ -274,7 +275,7 @@ fn markdown(
     let _ = writeln!(s, "| L | k | repeat | hits/trials | observed | fitted | Pearson residual | label |\n|---|---|---|---|---|---|---|---|");
     for r in &report.fit.rows {
         let o = &r.obs;
-        let _ = writeln!(s, "| {} | {} | {} | {}/{} | {:.3} | {:.3} | {:.2} | {} |", o.context_len, o.index_topk, o.repeat.map_or("-".into(), |x| x.to_string()), o.hits, o.trials, o.observed(), r.fitted, r.pearson, o.label.clone().unwrap_or_default());
+        let _ = writeln!(s, "| {} | {} | {} | {}/{} | {:.3} | {:.3} | {:.2} | {} |", o.context_len, o.index_topk, o.repeat.map_or("-".into(), |x| x.to_string()), o.hits, o.trials, o.observed(), r.fitted, r.pearson, md_line(o.label.as_deref().unwrap_or_default()));
     }
     if let Some(h) = &report.hypotheses {
         let _ = writeln!(s, "\n## Hypotheses (AIC, Akaike weights)\n\n| hypothesis | free | AIC | ΔAIC | weight | estimates | deviance | GOF p |\n|---|---|---|---|---|---|---|---|");

@@ -195,6 +195,10 @@ pub struct Experiment {
     pub path: PathBuf,
 }
 
+/// Longest figure name and data file name (bytes): their outputs and temporaries
+/// (`.measured-NAME.tmp-PID`, `NAME.csv.partial`) must stay within a file system's 255.
+const MAX_NAME_BYTES: usize = 200;
+
 fn input(msg: String) -> SweepError {
     SweepError::Input(msg)
 }
@@ -228,6 +232,13 @@ impl Experiment {
         let mut data = Vec::new();
         for d in raw.data {
             let p = dir.join(&d.file);
+            // The copy data/measured-NAME (and its temporary) must be a valid file name too.
+            if p.file_name().is_some_and(|n| n.len() > MAX_NAME_BYTES) {
+                return Err(input(format!(
+                    "{at}: data `{}`: the file name is longer than {MAX_NAME_BYTES} bytes: too long for its copy data/measured-NAME",
+                    d.name
+                )));
+            }
             let table = crate::measured::load_csv(&p).map_err(|e| input(e.to_string()))?;
             if data.iter().any(|x: &Dataset| x.spec.name == d.name) {
                 return Err(input(format!("{at}: data `{}` is declared twice", d.name)));
@@ -241,8 +252,10 @@ impl Experiment {
         for f in raw.figure {
             let ctx = format!("{at}: figure `{}`", f.name);
             let fail = |e: SweepError| input(format!("{ctx}: {e}"));
-            if f.name.is_empty() || f.name.contains(['/', '\\']) || f.name.starts_with('.') {
-                return Err(input(format!("{ctx}: name: a file stem without slashes, not starting with '.'")));
+            if f.name.is_empty() || f.name.contains(['/', '\\', '\0']) || f.name.starts_with('.') || f.name.len() > MAX_NAME_BYTES {
+                return Err(input(format!(
+                    "{ctx}: name: a file stem without slashes or NUL, not starting with '.', at most {MAX_NAME_BYTES} bytes"
+                )));
             }
             if figures.iter().any(|g| g.spec.name == f.name) {
                 return Err(input(format!("{ctx}: the name is used twice")));
@@ -284,15 +297,18 @@ impl Experiment {
                 axes.push(Axis::parse(fc).map_err(fail)?);
             }
             if f.kind == FigureKind::RegimeMap {
-                if f.k.len() < 2 {
-                    return Err(input(format!("{ctx}: regime_map needs `k = [K1, K2, …]` (at least two values)")));
+                let mut ks = f.k.clone();
+                ks.sort_unstable();
+                ks.dedup();
+                if ks.len() < 2 {
+                    return Err(input(format!(
+                        "{ctx}: k holds {} distinct value(s) {ks:?}: regime_map needs `k = [K1, K2, …]` with at least two distinct values",
+                        ks.len()
+                    )));
                 }
                 if axes.iter().any(|a| a.field == Field::IndexTopk) {
                     return Err(input(format!("{ctx}: regime_map varies index_topk through `k`; do not use it as an axis")));
                 }
-                let mut ks = f.k.clone();
-                ks.sort_unstable();
-                ks.dedup();
                 axes.push(Axis::from_texts(Field::IndexTopk, ks.iter().map(|k| k.to_string()).collect()).map_err(fail)?);
             }
             if let Some(t) = f.target {
@@ -473,6 +489,7 @@ k = [1024, 512]
         for (text, needle) in [
             (GOOD.replace("x = \"context_len=1024,4096\"", "x = \"contxt=1\""), "unknown field `contxt`"),
             (GOOD.replace("k = [1024, 512]", ""), "needs `k"),
+            (GOOD.replace("k = [1024, 512]", "k = [16, 16, 16]"), "at least two distinct"),
             (GOOD.replace("seed = 7", "sed = 7"), "sed"),
             (GOOD.replace("preset = \"deepseek-v4-flash\"", "preset = \"nope\""), "nope"),
             (GOOD.replace("set = { repeat = 2 }", "set = { repeat = 0 }"), "repeat"),

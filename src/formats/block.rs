@@ -14,9 +14,12 @@
 //!   near the bottom of the f32 range) dequantizes to zeros with the signs of its inputs;
 //! - any NaN or infinity in the slice is an error and the slice is left unchanged;
 //! - the slice length must be a multiple of the block size;
-//! - the dequantized product `element · s` is an f32 multiplication: for magnitudes within a
-//!   rounding step of `f32::MAX` it can overflow to ±inf (3.4e38 in `fp4-e2m1:32:ue8m0` has scale
-//!   2^126 and rounds to 4, and 4·2^126 is not an f32), as the same arithmetic would on a GPU.
+//! - the dequantized product `element · s` is an f32 multiplication that saturates at
+//!   `±f32::MAX`: finite inputs give finite outputs. Only blocks whose amax is within a factor of
+//!   about two of `f32::MAX` get there: the element may round up to a grid value whose product
+//!   with the scale is not an f32 (3.4e38 in `fp8-e4m3:32:ue8m0` has scale 2^120 and rounds to
+//!   256, and 256·2^120 = 2^128; in `fp4-e2m1:32:ue8m0` the scale is 2^126 and 4·2^126 = 2^128),
+//!   where plain GPU arithmetic would give ±inf.
 //!
 //! For power-of-two scales `x / s` is computed as `x · (1/s)`, which is the same f32 value
 //! (`1/s` is exact); the fp32 and e4m3 kinds divide, as the references do.
@@ -226,20 +229,42 @@ fn max_abs_bits(xs: &[f32]) -> u32 {
     xs.iter().fold(0u32, |m, x| m.max(x.to_bits() & 0x7FFF_FFFF))
 }
 
-/// `element(clamp(x / s)) · s` for every value; a zero scale gives signed zeros.
+/// Whether `element · s` can pass `f32::MAX` for some element of the grid (`g.max · s` in
+/// f64, exact): true only for blocks whose amax is within a factor of about two of `f32::MAX`,
+/// which then take the saturating product.
+#[inline(always)]
+fn may_overflow(s: f32, g: Grid) -> bool {
+    g.max as f64 * s as f64 > f32::MAX as f64
+}
+
+/// The dequantized product saturated to the finite f32 range (the inputs are finite, never NaN).
+#[inline(always)]
+fn saturate_f32(y: f32) -> f32 {
+    y.clamp(-f32::MAX, f32::MAX)
+}
+
+/// `element(clamp(x / s)) · s` for every value, saturated at `±f32::MAX`; a zero scale gives
+/// signed zeros.
 #[inline(always)]
 fn divide_round_multiply(blk: &mut [f32], s: f32, g: Grid) {
     if s == 0.0 {
         blk.iter_mut().for_each(|x| *x *= 0.0);
+    } else if may_overflow(s, g) {
+        map_values(blk, |x| saturate_f32(saturate_round(x / s, g) * s));
     } else {
         map_values(blk, |x| saturate_round(x / s, g) * s);
     }
 }
 
-/// `element(clamp(x · inv_s)) · s` for a power-of-two scale `s = 1 / inv_s`.
+/// `element(clamp(x · inv_s)) · s` for a power-of-two scale `s = 1 / inv_s`, saturated at
+/// `±f32::MAX`.
 #[inline(always)]
 fn pow2_round_multiply(blk: &mut [f32], s: f32, inv_s: f32, g: Grid) {
-    map_values(blk, |x| saturate_round(x * inv_s, g) * s);
+    if may_overflow(s, g) {
+        map_values(blk, |x| saturate_f32(saturate_round(x * inv_s, g) * s));
+    } else {
+        map_values(blk, |x| saturate_round(x * inv_s, g) * s);
+    }
 }
 
 #[cfg(test)]

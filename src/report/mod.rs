@@ -4,6 +4,7 @@
 //! Text is drawn with the DejaVu Sans font embedded in the binary (`assets/fonts`, Bitstream
 //! Vera licence), so figures render the same on machines without system fonts.
 
+pub mod escape;
 pub mod heatmap;
 pub mod plot;
 
@@ -60,6 +61,8 @@ pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) 
         fig.draw(&root)?;
         root.present().map_err(|e| fail(&e))?;
     }
+    // The one place SVG text is made XML-safe: every title, label, legend entry and note.
+    let svg = escape::svg_document(&svg);
     crate::sweep::write_atomic(&svg_path, svg.as_bytes()).map_err(|e| fail(&e))?;
     let png_path = dir.join(format!("{stem}.png"));
     let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));

@@ -23,7 +23,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScenarioError {
     /// A value outside the field's allowed range.
-    #[error("{field} = {value}: {allowed}")]
+    #[error("{field} = {}: {allowed}", crate::input::echo(.value))]
     OutOfRange {
         /// The field's name, as in TOML.
         field: &'static str,
@@ -33,10 +33,10 @@ pub enum ScenarioError {
         allowed: String,
     },
     /// A field name that the scenario does not have.
-    #[error("unknown field `{0}` (known fields: {known})", known = field_names().join(", "))]
+    #[error("unknown field `{}` (known fields: {known})", crate::input::echo(.0), known = field_names().join(", "))]
     UnknownField(String),
     /// A value that does not parse as the field's type.
-    #[error("{field} = {value:?}: {expected}")]
+    #[error("{} = {}: {}", crate::input::echo(.field), crate::input::echo_quoted(.value), crate::input::cap_line(.expected))]
     Parse {
         /// The field's name.
         field: String,
@@ -46,10 +46,10 @@ pub enum ScenarioError {
         expected: String,
     },
     /// An unknown preset name.
-    #[error("unknown preset `{0}` (known presets: {known})", known = PRESET_NAMES.join(", "))]
+    #[error("unknown preset `{}` (known presets: {known})", crate::input::echo(.0), known = PRESET_NAMES.join(", "))]
     UnknownPreset(String),
     /// A scenario document (TOML or JSON) that is malformed.
-    #[error("{0}")]
+    #[error("{}", crate::input::cap_line(.0))]
     Document(String),
 }
 
@@ -268,7 +268,7 @@ impl Scenario {
 
 /// Formats a TOML error as one line: `line L, column C: message`.
 pub fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str) -> String {
-    let msg = message.replace('\n', " ").trim().to_string();
+    let msg = crate::input::cap_line(message.replace('\n', " ").trim()).into_owned();
     match span {
         Some(r) => {
             let before = &text[..r.start.min(text.len())];

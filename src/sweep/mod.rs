@@ -139,11 +139,13 @@ impl Grid {
                 return Err(SweepError::Input(format!("axis `{}` is given twice", a.field)));
             }
         }
+        // The product is checked: axes of 65536 values each would wrap to a grid of 0 points.
+        let sizes: Vec<String> = axes.iter().map(|a| a.values.len().to_string()).collect();
+        let n = axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.values.len())).filter(|&n| n <= 10_000_000);
+        let Some(n) = n else {
+            return Err(SweepError::Input(format!("the grid has {} points (at most 10000000)", sizes.join(" × "))));
+        };
         let g = Grid { base, axes, rank };
-        let n = g.len();
-        if n > 10_000_000 {
-            return Err(SweepError::Input(format!("the grid has {n} points (at most 10000000)")));
-        }
         for i in 0..n {
             g.scenario(i)?;
         }

@@ -22,7 +22,8 @@ The references, all in float32 arithmetic:
       ue8m0  s = 2^ceil(log2(amax * inv))              (DeepSeek fast_round_scale)
       e8m0   s = 2^(floor(log2 amax) - emax)           (OCP MX shared exponent; MXFP4)
       e4m3   g = amax_tensor / (448*fmax); s = e4m3(min(amax / (fmax*g), 448)); scale s*g (NVFP4)
-    the exponents clamped to [-127, 127] (E8M0); values element(clip(x / scale)) * scale.
+    the exponents clamped to [-127, 127] (E8M0); values element(clip(x / scale)) * scale,
+    clipped to +-f32 max (a finite input never becomes inf).
     A block with amax 0 is unchanged; a block whose scale is 0 in float32 becomes x * 0.
     log2 is taken with frexp and x / scale is a true division here (dsa-sim multiplies by the
     exact reciprocal of power-of-two scales), so the two implementations are independent.
@@ -35,6 +36,7 @@ import ml_dtypes
 import numpy as np
 
 F32 = np.float32
+F32_MAX = np.finfo(np.float32).max
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = 128
 
@@ -198,13 +200,14 @@ def ref_block_row(row, elem, block, scale, floor):
             out[b0:b0 + block] = xb * F32(0.0)
             continue
         y = (xb / s).astype(F32)
-        with np.errstate(over="ignore"):  # q * s can pass the f32 max (e.g. 4 * 2^126): inf
-            out[b0:b0 + block] = (cast(elem, y) * s).astype(F32)
+        with np.errstate(over="ignore"):  # q * s can pass the f32 max (e.g. 4 * 2^126): inf,
+            q = (cast(elem, y) * s).astype(F32)  # which dsa-sim saturates to +-f32 max
+        out[b0:b0 + block] = np.clip(q, -F32_MAX, F32_MAX)
     return out
 
 
 def block_inputs(elem, rng):
-    """87 rows of 128 values exercising the cases listed in the module docstring."""
+    """89 rows of 128 values exercising the cases listed in the module docstring."""
     dt, fmax, _ = ELEMENTS[elem]
     grid = representable(elem)
     mids = ((grid[:-1].astype(np.float64) + grid[1:]) / 2).astype(F32)
@@ -276,6 +279,11 @@ def block_inputs(elem, rng):
         r = 2.0 ** rng.integers(-30, 30, ROWS).astype(np.float64) * sign(ROWS)
         r = r.astype(F32)
         r[1::3] = np.nextafter(r[1::3], F32(np.inf))
+        add(r)
+    for _ in range(2):  # blocks topping out at or just below the f32 max: the saturating product
+        r = rng.uniform(0.5, 1.0, ROWS) * float(F32_MAX) * sign(ROWS)
+        top = np.array([F32_MAX, np.nextafter(F32_MAX, F32(0)), F32(2.0 ** 127)], dtype=F32)
+        r[::16] = rng.choice(top, ROWS // 16) * sign(ROWS // 16)
         add(r)
     assert len(rows) * ROWS >= 10000
     return np.concatenate(rows).astype(F32)
