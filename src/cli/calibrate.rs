@@ -73,8 +73,9 @@ pub struct CalibrateArgs {
     /// Fields to fit, comma-separated, each optionally with a search range: dprime,needle_sd=0.1:5
     #[arg(long, value_name = "FIELD,…")]
     pub fit: Option<String>,
-    /// Also fit the named hypotheses (coverage-only, discrimination, discrimination-with-spread,
-    /// hard-negatives) and rank them by AIC with Akaike weights.
+    /// Also fit the named hypotheses (random-indexer, discrimination, discrimination-with-spread,
+    /// hard-negatives, positional, effective-k, broken-fraction, read-failure, length-periodic)
+    /// and rank them by AIC with Akaike weights.
     #[arg(long)]
     pub compare: bool,
     /// What-if: FIELD=V1,V2,… (repeatable: a grid) from the command-line scenario with the fit substituted.
