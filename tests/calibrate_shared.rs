@@ -76,3 +76,14 @@ fn text_predictions_say_which_scenario_they_start_from() {
     // The grid's own field is not repeated as a fixed value.
     assert!(!line.contains("index_topk="), "{line}");
 }
+
+#[test]
+fn transcribed_label_travels_with_a_copy() {
+    // Copied away from its README, the table still says it is transcribed (its own header).
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.csv");
+    std::fs::copy(DSV4, &copy).unwrap();
+    let j = run_json(&["calibrate", "--data", copy.to_str().unwrap(), "--fit", "dprime", "--preset", "deepseek-v4-flash", "--json"]);
+    assert_eq!(j["data"]["transcribed"], true, "{}", j["data"]);
+    assert!(j["warnings"][0].as_str().unwrap().contains("TRANSCRIBED"));
+}
