@@ -154,6 +154,7 @@ impl CalibrationReport {
                     m.insert(f.name().to_string(), point_value(v));
                 }
                 m.insert("recall".into(), num(p.recall));
+                m.insert("beyond_kernel_max".into(), json!(self.beyond_kernel_max(p)));
                 m.insert("ci_low".into(), num(p.ci_low));
                 m.insert("ci_high".into(), num(p.ci_high));
                 Value::Object(m)
@@ -285,10 +286,22 @@ impl CalibrationReport {
             let _ = writeln!(s, "  from the command-line scenario with the fit substituted: {}", from.join(" "));
             for p in &self.predictions {
                 let at: Vec<String> = p.point.iter().map(|(f, v)| format!("{f}={v}")).collect();
-                let _ = writeln!(s, "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]", at.join(" "), p.recall, p.ci_low, p.ci_high);
+                let mark = if self.beyond_kernel_max(p) {
+                    format!("   (k beyond the kernel maximum {}: not reachable by raising k)", self.base.max_topk)
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(s, "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]{mark}", at.join(" "), p.recall, p.ci_low, p.ci_high);
             }
         }
         s
+    }
+}
+
+impl CalibrationReport {
+    /// Whether a prediction's point sets index_topk beyond the scenario's kernel maximum.
+    pub fn beyond_kernel_max(&self, p: &Prediction) -> bool {
+        p.point.iter().any(|(f, v)| *f == Field::IndexTopk && v.parse::<f64>().is_ok_and(|k| k > self.base.max_topk as f64))
     }
 }
 

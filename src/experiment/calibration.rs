@@ -224,7 +224,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             w(&format!("curve-{f}.csv"), &t)?;
         }
         w("experiment.toml", text)?;
-        let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
+        let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target, &model)?;
         w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures, diagnosis.as_ref()))?;
         Ok(())
     })();
@@ -338,6 +338,7 @@ fn draw_curves(
     report: &CalibrationReport,
     base: &Scenario,
     target: f64,
+    model: &dyn crate::engine::RecallModel,
 ) -> Result<Vec<String>, CalibError> {
     use crate::report::plot::{LineChart, PointSet, RefLine, Series};
     use crate::report::{save_figure, Scale};
@@ -392,6 +393,18 @@ fn draw_curves(
                 .collect();
             if !obs.is_empty() {
                 chart.points = vec![PointSet { label: format!("table rows at k = {} (Wilson 95%)", base.index_topk), color: 1, points: obs }];
+            }
+            // The random-indexer floor (dprime 0, everything else as in the base): data below it
+            // are what no working indexer produces.
+            let floor: Vec<(f64, f64)> = xy
+                .iter()
+                .filter_map(|p| {
+                    let s = Scenario { context_len: p.0 as u64, dprime: 0.0, ..base.clone() };
+                    model.recall(&s).ok().map(|r| (p.0, r))
+                })
+                .collect();
+            if floor.len() == xy.len() {
+                chart.series.push(Series { label: "random-indexer floor (dprime 0)".into(), color: 4, dashed: true, points: floor, ..Series::default() });
             }
         }
         save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(|e| CalibError::Output(e.to_string()))?;

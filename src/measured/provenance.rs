@@ -108,7 +108,7 @@ fn starts_with_key(c: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+mod header_tests {
     use super::*;
 
     #[test]
