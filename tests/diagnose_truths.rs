@@ -212,3 +212,61 @@ fn seed_observations_are_implementation_suspect() {
     assert!(!j["explanation"].as_str().unwrap().contains("must rise from dprime -10"));
     assert_eq!(j["hypotheses"].as_array().unwrap().len(), 8);
 }
+
+#[test]
+fn plan_then_measure_then_the_true_family_wins() {
+    // Truth: the kernel selects 128 whatever index_topk says. Measured at k = 512 only, wrong k
+    // and plain discrimination are confounded; the plan must pick cells that separate them.
+    let truth = |s: &Scenario| recall(&Scenario { dprime: 2.0, index_topk: 128, ..s.clone() });
+    let first: Vec<(u64, u64, f64)> = [2000u64, 4000, 8000, 16000, 32000].iter().map(|&l| (l, 512, 0.5)).collect();
+    let data = simulate(&first, 100, 11, &truth);
+    let p = dsa_sim::calibrate::plan::plan(&data, &v4(), &[], &model(), 1000, 1, &[]).unwrap();
+    assert!(p.total() <= 1000 && !p.cells.is_empty(), "{p:?}");
+    assert!(p.leading.iter().any(|(n, _)| n == "effective-k"), "{:?}", p.leading);
+    let planned: Vec<(u64, u64, f64)> = p.cells.iter().map(|c| (c.context_len, c.index_topk, c.depth)).collect();
+    let mut more = data.clone();
+    let mut rng_seed = 12;
+    for (cell, c) in planned.iter().zip(&p.cells) {
+        let extra = simulate(std::slice::from_ref(cell), c.trials, rng_seed, &truth);
+        rng_seed += 1;
+        more.rows.extend(extra.rows);
+    }
+    let d = run(&more);
+    assert_eq!(d.hypotheses[0].name, "effective-k", "{:?} plan {:?}", names(&d), p.cells);
+    assert_eq!(d.call, Call::ImplementationSuspect);
+}
+
+fn dsa(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).output().unwrap()
+}
+
+#[test]
+fn plan_cli_contract() {
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cells.csv");
+    let o = dsa(&["plan", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--data", seed, "--budget", "300", "--out", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cells = j["cells"].as_array().unwrap();
+    let total: u64 = cells.iter().map(|c| c["trials"].as_u64().unwrap()).sum();
+    assert!(total <= 300 && total > 0);
+    for c in cells {
+        for k in ["context_len", "index_topk", "depth", "repeat", "trials"] {
+            assert!(c[k].is_number(), "{c}");
+        }
+    }
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert!(csv.starts_with("# provenance: planned by dsa-sim plan") && csv.contains("context_len,index_topk,depth,repeat,trials\n"));
+    for (args, needle) in [
+        (vec!["plan", "--preset", "deepseek-v4-flash", "--data", seed, "--budget", "0"], "--budget 0"),
+        (vec!["plan", "--preset", "deepseek-v4-flash"], "--data"),
+        (vec!["plan", "--data", seed], "--preset"),
+        (vec!["plan", "--preset", "deepseek-v4-flash", "--data", seed, "--hypotheses", "discrimination,wrong-k"], "wrong-k"),
+    ] {
+        let o = dsa(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(needle) && e.trim().lines().count() == 1, "{args:?}: {e}");
+    }
+}

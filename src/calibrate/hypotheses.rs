@@ -367,6 +367,34 @@ fn fit_surface(surface: &Surface, lo: &[f64], hi: &[f64], start: Vec<f64>) -> Re
     Ok((m.x, -m.fx))
 }
 
+/// The recall a fitted hypothesis predicts for every row of `cells` (which need no hits: only
+/// their geometry is used), for planning what to measure next.
+pub fn hypothesis_recall(
+    h: &HypothesisResult,
+    cells: &Dataset,
+    base: &Scenario,
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+) -> Result<Vec<f64>, CalibError> {
+    let nuisance: Vec<FreeParam> =
+        user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
+    let (kind, params) = if h.name == "length-periodic" {
+        let c = cells.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio).max(1);
+        (Kind::LengthPeriodic(c), vec![Param::Broken, Param::Field(Field::Dprime)])
+    } else {
+        let spec = specs()
+            .into_iter()
+            .find(|s| s.name == h.name)
+            .ok_or_else(|| CalibError::Input(format!("hypothesis `{}`: unknown (known: {})", h.name, HYPOTHESIS_NAMES.join(", "))))?;
+        (spec.kind, spec.params)
+    };
+    let theta: Vec<f64> = h.estimates.iter().filter(|(n, _)| n != "residue").map(|(_, v)| *v).collect();
+    let residue = h.estimate("residue").unwrap_or(0.0) as u64;
+    let (row_base, group_of_row) = row_bases(cells, base, &h.fixed)?;
+    let surface = Surface { data: cells, kind, params, nuisance, row_base, group_of_row, model, residue };
+    surface.fitted(&theta)
+}
+
 /// Fits every named hypothesis (plus `nuisance` parameters, free in all) and ranks them by AIC.
 pub fn compare_hypotheses(
     data: &Dataset,

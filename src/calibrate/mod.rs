@@ -13,6 +13,7 @@ pub mod hypotheses;
 pub mod likelihood;
 pub(crate) mod optimize;
 pub mod output;
+pub mod plan;
 pub mod predict;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
