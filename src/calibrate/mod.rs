@@ -7,6 +7,7 @@
 //! the exact analytic engine where it applies and common-random-number Monte Carlo otherwise;
 //! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
+pub mod cache;
 pub mod diagnose;
 pub mod fit;
 pub mod hypotheses;

@@ -51,7 +51,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     args.engine.check(&base)?;
     let data = load_csv(path).map_err(crate::calibrate::CalibError::from)?;
     super::calibrate::check_rows(&data, &base, &args.engine)?;
-    let p = args.engine.in_pool(|| plan(&data, &base, &[], &model, args.budget, args.engine.seed, &args.hypotheses))??;
+    let p = args.engine.in_pool(|| plan(&data, &base, &[], &args.engine.cached(&model), args.budget, args.engine.seed, &args.hypotheses))??;
     if let Some(out) = &args.out {
         dsa_sim::output::write_file_atomic(out, p.csv(&data.source).as_bytes()).map_err(|e| {
             if e.is_input() {

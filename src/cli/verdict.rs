@@ -48,14 +48,16 @@ pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
             super::calibrate::check_rows(&data, &base, &args.engine)?;
             let free = parse_fit_spec(fit, Some(&data))?;
             let (report, cv, s0) = args.engine.in_pool(|| -> Result<_, CliError> {
-                let report = run_calibration(&data, &base, free, &model, false, &[], String::new)?;
+                let cached = args.engine.cached(&model);
+                let model = &cached;
+                let report = run_calibration(&data, &base, free, model, false, &[], String::new)?;
                 let mut report = report;
                 if report.fit.region.is_empty() {
-                    let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), &model)?;
+                    let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let scen = fitted_scenarios(&data, &base, &report, &model)?;
-                let mut cv = calibrated_verdict(&scen, &model, opts)?;
+                let scen = fitted_scenarios(&data, &base, &report, model)?;
+                let mut cv = calibrated_verdict(&scen, model, opts)?;
                 cv.at_estimate.dprime_on_bound =
                     report.fit.estimates.iter().any(|e| e.field == crate::scenario::Field::Dprime && e.value_at_bound);
                 Ok((report, cv, scen[0].clone()))
@@ -85,7 +87,7 @@ pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
         (Some(path), None) => {
             let data = load_csv(path).map_err(crate::calibrate::CalibError::from)?;
             super::calibrate::check_rows(&data, &base, &args.engine)?;
-            let d = args.engine.in_pool(|| diagnose(&data, &base, &[], &model, opts))??;
+            let d = args.engine.in_pool(|| diagnose(&data, &base, &[], &args.engine.cached(&model), opts))??;
             if args.engine.json {
                 let mut j = verdict_json(&d.verdict, &d.scenario);
                 j["explanation"] = serde_json::json!(d.explanation());
