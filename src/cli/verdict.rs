@@ -80,6 +80,12 @@ pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
                     .map(|e| format!("{} = {:.3} [{:.3}, {:.3}]", e.field, e.value, e.ci_low, e.ci_high))
                     .collect();
                 text.push_str(&format!("calibrated on {}: {}\n", data.source, est.join(", ")));
+                if let Some(c) = &report.checks {
+                    text.push_str(&c.text());
+                    if !c.below_floor().is_empty() || !c.selection_independent_misses().is_empty() {
+                        text.push_str("note: these rows are not explained by the fitted fields; `verdict --data` without --fit diagnoses them (implementation-suspect / read-limited)\n");
+                    }
+                }
                 text.push_str(&verdict_text(&cv.at_estimate, Some(&cv)));
                 emit(&text)
             }
