@@ -43,6 +43,11 @@ pub enum Call {
     CoverageLimited,
     /// No feasible k does: improve precision.
     DiscriminationLimited,
+    /// Misses that no selection explains: the needle is selected but not used (p_read < 1).
+    ReadLimited,
+    /// Neither k nor precision: the data lie below the random-indexer floor, or a positional /
+    /// effective-k / length-periodic / broken-fraction hypothesis wins, or nothing smooth fits.
+    ImplementationSuspect,
 }
 
 impl std::fmt::Display for Call {
@@ -51,6 +56,8 @@ impl std::fmt::Display for Call {
             Call::Saturated => "saturated",
             Call::CoverageLimited => "coverage-limited",
             Call::DiscriminationLimited => "discrimination-limited",
+            Call::ReadLimited => "read-limited",
+            Call::ImplementationSuspect => "implementation-suspect",
         })
     }
 }
@@ -120,6 +127,8 @@ pub struct Verdict {
     pub score_noise_allowed_max_k: Option<f64>,
     /// k·c: up to about this context every entry is selected.
     pub coverage_horizon_tokens: u64,
+    /// The scenario's dprime is a fitted value on its search bound: no sentence rests on it.
+    pub dprime_on_bound: bool,
 }
 
 /// A scalar field the searches vary.
@@ -260,6 +269,7 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
         score_noise_allowed_now: noise_allowed(model, s, t)?,
         score_noise_allowed_max_k: noise_allowed(model, &smax, t)?,
         coverage_horizon_tokens: s.coverage_horizon_tokens(),
+        dprime_on_bound: false,
     })
 }
 
@@ -298,6 +308,11 @@ pub fn explain(v: &Verdict) -> String {
                 None => "no k at all would, even selecting every candidate".to_string(),
             };
             let fix = match (v.dprime_needed_max_k, v.score_noise_allowed_max_k) {
+                _ if v.dprime_on_bound => format!(
+                    "Improve the indexer's precision instead: at k = {} the needle's separation must reach dprime {}; the fitted dprime sits on its search bound, so how far it is from there is not known.",
+                    v.max_topk,
+                    v.dprime_needed_max_k.map_or("(unreachable)".into(), |d| format!("{d:.2}"))
+                ),
                 (Some(d), Some(sn)) => format!(
                     "Improve the indexer's precision instead: at k = {} the needle's separation must rise from dprime {:.2} to {:.2}, or the score noise fall from {:.2} to at most {:.2}.",
                     v.max_topk, v.dprime, d, v.score_noise, sn
@@ -313,6 +328,14 @@ pub fn explain(v: &Verdict) -> String {
                 v.recall_now, v.index_topk, v.recall_max_k, v.max_topk
             )
         }
+        Call::ReadLimited => format!(
+            "Recall is {:.3} at k = {}, below the target {t}, with misses that no selection explains: the needle is selected but not used. Raising k or the indexer's precision does not fix this; check how the selected entries are read.",
+            v.recall_now, v.index_topk
+        ),
+        Call::ImplementationSuspect => format!(
+            "Recall is {:.3} at k = {}, below the target {t}, in a pattern that neither the budget nor the indexer's precision explains: the implementation is suspect (see the signatures).",
+            v.recall_now, v.index_topk
+        ),
     }
 }
 
@@ -469,7 +492,8 @@ pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
             r(&|c| c.range_inf_high(|v| v.k_needed.map(|k| k as f64)), 0)
         ),
     );
-    line("dprime now:".into(), format!("{:.3}{}", v.dprime, r(&|c| c.range(|v| v.dprime), 3)));
+    let bound_note = if v.dprime_on_bound { " (on the search bound: not a value the data support)" } else { "" };
+    line("dprime now:".into(), format!("{:.3}{}{bound_note}", v.dprime, r(&|c| c.range(|v| v.dprime), 3)));
     line(format!("dprime needed at k = {}:", v.index_topk), format!("{}{}", o(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3)));
     line(format!("dprime needed at k = {}:", v.max_topk), format!("{}{}", o(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)));
     line("score noise now:".into(), format!("{:.3}", v.score_noise));

@@ -30,8 +30,9 @@ fn dsv4_transcribed_observations() {
         assert!(r["observed"].is_number() && r["fitted"].is_number() && r["pearson_residual"].is_number());
     }
     let h = j["hypotheses"].as_array().unwrap();
-    assert_eq!(h.len(), 4);
-    assert_eq!(h.last().unwrap()["name"], "coverage-only", "{h:?}");
+    // Eight hypotheses: the seed's context lengths are all ≡ 0 mod 4 (no length-periodic).
+    assert_eq!(h.len(), 8);
+    assert_eq!(h.last().unwrap()["name"], "random-indexer", "{h:?}");
     let wsum: f64 = h.iter().map(|x| x["weight"].as_f64().unwrap()).sum();
     assert!((wsum - 1.0).abs() < 1e-9);
     let p = j["predictions"].as_array().unwrap();
@@ -74,4 +75,15 @@ fn text_predictions_say_which_scenario_they_start_from() {
     assert!(line.contains("context_len=10000") && line.contains("compress_ratio=16"), "{line}");
     // The grid's own field is not repeated as a fixed value.
     assert!(!line.contains("index_topk="), "{line}");
+}
+
+#[test]
+fn transcribed_label_travels_with_a_copy() {
+    // Copied away from its README, the table still says it is transcribed (its own header).
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.csv");
+    std::fs::copy(DSV4, &copy).unwrap();
+    let j = run_json(&["calibrate", "--data", copy.to_str().unwrap(), "--fit", "dprime", "--preset", "deepseek-v4-flash", "--json"]);
+    assert_eq!(j["data"]["transcribed"], true, "{}", j["data"]);
+    assert!(j["warnings"][0].as_str().unwrap().contains("TRANSCRIBED"));
 }

@@ -126,9 +126,10 @@ fn hypotheses_rank_the_true_one_first() {
     let free = parse_fit_spec("dprime", Some(&data)).unwrap();
     let h = compare_hypotheses(&data, &Scenario::default(), &free, &model()).unwrap();
     let names: Vec<&str> = h.iter().map(|x| x.name.as_str()).collect();
-    assert_eq!(h.len(), 4);
+    // Eight hypotheses (no length-periodic: compress_ratio 1); renamed coverage-only → random-indexer.
+    assert_eq!(h.len(), 8);
     assert!(names[0] == "discrimination" || names[0] == "discrimination-with-spread", "{names:?}");
-    assert_eq!(*names.last().unwrap(), "coverage-only", "{h:?}");
+    assert_eq!(*names.last().unwrap(), "random-indexer", "{h:?}");
     let w: f64 = h.iter().map(|x| x.weight).sum();
     assert!((w - 1.0).abs() < 1e-12);
     assert!(h[0].delta_aic == 0.0 && h.windows(2).all(|p| p[0].aic <= p[1].aic));

@@ -996,7 +996,9 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("verdict NaN target", os_strings(&["verdict", "--target", "nan"]), vec!["target"]),
         ("verdict inf target", os_strings(&["verdict", "--target", "inf"]), vec!["target"]),
         ("verdict text target", os_strings(&["verdict", "--target", "high"]), vec!["target"]),
-        ("verdict --data without --fit", os_strings(&["verdict", "--data", "obs.csv"]), vec!["--fit"]),
+        // verdict --data without --fit now diagnoses the table (issue 11); a table no row of which
+        // separates any two hypotheses is bad input.
+        ("verdict data separating no hypotheses", os_strings(&["verdict", "--data", "flat.csv"]), vec!["no row can separate"]),
         ("verdict --fit without --data", os_strings(&["verdict", "--fit", "dprime"]), vec!["--data"]),
         ("verdict vector model", os_strings(&["verdict", "--model", "vector"]), vec!["vector"]),
         ("verdict analytic without a closed form", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
@@ -1012,6 +1014,7 @@ fn calibrate_and_verdict_hostile_invocations() {
         c.args = args.iter().map(OsString::from).collect();
         cases.push(
             c.file("obs.csv", OBS)
+                .file("flat.csv", "context_len,index_topk,trials,hits\n1000,2000,10,10\n")
                 .file("junk.toml", "name = = 1\n")
                 .file("unknown.toml", format!("colour = \"red\"\n{cal_exp}"))
                 .file("cal.toml", &cal_exp)

@@ -1,27 +1,64 @@
-//! Named hypotheses about why the needle is lost, each a set of free parameters, fitted to the
-//! same table and ranked by AIC with Akaike weights.
+//! Named hypotheses about why the needle is lost (docs/model.md#calibration), each a way of
+//! mapping a few free parameters onto every row's scenario, fitted to the same table by maximum
+//! binomial likelihood and ranked by AIC with Akaike weights.
+//!
+//! The names are fixed (they appear in `--compare` text and JSON): `random-indexer`,
+//! `discrimination`, `discrimination-with-spread`, `hard-negatives`, `positional`,
+//! `effective-k`, `broken-fraction`, `read-failure` and, when the rows' context lengths differ
+//! modulo the compression ratio, `length-periodic`.
 
-use crate::measured::Dataset;
-use super::fit::fit;
-use super::likelihood::{set_field, Problem};
+use super::fit::chi2_sf;
+use super::likelihood::{binom_loglik, set_field, unit_deviance};
+use super::optimize::{minimize_bounded, NmOptions};
 use super::{default_param, CalibError, FreeParam, RecallModel};
+use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
+use rayon::prelude::*;
 
-/// The fields the named hypotheses are about; any other `--fit` field (p_read, score_noise, …) is
-/// a nuisance parameter, free in every hypothesis.
-pub const HYPOTHESIS_FIELDS: &[Field] = &[Field::Dprime, Field::NeedleSd, Field::HardNegatives, Field::HardMean];
+/// The fields the named hypotheses are about; any other `--fit` field (score_noise, …) is a
+/// nuisance parameter, free in every hypothesis.
+pub const HYPOTHESIS_FIELDS: &[Field] =
+    &[Field::Dprime, Field::NeedleSd, Field::HardNegatives, Field::HardMean, Field::PRead];
+
+/// Every hypothesis name, in the order they are fitted.
+pub const HYPOTHESIS_NAMES: &[&str] = &[
+    "random-indexer",
+    "discrimination",
+    "discrimination-with-spread",
+    "hard-negatives",
+    "positional",
+    "effective-k",
+    "broken-fraction",
+    "read-failure",
+    "length-periodic",
+];
+
+/// The hypotheses that, when preferred, point to a broken implementation rather than to the
+/// indexer's precision or the budget.
+pub const IMPLEMENTATION_HYPOTHESES: &[&str] = &["positional", "effective-k", "broken-fraction", "length-periodic"];
+
+/// The dprime used for "the indexer never selects the needle" (the bottom of the search range:
+/// below every distractor, so only the window, the sink or N ≤ k bring it in).
+pub const NEVER_SELECTED_DPRIME: f64 = -10.0;
+
+/// Width, in decades of distance, of the positional hypothesis's change of separation.
+const POSITIONAL_WIDTH_DECADES: f64 = 0.1;
 
 /// A hypothesis's fit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HypothesisResult {
-    /// Name.
+    /// Name (one of [`HYPOTHESIS_NAMES`]).
     pub name: String,
     /// One-line meaning.
     pub description: String,
     /// Fields fixed by the hypothesis, with their values.
     pub fixed: Vec<(Field, f64)>,
-    /// Free fields with their estimates.
-    pub estimates: Vec<(Field, f64)>,
+    /// Free parameters with their estimates (scenario field names, or the hypothesis's own
+    /// parameters: `dprime_near`, `dprime_far`, `log10_d0`, `log10_k_eff`, `broken_fraction`,
+    /// `residue`).
+    pub estimates: Vec<(String, f64)>,
+    /// The free parameters whose estimate sits on an arbitrary search bound (not a physical limit).
+    pub on_bound: Vec<String>,
     /// Maximised log-likelihood.
     pub loglik: f64,
     /// Number of free parameters.
@@ -36,42 +73,326 @@ pub struct HypothesisResult {
     pub deviance: f64,
     /// Goodness-of-fit p-value.
     pub gof_p: Option<f64>,
+    /// Fitted recall per row of the table.
+    pub fitted: Vec<f64>,
+}
+
+impl HypothesisResult {
+    /// The estimate of a parameter by name.
+    pub fn estimate(&self, name: &str) -> Option<f64> {
+        self.estimates.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+    /// Whether the hypothesis points to a broken implementation.
+    pub fn is_implementation(&self) -> bool {
+        IMPLEMENTATION_HYPOTHESES.contains(&self.name.as_str())
+    }
+    /// The scenario this hypothesis's fit describes, when it is a plain scenario (its parameters
+    /// are scenario fields): `base` with the fixed values and the estimates substituted.
+    pub fn scenario(&self, base: &Scenario) -> Option<Scenario> {
+        let mut s = base.clone();
+        for (f, v) in &self.fixed {
+            s.set_real(*f, *v).ok()?;
+        }
+        for (n, v) in &self.estimates {
+            let f = Field::from_name(n).ok()?;
+            s.set_real(f, *v).ok()?;
+        }
+        s.validate().ok()?;
+        Some(s)
+    }
+}
+
+/// A parameter of a hypothesis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Param {
+    /// A scenario field.
+    Field(Field),
+    /// Positional: dprime within distance d0 of the query.
+    DprimeNear,
+    /// Positional: dprime beyond d0.
+    DprimeFar,
+    /// Positional: log10 of d0 in tokens.
+    Log10D0,
+    /// Effective-k: log10 of the k the kernel really selects.
+    Log10K,
+    /// Broken-fraction / length-periodic: the fraction that never selects the needle.
+    Broken,
+}
+
+impl Param {
+    fn name(self) -> String {
+        match self {
+            Param::Field(f) => f.name().to_string(),
+            Param::DprimeNear => "dprime_near".into(),
+            Param::DprimeFar => "dprime_far".into(),
+            Param::Log10D0 => "log10_d0".into(),
+            Param::Log10K => "log10_k_eff".into(),
+            Param::Broken => "broken_fraction".into(),
+        }
+    }
+    /// Whether `v` is a physical limit of the parameter (not an arbitrary search bound).
+    fn physical(self, v: f64) -> bool {
+        match self {
+            Param::Field(f) => f.is_physical_limit(v),
+            Param::Broken => true,
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    RandomIndexer,
+    Discrimination,
+    Spread,
+    HardNegatives,
+    Positional,
+    EffectiveK,
+    BrokenFraction,
+    ReadFailure,
+    LengthPeriodic(u64),
 }
 
 struct Spec {
     name: &'static str,
     description: &'static str,
-    fixed: Vec<(Field, f64)>,
-    free: Vec<Field>,
+    kind: Kind,
+    params: Vec<Param>,
 }
 
 fn specs() -> Vec<Spec> {
+    use Param::Field as F;
     vec![
         Spec {
-            name: "coverage-only",
-            description: "dprime = 0: the indexer cannot tell the needle from a distractor; only k/N and the window matter",
-            fixed: vec![(Field::Dprime, 0.0)],
-            free: vec![],
+            name: "random-indexer",
+            description: "dprime = 0: the indexer selects the needle no better than a random pick; only k/N, the copies and the window matter (not the raise-k hypothesis)",
+            kind: Kind::RandomIndexer,
+            params: vec![],
         },
         Spec {
             name: "discrimination",
             description: "dprime free: the needle scores dprime distractor-sd above (or below) a typical distractor",
-            fixed: vec![],
-            free: vec![Field::Dprime],
+            kind: Kind::Discrimination,
+            params: vec![F(Field::Dprime)],
         },
         Spec {
             name: "discrimination-with-spread",
             description: "dprime and needle_sd free: needle difficulty also varies from query to query",
-            fixed: vec![],
-            free: vec![Field::Dprime, Field::NeedleSd],
+            kind: Kind::Spread,
+            params: vec![F(Field::Dprime), F(Field::NeedleSd)],
         },
         Spec {
             name: "hard-negatives",
             description: "hard_negatives (fraction of candidates) and hard_mean free, dprime at the scenario's value: look-alike distractors outrank the needle",
-            fixed: vec![],
-            free: vec![Field::HardNegatives, Field::HardMean],
+            kind: Kind::HardNegatives,
+            params: vec![F(Field::HardNegatives), F(Field::HardMean)],
+        },
+        Spec {
+            name: "positional",
+            description: "the needle's separation depends on its distance from the query, not on the number of competitors: dprime_near within d0 tokens of the query, dprime_far beyond (d0 fitted)",
+            kind: Kind::Positional,
+            params: vec![Param::DprimeNear, Param::DprimeFar, Param::Log10D0],
+        },
+        Spec {
+            name: "effective-k",
+            description: "the kernel selects k′ candidates whatever index_topk is configured (k′ and dprime fitted): a hard-coded or mis-read top-k",
+            kind: Kind::EffectiveK,
+            params: vec![Param::Log10K, F(Field::Dprime)],
+        },
+        Spec {
+            name: "broken-fraction",
+            description: "a fraction f of queries never selects the needle (a corrupted indexer state), the rest follow dprime (f and dprime fitted)",
+            kind: Kind::BrokenFraction,
+            params: vec![Param::Broken, F(Field::Dprime)],
+        },
+        Spec {
+            name: "read-failure",
+            description: "p_read < 1: the needle is selected but not used with probability 1 − p_read (p_read and dprime fitted)",
+            kind: Kind::ReadFailure,
+            params: vec![F(Field::PRead), F(Field::Dprime)],
         },
     ]
+}
+
+fn bounds_of(p: Param, user_free: &[FreeParam]) -> Result<(f64, f64), CalibError> {
+    Ok(match p {
+        Param::Field(f) => match user_free.iter().find(|q| q.field == f) {
+            Some(q) => (q.lo, q.hi),
+            None => {
+                let d = default_param(f).ok_or_else(|| CalibError::Input(format!("{f} cannot be fitted")))?;
+                (d.lo, d.hi)
+            }
+        },
+        Param::DprimeNear | Param::DprimeFar => {
+            let d = default_param(Field::Dprime).expect("dprime is fittable");
+            match user_free.iter().find(|q| q.field == Field::Dprime) {
+                Some(q) => (q.lo, q.hi),
+                None => (d.lo, d.hi),
+            }
+        }
+        Param::Log10D0 => (1.0, 7.0),
+        Param::Log10K => (0.0, 6.0),
+        Param::Broken => (0.0, 1.0),
+    })
+}
+
+/// The needle's distance from the query in tokens: (1 − depth) · context_len (at least 1).
+pub fn distance_from_query(s: &Scenario) -> f64 {
+    ((1.0 - s.depth) * s.context_len as f64).max(1.0)
+}
+
+/// The rows' context lengths modulo c take at least two values (c > 1): `length-periodic`
+/// applies. Returns c.
+fn periodic_modulus(data: &Dataset, base: &Scenario) -> Option<u64> {
+    let mut by_c: std::collections::BTreeMap<u64, std::collections::BTreeSet<u64>> = Default::default();
+    for r in &data.rows {
+        let c = r.compress_ratio.unwrap_or(base.compress_ratio);
+        if c > 1 {
+            by_c.entry(c).or_default().insert(r.context_len % c);
+        }
+    }
+    by_c.into_iter().find(|(_, res)| res.len() >= 2).map(|(c, _)| c)
+}
+
+/// One hypothesis's likelihood surface.
+struct Surface<'a> {
+    data: &'a Dataset,
+    kind: Kind,
+    params: Vec<Param>,
+    nuisance: Vec<FreeParam>,
+    /// Per distinct row: the base scenario with the row's columns (and the hypothesis's fixed
+    /// values) substituted.
+    row_base: Vec<Scenario>,
+    group_of_row: Vec<usize>,
+    model: &'a dyn RecallModel,
+    /// For length-periodic: the failing residue.
+    residue: u64,
+}
+
+impl Surface<'_> {
+    fn recall(&self, s: &Scenario) -> Result<f64, CalibError> {
+        self.model.recall(s).map_err(CalibError::Model)
+    }
+
+    fn row_recall(&self, g: usize, theta: &[f64]) -> Result<f64, CalibError> {
+        let mut s = self.row_base[g].clone();
+        let np = self.params.len();
+        for (p, &v) in self.nuisance.iter().zip(&theta[np..]) {
+            set_field(&mut s, p.field, v)?;
+        }
+        let mut broken = 0.0;
+        for (p, &v) in self.params.iter().zip(theta) {
+            match p {
+                Param::Field(f) => set_field(&mut s, *f, v)?,
+                Param::Broken => broken = v,
+                Param::Log10K => s.index_topk = (10f64.powf(v).round() as u64).clamp(1, s.n_candidates().max(1)),
+                _ => {}
+            }
+        }
+        if self.kind == Kind::Positional {
+            let (near, far, l0) = (theta[0], theta[1], theta[2]);
+            let x = (distance_from_query(&s).log10() - l0) / POSITIONAL_WIDTH_DECADES;
+            let w = 1.0 / (1.0 + (-x).exp());
+            set_field(&mut s, Field::Dprime, near + (far - near) * w)?;
+        }
+        let broken = match self.kind {
+            Kind::BrokenFraction => broken,
+            Kind::LengthPeriodic(c) if s.context_len % c == self.residue => broken,
+            _ => 0.0,
+        };
+        let r = self.recall(&s)?;
+        if broken > 0.0 {
+            let mut never = s.clone();
+            set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
+            let r0 = self.recall(&never)?;
+            return Ok((1.0 - broken) * r + broken * r0);
+        }
+        Ok(r)
+    }
+
+    fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
+        let n = self.row_base.len();
+        let one = |g: usize| self.row_recall(g, theta);
+        let distinct: Vec<f64> = if self.model.parallel_rows() && n > 1 {
+            (0..n).into_par_iter().map(one).collect::<Result<_, _>>()?
+        } else {
+            (0..n).map(one).collect::<Result<_, _>>()?
+        };
+        Ok(self.group_of_row.iter().map(|&g| distinct[g]).collect())
+    }
+
+    fn loglik(&self, theta: &[f64]) -> Result<f64, CalibError> {
+        let p = self.fitted(theta)?;
+        Ok(self.data.rows.iter().zip(&p).map(|(r, &p)| binom_loglik(r.hits, r.trials, p)).sum())
+    }
+}
+
+/// The base scenario of every distinct row, with `fixed` substituted.
+fn row_bases(data: &Dataset, base: &Scenario, fixed: &[(Field, f64)]) -> Result<(Vec<Scenario>, Vec<usize>), CalibError> {
+    let groups = data.groups();
+    let mut out = Vec::with_capacity(groups.len());
+    for &i in &groups.first_row {
+        let r = &data.rows[i];
+        let mut s = r
+            .apply(base)
+            .map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
+        for (f, v) in fixed {
+            set_field(&mut s, *f, *v)?;
+        }
+        out.push(s);
+    }
+    Ok((out, groups.of_row))
+}
+
+/// Fits one surface: (theta, loglik).
+fn fit_surface(surface: &Surface, lo: &[f64], hi: &[f64], start: Vec<f64>) -> Result<(Vec<f64>, f64), CalibError> {
+    if lo.is_empty() {
+        return Ok((vec![], surface.loglik(&[])?));
+    }
+    let err: std::cell::RefCell<Option<CalibError>> = std::cell::RefCell::new(None);
+    let mut f = |x: &[f64]| match surface.loglik(x) {
+        Ok(l) => -l,
+        Err(e) => {
+            err.borrow_mut().get_or_insert(e);
+            f64::INFINITY
+        }
+    };
+    let m = minimize_bounded(&mut f, lo, hi, &[start], 2, NmOptions { ftol: 1e-6, xtol: 1e-4, max_evals: 800 });
+    if let Some(e) = err.borrow_mut().take() {
+        return Err(e);
+    }
+    if !m.fx.is_finite() {
+        return Err(CalibError::Fit("the likelihood is not finite anywhere in the search box".into()));
+    }
+    Ok((m.x, -m.fx))
+}
+
+/// The recall a fitted hypothesis predicts for every row of `cells` (which need no hits: only
+/// their geometry is used), for planning what to measure next.
+pub fn hypothesis_recall(
+    h: &HypothesisResult,
+    cells: &Dataset,
+    base: &Scenario,
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+) -> Result<Vec<f64>, CalibError> {
+    let nuisance: Vec<FreeParam> =
+        user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
+    let (kind, params) = if h.name == "length-periodic" {
+        let c = cells.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio).max(1);
+        (Kind::LengthPeriodic(c), vec![Param::Broken, Param::Field(Field::Dprime)])
+    } else {
+        let spec = specs()
+            .into_iter()
+            .find(|s| s.name == h.name)
+            .ok_or_else(|| CalibError::Input(format!("hypothesis `{}`: unknown (known: {})", h.name, HYPOTHESIS_NAMES.join(", "))))?;
+        (spec.kind, spec.params)
+    };
+    let theta: Vec<f64> = h.estimates.iter().filter(|(n, _)| n != "residue").map(|(_, v)| *v).collect();
+    let residue = h.estimate("residue").unwrap_or(0.0) as u64;
+    let (row_base, group_of_row) = row_bases(cells, base, &h.fixed)?;
+    let surface = Surface { data: cells, kind, params, nuisance, row_base, group_of_row, model, residue };
+    surface.fitted(&theta)
 }
 
 /// Fits every named hypothesis (plus `nuisance` parameters, free in all) and ranks them by AIC.
@@ -83,45 +404,135 @@ pub fn compare_hypotheses(
 ) -> Result<Vec<HypothesisResult>, CalibError> {
     let nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
+    let mut all = specs();
+    if let Some(c) = periodic_modulus(data, base) {
+        all.push(Spec {
+            name: "length-periodic",
+            description: "queries whose context length falls in one residue class modulo the compression ratio never select the needle with probability f (the residue, f and dprime fitted)",
+            kind: Kind::LengthPeriodic(c),
+            params: vec![Param::Broken, Param::Field(Field::Dprime)],
+        });
+    }
     let mut out = Vec::new();
-    for spec in specs() {
-        let mut b = base.clone();
-        for (f, v) in &spec.fixed {
-            set_field(&mut b, *f, *v)?;
+    for spec in all {
+        let fixed: Vec<(Field, f64)> = match spec.kind {
+            Kind::RandomIndexer => vec![(Field::Dprime, 0.0)],
+            Kind::HardNegatives => vec![(Field::Dprime, base.dprime)],
+            _ => vec![],
+        };
+        let (row_base, group_of_row) = row_bases(data, base, &fixed)?;
+        let mut lo = Vec::new();
+        let mut hi = Vec::new();
+        for p in &spec.params {
+            let (a, b) = bounds_of(*p, user_free)?;
+            lo.push(a);
+            hi.push(b);
         }
-        let mut free: Vec<FreeParam> = spec
-            .free
+        for p in &nuisance {
+            lo.push(p.lo);
+            hi.push(p.hi);
+        }
+        let start: Vec<f64> = spec
+            .params
             .iter()
-            .map(|&f| match user_free.iter().find(|p| p.field == f) {
-                Some(p) => Ok(p.clone()),
-                None => default_param(f).ok_or_else(|| CalibError::Input(format!("{f} cannot be fitted"))),
+            .map(|p| match p {
+                Param::Field(f) => base.number(*f).unwrap_or(0.0),
+                Param::DprimeNear | Param::DprimeFar => base.dprime,
+                Param::Log10D0 => (base.context_len.max(2) as f64 / 2.0).log10(),
+                Param::Log10K => (base.index_topk.max(1) as f64).log10(),
+                Param::Broken => 0.1,
             })
-            .collect::<Result<_, _>>()?;
-        free.extend(nuisance.iter().cloned());
-        let problem = Problem::new(data, &b, free, model)?;
-        let r = fit(&problem, false, false)?;
+            .chain(nuisance.iter().map(|p| base.number(p.field).unwrap_or(p.lo)))
+            .zip(lo.iter().zip(&hi))
+            .map(|(v, (a, b))| v.clamp(*a, *b))
+            .collect();
+        let residues: Vec<u64> = match spec.kind {
+            Kind::LengthPeriodic(c) => {
+                let mut r: Vec<u64> = data.rows.iter().map(|o| o.context_len % c).collect();
+                r.sort_unstable();
+                r.dedup();
+                r
+            }
+            _ => vec![0],
+        };
+        let mut best: Option<(Vec<f64>, f64, u64)> = None;
+        for &res in &residues {
+            let surface = Surface {
+                data,
+                kind: spec.kind,
+                params: spec.params.clone(),
+                nuisance: nuisance.clone(),
+                row_base: row_base.clone(),
+                group_of_row: group_of_row.clone(),
+                model,
+                residue: res,
+            };
+            let (theta, ll) = fit_surface(&surface, &lo, &hi, start.clone())?;
+            if best.as_ref().map_or(true, |b| ll > b.1) {
+                best = Some((theta, ll, res));
+            }
+        }
+        let (theta, ll, residue) = best.expect("at least one residue");
+        let surface = Surface {
+            data,
+            kind: spec.kind,
+            params: spec.params.clone(),
+            nuisance: nuisance.clone(),
+            row_base,
+            group_of_row,
+            model,
+            residue,
+        };
+        let fitted = surface.fitted(&theta)?;
+        let deviance: f64 = data.rows.iter().zip(&fitted).map(|(r, &p)| unit_deviance(r.hits, r.trials, p)).sum();
+        let periodic = matches!(spec.kind, Kind::LengthPeriodic(_));
+        let k = theta.len() + usize::from(periodic);
+        let mut estimates: Vec<(String, f64)> = spec
+            .params
+            .iter()
+            .map(|p| p.name())
+            .chain(nuisance.iter().map(|p| p.field.name().to_string()))
+            .zip(theta.iter().copied())
+            .collect();
+        let mut on_bound = Vec::new();
+        let all_params: Vec<Param> = spec.params.iter().copied().chain(nuisance.iter().map(|p| Param::Field(p.field))).collect();
+        for (j, p) in all_params.iter().enumerate() {
+            let eps = 1e-6 * (hi[j] - lo[j]);
+            let v = theta[j];
+            if ((v - lo[j]).abs() <= eps || (hi[j] - v).abs() <= eps) && !p.physical(v) {
+                on_bound.push(p.name());
+            }
+        }
+        if periodic {
+            estimates.push(("residue".into(), residue as f64));
+        }
+        let df = data.rows.len() as i64 - k as i64;
         out.push(HypothesisResult {
             name: spec.name.to_string(),
             description: spec.description.to_string(),
-            fixed: spec
-                .fixed
-                .iter()
-                .copied()
-                .chain(if spec.name == "hard-negatives" { vec![(Field::Dprime, base.dprime)] } else { vec![] })
-                .collect(),
-            estimates: problem.free.iter().zip(&r.theta).map(|(p, &v)| (p.field, v)).collect(),
-            loglik: r.loglik,
-            k: problem.dim(),
-            aic: r.aic,
+            fixed,
+            estimates,
+            on_bound,
+            loglik: ll,
+            k,
+            aic: -2.0 * ll + 2.0 * k as f64,
             delta_aic: 0.0,
             weight: 0.0,
-            deviance: r.deviance,
-            gof_p: r.gof_p,
+            deviance,
+            gof_p: chi2_sf(deviance, df),
+            fitted,
         });
     }
     akaike_weights(&mut out);
     out.sort_by(|a, b| a.aic.total_cmp(&b.aic));
     Ok(out)
+}
+
+/// Checks a hypothesis name (for options that name one).
+pub fn check_name(name: &str) -> Result<&'static str, CalibError> {
+    HYPOTHESIS_NAMES.iter().copied().find(|n| *n == name).ok_or_else(|| {
+        CalibError::Input(format!("hypothesis `{name}`: unknown (known: {})", HYPOTHESIS_NAMES.join(", ")))
+    })
 }
 
 /// Fills ΔAIC and the Akaike weights exp(−Δ/2) / Σ exp(−Δ/2).

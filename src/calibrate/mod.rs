@@ -7,17 +7,21 @@
 //! the exact analytic engine where it applies and common-random-number Monte Carlo otherwise;
 //! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
+pub mod cache;
+pub mod diagnose;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;
 pub(crate) mod optimize;
 pub mod output;
+pub mod plan;
 pub mod predict;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
-pub use hypotheses::{compare_hypotheses, HypothesisResult};
+pub use diagnose::{diagnose, row_checks, Diagnosis, RowCheck, RowChecks, Signature};
+pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult, HYPOTHESIS_NAMES};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction};
 
@@ -174,6 +178,7 @@ pub fn run_calibration(
     let fit = fit::fit(&problem, true, !predict.is_empty())?;
     let predictions = if predict.is_empty() { Vec::new() } else { predict_grid(&problem, &fit, base, predict)? };
     let hypotheses = if compare { Some(compare_hypotheses(data, base, &free, model)?) } else { None };
+    let checks = Some(row_checks(data, base, model)?);
     Ok(output::CalibrationReport {
         data: data.clone(),
         base: base.clone(),
@@ -181,6 +186,7 @@ pub fn run_calibration(
         engine: engine_description(),
         fit,
         hypotheses,
+        checks,
         predictions,
         elapsed_s: t0.elapsed().as_secs_f64(),
     })

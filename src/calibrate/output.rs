@@ -30,6 +30,8 @@ pub struct CalibrationReport {
     pub fit: FitResult,
     /// Hypotheses, when compared.
     pub hypotheses: Option<Vec<HypothesisResult>>,
+    /// Row checks (random-indexer floor, selection-independent misses).
+    pub checks: Option<super::diagnose::RowChecks>,
     /// Predictions.
     pub predictions: Vec<Prediction>,
     /// Wall time of the whole calibration, seconds (not written to JSON, which must repeat exactly).
@@ -141,19 +143,7 @@ impl CalibrationReport {
             .collect();
         let hyps: Value = match &self.hypotheses {
             None => Value::Array(vec![]),
-            Some(h) => Value::Array(
-                h.iter()
-                    .map(|x| {
-                        json!({
-                            "name": x.name, "description": x.description, "k": x.k,
-                            "aic": num(x.aic), "delta_aic": num(x.delta_aic), "weight": num(x.weight),
-                            "loglik": num(x.loglik), "deviance": num(x.deviance), "gof_p": opt(x.gof_p),
-                            "estimates": x.estimates.iter().map(|(f, v)| (f.name().to_string(), num(*v))).collect::<Map<_, _>>(),
-                            "fixed": x.fixed.iter().map(|(f, v)| (f.name().to_string(), num(*v))).collect::<Map<_, _>>(),
-                        })
-                    })
-                    .collect(),
-            ),
+            Some(h) => hypotheses_json(h),
         };
         let preds: Vec<Value> = self
             .predictions
@@ -164,6 +154,7 @@ impl CalibrationReport {
                     m.insert(f.name().to_string(), point_value(v));
                 }
                 m.insert("recall".into(), num(p.recall));
+                m.insert("beyond_kernel_max".into(), json!(self.beyond_kernel_max(p)));
                 m.insert("ci_low".into(), num(p.ci_low));
                 m.insert("ci_high".into(), num(p.ci_high));
                 Value::Object(m)
@@ -178,6 +169,7 @@ impl CalibrationReport {
             "aic": num(self.fit.aic),
             "rows": rows,
             "hypotheses": hyps,
+            "row_checks": self.checks.as_ref().map_or(Value::Null, |c| json!(c)),
             "predictions": preds,
             "interval_method": INTERVAL_METHOD,
             "band_method": BAND_METHOD,
@@ -273,22 +265,13 @@ impl CalibrationReport {
                 extra
             );
         }
+        if let Some(c) = &self.checks {
+            s.push('\n');
+            s.push_str(&c.text());
+        }
         if let Some(h) = &self.hypotheses {
-            let _ = writeln!(s, "\nhypotheses (ranked by AIC):");
-            let _ = writeln!(s, "  {:<28} {:>2} {:>10} {:>8} {:>8}  estimates", "name", "k", "AIC", "ΔAIC", "weight");
-            for x in h {
-                let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f}={v:.3}")).collect();
-                let _ = writeln!(
-                    s,
-                    "  {:<28} {:>2} {:>10.3} {:>8.3} {:>8.4}  {}",
-                    x.name,
-                    x.k,
-                    x.aic,
-                    x.delta_aic,
-                    x.weight,
-                    if est.is_empty() { "(none free)".to_string() } else { est.join(" ") }
-                );
-            }
+            s.push('\n');
+            s.push_str(&hypotheses_text(h));
         }
         if !self.predictions.is_empty() {
             // The rows' own geometry does not carry over: say which scenario the grid varies.
@@ -303,9 +286,65 @@ impl CalibrationReport {
             let _ = writeln!(s, "  from the command-line scenario with the fit substituted: {}", from.join(" "));
             for p in &self.predictions {
                 let at: Vec<String> = p.point.iter().map(|(f, v)| format!("{f}={v}")).collect();
-                let _ = writeln!(s, "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]", at.join(" "), p.recall, p.ci_low, p.ci_high);
+                let mark = if self.beyond_kernel_max(p) {
+                    format!("   (k beyond the kernel maximum {}: not reachable by raising k)", self.base.max_topk)
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(s, "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]{mark}", at.join(" "), p.recall, p.ci_low, p.ci_high);
             }
         }
         s
     }
+}
+
+impl CalibrationReport {
+    /// Whether a prediction's point sets index_topk beyond the scenario's kernel maximum.
+    pub fn beyond_kernel_max(&self, p: &Prediction) -> bool {
+        p.point.iter().any(|(f, v)| *f == Field::IndexTopk && v.parse::<f64>().is_ok_and(|k| k > self.base.max_topk as f64))
+    }
+}
+
+/// The hypotheses as JSON (ranked by AIC).
+pub fn hypotheses_json(h: &[HypothesisResult]) -> Value {
+    Value::Array(
+        h.iter()
+            .map(|x| {
+                json!({
+                    "name": x.name, "description": x.description, "k": x.k,
+                    "aic": num(x.aic), "delta_aic": num(x.delta_aic), "weight": num(x.weight),
+                    "loglik": num(x.loglik), "deviance": num(x.deviance), "gof_p": opt(x.gof_p),
+                    "estimates": x.estimates.iter().map(|(f, v)| (f.clone(), num(*v))).collect::<Map<_, _>>(),
+                    "on_bound": x.on_bound,
+                    "fixed": x.fixed.iter().map(|(f, v)| (f.name().to_string(), num(*v))).collect::<Map<_, _>>(),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The hypotheses as a text table, estimates on a search bound marked `(bound)`.
+pub fn hypotheses_text(h: &[HypothesisResult]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "hypotheses (ranked by AIC; `(bound)`: estimate on a search bound, not a value the data support):");
+    let _ = writeln!(s, "  {:<28} {:>2} {:>10} {:>8} {:>8} {:>9}  estimates", "name", "k", "AIC", "ΔAIC", "weight", "fit p");
+    for x in h {
+        let est: Vec<String> = x
+            .estimates
+            .iter()
+            .map(|(f, v)| format!("{f}={v:.3}{}", if x.on_bound.contains(f) { "(bound)" } else { "" }))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {:<28} {:>2} {:>10.3} {:>8.3} {:>8.4} {:>9}  {}",
+            x.name,
+            x.k,
+            x.aic,
+            x.delta_aic,
+            x.weight,
+            x.gof_p.map_or("-".into(), |p| format!("{p:.2e}")),
+            if est.is_empty() { "(none free)".to_string() } else { est.join(" ") }
+        );
+    }
+    s
 }

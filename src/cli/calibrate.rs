@@ -44,6 +44,21 @@ impl FitEngineArgs {
     }
 
     /// Runs `f` on `--threads` workers.
+    /// The model behind a memo (each distinct scenario evaluated once: exact, the engines being
+    /// deterministic), with a spinner on stderr counting evaluations when it is a terminal.
+    pub fn cached<'a>(&self, model: &'a EngineModel) -> crate::calibrate::cache::CachedModel<'a> {
+        use std::io::IsTerminal;
+        let m = crate::calibrate::cache::CachedModel::new(model);
+        if !std::io::stderr().is_terminal() {
+            return m;
+        }
+        let bar = indicatif::ProgressBar::new_spinner().with_finish(indicatif::ProgressFinish::AndClear);
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} fitting: {pos} model evaluations ({per_sec}), {elapsed}") {
+            bar.set_style(style);
+        }
+        m.with_observer(move |n| bar.set_position(n))
+    }
+
     pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
         Ok(crate::engine::in_pool(self.threads, f)?)
     }
@@ -73,8 +88,9 @@ pub struct CalibrateArgs {
     /// Fields to fit, comma-separated, each optionally with a search range: dprime,needle_sd=0.1:5
     #[arg(long, value_name = "FIELD,…")]
     pub fit: Option<String>,
-    /// Also fit the named hypotheses (coverage-only, discrimination, discrimination-with-spread,
-    /// hard-negatives) and rank them by AIC with Akaike weights.
+    /// Also fit the named hypotheses (random-indexer, discrimination, discrimination-with-spread,
+    /// hard-negatives, positional, effective-k, broken-fraction, read-failure, length-periodic)
+    /// and rank them by AIC with Akaike weights.
     #[arg(long)]
     pub compare: bool,
     /// What-if: FIELD=V1,V2,… (repeatable: a grid) from the command-line scenario with the fit substituted.
@@ -121,7 +137,10 @@ pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     let specs = parse_predict_specs(&args.predict)?;
     let report = args
         .engine
-        .in_pool(|| run_calibration(&data, &base, free, &model, args.compare, &specs, || model.describe()))??;
+        .in_pool(|| {
+            let cached = args.engine.cached(&model);
+            run_calibration(&data, &base, free, &cached, args.compare, &specs, || model.describe())
+        })??;
     if args.engine.json {
         print_json(&report.to_json())
     } else {

@@ -3,6 +3,7 @@
 pub mod calibrate;
 pub mod formats;
 pub mod presets;
+pub mod plan;
 pub mod progress;
 pub mod quantize;
 pub mod rank;
@@ -98,6 +99,8 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Coverage- or discrimination-limited? Recall now, at 2k and max k, k / dprime / noise needed.
     Verdict(verdict::VerdictArgs),
+    /// The cells to measure next that best separate the leading hypotheses, within a trial budget.
+    Plan(plan::PlanArgs),
     /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
@@ -118,6 +121,7 @@ impl Command {
             Command::Rank(a) => rank::run(a),
             Command::Calibrate(a) => calibrate::run(a),
             Command::Verdict(a) => verdict::run(a),
+            Command::Plan(a) => plan::run(a),
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
             Command::Presets(a) => presets::run(a),

@@ -2,7 +2,8 @@
 
 use super::calibrate::FitEngineArgs;
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::calibrate::{fitted_scenarios, load_csv, parse_fit_spec, run_calibration};
+use crate::calibrate::output::{hypotheses_json, hypotheses_text};
+use crate::calibrate::{diagnose, fitted_scenarios, load_csv, parse_fit_spec, run_calibration};
 use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict, verdict_json, verdict_text, VerdictOptions};
 use std::path::PathBuf;
 
@@ -21,8 +22,10 @@ pub struct VerdictArgs {
     /// Target recall, in (0, 1).
     #[arg(long, default_value_t = 0.9, value_name = "T", allow_hyphen_values = true)]
     pub target: f64,
-    /// Calibrate first on this measured table (needs --fit); the numbers then carry 95% intervals.
-    #[arg(long, value_name = "FILE.csv", requires = "fit")]
+    /// Diagnose this measured table: without --fit, row checks (random-indexer floor,
+    /// selection-independent misses) and every named hypothesis decide the call; with --fit,
+    /// calibrate those fields first and the numbers carry 95% intervals.
+    #[arg(long, value_name = "FILE.csv")]
     pub data: Option<PathBuf>,
     /// Fields to fit with --data.
     #[arg(long, value_name = "FIELD,…", requires = "data")]
@@ -45,14 +48,18 @@ pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
             super::calibrate::check_rows(&data, &base, &args.engine)?;
             let free = parse_fit_spec(fit, Some(&data))?;
             let (report, cv, s0) = args.engine.in_pool(|| -> Result<_, CliError> {
-                let report = run_calibration(&data, &base, free, &model, false, &[], String::new)?;
+                let cached = args.engine.cached(&model);
+                let model = &cached;
+                let report = run_calibration(&data, &base, free, model, false, &[], String::new)?;
                 let mut report = report;
                 if report.fit.region.is_empty() {
-                    let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), &model)?;
+                    let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let scen = fitted_scenarios(&data, &base, &report, &model)?;
-                let cv = calibrated_verdict(&scen, &model, opts)?;
+                let scen = fitted_scenarios(&data, &base, &report, model)?;
+                let mut cv = calibrated_verdict(&scen, model, opts)?;
+                cv.at_estimate.dprime_on_bound =
+                    report.fit.estimates.iter().any(|e| e.field == crate::scenario::Field::Dprime && e.value_at_bound);
                 Ok((report, cv, scen[0].clone()))
             })??;
             if args.engine.json {
@@ -73,7 +80,44 @@ pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
                     .map(|e| format!("{} = {:.3} [{:.3}, {:.3}]", e.field, e.value, e.ci_low, e.ci_high))
                     .collect();
                 text.push_str(&format!("calibrated on {}: {}\n", data.source, est.join(", ")));
+                if let Some(c) = &report.checks {
+                    text.push_str(&c.text());
+                    if !c.below_floor().is_empty() || !c.selection_independent_misses().is_empty() {
+                        text.push_str("note: these rows are not explained by the fitted fields; `verdict --data` without --fit diagnoses them (implementation-suspect / read-limited)\n");
+                    }
+                }
                 text.push_str(&verdict_text(&cv.at_estimate, Some(&cv)));
+                emit(&text)
+            }
+        }
+        (Some(path), None) => {
+            let data = load_csv(path).map_err(crate::calibrate::CalibError::from)?;
+            super::calibrate::check_rows(&data, &base, &args.engine)?;
+            let d = args.engine.in_pool(|| diagnose(&data, &base, &[], &args.engine.cached(&model), opts))??;
+            if args.engine.json {
+                let mut j = verdict_json(&d.verdict, &d.scenario);
+                j["explanation"] = serde_json::json!(d.explanation());
+                j["signatures"] = d.signatures_json();
+                j["numbers_from"] = serde_json::json!(d.numbers_from);
+                j["row_checks"] = serde_json::json!(d.checks);
+                j["hypotheses"] = hypotheses_json(&d.hypotheses);
+                j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
+                print_json(&j)
+            } else {
+                let mut text = String::new();
+                if let Some(w) = data.transcribed_warning() {
+                    text.push_str(&w);
+                    text.push('\n');
+                }
+                text.push_str(&format!("diagnosed {} rows of {}\n", data.rows.len(), data.source));
+                text.push_str(&d.checks.text());
+                text.push_str(&hypotheses_text(&d.hypotheses));
+                text.push_str(&format!("numbers at the fit of `{}`:\n", d.numbers_from));
+                let body = verdict_text(&d.verdict, None);
+                // The verdict's own explanation is replaced by the diagnosis's.
+                let body = body.split("\n\n").next().unwrap_or("").to_string();
+                text.push_str(&body);
+                text.push_str(&format!("\n\n{}\n", d.explanation()));
                 emit(&text)
             }
         }

@@ -127,7 +127,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let first: Vec<_> = all_specs.first().cloned().unwrap_or_default();
     // Every output name, checked before any work: two curves over one field would write the
     // same files.
-    let mut names: Vec<(String, String)> = ["calibrate.json", "verdict.json", "verdict.txt", "calibrate.txt", "rows.csv", "hypotheses.csv", "experiment.toml", "report.md"]
+    let mut names: Vec<(String, String)> = ["calibrate.json", "verdict.json", "verdict.txt", "calibrate.txt", "rows.csv", "hypotheses.csv", "diagnosis.json", "diagnosis.txt", "experiment.toml", "report.md"]
         .iter()
         .map(|f| (f.to_string(), format!("the calibration's {f}")))
         .collect();
@@ -161,7 +161,11 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
     let scen = crate::calibrate::fitted_scenarios(&data, &base, &report, &model)?;
-    let cv = calibrated_verdict(&scen, &model, opts)?;
+    let mut cv = calibrated_verdict(&scen, &model, opts)?;
+    cv.at_estimate.dprime_on_bound = report.fit.estimates.iter().any(|e| e.field == Field::Dprime && e.value_at_bound);
+    // The diagnosis (row checks, every named hypothesis, the call with its signatures) when the
+    // experiment compares hypotheses.
+    let diagnosis = if exp.compare { Some(crate::calibrate::diagnose(&data, &base, &free, &model, opts)?) } else { None };
 
     // Write everything into the staging folder, then move it into place; a failure removes it.
     let written = (|| -> Result<(), CalibError> {
@@ -179,7 +183,22 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
         let vtext = verdict_text(&cv.at_estimate, Some(&cv));
         w("verdict.txt", &vtext)?;
         w("calibrate.txt", &report.to_text())?;
-        let mut rows = String::from("context_len,index_topk,trials,hits,repeat,label,observed,fitted,pearson_residual,deviance_residual\n");
+        if let Some(d) = &diagnosis {
+            let mut j = crate::verdict::verdict_json(&d.verdict, &d.scenario);
+            j["explanation"] = serde_json::json!(d.explanation());
+            j["signatures"] = d.signatures_json();
+            j["numbers_from"] = serde_json::json!(d.numbers_from);
+            j["row_checks"] = serde_json::json!(d.checks);
+            j["hypotheses"] = crate::calibrate::output::hypotheses_json(&d.hypotheses);
+            w("diagnosis.json", &(serde_json::to_string_pretty(&j).unwrap_or_default() + "\n"))?;
+            w("diagnosis.txt", &diagnosis_text(d))?;
+        }
+        // The copy of the table keeps its provenance in its own header (`# provenance: …`).
+        let mut rows = String::new();
+        if let Some(p) = report.data.provenance.as_deref().or(report.data.transcribed.then_some("TRANSCRIBED, not measured")) {
+            let _ = writeln!(rows, "# provenance: {}", p.replace(['\n', '\r'], " "));
+        }
+        rows.push_str("context_len,index_topk,trials,hits,repeat,label,observed,fitted,pearson_residual,deviance_residual\n");
         for r in &report.fit.rows {
             let o = &r.obs;
             let _ = writeln!(
@@ -206,8 +225,8 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             w(&format!("curve-{f}.csv"), &t)?;
         }
         w("experiment.toml", text)?;
-        let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target)?;
-        w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures))?;
+        let figures = draw_curves(&tmp.join("figures"), &curves, &report, &base, exp.target, &model)?;
+        w("report.md", &markdown(&exp, &name, &report, &curves, &vtext, &base, &figures, diagnosis.as_ref()))?;
         Ok(())
     })();
     written?;
@@ -243,6 +262,7 @@ fn markdown(
     vtext: &str,
     base: &Scenario,
     figures: &[String],
+    diagnosis: Option<&crate::calibrate::Diagnosis>,
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n", md_line(exp.title.as_deref().unwrap_or(name)));
@@ -297,7 +317,15 @@ fn markdown(
         }
         s.push('\n');
     }
-    let _ = writeln!(s, "## Verdict (target {})\n\n```\n{}```", exp.target, vtext);
+    if let Some(d) = diagnosis {
+        let _ = writeln!(
+            s,
+            "## Diagnosis: {}\n\nThe call from the row checks and the preferred hypothesis (`dsa-sim verdict --data` without `--fit`; `diagnosis.json`, `diagnosis.txt`).\n\n```\n{}```\n",
+            d.call,
+            diagnosis_text(d)
+        );
+    }
+    let _ = writeln!(s, "## Verdict at the `fit` estimate (target {})\n\n```\n{}```", exp.target, vtext);
     s
 }
 
@@ -311,6 +339,7 @@ fn draw_curves(
     report: &CalibrationReport,
     base: &Scenario,
     target: f64,
+    model: &dyn crate::engine::RecallModel,
 ) -> Result<Vec<String>, CalibError> {
     use crate::report::plot::{LineChart, PointSet, RefLine, Series};
     use crate::report::{save_figure, Scale};
@@ -366,9 +395,33 @@ fn draw_curves(
             if !obs.is_empty() {
                 chart.points = vec![PointSet { label: format!("table rows at k = {} (Wilson 95%)", base.index_topk), color: 1, points: obs }];
             }
+            // The random-indexer floor (dprime 0, everything else as in the base): data below it
+            // are what no working indexer produces.
+            let floor: Vec<(f64, f64)> = xy
+                .iter()
+                .filter_map(|p| {
+                    let s = Scenario { context_len: p.0 as u64, dprime: 0.0, ..base.clone() };
+                    model.recall(&s).ok().map(|r| (p.0, r))
+                })
+                .collect();
+            if floor.len() == xy.len() {
+                chart.series.push(Series { label: "random-indexer floor (dprime 0)".into(), color: 4, dashed: true, points: floor, ..Series::default() });
+            }
         }
         save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(|e| CalibError::Output(e.to_string()))?;
         drawn.push(f.name().to_string());
     }
     Ok(drawn)
+}
+
+/// The diagnosis as text: row checks, hypotheses, the call and its signatures.
+fn diagnosis_text(d: &crate::calibrate::Diagnosis) -> String {
+    let mut t = String::new();
+    t.push_str(&format!("call: {}\n", d.call));
+    t.push_str(&d.checks.text());
+    t.push_str(&crate::calibrate::output::hypotheses_text(&d.hypotheses));
+    t.push('\n');
+    t.push_str(&d.explanation());
+    t.push('\n');
+    t
 }

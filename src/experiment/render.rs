@@ -498,10 +498,25 @@ fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
             best[c[1]][c[0]] = c[2];
         }
     }
+    // Coverage-limited means some k ≤ the kernel maximum reaches the target (as in `verdict`):
+    // a k beyond it is marked and coloured with the discrimination-limited cells.
+    let kmax = g.base.max_topk;
+    let beyond = |k: &str| k.parse::<u64>().is_ok_and(|k| k > kmax);
     let mut cats: Vec<(String, RGBColor)> = Vec::new();
     for (i, k) in ks.iter().enumerate() {
-        let text = if i == 0 { format!("k = {k} suffices") } else { format!("needs k = {k}") };
-        cats.push((text, REGIME_COLORS[(i * (REGIME_COLORS.len() - 2) / (nk - 1).max(1)).min(REGIME_COLORS.len() - 2)]));
+        let text = if beyond(k) {
+            format!("needs k = {k} > kernel max {kmax}: discrimination-limited")
+        } else if i == 0 {
+            format!("k = {k} suffices")
+        } else {
+            format!("needs k = {k}")
+        };
+        let color = if beyond(k) {
+            RGBColor(170, 68, 110)
+        } else {
+            REGIME_COLORS[(i * (REGIME_COLORS.len() - 2) / (nk - 1).max(1)).min(REGIME_COLORS.len() - 2)]
+        };
+        cats.push((text, color));
     }
     cats.push((format!("no k ≤ {} reaches {target}", ks[nk - 1]), REGIME_COLORS[REGIME_COLORS.len() - 1]));
     let mut counts = vec![0usize; nk + 1];
@@ -523,7 +538,7 @@ fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
         panels: vec![Panel { title: scenario_summary(g), values: best.iter().map(|r| r.iter().map(|&b| Some(b as f64)).collect()).collect() }],
         colors: CellColors::Categorical(cats),
         annotate: false,
-        note: "Green: saturated at the smallest k. Yellow/orange: coverage-limited (a larger k fixes it). Dark: discrimination-limited.".into(),
+        note: format!("Green: saturated at the smallest k. Yellow/orange: coverage-limited (a larger k within the kernel maximum {kmax} fixes it). Dark: discrimination-limited (only a k beyond the kernel maximum, or none, reaches the target)."),
     };
     (map, table)
 }

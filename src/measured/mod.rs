@@ -25,7 +25,8 @@
 //! linear in the size of the file, which is bounded like every input file
 //! ([`crate::input::MAX_INPUT_BYTES`]).
 //!
-//! A `README.md` next to a table that names it supplies its provenance ([`Dataset::provenance`]);
+//! A `# provenance: …` comment line before the header is the table's own provenance, and travels
+//! with every copy; a `README.md` next to a table that names it supplies one too ([`Dataset::provenance`]);
 //! when that says the counts are transcribed or not measured, every output using the table says
 //! so ([`Dataset::transcribed_warning`]). The README is read only if it is a regular file, with
 //! the same size bound.
@@ -306,9 +307,12 @@ pub fn load_csv(path: &Path) -> Result<Dataset, MeasuredError> {
     let text = crate::input::read_to_string(path).map_err(|e| MeasuredError::Io { path: name.clone(), reason: e.to_string() })?;
     let mut ds = parse_csv(&text, &name)?;
     if let Some(par) = provenance::from_readme(path) {
-        ds.transcribed = provenance::says_transcribed(&par);
+        ds.transcribed |= provenance::says_transcribed(&par);
         ds.notes.push(format!("provenance (README.md): {par}"));
-        ds.provenance = Some(par);
+        // The table's own header comes first: it travels with every copy.
+        if ds.provenance.is_none() {
+            ds.provenance = Some(par);
+        }
     }
     Ok(ds)
 }

@@ -239,7 +239,13 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     if rows.is_empty() {
         return Err(MeasuredError::Empty(format!("{src}: no data rows after the header")));
     }
-    Ok(Dataset { source: src, rows, notes, provenance: None, transcribed: false })
+    // Provenance carried in the table's own comment header (`# provenance: …`).
+    let provenance = super::provenance::from_header(text);
+    let transcribed = provenance.as_deref().is_some_and(super::provenance::says_transcribed);
+    if let Some(p) = &provenance {
+        notes.push(format!("provenance (header): {p}"));
+    }
+    Ok(Dataset { source: src, rows, notes, provenance, transcribed })
 }
 
 #[cfg(test)]

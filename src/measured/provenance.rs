@@ -72,3 +72,51 @@ mod tests {
         assert!(ds.provenance.is_none() && start.elapsed().as_secs() < 2);
     }
 }
+
+/// The provenance a table carries in its own comment header: the text after `# provenance:` in
+/// the comment lines before the header (continued by the comment lines that follow it), so
+/// that a copied table stays labelled without the README beside it.
+pub(super) fn from_header(text: &str) -> Option<String> {
+    let mut out: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            continue;
+        }
+        let Some(c) = t.strip_prefix('#') else { break };
+        let c = c.trim();
+        match &mut out {
+            Some(o) if !c.is_empty() && !starts_with_key(c) => {
+                o.push(' ');
+                o.push_str(c);
+            }
+            Some(_) => {}
+            None => {
+                if c.len() >= 11 && c[..11].eq_ignore_ascii_case("provenance:") {
+                    out = Some(c[11..].trim().to_string());
+                }
+            }
+        }
+    }
+    out.filter(|o| !o.is_empty())
+}
+
+/// `key: …` (an identifier then a colon): the start of another header comment, not a continuation.
+fn starts_with_key(c: &str) -> bool {
+    let key: String = c.chars().take_while(|ch| ch.is_ascii_alphanumeric() || *ch == '_' || *ch == '-').collect();
+    !key.is_empty() && c[key.len()..].starts_with(':')
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    #[test]
+    fn header_provenance_with_continuation() {
+        let t = "# provenance: TRANSCRIBED from notes\n# (a report), not measured: illustrative\n# seed: 3\ncontext_len,index_topk,trials,hits\n1,1,1,1\n# provenance: not this\n";
+        let p = from_header(t).unwrap();
+        assert_eq!(p, "TRANSCRIBED from notes (a report), not measured: illustrative");
+        assert!(says_transcribed(&p));
+        assert_eq!(from_header("# lab run 3\ncontext_len\n"), None);
+    }
+}

@@ -1,0 +1,89 @@
+//! A memo of recall evaluations. The engines' recall is a deterministic function of the
+//! scenario (analytic, or Monte Carlo with common random numbers: trial i always draws from
+//! (seed, i)), so remembering it is exact: the optimiser's revisits, the profile and region
+//! searches that restart from known points, the hypotheses that share a scenario (dprime = 0,
+//! the never-selected checks) and the verdict's searches evaluate each distinct scenario once.
+
+use crate::engine::{EngineError, RecallModel};
+use crate::scenario::Scenario;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// A [`RecallModel`] that evaluates each distinct scenario once, optionally reporting every
+/// evaluation it makes (for a progress display).
+pub struct CachedModel<'a> {
+    inner: &'a dyn RecallModel,
+    memo: Mutex<HashMap<String, f64>>,
+    evaluations: AtomicU64,
+    lookups: AtomicU64,
+    on_evaluation: Option<Box<dyn Fn(u64) + Send + Sync + 'a>>,
+}
+
+impl<'a> CachedModel<'a> {
+    /// Wraps `inner`.
+    pub fn new(inner: &'a dyn RecallModel) -> CachedModel<'a> {
+        CachedModel { inner, memo: Mutex::new(HashMap::new()), evaluations: AtomicU64::new(0), lookups: AtomicU64::new(0), on_evaluation: None }
+    }
+    /// Calls `f(evaluations so far)` after every evaluation of the inner model.
+    pub fn with_observer(mut self, f: impl Fn(u64) + Send + Sync + 'a) -> Self {
+        self.on_evaluation = Some(Box::new(f));
+        self
+    }
+    /// (evaluations of the inner model, lookups).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.evaluations.load(Ordering::Relaxed), self.lookups.load(Ordering::Relaxed))
+    }
+}
+
+impl RecallModel for CachedModel<'_> {
+    fn recall(&self, s: &Scenario) -> Result<f64, EngineError> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let key = serde_json::to_string(s).unwrap_or_default();
+        if let Some(v) = self.memo.lock().ok().and_then(|m| m.get(&key).copied()) {
+            return Ok(v);
+        }
+        let v = self.inner.recall(s)?;
+        if let Ok(mut m) = self.memo.lock() {
+            m.insert(key, v);
+        }
+        let n = self.evaluations.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(f) = &self.on_evaluation {
+            f(n);
+        }
+        Ok(v)
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn parallel_rows(&self) -> bool {
+        self.inner.parallel_rows()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::FnModel;
+
+    #[test]
+    fn evaluates_each_scenario_once_and_returns_the_same_value() {
+        let calls = AtomicU64::new(0);
+        let inner = FnModel(
+            |s: &Scenario| {
+                calls.fetch_add(1, Ordering::Relaxed);
+                s.dprime / 10.0
+            },
+            "test",
+        );
+        let m = CachedModel::new(&inner);
+        let a = Scenario { dprime: 3.0, ..Scenario::default() };
+        let b = Scenario { dprime: 4.0, ..Scenario::default() };
+        for _ in 0..3 {
+            assert_eq!(m.recall(&a).unwrap(), 0.3);
+            assert_eq!(m.recall(&b).unwrap(), 0.4);
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+        assert_eq!(m.counts(), (2, 6));
+    }
+}

@@ -1,0 +1,366 @@
+//! Row checks and the diagnosis (docs/model.md#verdict): per measured row the random-indexer
+//! floor (dprime = 0, every other field as given) with a one-sided binomial test of whether the
+//! row lies below it, and the rows where every candidate is selected yet the needle is missed;
+//! then, with the named hypotheses ranked by AIC, the call (`saturated`, `coverage-limited`,
+//! `discrimination-limited`, `read-limited`, `implementation-suspect`) and its signatures.
+
+use super::hypotheses::{compare_hypotheses, HypothesisResult, NEVER_SELECTED_DPRIME};
+use super::likelihood::set_field;
+use super::{CalibError, FreeParam, RecallModel};
+use crate::measured::Dataset;
+use crate::scenario::{Field, Scenario};
+use crate::verdict::{verdict, Call, Verdict, VerdictOptions};
+use statrs::distribution::{Binomial, DiscreteCDF};
+
+/// Family-wise level of the row tests (Bonferroni over the rows).
+pub const ROW_ALPHA: f64 = 0.01;
+/// Goodness-of-fit p-value below which the preferred hypothesis fits poorly.
+pub const POOR_FIT_P: f64 = 0.001;
+
+/// The checks of one measured row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RowCheck {
+    /// Row number in the table (1-based).
+    pub row: usize,
+    /// Line in the file.
+    pub line: u64,
+    /// Context length.
+    pub context_len: u64,
+    /// k.
+    pub index_topk: u64,
+    /// Hits.
+    pub hits: u64,
+    /// Trials.
+    pub trials: u64,
+    /// Random-indexer recall for the row's geometry (dprime = 0; p_read as given, lowered to the
+    /// read rate seen where every candidate is selected when there is such a row).
+    pub floor: f64,
+    /// P(X ≤ hits) for X ~ Binomial(trials, floor): the one-sided p-value of "below the floor".
+    pub p_below_floor: f64,
+    /// The row lies below the floor (p_below_floor · rows < ROW_ALPHA), and not every candidate
+    /// is selected there.
+    pub below_floor: bool,
+    /// Every candidate is selected whatever the scores (N ≤ k, or the needle in the window or
+    /// the sink): selection cannot explain a miss here.
+    pub all_selected: bool,
+    /// Recall the scenario predicts there whatever the indexer does.
+    pub recall_if_selected: f64,
+    /// P(X ≤ hits) at that recall.
+    pub p_miss: f64,
+    /// Misses that no selection explains (all selected and p_miss · rows < ROW_ALPHA).
+    pub selection_independent_miss: bool,
+}
+
+/// The checks of every row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RowChecks {
+    /// Per row.
+    pub rows: Vec<RowCheck>,
+    /// Pooled hits / trials over the rows where every candidate is selected, with its Wilson
+    /// 95% upper end: the read rate the floor uses (None when there is no such row).
+    pub read_rate: Option<(f64, f64)>,
+}
+
+impl RowChecks {
+    /// Rows below the random-indexer floor.
+    pub fn below_floor(&self) -> Vec<&RowCheck> {
+        self.rows.iter().filter(|r| r.below_floor).collect()
+    }
+    /// Rows with misses no selection explains.
+    pub fn selection_independent_misses(&self) -> Vec<&RowCheck> {
+        self.rows.iter().filter(|r| r.selection_independent_miss).collect()
+    }
+    /// Plain-text summary (one line per finding, with the row numbers).
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let nums = |v: &[&RowCheck]| v.iter().map(|r| r.row.to_string()).collect::<Vec<_>>().join(", ");
+        let below = self.below_floor();
+        if below.is_empty() {
+            s.push_str("random-indexer floor: no row lies significantly below it\n");
+        } else {
+            s.push_str(&format!(
+                "BELOW THE RANDOM-INDEXER FLOOR: rows {} — a random pick (dprime 0) would find the needle more often than measured; an imprecise but working indexer cannot get there\n",
+                nums(&below)
+            ));
+            for r in &below {
+                s.push_str(&format!(
+                    "  row {} (L = {}, k = {}): {}/{} found, random floor {:.3}, P(≤ {} | floor) = {:.2e}\n",
+                    r.row, r.context_len, r.index_topk, r.hits, r.trials, r.floor, r.hits, r.p_below_floor
+                ));
+            }
+        }
+        let miss = self.selection_independent_misses();
+        if !miss.is_empty() {
+            s.push_str(&format!(
+                "SELECTION-INDEPENDENT MISSES: rows {} select every candidate (N ≤ k, or the needle in the window/sink) yet miss: p_read < 1 or a bug, not the indexer's ranking\n",
+                nums(&miss)
+            ));
+            for r in &miss {
+                s.push_str(&format!(
+                    "  row {} (L = {}, k = {}): {}/{} found where the model gives {:.3} whatever the indexer does\n",
+                    r.row, r.context_len, r.index_topk, r.hits, r.trials, r.recall_if_selected
+                ));
+            }
+        }
+        s
+    }
+}
+
+fn binom_cdf(y: u64, n: u64, p: f64) -> f64 {
+    if y >= n {
+        return 1.0;
+    }
+    if p >= 1.0 {
+        return 0.0;
+    }
+    if p <= 0.0 {
+        return 1.0;
+    }
+    Binomial::new(p, n).map_or(1.0, |b| b.cdf(y))
+}
+
+/// The row checks of `data` under `base` (with `nuisance` fields at their scenario values).
+pub fn row_checks(data: &Dataset, base: &Scenario, model: &dyn RecallModel) -> Result<RowChecks, CalibError> {
+    let recall = |s: &Scenario| model.recall(s).map_err(CalibError::Model);
+    let n_rows = data.rows.len().max(1) as f64;
+    let mut pre = Vec::with_capacity(data.rows.len());
+    for (i, r) in data.rows.iter().enumerate() {
+        let s = r
+            .apply(base)
+            .map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
+        let mut never = s.clone();
+        set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
+        let mut sel = never.clone();
+        set_field(&mut sel, Field::PRead, 1.0)?;
+        set_field(&mut sel, Field::PGuess, 0.0)?;
+        let all_selected = recall(&sel)? >= 1.0 - 1e-9;
+        let recall_if_selected = if all_selected { recall(&never)? } else { f64::NAN };
+        pre.push((s, all_selected, recall_if_selected));
+    }
+    let (mut h, mut n) = (0u64, 0u64);
+    for (r, p) in data.rows.iter().zip(&pre) {
+        if p.1 {
+            h += r.hits;
+            n += r.trials;
+        }
+    }
+    let read_rate = (n > 0).then(|| {
+        let (_, hi) = crate::stats::wilson(h, n, 1.959_963_984_540_054);
+        (h as f64 / n as f64, hi)
+    });
+    let mut rows = Vec::with_capacity(data.rows.len());
+    for (i, (r, (s, all_selected, ris))) in data.rows.iter().zip(pre).enumerate() {
+        let mut f = s.clone();
+        set_field(&mut f, Field::Dprime, 0.0)?;
+        if let Some((_, hi)) = read_rate {
+            if hi < f.p_read {
+                set_field(&mut f, Field::PRead, hi)?;
+            }
+        }
+        let floor = recall(&f)?;
+        let p_below = binom_cdf(r.hits, r.trials, floor);
+        let p_miss = if all_selected { binom_cdf(r.hits, r.trials, ris) } else { 1.0 };
+        rows.push(RowCheck {
+            row: i + 1,
+            line: r.line,
+            context_len: r.context_len,
+            index_topk: r.index_topk,
+            hits: r.hits,
+            trials: r.trials,
+            floor,
+            p_below_floor: p_below,
+            below_floor: !all_selected && p_below * n_rows < ROW_ALPHA,
+            all_selected,
+            recall_if_selected: if all_selected { ris } else { f64::NAN },
+            p_miss,
+            selection_independent_miss: all_selected && p_miss * n_rows < ROW_ALPHA,
+        });
+    }
+    Ok(RowChecks { rows, read_rate })
+}
+
+/// A pattern in the data that points at something other than k or the indexer's precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Signature {
+    /// Rows lie below the random-indexer floor.
+    BelowRandomFloor,
+    /// Misses where every candidate is selected.
+    MissesWhenAllSelected,
+    /// The preferred fit sits on a search bound.
+    ParameterOnBound,
+    /// The preferred hypothesis fits poorly.
+    PoorFit,
+    /// The positional hypothesis is preferred.
+    Positional,
+    /// The effective-k hypothesis is preferred.
+    EffectiveK,
+    /// The length-periodic hypothesis is preferred.
+    LengthPeriodic,
+    /// The broken-fraction hypothesis is preferred.
+    BrokenFraction,
+}
+
+impl Signature {
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signature::BelowRandomFloor => "below_random_floor",
+            Signature::MissesWhenAllSelected => "misses_when_all_selected",
+            Signature::ParameterOnBound => "parameter_on_bound",
+            Signature::PoorFit => "poor_fit",
+            Signature::Positional => "positional",
+            Signature::EffectiveK => "effective_k",
+            Signature::LengthPeriodic => "length_periodic",
+            Signature::BrokenFraction => "broken_fraction",
+        }
+    }
+    /// What it means.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            Signature::BelowRandomFloor => "the needle is found less often than a random indexer (dprime 0) would find it on the same geometry: the indexer ranks it below a typical distractor, which an imprecise but working indexer does not do",
+            Signature::MissesWhenAllSelected => "the needle is missed in rows where every candidate is selected (N ≤ k, or the needle in the window or sink): no selection explains these misses",
+            Signature::ParameterOnBound => "the preferred fit sits on a search bound: the data push the parameter beyond any plausible value, so no figure resting on it is given",
+            Signature::PoorFit => "even the preferred hypothesis fits poorly (goodness-of-fit p < 0.001): no smooth model of the indexer explains the data",
+            Signature::Positional => "the needle's separation depends on its distance from the query, not on the number of competitors",
+            Signature::EffectiveK => "recall follows a k different from the configured index_topk: the kernel selects another number of candidates",
+            Signature::LengthPeriodic => "failures concentrate in one residue class of the context length modulo the compression ratio",
+            Signature::BrokenFraction => "a fraction of queries never selects the needle while the rest behave normally",
+        }
+    }
+    /// What to check next.
+    pub fn check(self) -> &'static str {
+        match self {
+            Signature::BelowRandomFloor => "compare the indexer's top-k against a reference implementation at a failing length (same prompt, same weights); capture the top-k and read the needle's rank",
+            Signature::MissesWhenAllSelected => "check that the selected needle is read: capture the top-k at a short failing prompt and confirm the needle is in it; then check the attention over the selected entries (masking, cache layout)",
+            Signature::ParameterOnBound => "read the needle's rank directly (capture the top-k) rather than infer it from recall",
+            Signature::PoorFit => "capture the top-k at a failing length and compare against a reference implementation",
+            Signature::Positional => "vary the needle's depth at a fixed context length and read the needle's rank; compare position handling (RoPE, compressed-block offsets) against a reference",
+            Signature::EffectiveK => "log the number of entries the top-k kernel actually returns and compare with index_topk (a hard-coded k, a clamp to the kernel maximum)",
+            Signature::LengthPeriodic => "vary the prompt length mod 4 (the compression ratio) at a fixed depth; check the compressor's padding and the indexer key cache layout for partial blocks",
+            Signature::BrokenFraction => "rerun the failing prompts with and without prefix-cache hits and compare the indexer's top-k between them",
+        }
+    }
+}
+
+/// The diagnosis of a table: row checks, ranked hypotheses, signatures and the call.
+#[derive(Debug, Clone)]
+pub struct Diagnosis {
+    /// The row checks.
+    pub checks: RowChecks,
+    /// The hypotheses ranked by AIC.
+    pub hypotheses: Vec<HypothesisResult>,
+    /// The signatures found.
+    pub signatures: Vec<Signature>,
+    /// The call.
+    pub call: Call,
+    /// The verdict's numbers at the best hypothesis that is a plain scenario (with `call`
+    /// replaced by the diagnosis's call).
+    pub verdict: Verdict,
+    /// The hypothesis the numbers come from.
+    pub numbers_from: String,
+    /// The scenario the numbers come from.
+    pub scenario: Scenario,
+}
+
+/// Diagnoses `data`: row checks, every hypothesis, signatures, the call and the verdict's numbers.
+pub fn diagnose(
+    data: &Dataset,
+    base: &Scenario,
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+    opts: VerdictOptions,
+) -> Result<Diagnosis, CalibError> {
+    let checks = row_checks(data, base, model)?;
+    let hypotheses = compare_hypotheses(data, base, user_free, model)?;
+    let lmax = hypotheses.iter().map(|h| h.loglik).fold(f64::NEG_INFINITY, f64::max);
+    let lmin = hypotheses.iter().map(|h| h.loglik).fold(f64::INFINITY, f64::min);
+    if lmax - lmin < 1e-9 {
+        return Err(CalibError::Input(format!(
+            "{}: no row can separate any two hypotheses (every hypothesis predicts the same recall for every row, e.g. every row selects every candidate and finds the needle): measure longer contexts or smaller k",
+            data.source
+        )));
+    }
+    let best = &hypotheses[0];
+    let mut sig = Vec::new();
+    if !checks.below_floor().is_empty() {
+        sig.push(Signature::BelowRandomFloor);
+    }
+    if !checks.selection_independent_misses().is_empty() {
+        sig.push(Signature::MissesWhenAllSelected);
+    }
+    if !best.on_bound.is_empty() {
+        sig.push(Signature::ParameterOnBound);
+    }
+    if best.gof_p.is_some_and(|p| p < POOR_FIT_P) {
+        sig.push(Signature::PoorFit);
+    }
+    match best.name.as_str() {
+        "positional" => sig.push(Signature::Positional),
+        "effective-k" => sig.push(Signature::EffectiveK),
+        "length-periodic" => sig.push(Signature::LengthPeriodic),
+        "broken-fraction" => sig.push(Signature::BrokenFraction),
+        _ => {}
+    }
+    let has = |s: Signature| sig.contains(&s);
+    let suspect = has(Signature::BelowRandomFloor)
+        || best.is_implementation()
+        || (has(Signature::PoorFit) && has(Signature::ParameterOnBound));
+    let read = has(Signature::MissesWhenAllSelected) || best.name == "read-failure";
+    let (from, scen) = hypotheses
+        .iter()
+        .find_map(|h| h.scenario(base).map(|s| (h, s)))
+        .ok_or_else(|| CalibError::Fit("no hypothesis gives a valid scenario".into()))?;
+    let mut v = verdict(&scen, model, opts).map_err(|e| match e {
+        crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
+        e => CalibError::Input(e.to_string()),
+    })?;
+    v.dprime_on_bound = from.on_bound.iter().any(|n| n == "dprime");
+    let call = if suspect {
+        Call::ImplementationSuspect
+    } else if read {
+        Call::ReadLimited
+    } else {
+        v.call
+    };
+    v.call = call;
+    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen })
+}
+
+impl Diagnosis {
+    /// Plain sentences explaining the call from the signatures.
+    pub fn explanation(&self) -> String {
+        let best = &self.hypotheses[0];
+        let mut s = match self.call {
+            Call::ImplementationSuspect => format!(
+                "Neither raising k nor improving the indexer's precision explains these data: the implementation is suspect. Preferred hypothesis: {} (Akaike weight {:.3}).",
+                best.name, best.weight
+            ),
+            Call::ReadLimited => format!(
+                "The needle is missed where selection cannot explain it: it is selected but not used (read-limited; preferred hypothesis {}, weight {:.3}). Raising k or the indexer's precision does not fix this.",
+                best.name, best.weight
+            ),
+            _ => format!(
+                "Preferred hypothesis: {} (Akaike weight {:.3}); the numbers below come from {}. {}",
+                best.name,
+                best.weight,
+                self.numbers_from,
+                crate::verdict::explain(&self.verdict)
+            ),
+        };
+        for g in &self.signatures {
+            s.push_str(&format!("\n- {}: {}. Check: {}.", g.name(), g.explanation(), g.check()));
+        }
+        s
+    }
+
+    /// The JSON of the signatures: `[{"name", "explanation", "check"}]`.
+    pub fn signatures_json(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.signatures
+                .iter()
+                .map(|g| serde_json::json!({"name": g.name(), "explanation": g.explanation(), "check": g.check()}))
+                .collect(),
+        )
+    }
+}
