@@ -8,6 +8,7 @@ pub mod quantize;
 pub mod rank;
 pub mod recall;
 pub mod run;
+pub mod shell;
 pub mod sweep;
 pub mod verdict;
 
@@ -108,6 +109,10 @@ pub enum Command {
     Formats(formats::FormatsArgs),
     /// Quantize-dequantize numbers read on stdin with a number format (bf16 … fp4, block-scaled).
     Quantize(quantize::QuantizeArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell) on stdout.
+    Completions(shell::CompletionsArgs),
+    /// Print the manual page dsa-sim(1) (roff) on stdout.
+    Man(shell::ManArgs),
 }
 
 impl Command {
@@ -123,6 +128,8 @@ impl Command {
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
             Command::Formats(a) => formats::run(a),
+            Command::Completions(a) => shell::completions(a),
+            Command::Man(a) => shell::man(a),
         }
     }
 }
