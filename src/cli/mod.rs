@@ -2,6 +2,7 @@
 
 pub mod calibrate;
 pub mod formats;
+pub mod merge;
 pub mod presets;
 pub mod progress;
 pub mod quantize;
@@ -103,6 +104,8 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
+    /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
+    Merge(merge::MergeArgs),
     /// List every preset with every field's value.
     Presets(presets::PresetsArgs),
     /// Per-format error of the vector indexer: q/k error, score correlation, top-k overlap with fp32, induced score_noise, dprime loss.
@@ -125,6 +128,7 @@ impl Command {
             Command::Verdict(a) => verdict::run(a),
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
+            Command::Merge(a) => merge::run(a),
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
             Command::Formats(a) => formats::run(a),

@@ -127,6 +127,8 @@ fn write_all(
             format: Format::Csv,
             fingerprint: fig.spec.name.clone(),
             meta: meta.clone(),
+            shard: crate::sweep::Shard::WHOLE,
+            sidecar: None,
         };
         let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(csv), &opts, progress)?;
         let json = stage.join("data").join(format!("{}.json", fig.spec.name));
