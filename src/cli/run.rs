@@ -25,6 +25,13 @@ pub struct RunExperimentArgs {
     /// next to the output folder) instead of starting over.
     #[arg(long)]
     pub resume: bool,
+    /// Monte Carlo seed for every grid, replacing the file's `seed` (figures experiments).
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// Print one JSON object on stdout, a summary of what was written (experiment, kind, folder,
+    /// report, figures, points, files, seed, dsa_sim_version), instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
     /// No progress bars or summary.
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -33,9 +40,27 @@ pub struct RunExperimentArgs {
 /// Runs `dsa-sim run`.
 pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
     let started = std::time::Instant::now();
-    let settings = RunSettings { threads: args.threads, resume: args.resume };
+    let settings = RunSettings { threads: args.threads, resume: args.resume, seed: args.seed };
     let bar = Bar::points(!args.quiet);
     let done = run_file(&args.file, args.out.as_deref(), &settings, &bar)?;
+    if args.json {
+        let kind = match done.kind {
+            ExperimentKind::Calibration => "calibration",
+            ExperimentKind::Figures => "figures",
+        };
+        return super::print_json(&serde_json::json!({
+            "experiment": done.name,
+            "kind": kind,
+            "folder": done.folder.display().to_string(),
+            "report": done.folder.join("report.md").display().to_string(),
+            "figures": done.figures,
+            "points": done.points,
+            "files": done.files,
+            "seed": done.seed,
+            "resumed": args.resume,
+            "dsa_sim_version": env!("CARGO_PKG_VERSION"),
+        }));
+    }
     if !args.quiet {
         let report = done.folder.join("report.md");
         let secs = started.elapsed().as_secs_f64();

@@ -389,6 +389,8 @@ pub struct RunSummary {
     pub points: usize,
     /// Files written (figures experiments; 0 for a calibration).
     pub files: usize,
+    /// The seed the grids ran with (figures experiments; None for a calibration).
+    pub seed: Option<u64>,
 }
 
 /// Runs the experiment file at `path`, whichever its kind ([`ExperimentKind::of`]), into `out`
@@ -405,12 +407,22 @@ pub fn run_file(
     let source = crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
     match ExperimentKind::of(&source) {
         ExperimentKind::Calibration => {
+            if settings.seed.is_some() {
+                return Err(input(format!(
+                    "--seed: {} is a calibration experiment, which takes no seed override: set its seed in the file",
+                    path.display()
+                ))
+                .into());
+            }
             let folder = crate::engine::in_pool(settings.threads, || calibration::run_experiment_text(path, &source, out))??;
             let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            Ok(RunSummary { kind: ExperimentKind::Calibration, name, folder, figures: 0, points: 0, files: 0 })
+            Ok(RunSummary { kind: ExperimentKind::Calibration, name, folder, figures: 0, points: 0, files: 0, seed: None })
         }
         ExperimentKind::Figures => {
-            let exp = Experiment::parse(&source, path)?;
+            let mut exp = Experiment::parse(&source, path)?;
+            if let Some(seed) = settings.seed {
+                exp.seed = seed;
+            }
             let opts = crate::engine::RunOptions { engine: exp.engine, trials: exp.trials, seed: exp.seed, ..Default::default() };
             for fig in &exp.figures {
                 fig.grid
@@ -427,6 +439,7 @@ pub fn run_file(
                 figures: exp.figures.len(),
                 points: exp.points(),
                 files: files.len(),
+                seed: Some(exp.seed),
             })
         }
     }

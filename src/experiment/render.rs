@@ -22,6 +22,8 @@ pub struct RunSettings {
     /// Continue the staging folder left by an interrupted run of the same experiment: figures
     /// already computed are read back, a figure cut short resumes from its partial file.
     pub resume: bool,
+    /// Replaces the experiment file's seed (figures experiments).
+    pub seed: Option<u64>,
 }
 
 /// Figure size in pixels (SVG and PNG).
@@ -87,7 +89,11 @@ pub fn run(
     progress: &dyn Progress,
 ) -> Result<Vec<PathBuf>, SweepError> {
     crate::output::check_collisions(output_names(exp))?;
-    let fingerprint = format!("dsa-sim {} experiment\n{}", env!("CARGO_PKG_VERSION"), exp.source);
+    let mut fingerprint = format!("dsa-sim {} experiment\n{}", env!("CARGO_PKG_VERSION"), exp.source);
+    if let Some(seed) = settings.seed {
+        // `run --seed`: a staging folder of another seed is not resumed.
+        fingerprint.push_str(&format!("\nseed override {seed}"));
+    }
     let inputs: Vec<&Path> = std::iter::once(exp.path.as_path()).chain(exp.data.iter().map(|d| d.path.as_path())).collect();
     let staged = StagedDir::begin(out, &StageOptions { resume: settings.resume, fingerprint: &fingerprint, inputs: &inputs })?;
     let stage = staged.path().to_path_buf();

@@ -207,12 +207,14 @@ where
         let line = w.into_inner().unwrap_or_default();
         if let (Some(f), Some(pp)) = (file.as_mut(), partial.as_ref()) {
             f.write_all(&line).and_then(|_| f.flush()).map_err(|e| SweepError::write(pp, &e))?;
-        } else if matches!(out, Output::Stdout)
-            && opts.format == Format::Csv
-            && stdout_result(stdout.write_all(&line).and_then(|_| stdout.flush()))? == Flow::Stop
-        {
-            closed = true;
-            return Ok(Flow::Stop);
+        } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
+            // The progress display leaves the terminal while the row is written.
+            let mut written = Ok(());
+            progress.suspend(&mut || written = stdout.write_all(&line).and_then(|_| stdout.flush()));
+            if stdout_result(written)? == Flow::Stop {
+                closed = true;
+                return Ok(Flow::Stop);
+            }
         }
         rows.push(row);
         progress.advance(1);
