@@ -14,7 +14,7 @@ fn stdout(args: &[&str]) -> String {
 }
 
 const COMMANDS: &[&str] =
-    &["recall", "rank", "calibrate", "verdict", "sweep", "run", "presets", "formats", "quantize", "completions", "man"];
+    &["recall", "rank", "calibrate", "verdict", "sweep", "run", "merge", "presets", "formats", "quantize", "completions", "man"];
 
 #[test]
 fn completions_for_every_shell_name_every_command_and_field_flags() {
@@ -89,4 +89,20 @@ fn man_page_renders_without_warnings_where_groff_exists() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     assert!(out.stderr.is_empty(), "groff: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_full_disk_is_a_failure_not_a_silent_success() {
+    let Ok(_) = std::fs::metadata("/dev/full") else { return };
+    for args in [&["completions", "zsh"][..], &["man"][..]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
+            .args(args)
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(e.starts_with("error: ") && e.lines().count() == 1 && e.contains("stdout"), "{args:?}: {e}");
+    }
 }

@@ -77,8 +77,10 @@ recall, rank, sweep, calibrate, verdict and formats take --preset, --scenario FI
 per scenario field (see `dsa-sim recall --help`). recall, rank, sweep, calibrate and verdict take \
 --engine, --trials and --seed, formats --trials and --seed: Monte Carlo results repeat exactly from \
 the seed and do not depend on --threads. run reads its scenario, engine, trials and seed from the \
-experiment file. Every command but run prints one JSON object on stdout with --json. Exit codes: 0 \
-success, 2 bad input, 1 any other failure. Reference: docs/cli.md.";
+experiment file (run --seed replaces its seed). With --json a command prints one JSON object on \
+stdout. A sweep splits over machines with sweep --shard I/N, and merge joins the parts; the \
+completions command prints shell completions, man the manual page. Exit codes: 0 success, 2 bad \
+input, 1 any other failure. Reference: docs/cli.md.";
 
 /// dsa-sim command line.
 #[derive(Parser, Debug)]
