@@ -39,6 +39,7 @@
 pub mod calibration;
 mod render;
 mod report;
+mod shard;
 
 pub use render::{run, scenario_summary, value_label, RunSettings, FIGURE_SIZE};
 
@@ -407,6 +408,13 @@ pub fn run_file(
     let source = crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
     match ExperimentKind::of(&source) {
         ExperimentKind::Calibration => {
+            if settings.shard.is_some() || !settings.merge.is_empty() {
+                return Err(input(format!(
+                    "--shard / --merge: {} is a calibration experiment, which runs on one machine",
+                    path.display()
+                ))
+                .into());
+            }
             if settings.seed.is_some() {
                 return Err(input(format!(
                     "--seed: {} is a calibration experiment, which takes no seed override: set its seed in the file",
@@ -431,7 +439,24 @@ pub fn run_file(
             }
             let eval = crate::sweep::engine_evaluator(opts);
             let folder = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-            let files = run(&exp, &folder, &eval, settings, progress)?;
+            if let Some(sh) = settings.shard {
+                let (points, files) = shard::run_shard(&exp, &folder, sh, &eval, settings, progress)?;
+                return Ok(RunSummary {
+                    kind: ExperimentKind::Figures,
+                    name: exp.name.clone(),
+                    folder,
+                    figures: exp.figures.len(),
+                    points,
+                    files,
+                    seed: Some(exp.seed),
+                });
+            }
+            let files = if settings.merge.is_empty() {
+                run(&exp, &folder, &eval, settings, progress)?
+            } else {
+                let merged = shard::merged_evaluator(&exp, &settings.merge)?;
+                run(&exp, &folder, &merged, settings, progress)?
+            };
             Ok(RunSummary {
                 kind: ExperimentKind::Figures,
                 name: exp.name.clone(),

@@ -24,6 +24,10 @@ pub struct RunSettings {
     pub resume: bool,
     /// Replaces the experiment file's seed (figures experiments).
     pub seed: Option<u64>,
+    /// Compute only this shard of every figure's grid, into `OUT/data/` (figures experiments).
+    pub shard: Option<crate::sweep::Shard>,
+    /// Take every point's result from these shard folders instead of computing it.
+    pub merge: Vec<PathBuf>,
 }
 
 /// Figure size in pixels (SVG and PNG).

@@ -196,19 +196,26 @@ fn rows_of(part: &Part, grid: &Grid) -> Result<Vec<Row>, SweepError> {
     Ok(rows)
 }
 
-/// Merges the parts of a sharded sweep into `out` (CSV with its sidecar, or JSON by the
-/// extension), byte-identical to the unsharded sweep's file (see the module docs). Nothing is
-/// written unless every part checks out.
-pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
+/// The parts of one sharded sweep, checked and joined: the grid, the run metadata and every
+/// row in grid order (see [`merge`] for what is refused).
+#[derive(Debug, Clone)]
+pub struct Joined {
+    /// The grid the parts' sidecars describe.
+    pub grid: Grid,
+    /// The run metadata (`run` of the sidecars).
+    pub run: Value,
+    /// Every point's row, in grid order.
+    pub rows: Vec<Row>,
+    /// Shards of the split.
+    pub shards: usize,
+    /// The first part given (to name in messages).
+    pub first: PathBuf,
+}
+
+/// Reads and checks the parts of one sharded sweep and joins their rows in grid order.
+pub fn join(parts: &[PathBuf]) -> Result<Joined, SweepError> {
     if parts.is_empty() {
         return Err(input("merge needs at least one part".into()));
-    }
-    let format = Format::from_path(out);
-    for p in parts {
-        let same = p == out || (p.canonicalize().ok().is_some() && p.canonicalize().ok() == out.canonicalize().ok());
-        if same {
-            return Err(input(format!("--out {} is also a part: write the merge to a new file", out.display())));
-        }
     }
     let parts: Vec<Part> = parts.iter().map(|p| read_part(p)).collect::<Result<_, _>>()?;
     let first = &parts[0];
@@ -249,10 +256,25 @@ pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
     }
     let rows: Vec<Row> = (0..grid.len()).filter_map(|i| shards[i % count].next()).collect();
     debug_assert_eq!(rows.len(), grid.len());
+    Ok(Joined { grid, run: first.meta["run"].clone(), rows, shards: count, first: first.path.clone() })
+}
 
+/// Merges the parts of a sharded sweep into `out` (CSV with its sidecar, or JSON by the
+/// extension), byte-identical to the unsharded sweep's file (see the module docs). Nothing is
+/// written unless every part checks out.
+pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
+    let format = Format::from_path(out);
+    for p in parts {
+        let same = p == out || (p.canonicalize().ok().is_some() && p.canonicalize().ok() == out.canonicalize().ok());
+        if same {
+            return Err(input(format!("--out {} is also a part: write the merge to a new file", out.display())));
+        }
+    }
+    let Joined { grid, run, rows, shards: count, .. } = join(parts)?;
+    let nparts = parts.len();
     crate::output::check_regular_target(out)?;
     let _lock = crate::output::OutputLock::acquire(out, out)?;
-    let run = &first.meta["run"];
+    let run = &run;
     let mut files = Vec::new();
     match format {
         Format::Csv => {
@@ -269,5 +291,5 @@ pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
             files.push(out.to_path_buf());
         }
     }
-    Ok(Merged { points: grid.len(), parts: parts.len(), shards: count, files })
+    Ok(Merged { points: grid.len(), parts: nparts, shards: count, files })
 }
