@@ -304,7 +304,7 @@ pub fn experiment_toml(data: &[u8]) {
             rank: rank.then(|| dsa_sim::engine::RankQuantiles { p05: q(0.95), p50: q(0.5), p90: q(0.1), p95: q(0.05) }),
         })
     };
-    let settings = RunSettings { threads: Some(1), resume: false };
+    let settings = RunSettings { threads: Some(1), ..RunSettings::default() };
     let files = match dsa_sim::experiment::run(&exp, &out, &eval, &settings, &dsa_sim::progress::Silent) {
         Ok(f) => f,
         Err(e) => panic!("an accepted experiment fails to run: {}", dsa_sim::error::one_line(&e.to_string())),

@@ -15,6 +15,12 @@ pub trait Progress: Sync {
     }
     /// The computation is over (finished or stopped).
     fn finish(&self) {}
+    /// Runs `write`, which prints to standard output while the computation runs (a sweep's
+    /// rows), with any progress display taken off the terminal meanwhile, so that output and
+    /// progress never share a line.
+    fn suspend(&self, write: &mut dyn FnMut()) {
+        write();
+    }
 }
 
 /// Reports nothing.

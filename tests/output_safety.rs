@@ -280,7 +280,7 @@ fn stray_temporaries_are_cleaned() {
     let d = setup();
     let dir = d.path();
     // What killed sweeps leave beside their output: temporaries of the final and partial writes.
-    for f in [".s.csv.tmp-4242", ".s.csv.partial.tmp-77"] {
+    for f in [".s.csv.tmp-4242", ".s.csv.partial.tmp-77", ".s.csv.meta.json.tmp-5"] {
         std::fs::write(dir.join(f), "half-written").unwrap();
     }
     succeeded(&dsa(dir, &["sweep", "--vary", "depth=0,1", "--no-rank", "--out", "s.csv", "-q"]));
@@ -299,7 +299,7 @@ fn stray_temporaries_are_cleaned() {
     refused(&dsa(dir, &["run", "exp.toml", "--out", "mine"]), &[".mine.partial", "not a dsa-sim result"]);
     let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    assert_eq!(names, [".mine.partial", "cal.toml", "exp.toml", "obs.csv", "res", "s.csv"]);
+    assert_eq!(names, [".mine.partial", "cal.toml", "exp.toml", "obs.csv", "res", "s.csv", "s.csv.meta.json"]);
 }
 
 // ---------------------------------------------------------------------------------------------

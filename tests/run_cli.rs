@@ -150,3 +150,90 @@ fn shipped_experiments_parse() {
     }
     assert!(n >= 3);
 }
+
+#[test]
+fn run_json_summary_and_seed_override() {
+    let d = setup(&good_exp());
+    let o = dsa(&["run", "exp.toml", "--out", "a", "--json"], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["experiment"], "tiny");
+    assert_eq!(v["kind"], "figures");
+    assert_eq!(v["figures"], 5);
+    assert_eq!(v["seed"], 5, "the file's seed");
+    assert_eq!(v["dsa_sim_version"], env!("CARGO_PKG_VERSION"));
+    assert!(v["folder"].as_str().unwrap().ends_with('a') && v["report"].as_str().unwrap().ends_with("report.md"));
+    assert!(v["files"].as_u64().unwrap() >= 20 && v["points"].as_u64().unwrap() > 0);
+    let o = dsa(&["run", "exp.toml", "--out", "b", "--json", "--seed", "9"], d.path());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["seed"], 9);
+    let report = std::fs::read_to_string(d.path().join("b/report.md")).unwrap();
+    assert!(report.contains("seed: 9"), "the report states the seed used");
+    // The heatmap is Monte Carlo (montecarlo rows depend on the seed): another seed, other rows.
+    let data = |dir: &str| std::fs::read_to_string(d.path().join(dir).join("data/noise.json")).unwrap();
+    assert!(data("b").contains("\"seed\": 9"));
+    // The same seed as the file's gives the same folder as no --seed.
+    let o = dsa(&["run", "exp.toml", "--out", "c", "-q", "--seed", "5"], d.path());
+    assert!(o.status.success());
+    assert_eq!(std::fs::read(d.path().join("a/data/curves.csv")).unwrap(), std::fs::read(d.path().join("c/data/curves.csv")).unwrap());
+}
+
+/// Every file under `dir`, relative path → bytes.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn sharded_runs_merge_into_the_unsharded_folder() {
+    let d = setup(&good_exp());
+    let dir = d.path();
+    let o = dsa(&["run", "exp.toml", "--out", "whole", "-q"], dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole = tree(&dir.join("whole"));
+    for n in [2usize, 3, 20] {
+        let mut merge_args: Vec<String> = vec!["run".into(), "exp.toml".into(), "--out".into(), format!("merged{n}"), "-q".into(), "--merge".into()];
+        for i in 0..n {
+            let part = format!("shard{n}-{i}");
+            let o = dsa(&["run", "exp.toml", "--shard", &format!("{i}/{n}"), "--out", &part, "--json"], dir);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["shard"], format!("{i}/{n}"));
+            assert!(!dir.join(&part).join("report.md").exists(), "a shard draws no report");
+            merge_args.push(part);
+        }
+        let args: Vec<&str> = merge_args.iter().map(String::as_str).collect();
+        let o = dsa(&args, dir);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let merged = tree(&dir.join(format!("merged{n}")));
+        assert_eq!(merged.keys().collect::<Vec<_>>(), whole.keys().collect::<Vec<_>>(), "N = {n}");
+        for (k, v) in &whole {
+            assert!(&merged[k] == v, "N = {n}: {k} differs");
+        }
+    }
+    // Parts of another seed, or a missing shard, are refused, naming the part.
+    let o = dsa(&["run", "exp.toml", "--shard", "1/2", "--seed", "6", "--out", "other"], dir);
+    assert!(o.status.success());
+    let o = dsa(&["run", "exp.toml", "--out", "bad", "--merge", "shard2-0", "other"], dir);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("other") && e.contains("seed"), "{e}");
+    let o = dsa(&["run", "exp.toml", "--out", "bad", "--merge", "shard3-0", "shard3-2"], dir);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("shard 1/3 is missing"));
+    assert!(!dir.join("bad").exists());
+    // A shard needs --out.
+    assert_eq!(dsa(&["run", "exp.toml", "--shard", "0/2"], dir).status.code(), Some(2));
+}

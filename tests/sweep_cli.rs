@@ -146,6 +146,29 @@ fn presets_lists_every_preset_and_field() {
     }
 }
 
+#[test]
+fn presets_fit_100_columns_in_blocks_and_hide_format_floors() {
+    let d = tempfile::tempdir().unwrap();
+    let text = ok(&dsa(&["presets"], d.path()));
+    for line in text.lines() {
+        assert!(line.chars().count() <= 100, "{line:?} is wider than 100 columns");
+        assert!(!line.contains(":floor="), "{line:?}");
+    }
+    for name in dsa_sim::scenario::PRESET_NAMES {
+        assert!(text.lines().any(|l| l.starts_with(&format!("{name}  ("))), "a block for {name}");
+    }
+    assert!(text.contains("q_format         fp4-e2m1:32:ue8m0*"), "{text}");
+    let wide = ok(&dsa(&["presets", "--wide"], d.path()));
+    let header = wide.lines().next().unwrap();
+    for name in dsa_sim::scenario::PRESET_NAMES {
+        assert!(header.contains(name), "{header}");
+    }
+    assert!(!wide.contains(":floor="));
+    let json = ok(&dsa(&["presets", "--json"], d.path()));
+    assert!(json.contains(":floor="), "--json keeps the whole spec");
+    assert_eq!(dsa(&["presets", "--wide", "--json"], d.path()).status.code(), Some(2));
+}
+
 /// A sweep whose stdout is closed (`| head`) stops instead of computing the rest of the grid:
 /// this one would take minutes to finish.
 #[test]

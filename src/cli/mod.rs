@@ -2,6 +2,7 @@
 
 pub mod calibrate;
 pub mod formats;
+pub mod merge;
 pub mod presets;
 pub mod plan;
 pub mod progress;
@@ -9,6 +10,7 @@ pub mod quantize;
 pub mod rank;
 pub mod recall;
 pub mod run;
+pub mod shell;
 pub mod sweep;
 pub mod verdict;
 
@@ -76,8 +78,10 @@ recall, rank, sweep, calibrate, verdict and formats take --preset, --scenario FI
 per scenario field (see `dsa-sim recall --help`). recall, rank, sweep, calibrate and verdict take \
 --engine, --trials and --seed, formats --trials and --seed: Monte Carlo results repeat exactly from \
 the seed and do not depend on --threads. run reads its scenario, engine, trials and seed from the \
-experiment file. Every command but run prints one JSON object on stdout with --json. Exit codes: 0 \
-success, 2 bad input, 1 any other failure. Reference: docs/cli.md.";
+experiment file (run --seed replaces its seed). With --json a command prints one JSON object on \
+stdout. A sweep splits over machines with sweep --shard I/N, and merge joins the parts; the \
+completions command prints shell completions, man the manual page. Exit codes: 0 success, 2 bad \
+input, 1 any other failure. Reference: docs/cli.md.";
 
 /// dsa-sim command line.
 #[derive(Parser, Debug)]
@@ -105,12 +109,18 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
+    /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
+    Merge(merge::MergeArgs),
     /// List every preset with every field's value.
     Presets(presets::PresetsArgs),
     /// Per-format error of the vector indexer: q/k error, score correlation, top-k overlap with fp32, induced score_noise, dprime loss.
     Formats(formats::FormatsArgs),
     /// Quantize-dequantize numbers read on stdin with a number format (bf16 … fp4, block-scaled).
     Quantize(quantize::QuantizeArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell) on stdout.
+    Completions(shell::CompletionsArgs),
+    /// Print the manual page dsa-sim(1) (roff) on stdout.
+    Man(shell::ManArgs),
 }
 
 impl Command {
@@ -124,9 +134,12 @@ impl Command {
             Command::Plan(a) => plan::run(a),
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
+            Command::Merge(a) => merge::run(a),
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
             Command::Formats(a) => formats::run(a),
+            Command::Completions(a) => shell::completions(a),
+            Command::Man(a) => shell::man(a),
         }
     }
 }

@@ -1,16 +1,32 @@
 //! `dsa-sim presets`: every preset with every field's value.
 
 use super::{emit, print_json, scenario_json, CliError};
-use crate::scenario::{Field, Scenario, PRESET_NAMES};
+use crate::scenario::{Field, Scenario, Value, PRESET_NAMES};
+
+/// Width the block layout fits in (a 100-column terminal).
+const WIDTH: usize = 100;
 
 /// Arguments of `dsa-sim presets`.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Use a preset with --preset NAME on recall, rank, sweep, calibrate, verdict and formats, or with \
 preset = \"NAME\" in a --scenario file; field flags override its fields.")]
 pub struct PresetsArgs {
+    /// One wide table (a column per preset, a row per field) instead of one block per preset.
+    #[arg(long, conflicts_with = "json")]
+    pub wide: bool,
     /// Print one JSON object: {"presets": {NAME: {field: value, …}}, "defaults": {…}}.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A field's value as `presets` shows it: the canonical text, less a number format's internal
+/// `:floor=F` (the amax floor of its scale; `--json` keeps the whole spec).
+pub fn shown(s: &Scenario, f: Field) -> String {
+    let text = s.text(f);
+    match (s.get(f), text.split_once(":floor=")) {
+        (Value::Format(_), Some((spec, _))) => spec.to_string(),
+        _ => text,
+    }
 }
 
 /// Runs `dsa-sim presets`.
@@ -22,12 +38,24 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
             presets.iter().map(|(n, s)| (n.to_string(), scenario_json(s))).collect();
         return print_json(&serde_json::json!({"presets": map, "defaults": scenario_json(&Scenario::default())}));
     }
-    let mut cols: Vec<(String, Scenario)> = vec![("(defaults)".to_string(), Scenario::default())];
+    let defaults = Scenario::default();
+    let mut cols: Vec<(String, Scenario)> = vec![("(defaults)".to_string(), defaults.clone())];
     cols.extend(presets.into_iter().map(|(n, s)| (n.to_string(), s)));
+    let mut out = if args.wide { wide(&cols) } else { blocks(&cols, &defaults) };
+    out.push_str(
+        "\nNumber formats are shown without their internal amax floor (floor=F); --json gives every value\n\
+in full, --wide one table. Use with --preset NAME on recall, rank, sweep, calibrate, verdict and\n\
+formats; field flags override single fields.\n",
+    );
+    emit(&out)
+}
+
+/// One column per preset, one row per field.
+fn wide(cols: &[(String, Scenario)]) -> String {
     let fw = Field::ALL.iter().map(|f| f.name().len()).max().unwrap_or(8);
     let widths: Vec<usize> = cols
         .iter()
-        .map(|(n, s)| Field::ALL.iter().map(|f| s.text(*f).len()).chain([n.len()]).max().unwrap_or(4))
+        .map(|(n, s)| Field::ALL.iter().map(|f| shown(s, *f).len()).chain([n.len()]).max().unwrap_or(4))
         .collect();
     let mut out = String::new();
     out.push_str(&format!("{:fw$}", "field"));
@@ -38,12 +66,44 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
     for &f in Field::ALL {
         out.push_str(&format!("{:fw$}", f.name()));
         for ((_, s), w) in cols.iter().zip(&widths) {
-            out.push_str(&format!("  {:>w$}", s.text(f)));
+            out.push_str(&format!("  {:>w$}", shown(s, f)));
         }
         out.push('\n');
     }
-    out.push_str(
-        "\nUse with --preset NAME on recall, rank, sweep, calibrate, verdict and formats; field flags override single fields.\n",
-    );
-    emit(&out)
+    out
+}
+
+/// One block per preset: its every field as `name value` cells, column by column, as many
+/// columns as fit in [`WIDTH`]; `*` marks a value that differs from the defaults.
+fn blocks(cols: &[(String, Scenario)], defaults: &Scenario) -> String {
+    let fw = Field::ALL.iter().map(|f| f.name().len()).max().unwrap_or(8);
+    let vw = cols.iter().flat_map(|(_, s)| Field::ALL.iter().map(|f| shown(s, *f).len())).max().unwrap_or(8);
+    // A cell: 2 spaces of indent or gap, the name, a space, the value, the mark.
+    let cell = fw + 1 + vw + 1;
+    let ncols = ((WIDTH - 2) / (cell + 2)).max(1);
+    let nrows = Field::ALL.len().div_ceil(ncols);
+    let mut out = String::new();
+    for (i, (name, s)) in cols.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let changed = Field::ALL.iter().filter(|f| s.get(**f) != defaults.get(**f)).count();
+        if i == 0 {
+            out.push_str(&format!("{name}\n"));
+        } else {
+            out.push_str(&format!("{name}  ({changed} fields differ from the defaults: *)\n"));
+        }
+        for r in 0..nrows {
+            let mut line = String::new();
+            for c in 0..ncols {
+                let Some(&f) = Field::ALL.get(c * nrows + r) else { break };
+                let mark = if i > 0 && s.get(f) != defaults.get(f) { "*" } else { "" };
+                let value = format!("{}{mark}", shown(s, f));
+                line.push_str(&format!("  {:fw$} {value:<w$}", f.name(), w = vw + 1));
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+    out
 }

@@ -58,4 +58,15 @@ impl Progress for Bar {
             *b = ProgressBar::hidden();
         });
     }
+
+    /// Clears the bar's line, runs `write` (rows on stdout), then draws the bar again below.
+    fn suspend(&self, write: &mut dyn FnMut()) {
+        if !self.enabled {
+            return write();
+        }
+        match self.bar.lock() {
+            Ok(b) => b.suspend(|| write()),
+            Err(_) => write(),
+        }
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::progress::Bar;
 use super::{CliError, RunArgs, ScenarioArgs};
-use crate::sweep::{engine_evaluator, run_grid, Axis, Format, Grid, Output, SweepOptions};
+use crate::sweep::{engine_evaluator, merge, run_grid, Axis, Format, Grid, Output, Shard, SweepOptions};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim sweep`.
@@ -30,6 +30,11 @@ pub struct SweepArgs {
     /// Compute at most N new points, then stop (the partial file keeps them for --resume).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Compute only shard I of N (0-based): the grid points i with i mod N = I, into --out FILE.csv
+    /// (with FILE.csv.meta.json); `auto` reads SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT or
+    /// JOB_COMPLETION_INDEX / DSA_SIM_SHARD_COUNT. `dsa-sim merge` joins the parts.
+    #[arg(long, value_name = "I/N|auto")]
+    pub shard: Option<String>,
     /// Leave out the rank quantile columns (faster: recall only).
     #[arg(long)]
     pub no_rank: bool,
@@ -65,17 +70,36 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
             return Err(CliError::input(format!("--out {}: is a folder; give a file name (.csv or .json)", p.display())));
         }
     }
+    let shard = match &args.shard {
+        Some(t) => Shard::parse(t)?,
+        None => Shard::WHOLE,
+    };
+    if args.shard.is_some() {
+        match &args.out {
+            None => return Err(CliError::input("--shard needs --out FILE.csv (one file per shard, joined by `dsa-sim merge`)")),
+            Some(_) if format == Format::Json => {
+                return Err(CliError::input(
+                    "--shard writes CSV parts (--out FILE.csv); `dsa-sim merge PARTS… --out FILE.json` makes the JSON file",
+                ))
+            }
+            Some(_) => {}
+        }
+    }
     let meta = serde_json::json!({
         "engine": args.run.engine.to_string(), "trials": opts.trials, "seed": opts.seed, "rank": rank,
     });
-    let fingerprint = serde_json::json!({
+    let mut fingerprint = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "base": grid.base,
         "axes": grid.axes.iter().map(|a| serde_json::json!([a.field.name(), a.texts])).collect::<Vec<_>>(),
         "run": meta,
         "format": format.to_string(),
-    })
-    .to_string();
+    });
+    if !shard.is_whole() {
+        fingerprint["shard"] = shard.to_string().into();
+    }
+    let fingerprint = fingerprint.to_string();
+    let sidecar = (args.out.is_some() && format == Format::Csv).then(|| merge::sidecar(&grid, &meta, shard));
     let out = match &args.out {
         Some(p) => Output::File(p.clone()),
         None => Output::Stdout,
@@ -87,18 +111,28 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
         format,
         fingerprint,
         meta,
+        shard,
+        sidecar,
     };
     let eval = engine_evaluator(opts);
     let (rows, complete) = run_grid(&grid, |s| eval(s, rank), &out, &sweep, &Bar::points(!args.quiet))?;
     if let Some(p) = &args.out {
         if !args.quiet {
             if complete {
-                eprintln!("{} points written to {}", rows.len(), p.display());
+                match args.shard {
+                    Some(_) => eprintln!(
+                        "shard {shard}: {} of {} points written to {}",
+                        rows.len(),
+                        grid.len(),
+                        p.display()
+                    ),
+                    None => eprintln!("{} points written to {}", rows.len(), p.display()),
+                }
             } else {
                 eprintln!(
                     "{} of {} points done, kept in {}: rerun with --resume to finish",
                     rows.len(),
-                    grid.len(),
+                    shard.len(grid.len()),
                     crate::sweep::partial_path(p).display()
                 );
             }

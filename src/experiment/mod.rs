@@ -39,6 +39,7 @@
 pub mod calibration;
 mod render;
 mod report;
+mod shard;
 
 pub use render::{run, scenario_summary, value_label, RunSettings, FIGURE_SIZE};
 
@@ -405,6 +406,8 @@ pub struct RunSummary {
     pub points: usize,
     /// Files written (figures experiments; 0 for a calibration).
     pub files: usize,
+    /// The seed the grids ran with (figures experiments; None for a calibration).
+    pub seed: Option<u64>,
 }
 
 /// Runs the experiment file at `path`, whichever its kind ([`ExperimentKind::of`]), into `out`
@@ -421,12 +424,29 @@ pub fn run_file(
     let source = crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
     match ExperimentKind::of(&source) {
         ExperimentKind::Calibration => {
+            if settings.shard.is_some() || !settings.merge.is_empty() {
+                return Err(input(format!(
+                    "--shard / --merge: {} is a calibration experiment, which runs on one machine",
+                    path.display()
+                ))
+                .into());
+            }
+            if settings.seed.is_some() {
+                return Err(input(format!(
+                    "--seed: {} is a calibration experiment, which takes no seed override: set its seed in the file",
+                    path.display()
+                ))
+                .into());
+            }
             let folder = crate::engine::in_pool(settings.threads, || calibration::run_experiment_text(path, &source, out))??;
             let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            Ok(RunSummary { kind: ExperimentKind::Calibration, name, folder, figures: 0, points: 0, files: 0 })
+            Ok(RunSummary { kind: ExperimentKind::Calibration, name, folder, figures: 0, points: 0, files: 0, seed: None })
         }
         ExperimentKind::Figures => {
-            let exp = Experiment::parse(&source, path)?;
+            let mut exp = Experiment::parse(&source, path)?;
+            if let Some(seed) = settings.seed {
+                exp.seed = seed;
+            }
             let opts = crate::engine::RunOptions { engine: exp.engine, trials: exp.trials, seed: exp.seed, ..Default::default() };
             for fig in &exp.figures {
                 fig.grid
@@ -435,7 +455,24 @@ pub fn run_file(
             }
             let eval = crate::sweep::engine_evaluator(opts);
             let folder = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&exp.name));
-            let files = run(&exp, &folder, &eval, settings, progress)?;
+            if let Some(sh) = settings.shard {
+                let (points, files) = shard::run_shard(&exp, &folder, sh, &eval, settings, progress)?;
+                return Ok(RunSummary {
+                    kind: ExperimentKind::Figures,
+                    name: exp.name.clone(),
+                    folder,
+                    figures: exp.figures.len(),
+                    points,
+                    files,
+                    seed: Some(exp.seed),
+                });
+            }
+            let files = if settings.merge.is_empty() {
+                run(&exp, &folder, &eval, settings, progress)?
+            } else {
+                let merged = shard::merged_evaluator(&exp, &settings.merge)?;
+                run(&exp, &folder, &merged, settings, progress)?
+            };
             Ok(RunSummary {
                 kind: ExperimentKind::Figures,
                 name: exp.name.clone(),
@@ -443,6 +480,7 @@ pub fn run_file(
                 figures: exp.figures.len(),
                 points: exp.points(),
                 files: files.len(),
+                seed: Some(exp.seed),
             })
         }
     }

@@ -22,6 +22,12 @@ pub struct RunSettings {
     /// Continue the staging folder left by an interrupted run of the same experiment: figures
     /// already computed are read back, a figure cut short resumes from its partial file.
     pub resume: bool,
+    /// Replaces the experiment file's seed (figures experiments).
+    pub seed: Option<u64>,
+    /// Compute only this shard of every figure's grid, into `OUT/data/` (figures experiments).
+    pub shard: Option<crate::sweep::Shard>,
+    /// Take every point's result from these shard folders instead of computing it.
+    pub merge: Vec<PathBuf>,
 }
 
 /// Figure size in pixels (SVG and PNG).
@@ -87,7 +93,11 @@ pub fn run(
     progress: &dyn Progress,
 ) -> Result<Vec<PathBuf>, SweepError> {
     crate::output::check_collisions(output_names(exp))?;
-    let fingerprint = format!("dsa-sim {} experiment\n{}", env!("CARGO_PKG_VERSION"), exp.source);
+    let mut fingerprint = format!("dsa-sim {} experiment\n{}", env!("CARGO_PKG_VERSION"), exp.source);
+    if let Some(seed) = settings.seed {
+        // `run --seed`: a staging folder of another seed is not resumed.
+        fingerprint.push_str(&format!("\nseed override {seed}"));
+    }
     let inputs: Vec<&Path> = std::iter::once(exp.path.as_path()).chain(exp.data.iter().map(|d| d.path.as_path())).collect();
     let staged = StagedDir::begin(out, &StageOptions { resume: settings.resume, fingerprint: &fingerprint, inputs: &inputs })?;
     let stage = staged.path().to_path_buf();
@@ -127,6 +137,8 @@ fn write_all(
             format: Format::Csv,
             fingerprint: fig.spec.name.clone(),
             meta: meta.clone(),
+            shard: crate::sweep::Shard::WHOLE,
+            sidecar: None,
         };
         let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(csv), &opts, progress)?;
         let json = stage.join("data").join(format!("{}.json", fig.spec.name));

@@ -92,6 +92,10 @@ fn parse_int(v: &str) -> Result<u64, String> {
         return Ok(x);
     }
     let q = clip(v, QUOTE_MAX);
+    // Token counts as the scenario fields take them: 16K, 128Ki, 1M (crate::scenario::COUNT_SUFFIXES).
+    if let Some(r) = crate::scenario::parse_suffixed_count(v) {
+        return r.map_err(|why| format!("`{q}`: {why}"));
+    }
     match v.parse::<f64>() {
         Ok(x) if x.is_finite() && x < 0.0 => Err(format!("{q} is negative: a non-negative integer is required")),
         Ok(x) if x.is_finite() && x.fract() == 0.0 && x < 1.8e19 => Ok(x as u64),
@@ -260,6 +264,16 @@ mod tests {
         assert_eq!((d.rows[0].context_len, d.rows[0].index_topk, d.rows[0].trials, d.rows[0].hits), (4000, 512, 10, 3));
         assert_eq!(d.rows[1].line, 4);
         assert!(d.notes.iter().any(|n| n.contains("`notes`")), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn token_count_suffixes_as_in_scenario_fields() {
+        let t = "context_len,index_topk,trials,hits\n16K,512,10,3\n128Ki,1Ki,1K,3\n1M,2Ki,10,3\n";
+        let d = parse_csv(t, "t.csv").unwrap();
+        let got: Vec<(u64, u64, u64)> = d.rows.iter().map(|r| (r.context_len, r.index_topk, r.trials)).collect();
+        assert_eq!(got, [(16_000, 512, 10), (131_072, 1024, 1000), (1_000_000, 2048, 10)]);
+        let e = parse_csv("context_len,index_topk,trials,hits\n1.0001K,512,10,3\n", "t.csv").unwrap_err().to_string();
+        assert!(e.contains("row 1") && e.contains("context_len") && e.contains("not a whole number"), "{e}");
     }
 
     #[test]

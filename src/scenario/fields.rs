@@ -268,12 +268,52 @@ fn mismatch(field: Field, v: Value) -> ScenarioError {
     parse_err(field, &v.to_string(), expected)
 }
 
+/// Token-count suffixes, exactly: `K` (or `k`) = 10^3, `M` = 10^6, `G` = 10^9 (decimal, SI);
+/// `Ki` = 2^10, `Mi` = 2^20, `Gi` = 2^30 (binary, IEC). So `16K` = 16000, `16Ki` = 16384,
+/// `128Ki` = 131072, `1M` = 1000000, `1Mi` = 1048576; a decimal mantissa is allowed when the
+/// product is whole (`1.5K` = 1500, `0.5Mi` = 524288, `1.5Ki` = 1536; `1.0001K` is an error).
+pub const COUNT_SUFFIXES: &[(&str, u64)] = &[
+    ("Ki", 1 << 10),
+    ("Mi", 1 << 20),
+    ("Gi", 1 << 30),
+    ("K", 1_000),
+    ("k", 1_000),
+    ("M", 1_000_000),
+    ("G", 1_000_000_000),
+];
+
+/// A count written with a suffix of [`COUNT_SUFFIXES`] (`16K`, `1Mi`, `1.5M`; underscores and
+/// surrounding spaces ignored): `None` when `text` has no such suffix, else the exact value or
+/// why it is not one (a phrase without the value, for the caller's message).
+pub fn parse_suffixed_count(text: &str) -> Option<Result<u64, String>> {
+    let t = text.trim().replace('_', "");
+    let (mantissa, mult) = COUNT_SUFFIXES.iter().find_map(|(suf, m)| t.strip_suffix(suf).map(|rest| (rest.trim_end(), *m)))?;
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() && frac.is_empty() || !digits(int) || !digits(frac) || frac.len() > 18 || int.len() > 20 {
+        return Some(Err(
+            "expected a count: digits with a suffix K, M, G (10^3, 10^6, 10^9) or Ki, Mi, Gi (2^10, 2^20, 2^30), e.g. 16K or 128Ki"
+                .to_string(),
+        ));
+    }
+    let scale = 10u128.pow(frac.len() as u32);
+    let num = int.parse::<u128>().unwrap_or(0) * scale + frac.parse::<u128>().unwrap_or(0);
+    let total = num * mult as u128;
+    if total % scale != 0 {
+        return Some(Err("not a whole number".to_string()));
+    }
+    Some(u64::try_from(total / scale).map_err(|_| "too large (at most 2^64 - 1)".to_string()))
+}
+
 impl FieldType for u64 {
     const KIND: Kind = Kind::Count;
     fn parse(field: Field, v: &str) -> Result<u64, ScenarioError> {
         let t = v.trim().replace('_', "");
         if let Ok(x) = t.parse::<u64>() {
             return Ok(x);
+        }
+        if let Some(r) = parse_suffixed_count(&t) {
+            return r.map_err(|why| parse_err(field, v, why));
         }
         // Accept integral floats such as 1e6 or 65536.0 (spreadsheets write them).
         match t.parse::<f64>() {
@@ -748,6 +788,47 @@ mod tests {
             assert_eq!(Field::from_name(&format!(" {} ", f.flag())).unwrap(), *f);
         }
         assert!(Field::from_name("nope").is_err());
+    }
+
+    #[test]
+    fn token_count_suffixes_are_exact() {
+        let mut s = Scenario::default();
+        for (text, want) in [
+            ("16K", 16_000u64),
+            ("16k", 16_000),
+            ("16Ki", 16_384),
+            ("128Ki", 131_072),
+            ("1M", 1_000_000),
+            ("1Mi", 1_048_576),
+            ("1G", 1_000_000_000),
+            ("1Gi", 1 << 30),
+            ("1.5K", 1_500),
+            ("1.5Ki", 1_536),
+            ("0.5Mi", 524_288),
+            (" 64 Ki ", 65_536),
+            ("1_000K", 1_000_000),
+        ] {
+            s.set_text(Field::ContextLen, text).unwrap();
+            assert_eq!(s.context_len, want, "{text}");
+        }
+        s.set_text(Field::IndexTopk, "2Ki").unwrap();
+        assert_eq!(s.index_topk, 2048);
+        assert_eq!(s.text(Field::IndexTopk), "2048", "the canonical text has no suffix");
+        for (text, why) in [
+            ("1.0001K", "not a whole number"),
+            ("-1K", "expected a count"),
+            ("K", "expected a count"),
+            ("1e3K", "expected a count"),
+            ("1KiB", "expected a non-negative integer"),
+            ("1m", "expected a non-negative integer"),
+            ("20000000000G", "too large"),
+        ] {
+            let e = s.set_text(Field::ContextLen, text).unwrap_err().to_string();
+            assert!(e.contains("context_len") && e.contains(why), "{text}: {e}");
+        }
+        // Bounds apply to the value: 2048Gi = 2^41 tokens is beyond the largest context (2^40).
+        s.set_text(Field::ContextLen, "2048Gi").unwrap();
+        assert!(s.validate().is_err());
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod fields;
 mod keywords;
 mod presets;
 
-pub use fields::{Bounds, Field, FieldSpec, FitBounds, Kind, Scenario, Scope, Unit, Value};
+pub use fields::{parse_suffixed_count, COUNT_SUFFIXES, Bounds, Field, FieldSpec, FitBounds, Kind, Scenario, Scope, Unit, Value};
 pub use keywords::{Compressor, Distractor, Model, Pooling, Readout, RepeatLayout};
 pub use presets::{fp4_indexer, fp8_indexer, PRESET_NAMES};
 

@@ -80,6 +80,14 @@ pub fn fmt_num(x: f64) -> String {
 
 fn parse_num(field: Field, text: &str, what: &str) -> Result<f64, SweepError> {
     let t = text.trim().replace('_', "");
+    // Integer fields take token-count suffixes in range bounds and steps as in values: 1Ki..1Mi:x2.
+    if !field.is_real() {
+        if let Some(r) = crate::scenario::parse_suffixed_count(&t) {
+            return r.map(|x| x as f64).map_err(|why| {
+                SweepError::Input(format!("axis `{field}`: range {what} `{}`: {why}", text.trim()))
+            });
+        }
+    }
     t.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
         SweepError::Input(format!("axis `{field}`: range {what} `{}` is not a number", text.trim()))
     })
@@ -224,6 +232,19 @@ mod tests {
         assert_eq!(vals("dprime=2..2:1"), ["2"]);
         assert_eq!(vals("repeat=1,2..4:+1,8"), ["1", "2", "3", "4", "8"]);
         assert_eq!(vals("index_topk=512..2048:3"), ["512", "1280", "2048"]);
+    }
+
+    #[test]
+    fn token_count_suffixes_in_values_and_ranges() {
+        assert_eq!(vals("context_len=16K,16Ki,1M,1Mi"), ["16K", "16Ki", "1M", "1Mi"]);
+        let a = Axis::parse("context_len=16K,16Ki,1M,1Mi").unwrap();
+        assert_eq!(a.values, [Value::Count(16_000), Value::Count(16_384), Value::Count(1_000_000), Value::Count(1 << 20)]);
+        assert_eq!(vals("context_len=1Ki..8Ki:x2"), ["1024", "2048", "4096", "8192"]);
+        assert_eq!(vals("index_topk=512..2Ki:+512"), ["512", "1024", "1536", "2048"]);
+        assert_eq!(vals("context_len=1K..3K:3"), ["1000", "2000", "3000"]);
+        let e = Axis::parse("context_len=1.0001K..2K:x2").unwrap_err().to_string();
+        assert!(e.contains("start `1.0001K`: not a whole number"), "{e}");
+        assert!(Axis::parse("dprime=1K,2").is_err(), "real fields take no suffix");
     }
 
     #[test]

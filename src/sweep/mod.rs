@@ -11,10 +11,20 @@
 //! half-written, and a killed sweep keeps its finished rows for `--resume`.
 
 mod axis;
+pub mod merge;
 mod runner;
+mod shard;
 
 pub use axis::{canonical_field, fmt_num, parse_values, Axis, MAX_RANGE_POINTS};
 pub use runner::{adopt_finished, partial_path, run_grid, Output, SweepOptions};
+pub use shard::{Shard, MAX_SHARDS};
+
+/// The sidecar of a sweep's CSV file: `FILE.meta.json` beside `FILE` (see [`merge`]).
+pub fn meta_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".meta.json");
+    path.with_file_name(name)
+}
 
 use crate::engine::{EngineError, RankQuantiles, RunOptions};
 use crate::error::{io_kind, Classify, ErrorKind};

@@ -1,7 +1,7 @@
 //! Running a grid: points evaluated in parallel, rows delivered in grid order, streamed to a
 //! partial file and resumable.
 
-use super::{csv_record, parse_record, to_csv, to_json, write_atomic, Format, Grid, PointResult, Row, SweepError};
+use super::{csv_record, meta_path, parse_record, to_csv, to_json, write_atomic, Format, Grid, PointResult, Row, Shard, SweepError};
 use crate::engine::EngineError;
 use crate::progress::Progress;
 use crate::scenario::Scenario;
@@ -26,6 +26,11 @@ pub struct SweepOptions {
     pub fingerprint: String,
     /// Run metadata stored in JSON output (seed, engine, trials…).
     pub meta: serde_json::Value,
+    /// The points to compute: the whole grid, or one shard of it ([`Shard`]).
+    pub shard: Shard,
+    /// For a CSV file output: the JSON document written beside it as `FILE.meta.json`
+    /// ([`meta_path`]) when the sweep completes (before FILE itself), or nothing.
+    pub sidecar: Option<serde_json::Value>,
 }
 
 /// Where rows go.
@@ -49,7 +54,7 @@ pub fn partial_path(path: &Path) -> PathBuf {
 const MAGIC: &str = "# dsa-sim sweep partial: ";
 
 /// Reads the finished rows of a partial file (a prefix of the grid); `None` if it is absent.
-fn read_partial(path: &Path, grid: &Grid, fingerprint: &str) -> Result<Option<Vec<Row>>, SweepError> {
+fn read_partial(path: &Path, grid: &Grid, shard: Shard, fingerprint: &str) -> Result<Option<Vec<Row>>, SweepError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -79,10 +84,10 @@ fn read_partial(path: &Path, grid: &Grid, fingerprint: &str) -> Result<Option<Ve
             header_seen = true;
             continue;
         }
-        let index = rows.len();
-        if index >= grid.len() {
+        if rows.len() >= shard.len(grid.len()) {
             break;
         }
+        let index = shard.point(rows.len());
         match parse_record(grid, index, &rec) {
             Some(row) => rows.push(row),
             None => break,
@@ -114,10 +119,14 @@ fn partial_text(grid: &Grid, fingerprint: &str, rows: &[Row]) -> String {
 /// Prepares a file output before any work: the file and its partial file must be absent or
 /// regular files, the output's lock is taken (a second sweep on the same file fails at once),
 /// and the temporaries that killed runs left beside them are removed.
-fn lock_file_output(path: &Path) -> Result<crate::output::OutputLock, SweepError> {
+fn lock_file_output(path: &Path, sidecar: bool) -> Result<crate::output::OutputLock, SweepError> {
     let pp = partial_path(path);
     crate::output::check_regular_target(path)?;
     crate::output::check_regular_target(&pp)?;
+    if sidecar {
+        crate::output::check_regular_target(&meta_path(path))?;
+        crate::output::remove_stale_temporaries(&meta_path(path));
+    }
     let lock = crate::output::OutputLock::acquire(path, path)?;
     crate::output::remove_stale_temporaries(path);
     crate::output::remove_stale_temporaries(&pp);
@@ -150,9 +159,11 @@ pub fn run_grid<F>(grid: &Grid, eval: F, out: &Output, opts: &SweepOptions, prog
 where
     F: Fn(&Scenario) -> Result<PointResult, EngineError> + Sync,
 {
-    let total = grid.len();
+    let shard = opts.shard;
+    let total = shard.len(grid.len());
+    let sidecar = opts.sidecar.as_ref().filter(|_| opts.format == Format::Csv);
     let _lock = match out {
-        Output::File(path) => Some(lock_file_output(path)?),
+        Output::File(path) => Some(lock_file_output(path, sidecar.is_some())?),
         _ => None,
     };
     let mut rows: Vec<Row> = Vec::new();
@@ -167,7 +178,7 @@ where
     }
     if let Some(pp) = &partial {
         if opts.resume {
-            if let Some(prev) = read_partial(pp, grid, &opts.fingerprint)? {
+            if let Some(prev) = read_partial(pp, grid, shard, &opts.fingerprint)? {
                 rows = prev;
             }
         }
@@ -196,19 +207,21 @@ where
         let line = w.into_inner().unwrap_or_default();
         if let (Some(f), Some(pp)) = (file.as_mut(), partial.as_ref()) {
             f.write_all(&line).and_then(|_| f.flush()).map_err(|e| SweepError::write(pp, &e))?;
-        } else if matches!(out, Output::Stdout)
-            && opts.format == Format::Csv
-            && stdout_result(stdout.write_all(&line).and_then(|_| stdout.flush()))? == Flow::Stop
-        {
-            closed = true;
-            return Ok(Flow::Stop);
+        } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
+            // The progress display leaves the terminal while the row is written.
+            let mut written = Ok(());
+            progress.suspend(&mut || written = stdout.write_all(&line).and_then(|_| stdout.flush()));
+            if stdout_result(written)? == Flow::Stop {
+                closed = true;
+                return Ok(Flow::Stop);
+            }
         }
         rows.push(row);
         progress.advance(1);
         Ok(Flow::More)
     };
     progress.start(total as u64, start as u64);
-    let computed = compute(grid, start..end, &eval, opts.threads, &mut sink);
+    let computed = compute(grid, shard, start..end, &eval, opts.threads, &mut sink);
     progress.finish();
     computed?;
     drop(file);
@@ -221,6 +234,11 @@ where
                     Format::Csv => to_csv(grid, &rows),
                     Format::Json => to_json(grid, &rows, &opts.meta),
                 };
+                if let Some(doc) = sidecar {
+                    let mut meta = serde_json::to_string_pretty(doc).unwrap_or_default();
+                    meta.push('\n');
+                    write_atomic(&meta_path(path), meta.as_bytes())?;
+                }
                 write_atomic(path, text.as_bytes())?;
                 if let Some(pp) = &partial {
                     let _ = std::fs::remove_file(pp);
@@ -235,10 +253,17 @@ where
     Ok((rows, complete))
 }
 
-/// Evaluates points `todo` of the grid on a pool of `threads` workers and hands the rows to
-/// `sink` strictly in index order, each as soon as it and all before it are done, until the
-/// sink says stop.
-fn compute<F, S>(grid: &Grid, todo: std::ops::Range<usize>, eval: &F, threads: Option<usize>, sink: &mut S) -> Result<(), SweepError>
+/// Evaluates the shard's points at positions `todo` on a pool of `threads` workers and hands
+/// the rows to `sink` strictly in order, each as soon as it and all before it are done, until
+/// the sink says stop.
+fn compute<F, S>(
+    grid: &Grid,
+    shard: Shard,
+    todo: std::ops::Range<usize>,
+    eval: &F,
+    threads: Option<usize>,
+    sink: &mut S,
+) -> Result<(), SweepError>
 where
     F: Fn(&Scenario) -> Result<PointResult, EngineError> + Sync,
     S: FnMut(Row) -> Result<Flow, SweepError>,
@@ -272,7 +297,7 @@ where
                             break;
                         }
                         let r = grid
-                            .scenario(i)
+                            .scenario(shard.point(i))
                             .and_then(|sc| eval(&sc).map(|res| (sc, res)).map_err(SweepError::Engine));
                         if tx.send((i, r)).is_err() {
                             break;
@@ -288,7 +313,7 @@ where
             while let Some(r) = pending.remove(&want) {
                 let step = r.and_then(|(scenario, result)| {
                     let values = grid.values_of(&scenario);
-                    sink(Row { index: want, values, scenario, result })
+                    sink(Row { index: shard.point(want), values, scenario, result })
                 });
                 match step {
                     Ok(Flow::More) => {}
@@ -343,6 +368,8 @@ mod tests {
             format: Format::Csv,
             fingerprint: "test".into(),
             meta: serde_json::Value::Null,
+            shard: Shard::WHOLE,
+            sidecar: None,
         }
     }
 
