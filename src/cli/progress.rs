@@ -65,7 +65,7 @@ impl Progress for Bar {
             return write();
         }
         match self.bar.lock() {
-            Ok(b) => b.suspend(|| write()),
+            Ok(b) => b.suspend(write),
             Err(_) => write(),
         }
     }

@@ -299,7 +299,7 @@ pub fn parse_suffixed_count(text: &str) -> Option<Result<u64, String>> {
     let scale = 10u128.pow(frac.len() as u32);
     let num = int.parse::<u128>().unwrap_or(0) * scale + frac.parse::<u128>().unwrap_or(0);
     let total = num * mult as u128;
-    if total % scale != 0 {
+    if !total.is_multiple_of(scale) {
         return Some(Err("not a whole number".to_string()));
     }
     Some(u64::try_from(total / scale).map_err(|_| "too large (at most 2^64 - 1)".to_string()))
