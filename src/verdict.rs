@@ -7,7 +7,7 @@
 //! is found by bisection.
 
 use crate::engine::{EngineError, RecallModel};
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{Field, Scenario, ScenarioError};
 
 /// Why a verdict could not be computed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -131,20 +131,11 @@ pub struct Verdict {
     pub dprime_on_bound: bool,
 }
 
-/// A scalar field the searches vary.
-#[derive(Debug, Clone, Copy)]
-enum Searched {
-    Dprime,
-    ScoreNoise,
-}
-
-fn with(s: &Scenario, field: Searched, v: f64) -> Scenario {
+/// The scenario with one real field (dprime or score_noise, the searches' fields) set to `v`.
+fn with(s: &Scenario, field: Field, v: f64) -> Result<Scenario, VerdictError> {
     let mut t = s.clone();
-    match field {
-        Searched::Dprime => t.dprime = v,
-        Searched::ScoreNoise => t.score_noise = v,
-    }
-    t
+    t.set_real(field, v)?;
+    Ok(t)
 }
 
 fn recall_of(model: &dyn RecallModel, s: &Scenario) -> Result<f64, VerdictError> {
@@ -181,14 +172,14 @@ fn bisect_k(model: &dyn RecallModel, s: &Scenario, target: f64, hi: u64) -> Resu
 fn bisect_field(
     model: &dyn RecallModel,
     s: &Scenario,
-    field: Searched,
+    field: Field,
     target: f64,
     mut lo: f64,
     mut hi: f64,
     increasing: bool,
     tol: f64,
 ) -> Result<f64, VerdictError> {
-    let r = |v: f64| recall_of(model, &with(s, field, v));
+    let r = |v: f64| recall_of(model, &with(s, field, v)?);
     // Invariant (increasing): recall(lo) < target ≤ recall(hi); (decreasing): recall(lo) ≥ target > recall(hi).
     while hi - lo > tol {
         let mid = 0.5 * (lo + hi);
@@ -204,23 +195,23 @@ fn bisect_field(
 
 fn dprime_needed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, VerdictError> {
     let (lo, hi) = DPRIME_SEARCH;
-    if recall_of(model, &with(s, Searched::Dprime, hi))? < target {
+    if recall_of(model, &with(s, Field::Dprime, hi)?)? < target {
         return Ok(None);
     }
-    if recall_of(model, &with(s, Searched::Dprime, lo))? >= target {
+    if recall_of(model, &with(s, Field::Dprime, lo)?)? >= target {
         return Ok(Some(lo));
     }
-    bisect_field(model, s, Searched::Dprime, target, lo, hi, true, 1e-4).map(Some)
+    bisect_field(model, s, Field::Dprime, target, lo, hi, true, 1e-4).map(Some)
 }
 
 fn noise_allowed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, VerdictError> {
-    if recall_of(model, &with(s, Searched::ScoreNoise, 0.0))? < target {
+    if recall_of(model, &with(s, Field::ScoreNoise, 0.0)?)? < target {
         return Ok(None);
     }
-    if recall_of(model, &with(s, Searched::ScoreNoise, NOISE_CAP))? >= target {
+    if recall_of(model, &with(s, Field::ScoreNoise, NOISE_CAP)?)? >= target {
         return Ok(Some(NOISE_CAP));
     }
-    bisect_field(model, s, Searched::ScoreNoise, target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
+    bisect_field(model, s, Field::ScoreNoise, target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
 }
 
 /// Computes the verdict for `s`.
