@@ -225,10 +225,8 @@ fn plan_then_measure_then_the_true_family_wins() {
     assert!(p.leading.iter().any(|(n, _)| n == "effective-k"), "{:?}", p.leading);
     let planned: Vec<(u64, u64, f64)> = p.cells.iter().map(|c| (c.context_len, c.index_topk, c.depth)).collect();
     let mut more = data.clone();
-    let mut rng_seed = 12;
-    for (cell, c) in planned.iter().zip(&p.cells) {
+    for (rng_seed, (cell, c)) in (12..).zip(planned.iter().zip(&p.cells)) {
         let extra = simulate(std::slice::from_ref(cell), c.trials, rng_seed, &truth);
-        rng_seed += 1;
         more.rows.extend(extra.rows);
     }
     let d = run(&more);

@@ -468,7 +468,7 @@ pub fn compare_hypotheses(
                 residue: res,
             };
             let (theta, ll) = fit_surface(&surface, &lo, &hi, start.clone())?;
-            if best.as_ref().map_or(true, |b| ll > b.1) {
+            if best.as_ref().is_none_or(|b| ll > b.1) {
                 best = Some((theta, ll, res));
             }
         }

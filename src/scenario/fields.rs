@@ -887,8 +887,7 @@ mod tests {
         assert_eq!(Field::IndexTopk.spec().bounds.allowed(), "allowed ≥ 1");
         assert_eq!(Field::Depth.spec().bounds.allowed(), "allowed 0..=1");
         assert_eq!(Field::OutlierScale.spec().bounds.allowed(), "allowed (0, 10000]");
-        let mut s = Scenario::default();
-        s.outlier_scale = 0.0;
+        let mut s = Scenario { outlier_scale: 0.0, ..Scenario::default() };
         assert!(Field::OutlierScale.check_bounds(&s).is_err());
         s.depth = f64::NAN;
         let e = Field::Depth.check_bounds(&s).unwrap_err().to_string();
