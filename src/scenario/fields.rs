@@ -305,37 +305,78 @@ pub fn parse_suffixed_count(text: &str) -> Option<Result<u64, String>> {
     Some(u64::try_from(total / scale).map_err(|_| "too large (at most 2^64 - 1)".to_string()))
 }
 
-impl FieldType for u64 {
-    const KIND: Kind = Kind::Count;
-    fn parse(field: Field, v: &str) -> Result<u64, ScenarioError> {
-        let t = v.trim().replace('_', "");
-        if let Ok(x) = t.parse::<u64>() {
-            return Ok(x);
-        }
-        if let Some(r) = parse_suffixed_count(&t) {
-            return r.map_err(|why| parse_err(field, v, why));
-        }
-        // Accept integral floats such as 1e6 or 65536.0 (spreadsheets write them).
-        match t.parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x < 1.8e19 => Ok(x as u64),
-            _ => Err(parse_err(field, v, "expected a non-negative integer")),
-        }
+fn parse_count(field: Field, v: &str) -> Result<u64, ScenarioError> {
+    let t = v.trim().replace('_', "");
+    if let Ok(x) = t.parse::<u64>() {
+        return Ok(x);
     }
-    fn into_value(self) -> Value {
-        Value::Count(self)
+    if let Some(r) = parse_suffixed_count(&t) {
+        return r.map_err(|why| parse_err(field, v, why));
     }
-    fn from_value(field: Field, v: Value) -> Result<u64, ScenarioError> {
-        match v {
-            Value::Count(x) => Ok(x),
-            other => Err(mismatch(field, other)),
-        }
+    // Accept integral floats such as 1e6 or 65536.0 (spreadsheets write them).
+    match t.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x < 1.8e19 => Ok(x as u64),
+        _ => Err(parse_err(field, v, "expected a non-negative integer")),
     }
 }
 
+fn parse_real(field: Field, v: &str) -> Result<f64, ScenarioError> {
+    v.trim().parse::<f64>().map_err(|_| parse_err(field, v, "expected a number"))
+}
+
+fn parse_flag(field: Field, v: &str) -> Result<bool, ScenarioError> {
+    match v.trim() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(parse_err(field, v, "expected true or false")),
+    }
+}
+
+fn parse_keyword<T: std::str::FromStr>(field: Field, v: &str) -> Result<T, ScenarioError>
+where
+    T::Err: fmt::Display,
+{
+    v.parse().map_err(|e| parse_err(field, v, format!("{e}")))
+}
+
+/// `FieldType` for a type stored in its own [`Value`] variant, with its text parser.
+macro_rules! field_type {
+    ($($t:ty => $variant:ident, $kind:ident, $parse:expr;)*) => {$(
+        impl FieldType for $t {
+            const KIND: Kind = Kind::$kind;
+            fn parse(field: Field, v: &str) -> Result<$t, ScenarioError> {
+                $parse(field, v)
+            }
+            fn into_value(self) -> Value {
+                Value::$variant(self)
+            }
+            fn from_value(field: Field, v: Value) -> Result<$t, ScenarioError> {
+                match v {
+                    Value::$variant(x) => Ok(x),
+                    other => Err(mismatch(field, other)),
+                }
+            }
+        }
+    )*};
+}
+field_type! {
+    u64 => Count, Count, parse_count;
+    f64 => Real, Real, parse_real;
+    bool => Flag, Flag, parse_flag;
+    Distractor => Distractor, Keyword, parse_keyword;
+    Pooling => Pooling, Keyword, parse_keyword;
+    RepeatLayout => RepeatLayout, Keyword, parse_keyword;
+    Readout => Readout, Keyword, parse_keyword;
+    Model => Model, Keyword, parse_keyword;
+    Format => Format, Keyword, parse_keyword;
+    Compressor => Compressor, Keyword, parse_keyword;
+}
+
+/// u32 fields share [`Value::Count`] with u64 ones and are range-checked on the way in.
 impl FieldType for u32 {
     const KIND: Kind = Kind::SmallCount;
     fn parse(field: Field, v: &str) -> Result<u32, ScenarioError> {
-        u32::try_from(u64::parse(field, v)?).map_err(|_| parse_err(field, v, "expected an integer below 2^32"))
+        u32::try_from(parse_count(field, v)?).map_err(|_| parse_err(field, v, "expected an integer below 2^32"))
     }
     fn into_value(self) -> Value {
         Value::Count(self as u64)
@@ -349,63 +390,6 @@ impl FieldType for u32 {
         }
     }
 }
-
-impl FieldType for f64 {
-    const KIND: Kind = Kind::Real;
-    fn parse(field: Field, v: &str) -> Result<f64, ScenarioError> {
-        v.trim().parse::<f64>().map_err(|_| parse_err(field, v, "expected a number"))
-    }
-    fn into_value(self) -> Value {
-        Value::Real(self)
-    }
-    fn from_value(field: Field, v: Value) -> Result<f64, ScenarioError> {
-        match v {
-            Value::Real(x) => Ok(x),
-            other => Err(mismatch(field, other)),
-        }
-    }
-}
-
-impl FieldType for bool {
-    const KIND: Kind = Kind::Flag;
-    fn parse(field: Field, v: &str) -> Result<bool, ScenarioError> {
-        match v.trim() {
-            "true" | "1" | "yes" => Ok(true),
-            "false" | "0" | "no" => Ok(false),
-            _ => Err(parse_err(field, v, "expected true or false")),
-        }
-    }
-    fn into_value(self) -> Value {
-        Value::Flag(self)
-    }
-    fn from_value(field: Field, v: Value) -> Result<bool, ScenarioError> {
-        match v {
-            Value::Flag(x) => Ok(x),
-            other => Err(mismatch(field, other)),
-        }
-    }
-}
-
-macro_rules! keyword_field_type {
-    ($($t:ident),*) => {$(
-        impl FieldType for $t {
-            const KIND: Kind = Kind::Keyword;
-            fn parse(field: Field, v: &str) -> Result<$t, ScenarioError> {
-                v.parse().map_err(|e| parse_err(field, v, format!("{e}")))
-            }
-            fn into_value(self) -> Value {
-                Value::$t(self)
-            }
-            fn from_value(field: Field, v: Value) -> Result<$t, ScenarioError> {
-                match v {
-                    Value::$t(x) => Ok(x),
-                    other => Err(mismatch(field, other)),
-                }
-            }
-        }
-    )*};
-}
-keyword_field_type!(Distractor, Pooling, RepeatLayout, Readout, Model, Format, Compressor);
 
 /// Declares the scenario's fields. One row per field:
 ///
