@@ -9,7 +9,8 @@
 //! (`keep_dir/`) keep their known contents, and nothing new appears (no partial file, no staging
 //! folder).
 
-use std::collections::BTreeMap;
+mod common;
+use common::snapshot;
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::ffi::OsStringExt;
@@ -59,25 +60,6 @@ impl Case {
     }
 }
 
-/// Every file under `dir` with its bytes (folders as `name/`).
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if e.file_type().unwrap().is_dir() {
-                out.insert(format!("{rel}/"), Vec::new());
-                walk(root, &p, out);
-            } else {
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
 
 /// Runs the binary in `dir` and returns (exit code, stdout, stderr); fails after 60 s.
 fn exec(dir: &Path, args: &[OsString], stdin: Option<&[u8]>) -> (Option<i32>, Vec<u8>, String) {

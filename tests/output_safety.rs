@@ -4,7 +4,8 @@
 //! measured-data reader: `run` and `calibrate` accept and reject the same tables with the same
 //! messages, in linear time.
 
-use std::collections::BTreeMap;
+mod common;
+use common::snapshot;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -17,28 +18,6 @@ fn dsa(dir: &Path, args: &[&str]) -> Output {
     bin().args(args).current_dir(dir).stdin(Stdio::null()).output().unwrap()
 }
 
-/// Every file and folder under `dir` (hidden ones included) with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            let t = e.file_type().unwrap();
-            if t.is_dir() {
-                out.insert(format!("{rel}/"), Vec::new());
-                walk(root, &p, out);
-            } else if t.is_file() {
-                out.insert(rel, std::fs::read(&p).unwrap());
-            } else {
-                out.insert(format!("{rel} (special)"), Vec::new());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
 
 /// The command failed with exit 2 and one `error:` line containing every needle; returns it.
 fn refused(o: &Output, needles: &[&str]) -> String {
