@@ -106,7 +106,7 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
             )));
         };
         if let Some(d) = data {
-            if d.has_column(f.name()) {
+            if d.has_column(f) {
                 return Err(CalibError::Input(format!(
                     "--fit {field}: cannot be fitted: the table sets it per row (column `{field}`)"
                 )));

@@ -48,15 +48,16 @@ mod provenance;
 
 pub use parse::parse_csv;
 
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{Field, Scenario, ScenarioError};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
 /// The columns a table must have.
-pub const REQUIRED_COLUMNS: &[&str] = &["context_len", "index_topk", "trials", "hits"];
+pub const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTopk.name(), "trials", "hits"];
 /// The columns a table may have; each overrides the base scenario for its row.
-pub const OPTIONAL_COLUMNS: &[&str] = &["depth", "repeat", "compress_ratio", "window", "label"];
+pub const OPTIONAL_COLUMNS: &[&str] =
+    &[Field::Depth.name(), Field::Repeat.name(), Field::CompressRatio.name(), Field::Window.name(), "label"];
 
 /// A table that could not be loaded: one line naming the file, row, column and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -250,15 +251,15 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Whether the table sets `name` per row (context_len and index_topk always; an optional
+    /// Whether the table sets `field` per row (context_len and index_topk always; an optional
     /// column when at least one row gives it).
-    pub fn has_column(&self, name: &str) -> bool {
-        self.rows.iter().any(|r| match name {
-            "depth" => r.depth.is_some(),
-            "repeat" => r.repeat.is_some(),
-            "compress_ratio" => r.compress_ratio.is_some(),
-            "window" => r.window.is_some(),
-            "context_len" | "index_topk" => true,
+    pub fn has_column(&self, field: Field) -> bool {
+        self.rows.iter().any(|r| match field {
+            Field::Depth => r.depth.is_some(),
+            Field::Repeat => r.repeat.is_some(),
+            Field::CompressRatio => r.compress_ratio.is_some(),
+            Field::Window => r.window.is_some(),
+            Field::ContextLen | Field::IndexTopk => true,
             _ => false,
         })
     }

@@ -4,6 +4,15 @@
 
 use super::{Dataset, MeasuredError, Observation, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
 use std::collections::HashSet;
+use crate::scenario::Field;
+
+// The scenario-field columns, named as the field table names them.
+const CONTEXT_LEN: &str = Field::ContextLen.name();
+const INDEX_TOPK: &str = Field::IndexTopk.name();
+const DEPTH: &str = Field::Depth.name();
+const REPEAT: &str = Field::Repeat.name();
+const COMPRESS_RATIO: &str = Field::CompressRatio.name();
+const WINDOW: &str = Field::Window.name();
 
 /// Longest piece of user text (a cell, a header) quoted in a message.
 const QUOTE_MAX: usize = 60;
@@ -155,8 +164,8 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
         ));
     }
     let req = |name: &str| col(name).unwrap_or(0);
-    let (i_l, i_k, i_t, i_h) = (req("context_len"), req("index_topk"), req("trials"), req("hits"));
-    let (i_d, i_r, i_c, i_w, i_lab) = (col("depth"), col("repeat"), col("compress_ratio"), col("window"), col("label"));
+    let (i_l, i_k, i_t, i_h) = (req(CONTEXT_LEN), req(INDEX_TOPK), req("trials"), req("hits"));
+    let (i_d, i_r, i_c, i_w, i_lab) = (col(DEPTH), col(REPEAT), col(COMPRESS_RATIO), col(WINDOW), col("label"));
 
     let mut rows = Vec::new();
     let mut total_trials = 0u64;
@@ -197,15 +206,15 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
                 Some(v) => parse_int(v).map(Some).map_err(|m| cell_err(name, m)),
             }
         };
-        let context_len = req_int(i_l, "context_len")?;
-        let index_topk = req_int(i_k, "index_topk")?;
+        let context_len = req_int(i_l, CONTEXT_LEN)?;
+        let index_topk = req_int(i_k, INDEX_TOPK)?;
         let trials = req_int(i_t, "trials")?;
         let hits = req_int(i_h, "hits")?;
         if context_len == 0 {
-            return Err(cell_err("context_len", "0: allowed ≥ 1".into()));
+            return Err(cell_err(CONTEXT_LEN, "0: allowed ≥ 1".into()));
         }
         if index_topk == 0 {
-            return Err(cell_err("index_topk", "0: allowed ≥ 1".into()));
+            return Err(cell_err(INDEX_TOPK, "0: allowed ≥ 1".into()));
         }
         if trials == 0 {
             return Err(cell_err("trials", "0: allowed ≥ 1 (a row without trials carries no information)".into()));
@@ -220,23 +229,23 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             None | Some("") => None,
             Some(v) => {
                 let q = clip(v, QUOTE_MAX);
-                let d: f64 = v.parse().map_err(|_| cell_err("depth", format!("`{q}` is not a number (allowed 0..=1)")))?;
+                let d: f64 = v.parse().map_err(|_| cell_err(DEPTH, format!("`{q}` is not a number (allowed 0..=1)")))?;
                 if !(d.is_finite() && (0.0..=1.0).contains(&d)) {
-                    return Err(cell_err("depth", format!("{q}: allowed 0..=1")));
+                    return Err(cell_err(DEPTH, format!("{q}: allowed 0..=1")));
                 }
                 Some(d)
             }
         };
-        let repeat = match opt_int(i_r, "repeat")? {
+        let repeat = match opt_int(i_r, REPEAT)? {
             None => None,
-            Some(0) => return Err(cell_err("repeat", "0: allowed ≥ 1".into())),
-            Some(r) => Some(u32::try_from(r).map_err(|_| cell_err("repeat", format!("{r}: allowed below 2^32")))?),
+            Some(0) => return Err(cell_err(REPEAT, "0: allowed ≥ 1".into())),
+            Some(r) => Some(u32::try_from(r).map_err(|_| cell_err(REPEAT, format!("{r}: allowed below 2^32")))?),
         };
-        let compress_ratio = opt_int(i_c, "compress_ratio")?;
+        let compress_ratio = opt_int(i_c, COMPRESS_RATIO)?;
         if compress_ratio == Some(0) {
-            return Err(cell_err("compress_ratio", "0: allowed ≥ 1".into()));
+            return Err(cell_err(COMPRESS_RATIO, "0: allowed ≥ 1".into()));
         }
-        let window = opt_int(i_w, "window")?;
+        let window = opt_int(i_w, WINDOW)?;
         let label = i_lab.and_then(|i| rec.get(i)).filter(|s| !s.is_empty()).map(str::to_string);
         rows.push(Observation { context_len, index_topk, trials, hits, depth, repeat, compress_ratio, window, label, line });
     }

@@ -619,12 +619,12 @@ scenario_fields! {
 
 impl Field {
     /// Everything the table says about this field.
-    pub fn spec(self) -> &'static FieldSpec {
+    pub const fn spec(self) -> &'static FieldSpec {
         &SPECS[self as usize]
     }
 
     /// snake_case name: the TOML key, the CSV column, the sweep axis name.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         self.spec().name
     }
 
