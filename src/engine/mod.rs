@@ -209,29 +209,6 @@ pub const MAX_WORK_UNITS: u64 = 1 << 36;
 /// about 1 ns each on two cores: some ten minutes).
 pub const MAX_VECTOR_WORK_UNITS: u64 = 1 << 40;
 
-/// Work units of one Monte Carlo trial of `s` and their bound, with what they count.
-fn work_per_trial(s: &Scenario, path: McPath) -> (u64, u64, &'static str) {
-    if s.model == Model::Vector {
-        let per = s.context_len.saturating_mul(s.head_dim as u64).saturating_mul(s.layers as u64);
-        return (per.max(1), MAX_VECTOR_WORK_UNITS, "key components (tokens × head_dim × layers)");
-    }
-    let g = crate::geometry::Geometry::new(s);
-    let exact = path != McPath::Materialise && crate::scores::ScoreModel::new(s, &g).is_ok();
-    if exact {
-        // Exact sampling draws every needle entry, and two binomials, in every layer.
-        let per = (g.needle_entries.len() as u64 + 2).saturating_mul(4 * s.layers as u64);
-        (per, MAX_WORK_UNITS, "work units (4 per needle entry and layer)")
-    } else if s.pooling != crate::scenario::Pooling::Max && s.distractor == crate::scenario::Distractor::Normal {
-        // Materialising with normal tokens summed: one draw per block, plus the needle's tokens.
-        let per = (g.n_candidates + s.needle_tokens.saturating_mul(s.repeat as u64)).saturating_mul(s.layers as u64);
-        (per.max(1), MAX_WORK_UNITS, "block scores (candidates × layers)")
-    } else {
-        // Materialising max-pooled or non-normal tokens draws every token of every layer.
-        let per = s.context_len.saturating_mul(s.layers as u64);
-        (per.max(1), MAX_WORK_UNITS, "token scores (context_len × layers)")
-    }
-}
-
 /// The seed used when none is given.
 pub const DEFAULT_SEED: u64 = 20_251_201;
 
@@ -417,12 +394,13 @@ fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError>
     if trials == 0 {
         return Err(EngineError::NoTrials);
     }
-    if s.model != Model::Vector {
-        if let Some(why) = montecarlo::materialise_limit(s, opts.mc_path) {
-            return Err(EngineError::TooLarge(why));
-        }
-    }
-    let (per, bound, what) = work_per_trial(s, opts.mc_path);
+    let (per, what, bound) = if s.model == Model::Vector {
+        let per = s.context_len.saturating_mul(s.head_dim as u64).saturating_mul(s.layers as u64);
+        (per.max(1), "key components (tokens × head_dim × layers)", MAX_VECTOR_WORK_UNITS)
+    } else {
+        let (per, what) = montecarlo::trial_work(s, opts.mc_path).map_err(EngineError::TooLarge)?;
+        (per, what, MAX_WORK_UNITS)
+    };
     if trials.saturating_mul(per) > bound {
         return Err(EngineError::TooLarge(format!(
             "trials = {trials}: a Monte Carlo trial of this scenario draws {per} {what}, and a run is \

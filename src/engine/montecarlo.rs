@@ -20,7 +20,7 @@
 use super::binomial;
 use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
-use crate::scenario::{Pooling, Scenario};
+use crate::scenario::{Distractor, Pooling, Scenario};
 use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
 use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
 use rand::Rng;
@@ -49,24 +49,47 @@ pub enum McPath {
 /// token scores.
 pub const MAX_MATERIALISED_CANDIDATES: u64 = 1 << 24;
 
-/// `Some(why)` when a Monte Carlo run of `s` on `path` would have to materialise more than
-/// [`MAX_MATERIALISED_CANDIDATES`] candidates per trial; `None` when it can run.
-pub fn materialise_limit(s: &Scenario, path: McPath) -> Option<String> {
-    let g = Geometry::new(s);
+/// `Some(why)` when a Monte Carlo run of `s` (its geometry and score model resolved) on `path`
+/// would have to materialise more than [`MAX_MATERIALISED_CANDIDATES`] candidates per trial;
+/// `None` when it can run.
+fn materialise_limit(s: &Scenario, g: &Geometry, path: McPath, model: &Result<ScoreModel, NotExact>) -> Option<String> {
     let n = g.n_candidates;
     if n <= MAX_MATERIALISED_CANDIDATES || path == McPath::Exact {
         return None;
     }
-    let why = match (path, ScoreModel::new(s, &g)) {
+    let why = match (path, model) {
         (McPath::Materialise, _) => "the materialising path was requested".to_string(),
         (_, Ok(_)) => return None,
-        (_, Err(e)) => e.0,
+        (_, Err(e)) => e.0.clone(),
     };
     Some(format!(
         "context_len = {}: {n} candidates, and Monte Carlo must draw every one of them here ({why}); \
          allowed at most {MAX_MATERIALISED_CANDIDATES} candidates (2^24): lower context_len or raise compress_ratio",
         s.context_len
     ))
+}
+
+/// What one trial of a scalar run of `s` on `path` draws, in work units, and what the units
+/// count; or why the run would have to materialise too many candidates. One geometry and one
+/// score model serve both checks.
+pub fn trial_work(s: &Scenario, path: McPath) -> Result<(u64, &'static str), String> {
+    let g = Geometry::new(s);
+    let model = ScoreModel::new(s, &g);
+    if let Some(why) = materialise_limit(s, &g, path, &model) {
+        return Err(why);
+    }
+    let layers = s.layers as u64;
+    Ok(if path != McPath::Materialise && model.is_ok() {
+        // Exact sampling draws every needle entry, and two binomials, in every layer.
+        ((g.needle_entries.len() as u64 + 2).saturating_mul(4 * layers), "work units (4 per needle entry and layer)")
+    } else if s.pooling != Pooling::Max && s.distractor == Distractor::Normal {
+        // Materialising with normal tokens summed: one draw per block, plus the needle's tokens.
+        let per = g.n_candidates + s.needle_tokens.saturating_mul(s.repeat as u64);
+        (per.saturating_mul(layers).max(1), "block scores (candidates × layers)")
+    } else {
+        // Materialising max-pooled or non-normal tokens draws every token of every layer.
+        (s.context_len.saturating_mul(layers).max(1), "token scores (context_len × layers)")
+    })
 }
 
 /// Everything a trial needs, prepared once.
@@ -329,7 +352,7 @@ impl Plan {
             _ => McPath::Materialise,
         };
         if path == McPath::Materialise && geometry.n_candidates > MAX_MATERIALISED_CANDIDATES {
-            return Err(NotExact(materialise_limit(s, path).unwrap_or_default()));
+            return Err(NotExact(materialise_limit(s, &geometry, path, &model).unwrap_or_default()));
         }
         let fixed_needle_laws = match &model {
             Ok(m) if !m.shared => m.needle_entries.iter().map(|e| m.needle_law(e, None)).collect(),
