@@ -1,5 +1,7 @@
 //! `dsa-sim run` on experiment files, as a user runs it.
 
+mod common;
+use common::files;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -179,22 +181,6 @@ fn run_json_summary_and_seed_override() {
     assert_eq!(std::fs::read(d.path().join("a/data/curves.csv")).unwrap(), std::fs::read(d.path().join("c/data/curves.csv")).unwrap());
 }
 
-/// Every file under `dir`, relative path → bytes.
-fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
-    let mut out = std::collections::BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
 
 #[test]
 fn sharded_runs_merge_into_the_unsharded_folder() {
@@ -202,7 +188,7 @@ fn sharded_runs_merge_into_the_unsharded_folder() {
     let dir = d.path();
     let o = dsa(&["run", "exp.toml", "--out", "whole", "-q"], dir);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let whole = tree(&dir.join("whole"));
+    let whole = files(&dir.join("whole"));
     for n in [2usize, 3, 20] {
         let mut merge_args: Vec<String> = vec!["run".into(), "exp.toml".into(), "--out".into(), format!("merged{n}"), "-q".into(), "--merge".into()];
         for i in 0..n {
@@ -217,7 +203,7 @@ fn sharded_runs_merge_into_the_unsharded_folder() {
         let args: Vec<&str> = merge_args.iter().map(String::as_str).collect();
         let o = dsa(&args, dir);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let merged = tree(&dir.join(format!("merged{n}")));
+        let merged = files(&dir.join(format!("merged{n}")));
         assert_eq!(merged.keys().collect::<Vec<_>>(), whole.keys().collect::<Vec<_>>(), "N = {n}");
         for (k, v) in &whole {
             assert!(&merged[k] == v, "N = {n}: {k} differs");

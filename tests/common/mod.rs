@@ -5,6 +5,7 @@ use std::path::Path;
 
 /// Every file and folder under `dir` (hidden ones included) with its bytes; folders
 /// as `name/`, anything that is neither file nor folder (a FIFO, a socket) as `name (special)`.
+#[allow(dead_code)] // each test binary compiles this module, not each uses every helper
 pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         for e in std::fs::read_dir(dir).unwrap() {
@@ -24,5 +25,24 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     }
     let mut out = BTreeMap::new();
     walk(dir, dir, &mut out);
+    out
+}
+
+/// Every file under `dir` (folders left out) with its bytes, keyed by its path relative to `dir`:
+/// what two result folders are compared by.
+#[allow(dead_code)]
+pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
     out
 }
