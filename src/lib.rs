@@ -85,7 +85,8 @@
 
 // Modules from the bottom layer up: each imports only modules listed above it (checked by
 // tests/layers.rs). The command line is not part of the library: it is src/cli/, a module of
-// the binary (src/main.rs).
+// the binary (src/main.rs), over `commands`, which computes each command's result for it and
+// for the Python package (python/).
 pub mod error;
 pub mod input;
 pub mod progress;
@@ -105,6 +106,7 @@ pub mod verdict;
 pub mod calibrate;
 pub mod report;
 pub mod experiment;
+pub mod commands;
 
 pub use engine::{estimate, Estimate, RunOptions};
 pub use scenario::{Scenario, ScenarioError};

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 // The library's modules under their own names: the command line, a module tree of this binary
 // that the library never sees, reaches them as `crate::engine`, `crate::scenario`, …
-use dsa_sim::{calibrate, engine, error, experiment, formats, geometry, indexer, input, progress, scenario, sweep, verdict};
+use dsa_sim::{commands, engine, error, experiment, formats, indexer, input, progress, scenario, sweep};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", one_line(&e.message));
-            ExitCode::from(e.exit_code())
+            ExitCode::from(exit_code(e.kind))
         }
     }
 }

@@ -1,8 +1,9 @@
 //! `dsa-sim calibrate`: fit scalar parameters to measured recall (docs/model.md#calibration).
 
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError};
-use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
+use crate::commands::fit::{calibrate, CalibrateRequest};
+use crate::commands::FitEngineSpec;
+use crate::engine::{EngineChoice, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
 use crate::experiment::calibration::run_experiment;
 use std::path::PathBuf;
 
@@ -28,39 +29,32 @@ pub struct FitEngineArgs {
 }
 
 impl FitEngineArgs {
-    /// The engine-backed recall model.
-    pub fn model(&self) -> Result<EngineModel, CliError> {
-        super::check_trials(self.trials)?;
-        crate::engine::check_threads(self.threads)?;
-        Ok(EngineModel::new(self.engine, self.trials, self.seed))
-    }
-
-    /// Checks that the engine accepts `s` (an analytic-only request on a scenario without a
-    /// closed form, a Monte Carlo scenario too large to draw) before any fitting starts, so that
-    /// such input is refused as bad input (exit 2) rather than failing mid-way.
-    pub fn check(&self, s: &crate::scenario::Scenario) -> Result<(), CliError> {
-        let opts = crate::engine::RunOptions { engine: self.engine, trials: self.trials, seed: self.seed, ..Default::default() };
-        Ok(crate::engine::check(s, &opts)?)
+    /// The engine the flags give, as the library's commands take it.
+    pub fn spec(&self) -> FitEngineSpec {
+        FitEngineSpec { engine: self.engine, trials: self.trials, seed: self.seed, threads: self.threads }
     }
 
     /// Runs `f` on `--threads` workers.
-    /// The model behind a memo (each distinct scenario evaluated once: exact, the engines being
-    /// deterministic), with a spinner on stderr counting evaluations when it is a terminal.
-    pub fn cached<'a>(&self, model: &'a EngineModel) -> crate::calibrate::cache::CachedModel<'a> {
-        use std::io::IsTerminal;
-        let m = crate::calibrate::cache::CachedModel::new(model);
-        if !std::io::stderr().is_terminal() {
-            return m;
-        }
+    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
+        self.spec().in_pool(f)
+    }
+}
+
+/// A fit's observer: a spinner on stderr counting model evaluations when stderr is a terminal,
+/// else nothing.
+pub fn spinner() -> impl Fn(u64) + Send + Sync {
+    use std::io::IsTerminal;
+    let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new_spinner().with_finish(indicatif::ProgressFinish::AndClear);
         if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} fitting: {pos} model evaluations ({per_sec}), {elapsed}") {
             bar.set_style(style);
         }
-        m.with_observer(move |n| bar.set_position(n))
-    }
-
-    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
-        Ok(crate::engine::in_pool(self.threads, f)?)
+        bar
+    });
+    move |n| {
+        if let Some(b) = &bar {
+            b.set_position(n);
+        }
     }
 }
 
@@ -107,17 +101,6 @@ pub struct CalibrateArgs {
     pub engine: FitEngineArgs,
 }
 
-/// Checks every row of a table, applied to the base scenario, with the engine (see
-/// [`FitEngineArgs::check`]); rows that do not apply are left to the fit's own message.
-pub fn check_rows(data: &crate::calibrate::Dataset, base: &crate::scenario::Scenario, engine: &FitEngineArgs) -> Result<(), CliError> {
-    for r in &data.rows {
-        if let Ok(s) = r.apply(base) {
-            engine.check(&s).map_err(|e| CliError::input(format!("{}: line {}: {}", data.source, r.line, e.message)))?;
-        }
-    }
-    Ok(())
-}
-
 /// Runs `dsa-sim calibrate`.
 pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     if let Some(exp) = &args.experiment {
@@ -127,20 +110,8 @@ pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     if let Some(out) = &args.out {
         return Err(CliError::input(format!("--out {}: only applies with --experiment FILE.toml", out.display())));
     }
-    let data_path = args.data.as_ref().ok_or_else(|| CliError::input("--data FILE.csv is required (or --experiment FILE.toml)"))?;
-    let fit = args.fit.as_ref().ok_or_else(|| CliError::input("--fit FIELD,… is required (for example --fit dprime)"))?;
-    let base = args.scenario.resolve()?;
-    let model = args.engine.model()?;
-    let data = load_csv(data_path).map_err(CalibError::from)?;
-    check_rows(&data, &base, &args.engine)?;
-    let free = parse_fit_spec(fit, Some(&data))?;
-    let specs = parse_predict_specs(&args.predict)?;
-    let report = args
-        .engine
-        .in_pool(|| {
-            let cached = args.engine.cached(&model);
-            run_calibration(&data, &base, free, &cached, args.compare, &specs, || model.describe())
-        })??;
+    let req = CalibrateRequest { data: args.data.as_deref(), fit: args.fit.as_deref(), compare: args.compare, predict: &args.predict };
+    let report = calibrate(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
     if args.engine.json {
         print_json(&report.to_json())
     } else {

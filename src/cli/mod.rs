@@ -14,8 +14,9 @@ pub mod shell;
 pub mod sweep;
 pub mod verdict;
 
-use crate::engine::{EngineChoice, RunOptions, DEFAULT_SEED, MAX_TRIALS};
-use crate::error::{Classify, ErrorKind};
+use crate::commands::{EngineSpec, ScenarioSpec};
+use crate::engine::{EngineChoice, DEFAULT_SEED};
+use crate::error::ErrorKind;
 use crate::scenario::{Field, Scenario};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -29,36 +30,9 @@ pub fn exit_code(kind: ErrorKind) -> u8 {
     }
 }
 
-/// A command's failure: its kind and the message (one line).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CliError {
-    /// Bad input or a failure: decides the exit code ([`exit_code`]).
-    pub kind: ErrorKind,
-    /// One-line description naming what was wrong.
-    pub message: String,
-}
-
-impl CliError {
-    /// Bad input.
-    pub fn input(message: impl Into<String>) -> CliError {
-        CliError { kind: ErrorKind::Input, message: message.into() }
-    }
-    /// A failure to compute or write.
-    pub fn failure(message: impl Into<String>) -> CliError {
-        CliError { kind: ErrorKind::Failure, message: message.into() }
-    }
-    /// The process exit code.
-    pub fn exit_code(&self) -> u8 {
-        exit_code(self.kind)
-    }
-}
-
-/// Every library error becomes a command error of its own kind.
-impl<E: Classify> From<E> for CliError {
-    fn from(e: E) -> Self {
-        CliError { kind: e.kind(), message: e.to_string() }
-    }
-}
+/// A command's failure: its kind and the message (one line). The library's type, shared with the
+/// Python package, under the command line's name.
+pub use crate::commands::CommandError as CliError;
 
 const ABOUT: &str = "Simulates sparse-attention needle retrieval (DeepSeek DSA / V4 CSA and relatives) \
 to tell a coverage failure (raise index_topk) from a discrimination failure (the indexer's precision \
@@ -157,13 +131,6 @@ pub struct ScenarioArgs {
     pub fields: Vec<(Field, String)>,
 }
 
-impl ScenarioArgs {
-    /// The fields given as flags, as (field, text) pairs in table order.
-    pub fn overrides(&self) -> impl Iterator<Item = (Field, &str)> {
-        self.fields.iter().map(|(f, t)| (*f, t.as_str()))
-    }
-}
-
 const PRESET_HELP: &str = "Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro, \
 deepseek-v4-flash-fp8cache, deepseek-v4-pro-fp8cache, quest-16, nsa";
 
@@ -227,42 +194,14 @@ impl clap::FromArgMatches for ScenarioArgs {
 }
 
 impl ScenarioArgs {
+    /// The scenario the flags give, as the library's commands take it.
+    pub fn spec(&self) -> ScenarioSpec {
+        ScenarioSpec { preset: self.preset.clone(), file: self.scenario.clone(), fields: self.fields.clone() }
+    }
+
     /// Builds the validated scenario: defaults, then `--preset`, then `--scenario FILE`, then flags.
     pub fn resolve(&self) -> Result<Scenario, CliError> {
-        let mut s = match &self.preset {
-            Some(name) => Scenario::preset(name)?,
-            None => Scenario::default(),
-        };
-        if let Some(path) = &self.scenario {
-            let text = crate::input::read_to_string(path)
-                .map_err(|e| CliError::input(format!("--scenario {}: {}", path.display(), e)))?;
-            let table: toml::Table = toml::from_str(&text).map_err(|e| {
-                CliError::input(format!(
-                    "--scenario {}: {}",
-                    path.display(),
-                    crate::scenario::one_line(e.message(), e.span(), &text)
-                ))
-            })?;
-            if let Some(p) = table.get("preset") {
-                if self.preset.is_some() {
-                    return Err(CliError::input(format!(
-                        "--preset conflicts with `preset = {p}` in {}: give one of them",
-                        path.display()
-                    )));
-                }
-                let name = p.as_str().ok_or_else(|| {
-                    CliError::input(format!("--scenario {}: preset = {p}: expected a preset name string", path.display()))
-                })?;
-                s = Scenario::preset(name)?;
-            }
-            s.apply_toml_table(&table)
-                .map_err(|e| CliError::input(format!("--scenario {}: {e}", path.display())))?;
-        }
-        for (field, value) in self.overrides() {
-            s.set_text(field, value).map_err(|e| CliError::input(format!("--{}: {e}", field.flag())))?;
-        }
-        s.validate()?;
-        Ok(s)
+        self.spec().resolve()
     }
 }
 
@@ -288,33 +227,13 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// Engine options from the flags, for a scenario (whose model sets the default trials).
-    pub fn options(&self, s: &Scenario) -> Result<RunOptions, CliError> {
-        let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
-        check_trials(trials)?;
-        crate::engine::check_threads(self.threads)?;
-        Ok(RunOptions {
-            engine: self.engine,
-            trials,
-            seed: self.seed,
-            trials_by_model: self.trials.is_none(),
-            ..RunOptions::default()
-        })
-    }
-
-    /// Runs `f` on a pool of `--threads` workers (or the default pool).
-    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
-        Ok(crate::engine::in_pool(self.threads, f)?)
+    /// The engine the flags give, as the library's commands take it.
+    pub fn spec(&self) -> EngineSpec {
+        EngineSpec { engine: self.engine, trials: self.trials, seed: self.seed, threads: self.threads }
     }
 }
 
-/// Checks a `--trials` value: 1..=[`MAX_TRIALS`].
-pub fn check_trials(trials: u64) -> Result<(), CliError> {
-    if trials == 0 || trials > MAX_TRIALS {
-        return Err(CliError::input(format!("--trials {trials}: allowed 1..={MAX_TRIALS}")));
-    }
-    Ok(())
-}
+pub use crate::commands::{check_trials, scenario_json};
 
 /// Appends one formatted line to a String buffer.
 macro_rules! outln {
@@ -340,9 +259,4 @@ pub fn emit(text: &str) -> Result<(), CliError> {
 pub fn print_json(v: &serde_json::Value) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(v).map_err(|e| CliError::failure(e.to_string()))?;
     emit(&(text + "\n"))
-}
-
-/// The scenario as a JSON object.
-pub fn scenario_json(s: &Scenario) -> serde_json::Value {
-    serde_json::to_value(s).unwrap_or(serde_json::Value::Null)
 }

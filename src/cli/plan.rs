@@ -1,9 +1,9 @@
 //! `dsa-sim plan`: the cells to measure next that best separate the leading hypotheses
 //! (docs/model.md#planning).
 
-use super::calibrate::FitEngineArgs;
+use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::calibrate::{load_csv, plan::plan};
+use crate::commands::fit::{plan, PlanRequest};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim plan`.
@@ -34,26 +34,10 @@ pub struct PlanArgs {
 
 /// Runs `dsa-sim plan`.
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
-    let Some(path) = &args.data else {
-        return Err(CliError::input("plan: --data FILE.csv is required (the measured table the hypotheses are fitted to)"));
-    };
-    if args.scenario.preset.is_none() && args.scenario.scenario.is_none() {
-        return Err(CliError::input("plan: give the deployment's scenario: --preset NAME or --scenario FILE.toml"));
-    }
-    if args.budget == 0 {
-        return Err(CliError::input("--budget 0: allowed ≥ 1 trial"));
-    }
-    for n in &args.hypotheses {
-        crate::calibrate::check_name(n)?;
-    }
-    let base = args.scenario.resolve()?;
-    let model = args.engine.model()?;
-    args.engine.check(&base)?;
-    let data = load_csv(path).map_err(crate::calibrate::CalibError::from)?;
-    super::calibrate::check_rows(&data, &base, &args.engine)?;
-    let p = args.engine.in_pool(|| plan(&data, &base, &[], &args.engine.cached(&model), args.budget, args.engine.seed, &args.hypotheses))??;
+    let req = PlanRequest { data: args.data.as_deref(), budget: args.budget, hypotheses: &args.hypotheses };
+    let p = plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
     if let Some(out) = &args.out {
-        dsa_sim::output::write_file_atomic(out, p.csv(&data.source).as_bytes()).map_err(|e| {
+        dsa_sim::output::write_file_atomic(out, p.csv().as_bytes()).map_err(|e| {
             if e.is_input() {
                 CliError::input(e.to_string())
             } else {
@@ -62,16 +46,9 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         })?;
     }
     if args.engine.json {
-        let mut j = p.json();
-        j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
-        print_json(&j)
+        print_json(&p.to_json())
     } else {
-        let mut t = String::new();
-        if let Some(w) = data.transcribed_warning() {
-            t.push_str(&w);
-            t.push('\n');
-        }
-        t.push_str(&p.text());
+        let mut t = p.to_text();
         if let Some(out) = &args.out {
             t.push_str(&format!("wrote {}\n", out.display()));
         }

@@ -2,7 +2,8 @@
 
 use super::progress::Bar;
 use super::{CliError, RunArgs, ScenarioArgs};
-use crate::sweep::{engine_evaluator, merge, run_grid, Axis, Format, Grid, Output, Shard, SweepOptions};
+use crate::commands::sweep::{prepare, PreparedSweep};
+use crate::sweep::{engine_evaluator, merge, run_grid, Format, Output, Shard, SweepOptions};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim sweep`.
@@ -48,12 +49,8 @@ pub struct SweepArgs {
 
 /// Runs `dsa-sim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
-    let base = args.scenario.resolve()?;
-    let opts = args.run.options(&base)?;
-    let axes = args.vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>()?;
     let rank = !args.no_rank;
-    let grid = Grid::new(base, axes, rank)?;
-    grid.check(&opts)?;
+    let PreparedSweep { grid, opts, meta } = prepare(&args.scenario.spec(), &args.run.spec(), &args.vary, rank)?;
     let format = match (&args.out, args.run.json) {
         (_, true) => Format::Json,
         (Some(p), false) => Format::from_path(p),
@@ -85,9 +82,6 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
             Some(_) => {}
         }
     }
-    let meta = serde_json::json!({
-        "engine": args.run.engine.to_string(), "trials": opts.trials, "seed": opts.seed, "rank": rank,
-    });
     let mut fingerprint = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "base": grid.base,

@@ -54,15 +54,7 @@ enum Plan {
 pub fn quantize_text(args: &QuantizeRequest, text: &str) -> Result<String, QuantizeError> {
     let plan = plan(args)?;
     let mut values = parse_numbers(text)?;
-    let format = match plan {
-        Plan::Ready(f) => f,
-        Plan::PerTensor { element, scale, floor } => Format::Block(
-            BlockScaled::new(element, values.len(), scale)
-                .and_then(|b| b.with_amax_floor(floor))
-                .map_err(|e| input(e.to_string()))?,
-        ),
-    };
-    format.quantize_dequantize_in_place(&mut values).map_err(|e| input_error(e, &format, values.len()))?;
+    let format = quantize_planned(plan, &mut values)?;
     if args.json {
         let out = JsonOut {
             format: format.to_string(),
@@ -93,6 +85,35 @@ pub fn quantize_text(args: &QuantizeRequest, text: &str) -> Result<String, Quant
         let _ = writeln!(out, "{}", Shortest(x));
     }
     Ok(out)
+}
+
+/// Quantize-dequantizes `values` in place as `dsa-sim quantize` does the numbers on its stdin
+/// (the same checks, in the same order, with the same messages), and returns the format used:
+/// the Python package's `quantize`, which has its numbers as f32 already.
+pub fn quantize_values(args: &QuantizeRequest, values: &mut [f32]) -> Result<Format, QuantizeError> {
+    let plan = plan(args)?;
+    if values.is_empty() {
+        return Err(empty_input());
+    }
+    quantize_planned(plan, values)
+}
+
+/// The format of `plan` (an integer format's single block is the whole input) applied to `values`.
+fn quantize_planned(plan: Plan, values: &mut [f32]) -> Result<Format, QuantizeError> {
+    let format = match plan {
+        Plan::Ready(f) => f,
+        Plan::PerTensor { element, scale, floor } => Format::Block(
+            BlockScaled::new(element, values.len(), scale)
+                .and_then(|b| b.with_amax_floor(floor))
+                .map_err(|e| input(e.to_string()))?,
+        ),
+    };
+    format.quantize_dequantize_in_place(values).map_err(|e| input_error(e, &format, values.len()))?;
+    Ok(format)
+}
+
+fn empty_input() -> QuantizeError {
+    input("stdin is empty: give the numbers to quantize, separated by spaces or newlines")
 }
 
 /// Checks the request alone (before any input is read).
@@ -177,9 +198,7 @@ fn parse_numbers(text: &str) -> Result<Vec<f32>, QuantizeError> {
         values.push(x);
     }
     if values.is_empty() {
-        return Err(input(
-            "stdin is empty: give the numbers to quantize, separated by spaces or newlines",
-        ));
+        return Err(empty_input());
     }
     Ok(values)
 }

@@ -326,20 +326,25 @@ pub fn row_json(grid: &Grid, row: &Row) -> serde_json::Value {
 
 /// The JSON document of a finished sweep: metadata (`meta`, e.g. seed and engine), the base
 /// scenario, the axes and the rows.
-pub fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
+pub fn json_doc(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> serde_json::Value {
     let axes: Vec<serde_json::Value> = grid
         .axes
         .iter()
         .map(|a| serde_json::json!({"field": a.field.name(), "values": a.texts}))
         .collect();
-    let doc = serde_json::json!({
+    serde_json::json!({
         "dsa_sim_version": env!("CARGO_PKG_VERSION"),
         "run": meta,
         "base_scenario": grid.base,
         "axes": axes,
         "columns": grid.columns(),
         "rows": rows.iter().map(|r| row_json(grid, r)).collect::<Vec<_>>(),
-    });
+    })
+}
+
+/// [`json_doc`] as the text every JSON output of a sweep holds (pretty, one final newline).
+pub fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
+    let doc = json_doc(grid, rows, meta);
     let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');
     text

@@ -1,0 +1,279 @@
+//! The commands on measured data: `calibrate` (fit), `verdict` (the call, optionally from a
+//! measured table) and `plan` (the cells to measure next).
+
+use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
+use crate::calibrate::output::{hypotheses_json, hypotheses_text, CalibrationReport};
+use crate::calibrate::plan::Plan;
+use crate::engine::RecallModel;
+use crate::calibrate::{diagnose, fitted_scenarios, load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset, Diagnosis};
+use crate::scenario::Scenario;
+use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_json, verdict_text, CalibratedVerdict, Verdict, VerdictOptions};
+use std::path::Path;
+
+/// Checks every row of a table, applied to the base scenario, with the engine (see
+/// [`FitEngineSpec::check`]); rows that do not apply are left to the fit's own message.
+pub fn check_rows(data: &Dataset, base: &Scenario, engine: &FitEngineSpec) -> Result<(), CommandError> {
+    for r in &data.rows {
+        if let Ok(s) = r.apply(base) {
+            engine.check(&s).map_err(|e| CommandError::input(format!("{}: line {}: {}", data.source, r.line, e.message)))?;
+        }
+    }
+    Ok(())
+}
+
+fn load(path: &Path) -> Result<Dataset, CommandError> {
+    Ok(load_csv(path).map_err(CalibError::from)?)
+}
+
+/// What `calibrate` asks for besides the scenario and the engine.
+#[derive(Debug, Clone, Default)]
+pub struct CalibrateRequest<'a> {
+    /// The measured table (`--data`).
+    pub data: Option<&'a Path>,
+    /// The fields to fit, `FIELD[=LO:HI],…` (`--fit`).
+    pub fit: Option<&'a str>,
+    /// Also fit and rank the named hypotheses (`--compare`).
+    pub compare: bool,
+    /// What-if axes, `FIELD=V1,V2,…` each (`--predict`).
+    pub predict: &'a [String],
+}
+
+/// Fits the scenario's fields to the measured table: the report `calibrate` prints
+/// ([`CalibrationReport::to_json`], [`CalibrationReport::to_text`]).
+pub fn calibrate(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &CalibrateRequest, observe: Evaluations) -> Result<CalibrationReport, CommandError> {
+    let data_path = req.data.ok_or_else(|| CommandError::input("--data FILE.csv is required (or --experiment FILE.toml)"))?;
+    let fit = req.fit.ok_or_else(|| CommandError::input("--fit FIELD,… is required (for example --fit dprime)"))?;
+    let base = spec.resolve()?;
+    let model = engine.model()?;
+    let data = load(data_path)?;
+    check_rows(&data, &base, engine)?;
+    let free = parse_fit_spec(fit, Some(&data))?;
+    let specs = parse_predict_specs(req.predict)?;
+    let report = engine.in_pool(|| {
+        let cached = engine.cached(&model, observe);
+        run_calibration(&data, &base, free, &cached, req.compare, &specs, || model.describe())
+    })??;
+    Ok(report)
+}
+
+/// What `verdict` found: the call on the scenario alone, on a diagnosed table (`--data`), or on
+/// a calibrated fit (`--data --fit`).
+#[derive(Debug, Clone)]
+pub enum VerdictResult {
+    /// The scenario alone.
+    Scenario {
+        /// The call and its numbers.
+        verdict: Verdict,
+        /// The resolved scenario.
+        scenario: Scenario,
+    },
+    /// A measured table diagnosed (row checks, every hypothesis).
+    Diagnosed {
+        /// The diagnosis.
+        diagnosis: Box<Diagnosis>,
+        /// The table.
+        data: Dataset,
+    },
+    /// Fitted fields first, every number with its 95% range.
+    Calibrated {
+        /// The calibration behind it.
+        report: Box<CalibrationReport>,
+        /// The verdict at the estimate and over the likelihood region.
+        verdict: Box<CalibratedVerdict>,
+        /// The scenario at the estimate.
+        scenario: Scenario,
+        /// The table.
+        data: Dataset,
+    },
+}
+
+/// The call (docs/model.md#verdict): `target` recall; with `data`, the table diagnosed, or with
+/// `fit` as well, calibrated first.
+pub fn verdict(
+    spec: &ScenarioSpec,
+    engine: &FitEngineSpec,
+    target: f64,
+    data: Option<&Path>,
+    fit: Option<&str>,
+    observe: Evaluations,
+) -> Result<VerdictResult, CommandError> {
+    let base = spec.resolve()?;
+    let opts = VerdictOptions { target, max_topk: base.max_topk };
+    opts.validate()?;
+    let model = engine.model()?;
+    engine.check(&base)?;
+    match (data, fit) {
+        (Some(path), Some(fit)) => {
+            let data = load(path)?;
+            check_rows(&data, &base, engine)?;
+            let free = parse_fit_spec(fit, Some(&data))?;
+            engine.in_pool(|| -> Result<_, CommandError> {
+                let cached = engine.cached(&model, observe);
+                let model = &cached;
+                let mut report = run_calibration(&data, &base, free, model, false, &[], String::new)?;
+                if report.fit.region.is_empty() {
+                    let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
+                    report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
+                }
+                let scen = fitted_scenarios(&data, &base, &report, model)?;
+                let mut cv = calibrated_verdict(&scen, model, opts)?;
+                cv.at_estimate.dprime_on_bound =
+                    report.fit.estimates.iter().any(|e| e.field == crate::scenario::Field::Dprime && e.value_at_bound);
+                let scenario = scen[0].clone();
+                Ok(VerdictResult::Calibrated { report: Box::new(report), verdict: Box::new(cv), scenario, data: data.clone() })
+            })?
+        }
+        (Some(path), None) => {
+            let data = load(path)?;
+            check_rows(&data, &base, engine)?;
+            let d = engine.in_pool(|| diagnose(&data, &base, &[], &engine.cached(&model, observe), opts))??;
+            Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
+        }
+        (None, Some(_)) => Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit")),
+        (None, None) => {
+            let v = engine.in_pool(|| crate::verdict::verdict(&base, &model, opts))??;
+            Ok(VerdictResult::Scenario { verdict: v, scenario: base })
+        }
+    }
+}
+
+impl VerdictResult {
+    /// The `verdict --json` object (docs/cli.md#output).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            VerdictResult::Scenario { verdict, scenario } => verdict_json(verdict, scenario),
+            VerdictResult::Diagnosed { diagnosis: d, data } => {
+                let mut j = verdict_json(&d.verdict, &d.scenario);
+                j["explanation"] = serde_json::json!(d.explanation());
+                j["signatures"] = d.signatures_json();
+                j["numbers_from"] = serde_json::json!(d.numbers_from);
+                j["row_checks"] = serde_json::json!(d.checks);
+                j["hypotheses"] = hypotheses_json(&d.hypotheses);
+                j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
+                j
+            }
+            VerdictResult::Calibrated { report, verdict, scenario, .. } => {
+                let mut j = calibrated_verdict_json(verdict, scenario);
+                j["calibration"] = report.to_json();
+                j["warnings"] = serde_json::json!(report.warnings());
+                j
+            }
+        }
+    }
+
+    /// The summary `verdict` prints.
+    pub fn to_text(&self) -> String {
+        match self {
+            VerdictResult::Scenario { verdict, .. } => verdict_text(verdict, None),
+            VerdictResult::Diagnosed { diagnosis: d, data } => {
+                let mut text = String::new();
+                if let Some(w) = data.transcribed_warning() {
+                    text.push_str(&w);
+                    text.push('\n');
+                }
+                text.push_str(&format!("diagnosed {} rows of {}\n", data.rows.len(), data.source));
+                text.push_str(&d.checks.text());
+                text.push_str(&hypotheses_text(&d.hypotheses));
+                text.push_str(&format!("numbers at the fit of `{}`:\n", d.numbers_from));
+                let body = verdict_text(&d.verdict, None);
+                // The verdict's own explanation is replaced by the diagnosis's.
+                let body = body.split("\n\n").next().unwrap_or("").to_string();
+                text.push_str(&body);
+                text.push_str(&format!("\n\n{}\n", d.explanation()));
+                text
+            }
+            VerdictResult::Calibrated { report, verdict, data, .. } => {
+                let mut text = String::new();
+                for w in report.warnings() {
+                    text.push_str(&w);
+                    text.push('\n');
+                }
+                let est: Vec<String> = report
+                    .fit
+                    .estimates
+                    .iter()
+                    .map(|e| format!("{} = {:.3} [{:.3}, {:.3}]", e.field, e.value, e.ci_low, e.ci_high))
+                    .collect();
+                text.push_str(&format!("calibrated on {}: {}\n", data.source, est.join(", ")));
+                if let Some(c) = &report.checks {
+                    text.push_str(&c.text());
+                    if !c.below_floor().is_empty() || !c.selection_independent_misses().is_empty() {
+                        text.push_str("note: these rows are not explained by the fitted fields; `verdict --data` without --fit diagnoses them (implementation-suspect / read-limited)\n");
+                    }
+                }
+                text.push_str(&verdict_text(&verdict.at_estimate, Some(verdict)));
+                text
+            }
+        }
+    }
+}
+
+/// A plan and the table it was made from.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The cells and what they separate.
+    pub plan: Plan,
+    /// The measured table.
+    pub data: Dataset,
+}
+
+/// What `plan` asks for besides the scenario and the engine.
+#[derive(Debug, Clone, Default)]
+pub struct PlanRequest<'a> {
+    /// The measured table (`--data`).
+    pub data: Option<&'a Path>,
+    /// Total trials to spend (`--budget`).
+    pub budget: u64,
+    /// The hypotheses to separate instead of the leading ones (`--hypotheses`).
+    pub hypotheses: &'a [String],
+}
+
+/// The cells to measure next that best separate the leading hypotheses (docs/model.md#planning).
+pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, observe: Evaluations) -> Result<Planned, CommandError> {
+    let Some(path) = req.data else {
+        return Err(CommandError::input("plan: --data FILE.csv is required (the measured table the hypotheses are fitted to)"));
+    };
+    if spec.preset.is_none() && spec.file.is_none() {
+        return Err(CommandError::input("plan: give the deployment's scenario: --preset NAME or --scenario FILE.toml"));
+    }
+    if req.budget == 0 {
+        return Err(CommandError::input("--budget 0: allowed ≥ 1 trial"));
+    }
+    for n in req.hypotheses {
+        crate::calibrate::check_name(n)?;
+    }
+    let base = spec.resolve()?;
+    let model = engine.model()?;
+    engine.check(&base)?;
+    let data = load(path)?;
+    check_rows(&data, &base, engine)?;
+    let p = engine.in_pool(|| {
+        crate::calibrate::plan::plan(&data, &base, &[], &engine.cached(&model, observe), req.budget, engine.seed, req.hypotheses)
+    })??;
+    Ok(Planned { plan: p, data })
+}
+
+impl Planned {
+    /// The `plan --json` object (docs/cli.md#output).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut j = self.plan.json();
+        j["warnings"] = serde_json::json!(self.data.transcribed_warning().into_iter().collect::<Vec<_>>());
+        j
+    }
+
+    /// The cells as the CSV a harness runs (`plan --out`).
+    pub fn csv(&self) -> String {
+        self.plan.csv(&self.data.source)
+    }
+
+    /// The summary `plan` prints (the warning, the table).
+    pub fn to_text(&self) -> String {
+        let mut t = String::new();
+        if let Some(w) = self.data.transcribed_warning() {
+            t.push_str(&w);
+            t.push('\n');
+        }
+        t.push_str(&self.plan.text());
+        t
+    }
+}

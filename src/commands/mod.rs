@@ -1,0 +1,230 @@
+//! What each command computes, from its inputs as text to its result: shared by the command line
+//! (`src/cli/`, which parses flags into these inputs and prints the results) and the Python
+//! package (`python/`, which takes them as keyword arguments). One function per command, so the
+//! two front ends resolve the scenario, check the input and build the JSON object the same way:
+//! their results are equal to the last digit and their errors carry the same message.
+//!
+//! A result type offers `to_json()` (the `--json` object of docs/cli.md#output) and `to_text()`
+//! (the summary the command prints); only the front ends print.
+//!
+//! Adding a command is one function here returning a result type, one file in `src/cli/` and
+//! one function in `python/src/lib.rs`.
+
+pub mod estimate;
+pub mod fit;
+pub mod quantize;
+pub mod sweep;
+
+use crate::engine::{EngineChoice, EngineModel, RunOptions, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
+use crate::error::{Classify, ErrorKind};
+use crate::scenario::{Field, Scenario};
+use std::path::PathBuf;
+
+/// A command's failure: its kind (bad input or a failure, which decides the exit code of the
+/// command line and the exception of the Python package) and its message (one line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandError {
+    /// Bad input or a failure.
+    pub kind: ErrorKind,
+    /// One-line description naming what was wrong.
+    pub message: String,
+}
+
+impl CommandError {
+    /// Bad input.
+    pub fn input(message: impl Into<String>) -> CommandError {
+        CommandError { kind: ErrorKind::Input, message: message.into() }
+    }
+    /// A failure to compute or write.
+    pub fn failure(message: impl Into<String>) -> CommandError {
+        CommandError { kind: ErrorKind::Failure, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Every library error becomes a command error of its own kind. (`CommandError` itself does not
+/// implement [`Classify`], which would make this conversion overlap the identity.)
+impl<E: Classify> From<E> for CommandError {
+    fn from(e: E) -> Self {
+        CommandError { kind: e.kind(), message: e.to_string() }
+    }
+}
+
+/// A scenario as the commands take it: a preset, a TOML file, and fields as text (applied in
+/// that order, later wins), named by the field table.
+#[derive(Debug, Clone, Default)]
+pub struct ScenarioSpec {
+    /// Start from a named preset.
+    pub preset: Option<String>,
+    /// Read scenario fields from a TOML file.
+    pub file: Option<PathBuf>,
+    /// Fields with their text. [`ScenarioSpec::resolve`] applies them in table order, so the
+    /// first bad one in that order is the one reported, however they were given.
+    pub fields: Vec<(Field, String)>,
+}
+
+impl ScenarioSpec {
+    /// Builds the validated scenario: defaults, then the preset, then the file, then the fields.
+    /// A field's error names it as its command-line flag (`--depth: …`), as the command line
+    /// reports it.
+    pub fn resolve(&self) -> Result<Scenario, CommandError> {
+        let mut s = match &self.preset {
+            Some(name) => Scenario::preset(name)?,
+            None => Scenario::default(),
+        };
+        if let Some(path) = &self.file {
+            let text = crate::input::read_to_string(path)
+                .map_err(|e| CommandError::input(format!("--scenario {}: {}", path.display(), e)))?;
+            let table: toml::Table = toml::from_str(&text).map_err(|e| {
+                CommandError::input(format!(
+                    "--scenario {}: {}",
+                    path.display(),
+                    crate::scenario::one_line(e.message(), e.span(), &text)
+                ))
+            })?;
+            if let Some(p) = table.get("preset") {
+                if self.preset.is_some() {
+                    return Err(CommandError::input(format!(
+                        "--preset conflicts with `preset = {p}` in {}: give one of them",
+                        path.display()
+                    )));
+                }
+                let name = p.as_str().ok_or_else(|| {
+                    CommandError::input(format!("--scenario {}: preset = {p}: expected a preset name string", path.display()))
+                })?;
+                s = Scenario::preset(name)?;
+            }
+            s.apply_toml_table(&table)
+                .map_err(|e| CommandError::input(format!("--scenario {}: {e}", path.display())))?;
+        }
+        let mut fields: Vec<&(Field, String)> = self.fields.iter().collect();
+        fields.sort_by_key(|(f, _)| *f);
+        for (field, value) in fields {
+            s.set_text(*field, value).map_err(|e| CommandError::input(format!("--{}: {e}", field.flag())))?;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// Engine, trials, seed and threads of the evaluating commands (`recall`, `rank`, `sweep`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSpec {
+    /// auto, analytic or montecarlo.
+    pub engine: EngineChoice,
+    /// Monte Carlo trials; `None`: the scenario's model decides ([`crate::engine::default_trials`]).
+    pub trials: Option<u64>,
+    /// Monte Carlo seed.
+    pub seed: u64,
+    /// Worker threads; `None`: all cores.
+    pub threads: Option<usize>,
+}
+
+/// The defaults of the command line: the auto engine, trials by model, the default seed.
+impl Default for EngineSpec {
+    fn default() -> Self {
+        EngineSpec { engine: EngineChoice::Auto, trials: None, seed: DEFAULT_SEED, threads: None }
+    }
+}
+
+impl EngineSpec {
+
+    /// Engine options for a scenario (whose model sets the default trials).
+    pub fn options(&self, s: &Scenario) -> Result<RunOptions, CommandError> {
+        let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
+        check_trials(trials)?;
+        crate::engine::check_threads(self.threads)?;
+        Ok(RunOptions {
+            engine: self.engine,
+            trials,
+            seed: self.seed,
+            trials_by_model: self.trials.is_none(),
+            ..RunOptions::default()
+        })
+    }
+
+    /// Runs `f` on a pool of `threads` workers (or the default pool).
+    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CommandError> {
+        Ok(crate::engine::in_pool(self.threads, f)?)
+    }
+}
+
+/// Engine settings of the calibrating commands (`calibrate`, `verdict`, `plan`): fewer Monte
+/// Carlo trials per evaluation by default than `recall`, as a fit evaluates the model hundreds
+/// of times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FitEngineSpec {
+    /// auto, analytic or montecarlo.
+    pub engine: EngineChoice,
+    /// Monte Carlo trials per model evaluation.
+    pub trials: u64,
+    /// Monte Carlo seed, shared by every evaluation (common random numbers).
+    pub seed: u64,
+    /// Worker threads; `None`: all cores.
+    pub threads: Option<usize>,
+}
+
+impl Default for FitEngineSpec {
+    fn default() -> Self {
+        FitEngineSpec { engine: EngineChoice::Auto, trials: DEFAULT_FIT_TRIALS, seed: DEFAULT_SEED, threads: None }
+    }
+}
+
+/// Observes a fit's progress: called with the number of model evaluations so far (the command
+/// line draws a spinner from it).
+pub type Evaluations<'a> = &'a (dyn Fn(u64) + Send + Sync);
+
+impl FitEngineSpec {
+    /// The engine-backed recall model.
+    pub fn model(&self) -> Result<EngineModel, CommandError> {
+        check_trials(self.trials)?;
+        crate::engine::check_threads(self.threads)?;
+        Ok(EngineModel::new(self.engine, self.trials, self.seed))
+    }
+
+    /// Checks that the engine accepts `s` (an analytic-only request on a scenario without a
+    /// closed form, a Monte Carlo scenario too large to draw) before any fitting starts, so that
+    /// such input is refused as bad input rather than failing mid-way.
+    pub fn check(&self, s: &Scenario) -> Result<(), CommandError> {
+        let opts = RunOptions { engine: self.engine, trials: self.trials, seed: self.seed, ..Default::default() };
+        Ok(crate::engine::check(s, &opts)?)
+    }
+
+    /// The model behind a memo (each distinct scenario evaluated once: exact, the engines being
+    /// deterministic), reporting its evaluations to `observe`.
+    pub fn cached<'a>(&self, model: &'a EngineModel, observe: Evaluations<'a>) -> crate::calibrate::cache::CachedModel<'a> {
+        crate::calibrate::cache::CachedModel::new(model).with_observer(observe)
+    }
+
+    /// Runs `f` on `threads` workers.
+    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CommandError> {
+        Ok(crate::engine::in_pool(self.threads, f)?)
+    }
+}
+
+/// Checks a `--trials` value: 1..=[`MAX_TRIALS`].
+pub fn check_trials(trials: u64) -> Result<(), CommandError> {
+    if trials == 0 || trials > MAX_TRIALS {
+        return Err(CommandError::input(format!("--trials {trials}: allowed 1..={MAX_TRIALS}")));
+    }
+    Ok(())
+}
+
+/// The scenario as a JSON object.
+pub fn scenario_json(s: &Scenario) -> serde_json::Value {
+    serde_json::to_value(s).unwrap_or(serde_json::Value::Null)
+}
+
+/// Appends one formatted line to a String buffer.
+macro_rules! outln {
+    ($buf:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($buf, $($arg)*);
+    }};
+}
+pub(crate) use outln;
