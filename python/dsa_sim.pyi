@@ -1,0 +1,154 @@
+"""dsa-sim: sparse-attention needle retrieval (DeepSeek DSA / V4 CSA and relatives).
+
+Functions mirror the command line's commands; each returns the dict `dsa-sim COMMAND --json`
+prints (equal to the last digit), with numpy arrays where noted. Scenario fields are keyword
+arguments named as the field table names them (`dsa_sim.FIELDS`): `context_len=131072`,
+`dprime=3.0`, `pooling="mean"`, `context_len="128Ki"`; None means "not given". Precedence as on
+the command line: defaults, `preset`, `scenario` (a TOML file), fields. Bad input raises
+ValueError with the command line's message (naming fields as their flags, `--depth: …`); a
+failure to compute raises RuntimeError.
+"""
+
+from os import PathLike
+from typing import Any, Literal, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+FIELDS: tuple[str, ...]
+"""Every scenario field's name, in the field table's order."""
+
+FieldValue = Union[int, float, bool, str, np.generic, None]
+Engine = Literal["auto", "analytic", "montecarlo"]
+Path = Union[str, PathLike[str]]
+Axes = Union[str, Sequence[str], Mapping[str, Union[str, Sequence[FieldValue]]]]
+"""Axes as `--vary` takes them: "FIELD=V1,V2,…" (ranges A..B:xF, A..B:N, A..B:+S), a list of
+such strings, or {field: "1Ki..1Mi:x2" or [values]}; the first axis is outermost."""
+
+def recall(
+    *,
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    engine: Engine = "auto",
+    trials: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """Recall of a needle, exact (analytic engine) or Monte Carlo with a 95% Wilson interval.
+
+    Returns recall, ci_low, ci_high, engine, trials (None when exact), seed, not_exact,
+    n_candidates, coverage_horizon_tokens, rank {quantiles, cdf}, scenario, version.
+    """
+
+def rank(
+    *,
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    engine: Engine = "auto",
+    trials: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """The needle's rank distribution.
+
+    Returns n_candidates, quantiles {"0.05": j or None, …}, cdf [[j, P(rank <= j)], …], engine,
+    trials, seed, scenario, version, and numpy arrays: cdf_j (uint64), cdf_p (float64),
+    quantile_p (0.05, 0.5, 0.9, 0.95), quantile_j (float64; inf where never reached).
+    """
+
+def sweep(
+    vary: Axes,
+    *,
+    rank: bool = True,
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    engine: Engine = "auto",
+    trials: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """Recall and rank quantiles over a grid of scenario fields.
+
+    Returns run, base_scenario, axes, columns, rows (one dict per grid point:
+    `pandas.DataFrame(result["rows"])`), dsa_sim_version, and arrays {column: numpy array}
+    (rank quantiles float64 with inf for never selectable, trials float64 with NaN where exact,
+    counts uint64, text as object arrays). `rank=False` leaves out the rank quantiles.
+    """
+
+def calibrate(
+    data: Path,
+    fit: Union[str, Sequence[str]],
+    *,
+    compare: bool = False,
+    predict: Optional[Axes] = None,
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    engine: Engine = "auto",
+    trials: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """Fits scenario fields ("dprime,needle_sd=0.1:5") to a measured recall table (CSV).
+
+    Returns estimates, loglik, aic, deviance, df, gof_p, rows, hypotheses (compare=True),
+    predictions (predict=…), data, engine, interval_method, band_method, warnings.
+    `trials` defaults to 4000 per model evaluation.
+    """
+
+def verdict(
+    *,
+    target: float = 0.9,
+    data: Optional[Path] = None,
+    fit: Optional[Union[str, Sequence[str]]] = None,
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    engine: Engine = "auto",
+    trials: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """Coverage-, discrimination- or read-limited, saturated, or implementation-suspect.
+
+    Returns call, target, recall_now, recall_2k, k_2x, recall_max_k, index_topk, max_topk,
+    k_needed, dprime, dprime_needed_now, dprime_needed_max_k, score_noise,
+    score_noise_allowed_now, score_noise_allowed_max_k, coverage_horizon_tokens, n_candidates,
+    explanation, notes; with `data` the diagnosis (signatures, row_checks, hypotheses, …), with
+    `data` and `fit` the intervals and the calibration.
+    """
+
+def plan(
+    data: Path,
+    *,
+    budget: Optional[int] = None,
+    hypotheses: Optional[Sequence[str]] = None,
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    engine: Engine = "auto",
+    trials: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """The cells to measure next that best separate the leading hypotheses (budget default 1000).
+
+    Returns cells, budget, total_trials, leading_hypotheses, expected_llr, p_correct, warnings.
+    """
+
+def quantize(
+    values: npt.ArrayLike,
+    format: str,
+    *,
+    block: Optional[int] = None,
+    scale: Optional[Literal["fp32", "ue8m0", "e8m0", "e4m3"]] = None,
+    amax_floor: Optional[float] = None,
+) -> npt.NDArray[np.float32]:
+    """Quantize-dequantize, bit-exactly as `dsa-sim quantize`: a float32 array of the input's shape.
+
+    Values are converted to float32 first; blocks run over them in C order.
+    """

@@ -1,0 +1,543 @@
+//! The Python module `dsa_sim`: the commands of the dsa-sim command line as functions.
+//!
+//! Each function turns its keyword arguments into the inputs of one function of
+//! `dsa_sim::commands` (the scenario's fields as the text a flag would carry) and converts the
+//! result's JSON object, the one `--json` prints, into Python objects, adding numpy arrays where
+//! a notebook wants them. The computing and the checking are the library's, so a result equals
+//! the command line's to the last digit and an error carries the command line's message. Adding
+//! a command is one `#[pyfunction]` here, registered in `dsa_sim_module`, and its stub in
+//! `dsa_sim.pyi`.
+
+use dsa_sim::commands::{self, estimate::Estimated, CommandError, EngineSpec, FitEngineSpec, ScenarioSpec};
+use dsa_sim::engine::{EngineChoice, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
+use dsa_sim::error::{one_line, ErrorKind};
+use dsa_sim::formats::text::QuantizeRequest;
+use dsa_sim::progress::Silent;
+use dsa_sim::scenario::Field;
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// A command's error as the Python exception: bad input is `ValueError`, a failure to compute
+/// `RuntimeError`; the message is the line the command line prints after `error: `.
+fn py_err(e: CommandError) -> PyErr {
+    let message = one_line(&e.message);
+    match e.kind {
+        ErrorKind::Input => PyValueError::new_err(message),
+        ErrorKind::Failure => PyRuntimeError::new_err(message),
+    }
+}
+
+/// A JSON value as Python objects: objects as dicts (in the command line's key order), arrays
+/// as lists, integers as int, reals as float (the same f64), null as None.
+fn to_py(py: Python<'_>, v: &Value) -> PyResult<Py<PyAny>> {
+    Ok(match v {
+        Value::Null => py.None(),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any().unbind(),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any().unbind()
+            } else if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any().unbind()
+            } else {
+                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any().unbind()
+            }
+        }
+        Value::String(s) => PyString::new(py, s).into_any().unbind(),
+        Value::Array(a) => {
+            let items = a.iter().map(|x| to_py(py, x)).collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any().unbind()
+        }
+        Value::Object(m) => {
+            let d = PyDict::new(py);
+            for (k, x) in m {
+                d.set_item(k, to_py(py, x)?)?;
+            }
+            d.into_any().unbind()
+        }
+    })
+}
+
+/// The text a field's flag would carry for a Python value: bool as `true`/`false`, int, float
+/// and str as `str()` writes them (a float in shortest round-trip form, so the field gets the
+/// same f64), a numpy scalar as its Python value; None means "not given".
+fn field_text(field: Field, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    if let Ok(b) = v.cast::<PyBool>() {
+        return Ok(Some(if b.is_true() { "true" } else { "false" }.to_string()));
+    }
+    if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
+        return Ok(Some(v.str()?.to_string()));
+    }
+    // numpy scalars (np.float64, np.int64, np.bool_) have .item(), their Python value.
+    if v.hasattr("dtype")? && v.hasattr("item")? && v.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0) {
+        return field_text(field, &v.call_method0("item")?);
+    }
+    let type_name = v.get_type().name()?.to_string();
+    Err(PyTypeError::new_err(format!(
+        "{} = {}: expected an int, float, bool or str (a {type_name}; to vary a field, give sweep(vary=…))",
+        field.name(),
+        one_line(&v.repr()?.to_string())
+    )))
+}
+
+/// The scenario of a call: `preset`, `scenario` (a TOML file) and the scenario fields given as
+/// keyword arguments, named as the field table names them.
+fn scenario_spec(preset: Option<String>, scenario: Option<PathBuf>, fields: Option<&Bound<'_, PyDict>>) -> PyResult<ScenarioSpec> {
+    let mut spec = ScenarioSpec { preset, file: scenario, fields: Vec::new() };
+    if let Some(d) = fields {
+        for (k, v) in d.iter() {
+            let name: String = k.extract()?;
+            let field = Field::from_name(&name).map_err(|e| py_err(e.into()))?;
+            if let Some(text) = field_text(field, &v)? {
+                spec.fields.push((field, text));
+            }
+        }
+    }
+    Ok(spec)
+}
+
+/// A non-negative integer argument, refused as the command line refuses its flag.
+fn uint(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyInt>() || v.hasattr("__index__")?) {
+        return Err(PyTypeError::new_err(format!("{name} = {}: expected an int", one_line(&v.repr()?.to_string()))));
+    }
+    v.extract::<u64>()
+        .map_err(|_| PyValueError::new_err(format!("--{name} {}: allowed 0..={}", v.str().map(|s| s.to_string()).unwrap_or_default(), u64::MAX)))
+}
+
+fn opt_uint(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    match v {
+        Some(x) if !x.is_none() => uint(name, x).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn engine_choice(engine: &str) -> PyResult<EngineChoice> {
+    engine.parse().map_err(|e: dsa_sim::engine::EngineError| py_err(e.into()))
+}
+
+fn threads_of(threads: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
+    Ok(opt_uint("threads", threads)?.map(|t| usize::try_from(t).unwrap_or(usize::MAX)))
+}
+
+fn engine_spec(engine: &str, trials: Option<&Bound<'_, PyAny>>, seed: Option<&Bound<'_, PyAny>>, threads: Option<&Bound<'_, PyAny>>) -> PyResult<EngineSpec> {
+    Ok(EngineSpec {
+        engine: engine_choice(engine)?,
+        trials: opt_uint("trials", trials)?,
+        seed: opt_uint("seed", seed)?.unwrap_or(DEFAULT_SEED),
+        threads: threads_of(threads)?,
+    })
+}
+
+fn fit_engine_spec(
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+) -> PyResult<FitEngineSpec> {
+    Ok(FitEngineSpec {
+        engine: engine_choice(engine)?,
+        trials: opt_uint("trials", trials)?.unwrap_or(DEFAULT_FIT_TRIALS),
+        seed: opt_uint("seed", seed)?.unwrap_or(DEFAULT_SEED),
+        threads: threads_of(threads)?,
+    })
+}
+
+/// A value's text inside a list of values (`FIELD=V1,V2,…`).
+fn item_text(v: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(b) = v.cast::<PyBool>() {
+        return Ok(if b.is_true() { "true" } else { "false" }.to_string());
+    }
+    if v.hasattr("dtype")? && v.hasattr("item")? && v.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0) {
+        return item_text(&v.call_method0("item")?);
+    }
+    Ok(v.str()?.to_string())
+}
+
+/// Axes as `--vary` / `--predict` take them: a `FIELD=VALUES` string, a list of them, or a dict
+/// {field: values}, the values a string in the command line's syntax (`1Ki..1Mi:x2`) or a
+/// sequence of values.
+fn axes(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else { return Ok(Vec::new()) };
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(vec![s.to_string()]);
+    }
+    if let Ok(d) = v.cast::<PyDict>() {
+        let mut out = Vec::new();
+        for (k, vals) in d.iter() {
+            let field: String = k.extract()?;
+            let values = if let Ok(s) = vals.cast::<PyString>() {
+                s.to_string()
+            } else if vals.hasattr("__iter__")? {
+                vals.try_iter()?.map(|x| item_text(&x?)).collect::<PyResult<Vec<_>>>()?.join(",")
+            } else {
+                item_text(&vals)?
+            };
+            out.push(format!("{field}={values}"));
+        }
+        return Ok(out);
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        return v.try_iter()?.map(|x| x?.extract::<String>()).collect::<PyResult<Vec<_>>>().map_err(|_| {
+            PyTypeError::new_err(format!("{name}: expected strings FIELD=VALUES (or a dict {{field: values}})"))
+        });
+    }
+    Err(PyTypeError::new_err(format!("{name}: expected FIELD=VALUES, a list of them, or a dict {{field: values}}")))
+}
+
+/// `fit=`: `"dprime,needle_sd=0.1:5"` or a list of the same items.
+fn fit_text(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else { return Ok(None) };
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(Some(s.to_string()));
+    }
+    let items = v
+        .try_iter()
+        .and_then(|it| it.map(|x| x?.extract::<String>()).collect::<PyResult<Vec<_>>>())
+        .map_err(|_| PyTypeError::new_err("fit: expected \"FIELD[=LO:HI],…\" or a list of such items"))?;
+    Ok(Some(items.join(",")))
+}
+
+fn estimate(py: Python<'_>, spec: ScenarioSpec, engine: EngineSpec) -> PyResult<Estimated> {
+    py.detach(|| commands::estimate::estimate(&spec, &engine, &Silent)).map_err(py_err)
+}
+
+/// Recall of a needle, exact (analytic engine) or Monte Carlo with a 95% Wilson interval.
+///
+/// Keyword arguments: `preset` (a preset name), `scenario` (a TOML scenario file), `engine`
+/// ("auto", "analytic", "montecarlo"), `trials`, `seed`, `threads`, and every scenario field by
+/// its name (`context_len=131072`, `dprime=3.0`, `pooling="mean"`, `context_len="128Ki"`).
+/// Precedence as on the command line: defaults, preset, file, fields.
+///
+/// Returns the dict `dsa-sim recall --json` prints: recall, ci_low, ci_high, engine, trials,
+/// seed, not_exact, n_candidates, coverage_horizon_tokens, rank {quantiles, cdf}, scenario,
+/// version. Bad input raises ValueError with the command line's message.
+#[pyfunction]
+#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn recall(
+    py: Python<'_>,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let r = estimate(py, spec, engine_spec(engine, trials, seed, threads)?)?;
+    to_py(py, &r.recall_json())
+}
+
+/// The needle's rank distribution: quantiles and P(rank ≤ j).
+///
+/// Keyword arguments as for `recall`. Returns the dict `dsa-sim rank --json` prints
+/// (n_candidates, quantiles {"0.05": j, …}, cdf [[j, P], …], engine, trials, seed, scenario,
+/// version) and, as numpy arrays: `cdf_j` (uint64) and `cdf_p` (float64), the cdf's columns;
+/// `quantile_p` (0.05, 0.5, 0.9, 0.95) and `quantile_j` (float64, the smallest j with
+/// P(rank ≤ j) ≥ p; inf where never reached).
+#[pyfunction]
+#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn rank(
+    py: Python<'_>,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let r = estimate(py, spec, engine_spec(engine, trials, seed, threads)?)?;
+    let out = to_py(py, &r.rank_json())?;
+    let d = out.bind(py).cast::<PyDict>()?;
+    let cdf = &r.estimate.rank.cdf;
+    d.set_item("cdf_j", PyArray1::from_vec(py, cdf.iter().map(|(j, _)| *j).collect::<Vec<u64>>()))?;
+    d.set_item("cdf_p", PyArray1::from_vec(py, cdf.iter().map(|(_, p)| *p).collect::<Vec<f64>>()))?;
+    let pairs = r.estimate.rank.quantiles.pairs();
+    d.set_item("quantile_p", PyArray1::from_vec(py, pairs.iter().map(|(p, _)| *p).collect::<Vec<f64>>()))?;
+    d.set_item(
+        "quantile_j",
+        PyArray1::from_vec(py, pairs.iter().map(|(_, j)| j.map_or(f64::INFINITY, |j| j as f64)).collect::<Vec<f64>>()),
+    )?;
+    Ok(out)
+}
+
+/// The column of a sweep as a numpy array: rank quantiles and trials as float64 (inf where the
+/// needle is never selectable, NaN where the result is exact and no trials ran), other numbers
+/// as uint64 when all are counts, else float64; booleans as bool; text as an object array.
+fn column_array<'py>(py: Python<'py>, name: &str, values: &[&Value]) -> PyResult<Bound<'py, PyAny>> {
+    let nullable_fill = if name.starts_with("rank_p") {
+        Some(f64::INFINITY)
+    } else if name == "trials" {
+        Some(f64::NAN)
+    } else {
+        None
+    };
+    if let Some(fill) = nullable_fill {
+        let v: Vec<f64> = values.iter().map(|x| x.as_f64().unwrap_or(fill)).collect();
+        return Ok(PyArray1::from_vec(py, v).into_any());
+    }
+    if values.iter().all(|x| x.is_u64()) {
+        return Ok(PyArray1::from_vec(py, values.iter().filter_map(|x| x.as_u64()).collect::<Vec<u64>>()).into_any());
+    }
+    if values.iter().all(|x| x.is_number()) {
+        return Ok(PyArray1::from_vec(py, values.iter().filter_map(|x| x.as_f64()).collect::<Vec<f64>>()).into_any());
+    }
+    if values.iter().all(|x| x.is_boolean()) {
+        return Ok(PyArray1::from_vec(py, values.iter().filter_map(|x| x.as_bool()).collect::<Vec<bool>>()).into_any());
+    }
+    let objs = values.iter().map(|x| to_py(py, x)).collect::<PyResult<Vec<Py<PyAny>>>>()?;
+    Ok(PyArray1::from_vec(py, objs).into_any())
+}
+
+/// Recall and rank quantiles over a grid of scenario fields.
+///
+/// `vary`: the axes, as `--vary` takes them: "FIELD=V1,V2,…" (ranges `A..B:xF`, `A..B:N`,
+/// `A..B:+S`), a list of such strings, or a dict {field: "1Ki..1Mi:x2" or [values]}; the first
+/// axis is outermost. `rank=False` leaves out the rank quantiles (as `--no-rank`). Other keyword
+/// arguments as for `recall`.
+///
+/// Returns the dict `dsa-sim sweep --json` prints (run, base_scenario, axes, columns, rows,
+/// dsa_sim_version), whose `rows` (one dict per grid point) `pandas.DataFrame` accepts, and
+/// `arrays`: {column: numpy array} (rank quantiles as float64 with inf for "never selectable",
+/// trials as float64 with NaN where exact).
+#[pyfunction]
+#[pyo3(signature = (vary, *, rank=true, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn sweep(
+    py: Python<'_>,
+    vary: &Bound<'_, PyAny>,
+    rank: bool,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let engine = engine_spec(engine, trials, seed, threads)?;
+    let vary = axes("vary", Some(vary))?;
+    let doc = py
+        .detach(|| {
+            let p = commands::sweep::prepare(&spec, &engine, &vary, rank)?;
+            commands::sweep::sweep_json(&p, engine.threads, &Silent)
+        })
+        .map_err(py_err)?;
+    let out = to_py(py, &doc)?;
+    let out_dict = out.bind(py).cast::<PyDict>()?;
+    let columns: Vec<&str> = doc["columns"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+    let rows: &[Value] = doc["rows"].as_array().map_or(&[], |r| r.as_slice());
+    // The JSON object's keys are sorted; a row dict in the columns' order makes
+    // pandas.DataFrame(rows) show the columns as the CSV has them.
+    let row_dicts = PyList::empty(py);
+    for r in rows {
+        let d = PyDict::new(py);
+        for &c in &columns {
+            d.set_item(c, to_py(py, &r[c])?)?;
+        }
+        row_dicts.append(d)?;
+    }
+    out_dict.set_item("rows", row_dicts)?;
+    let arrays = PyDict::new(py);
+    for &name in &columns {
+        let values: Vec<&Value> = rows.iter().map(|r| &r[name]).collect();
+        arrays.set_item(name, column_array(py, name, &values)?)?;
+    }
+    out_dict.set_item("arrays", arrays)?;
+    Ok(out)
+}
+
+/// Fits scenario fields to measured recall by maximum binomial likelihood.
+///
+/// `data`: the measured table (a CSV path: context_len,index_topk,trials,hits, optional
+/// depth,repeat,compress_ratio,window,label). `fit`: "dprime,needle_sd=0.1:5" or a list of such
+/// items. `compare=True` also fits the named hypotheses and ranks them by AIC; `predict`: what-if
+/// axes (as `vary` of `sweep`). `trials` (default 4000 per model evaluation), `seed`, `engine`,
+/// `threads`, `preset`, `scenario` and the fields as for `recall`.
+///
+/// Returns the dict `dsa-sim calibrate --json` prints (estimates, loglik, aic, deviance, df,
+/// gof_p, rows, hypotheses, predictions, data, engine, interval_method, band_method, warnings).
+#[pyfunction]
+#[pyo3(signature = (data, fit, *, compare=false, predict=None, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn calibrate(
+    py: Python<'_>,
+    data: PathBuf,
+    fit: &Bound<'_, PyAny>,
+    compare: bool,
+    predict: Option<&Bound<'_, PyAny>>,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let engine = fit_engine_spec(engine, trials, seed, threads)?;
+    let fit = fit_text(Some(fit))?;
+    let predict = axes("predict", predict)?;
+    let report = py
+        .detach(|| {
+            let req = commands::fit::CalibrateRequest { data: Some(&data), fit: fit.as_deref(), compare, predict: &predict };
+            commands::fit::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
+        })
+        .map_err(py_err)?;
+    to_py(py, &report)
+}
+
+/// Coverage- or discrimination-limited? The call, with the k, dprime and noise that would meet
+/// the target.
+///
+/// `target`: the recall to reach (default 0.9, in (0, 1)). `data`: a measured table to diagnose
+/// (row checks and every named hypothesis decide the call); with `fit` as well, those fields are
+/// calibrated first and every number carries its 95% range. Engine and scenario keyword
+/// arguments as for `calibrate`.
+///
+/// Returns the dict `dsa-sim verdict --json` prints (call, target, recall_now, recall_2k, k_2x,
+/// recall_max_k, k_needed, dprime_needed_now, …, explanation, notes; more with `data`).
+#[pyfunction]
+#[pyo3(signature = (*, target=0.9, data=None, fit=None, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn verdict(
+    py: Python<'_>,
+    target: f64,
+    data: Option<PathBuf>,
+    fit: Option<&Bound<'_, PyAny>>,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let engine = fit_engine_spec(engine, trials, seed, threads)?;
+    let fit = fit_text(fit)?;
+    let v = py
+        .detach(|| commands::fit::verdict(&spec, &engine, target, data.as_deref(), fit.as_deref(), &|_| {}).map(|v| v.to_json()))
+        .map_err(py_err)?;
+    to_py(py, &v)
+}
+
+/// The cells to measure next that best separate the leading hypotheses, within a trial budget.
+///
+/// `data`: the measured table the hypotheses are fitted to; the deployment's scenario must be
+/// given (`preset` or `scenario`). `budget`: total trials (default 1000); `hypotheses`: names of
+/// the hypotheses to separate instead of the leading ones. Engine keyword arguments as for
+/// `calibrate`.
+///
+/// Returns the dict `dsa-sim plan --json` prints (cells, budget, total_trials,
+/// leading_hypotheses, expected_llr, p_correct, warnings).
+#[pyfunction]
+#[pyo3(signature = (data, *, budget=None, hypotheses=None, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    py: Python<'_>,
+    data: PathBuf,
+    budget: Option<&Bound<'_, PyAny>>,
+    hypotheses: Option<Vec<String>>,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let engine = fit_engine_spec(engine, trials, seed, threads)?;
+    let budget = opt_uint("budget", budget)?.unwrap_or(1000);
+    let hypotheses = hypotheses.unwrap_or_default();
+    let p = py
+        .detach(|| {
+            let req = commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses };
+            commands::fit::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
+        })
+        .map_err(py_err)?;
+    to_py(py, &p)
+}
+
+/// Quantize-dequantizes numbers with a number format, bit-exactly as `dsa-sim quantize` does.
+///
+/// `values`: a numpy array (or anything numpy.asarray takes) of any shape; values are converted
+/// to float32 first (round to nearest even, as numpy's astype does; a finite value beyond
+/// float32's range is refused, as the command line refuses it). `format`: fp32, bf16, fp16,
+/// fp8-e4m3, fp8-e5m2, fp4-e2m1, int8, int4, mxfp4, nvfp4, or NAME:BLOCK:SCALE[:floor=F];
+/// `block`, `scale` (fp32, ue8m0, e8m0, e4m3) and `amax_floor` as the flags. Blocks run over the
+/// values in C order (with block=32 and shape (n, 128), each row holds four blocks).
+///
+/// Returns a float32 array of the input's shape. Bad input raises ValueError with the command
+/// line's message (which speaks of its input as "stdin").
+#[pyfunction]
+#[pyo3(signature = (values, format, *, block=None, scale=None, amax_floor=None))]
+fn quantize<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+    format: String,
+    block: Option<&Bound<'py, PyAny>>,
+    scale: Option<String>,
+    amax_floor: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let np = py.import("numpy")?;
+    let kw = PyDict::new(py);
+    kw.set_item("dtype", "float64")?;
+    // float64 holds float16, float32 and the integers up to 2^53 exactly; the conversion to f32
+    // below is then the only rounding, with the command line's range check.
+    let arr = np.call_method("asarray", (values,), Some(&kw))?;
+    let arr = arr.cast::<numpy::PyArrayDyn<f64>>()?.readonly();
+    let shape: Vec<usize> = arr.shape().to_vec();
+    let view = arr.as_array();
+    let mut xs: Vec<f32> = Vec::with_capacity(view.len());
+    for (i, &x) in view.iter().enumerate() {
+        let y = x as f32;
+        if x.is_finite() && y.is_infinite() {
+            return Err(PyValueError::new_err(format!(
+                "stdin: `{x}` (value {}) is outside the f32 range: allowed magnitudes up to 3.4028235e38",
+                i + 1
+            )));
+        }
+        xs.push(y);
+    }
+    let text = |v: Option<&Bound<'py, PyAny>>| -> PyResult<Option<String>> {
+        match v {
+            Some(x) if !x.is_none() => Ok(Some(item_text(x)?)),
+            _ => Ok(None),
+        }
+    };
+    let req = QuantizeRequest { format: Some(format), block: text(block)?, scale, amax_floor: text(amax_floor)?, json: false };
+    py.detach(|| commands::quantize::quantize(&req, &mut xs)).map_err(py_err)?;
+    PyArray1::from_vec(py, xs).reshape(shape).map(|a| a.into_any())
+}
+
+/// dsa-sim: sparse-attention needle retrieval (DeepSeek DSA / V4 CSA and relatives), to tell a
+/// coverage failure (raise index_topk) from a discrimination failure (the indexer's precision
+/// must improve). Functions mirror the command line's commands: recall, rank, sweep, calibrate,
+/// verdict, plan, quantize; results equal `dsa-sim COMMAND --json` to the last digit.
+#[pymodule(name = "dsa_sim")]
+fn dsa_sim_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("FIELDS", PyTuple::new(m.py(), Field::ALL.iter().map(|f| f.name()))?)?;
+    m.add_function(wrap_pyfunction!(recall, m)?)?;
+    m.add_function(wrap_pyfunction!(rank, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate, m)?)?;
+    m.add_function(wrap_pyfunction!(verdict, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(quantize, m)?)?;
+    Ok(())
+}
