@@ -219,3 +219,17 @@ def test_the_example_runs():
 
     ns = runpy.run_path(str(pathlib.Path(__file__).parents[1] / "examples" / "quickstart.py"))
     assert ns["summary"]["call"] in ("coverage-limited", "discrimination-limited", "saturated")
+
+
+def test_the_readme_python_example_prints_what_it_shows():
+    import doctest
+    import re
+
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```pycon\n(.*?)```", readme, re.S)
+    assert blocks, "README.md has no ```pycon example"
+    for i, block in enumerate(blocks):
+        test = doctest.DocTestParser().get_doctest(block, {}, f"README.md pycon block {i}", "README.md", 0)
+        runner = doctest.DocTestRunner()
+        runner.run(test)
+        assert runner.tries >= 5 and runner.failures == 0, f"README.md pycon block {i}: see the output above"
