@@ -107,8 +107,16 @@ fn uint(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyInt>() || v.hasattr("__index__")?) {
         return Err(PyTypeError::new_err(format!("{name} = {}: expected an int", one_line(&v.repr()?.to_string()))));
     }
-    v.extract::<u64>()
-        .map_err(|_| PyValueError::new_err(format!("--{name} {}: allowed 0..={}", v.str().map(|s| s.to_string()).unwrap_or_default(), u64::MAX)))
+    v.extract::<u64>().map_err(|_| {
+        // A negative or too large int: the range the command line states for the flag.
+        let allowed = match name {
+            "trials" => format!("1..={}", dsa_sim::engine::MAX_TRIALS),
+            "threads" => format!("1..={}", dsa_sim::engine::MAX_THREADS),
+            "budget" => "≥ 1 trial".to_string(),
+            _ => format!("0..={}", u64::MAX),
+        };
+        PyValueError::new_err(format!("--{name} {}: allowed {allowed}", v.str().map(|s| s.to_string()).unwrap_or_default()))
+    })
 }
 
 fn opt_uint(name: &str, v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {

@@ -198,6 +198,16 @@ def test_an_unknown_field_or_a_wrong_type_is_refused():
         dsa_sim.recall(seed=-1)
     with pytest.raises(ValueError, match="bogus"):
         dsa_sim.recall(engine="bogus")
+    # Negative counts: the range the command line states for the flag (`--trials 0: allowed …`).
+    with pytest.raises(ValueError) as e:
+        dsa_sim.recall(trials=-5)
+    assert str(e.value).startswith("--trials -5: allowed 1..=")
+    with pytest.raises(ValueError, match="^--budget -1: allowed ≥ 1 trial$"):
+        dsa_sim.plan(DATA, budget=-1, preset="nsa")
+    with pytest.raises(ValueError, match="^--fit needs --data"):
+        dsa_sim.verdict(fit="dprime")
+    with pytest.raises(ValueError, match="at least one axis"):
+        dsa_sim.sweep([])
 
 
 def test_no_scenario_field_is_shadowed_by_a_keyword_argument():
