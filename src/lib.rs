@@ -103,6 +103,7 @@ pub mod engine;
 pub mod sweep;
 pub mod verdict;
 pub mod calibrate;
+pub mod captured_scores;
 pub mod report;
 pub mod experiment;
 

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 // The library's modules under their own names: the command line, a module tree of this binary
 // that the library never sees, reaches them as `crate::engine`, `crate::scenario`, …
-use dsa_sim::{calibrate, engine, error, experiment, formats, geometry, indexer, input, progress, scenario, sweep, verdict};
+use dsa_sim::{calibrate, captured_scores, engine, error, experiment, formats, geometry, indexer, input, progress, scenario, sweep, verdict};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

@@ -2,6 +2,7 @@
 
 pub mod calibrate;
 pub mod formats;
+pub mod import;
 pub mod merge;
 pub mod presets;
 pub mod plan;
@@ -107,6 +108,8 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
     Sweep(sweep::SweepArgs),
+    /// Read real measurements: captured indexer scores (import scores).
+    Import(import::ImportArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
     /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
@@ -133,6 +136,7 @@ impl Command {
             Command::Verdict(a) => verdict::run(a),
             Command::Plan(a) => plan::run(a),
             Command::Sweep(a) => sweep::run(a),
+            Command::Import(a) => import::run(a),
             Command::Run(a) => run::run(a),
             Command::Merge(a) => merge::run(a),
             Command::Presets(a) => presets::run(a),
