@@ -222,7 +222,7 @@ mod tests {
             assert!((ours - direct).abs() <= 1e-12 * direct + 1e-300, "j={j}: {ours} vs {direct}");
         }
         // Exact (50-digit decimal arithmetic): q^4999 (q + 5000 p) at n = 5000, p = 0.002.
-        let exact = 0.000_495_324_273_148_176_216_660_614_58;
+        let exact = 0.000_495_324_273_148_176_2;
         assert!((binom_cdf(5000, 1, 0.002) / exact - 1.0).abs() < 1e-14);
         assert_eq!(binom_cdf(5, 5, 0.3), 1.0);
         assert_eq!(binom_cdf(5, 2, 0.0), 1.0);
