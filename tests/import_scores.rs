@@ -336,3 +336,19 @@ fn cli_json_and_bad_input() {
     let (code, _, err) = dsa_sim(&["import", "scores", missing.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn the_committed_fixtures_read_in_both_layouts() {
+    // tests/fixtures/make_scores.py: per-layer.npz's layer 0 is demo.npz's scores (float32),
+    // with a batch axis and an int64 needle index; layer 1 has Student-t(4) distractors.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores");
+    let demo = cs::read_file(&root.join("demo.npz")).unwrap();
+    let per = cs::read_file(&root.join("per-layer.npz")).unwrap();
+    assert_eq!((demo.layers.len(), demo.queries()), (1, 60));
+    assert_eq!((per.layers.len(), per.queries()), (2, 60));
+    assert_eq!(per.layers[0].queries, demo.layers[0].queries);
+    assert!(demo.layers[0].queries.iter().all(|q| q.distractors.len() == 999));
+    let heavy = cs::tail::summarise(&per.layers[1], &cs::tail::standardised(&per.layers[1])).unwrap();
+    let light = cs::tail::summarise(&demo.layers[0], &cs::tail::standardised(&demo.layers[0])).unwrap();
+    assert!(heavy.gpd.xi > 0.1 && light.gpd.xi < 0.05, "{:?} {:?}", heavy.gpd, light.gpd);
+}

@@ -161,7 +161,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
             t.pooled,
             t.gpd.xi,
             t.gpd.sigma,
-            if t.gpd.xi > 0.05 { " (heavier than normal)" } else if t.gpd.xi < -0.05 { " (bounded)" } else { " (normal-like)" }
+            if t.gpd.xi > 0.05 { " (heavier than normal)" } else if t.gpd.xi < -0.2 { " (bounded)" } else { " (light: normal-like)" }
         );
         for (p, o, n) in &t.quantiles {
             outln!(out, "    quantile {p}: {o:.3} sd (normal {n:.3})");
