@@ -2,6 +2,7 @@
 
 pub mod calibrate;
 pub mod formats;
+pub mod import;
 pub mod merge;
 pub mod presets;
 pub mod plan;
@@ -109,6 +110,8 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
+    /// Import measurements: captured indexer top-k (import topk) or needle-in-a-haystack results (import niah).
+    Import(import::ImportArgs),
     /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
     Merge(merge::MergeArgs),
     /// List every preset with every field's value.
@@ -135,6 +138,7 @@ impl Command {
             Command::Sweep(a) => sweep::run(a),
             Command::Run(a) => run::run(a),
             Command::Merge(a) => merge::run(a),
+            Command::Import(a) => import::run(a),
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
             Command::Formats(a) => formats::run(a),
