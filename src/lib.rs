@@ -96,6 +96,8 @@ pub mod output;
 pub mod scenario;
 pub mod geometry;
 pub mod measured;
+pub mod capture;
+pub mod harness;
 pub mod scores;
 pub mod trials;
 pub mod indexer;

@@ -80,7 +80,9 @@ per scenario field (see `dsa-sim recall --help`). recall, rank, sweep, calibrate
 --engine, --trials and --seed, formats --trials and --seed: Monte Carlo results repeat exactly from \
 the seed and do not depend on --threads. run reads its scenario, engine, trials and seed from the \
 experiment file (run --seed replaces its seed). With --json a command prints one JSON object on \
-stdout. A sweep splits over machines with sweep --shard I/N, and merge joins the parts; the \
+stdout. import topk reads captured indexer selections (SGLang, vLLM, .npz) and import niah turns \
+needle-in-a-haystack results into a measured table for calibrate and verdict. A sweep splits over \
+machines with sweep --shard I/N, and merge joins the parts; the \
 completions command prints shell completions, man the manual page. Exit codes: 0 success, 2 bad \
 input, 1 any other failure. Reference: docs/cli.md.";
 
@@ -112,6 +114,8 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
+    /// Import measurements: captured indexer top-k (import topk) or needle-in-a-haystack results (import niah).
+    Import(import::ImportArgs),
     /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
     Merge(merge::MergeArgs),
     /// List every preset with every field's value.
@@ -139,6 +143,7 @@ impl Command {
             Command::Import(a) => import::run(a),
             Command::Run(a) => run::run(a),
             Command::Merge(a) => merge::run(a),
+            Command::Import(a) => import::run(a),
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
             Command::Formats(a) => formats::run(a),

@@ -9,7 +9,8 @@
 //!
 //! - Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
 //!   compress_ratio,window,label`; each optional column a row gives overrides the base scenario
-//!   for that row. Any other column is ignored with a note.
+//!   for that row. `needle` and `sample` (what was hidden, [`INFORMATIONAL_COLUMNS`]) are
+//!   accepted and not used by the model. Any other column is ignored with a note.
 //! - The header may come in any order, with any case, surrounding spaces, `-` or ` ` for `_`.
 //!   A column named twice is an error.
 //! - LF or CRLF line ends; a UTF-8 byte-order mark is skipped; spaces around values are trimmed.
@@ -58,6 +59,12 @@ pub const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTo
 /// The columns a table may have; each overrides the base scenario for its row.
 pub const OPTIONAL_COLUMNS: &[&str] =
     &[Field::Depth.name(), Field::Repeat.name(), Field::CompressRatio.name(), Field::Window.name(), "label"];
+
+/// Columns a table may carry to say what was measured (`dsa-sim import niah` writes `needle`):
+/// accepted without a note and not used by the model. Rows of different needles with the same
+/// scenario overrides are the same cell for the likelihood (their trials add), so a fit is the
+/// same with or without them; they are there so that a table can be split by needle.
+pub const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
 
 /// A table that could not be loaded: one line naming the file, row, column and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! line of each record is found by counting line ends from the previous record, not from the
 //! start of the file.
 
-use super::{Dataset, MeasuredError, Observation, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
+use super::{Dataset, MeasuredError, Observation, INFORMATIONAL_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
 use std::collections::HashSet;
 use crate::scenario::Field;
 
@@ -152,7 +152,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     let extra: Vec<&str> = header
         .iter()
         .map(String::as_str)
-        .filter(|h| !REQUIRED_COLUMNS.contains(h) && !OPTIONAL_COLUMNS.contains(h))
+        .filter(|h| !REQUIRED_COLUMNS.contains(h) && !OPTIONAL_COLUMNS.contains(h) && !INFORMATIONAL_COLUMNS.contains(h))
         .collect();
     let mut notes = Vec::new();
     if !extra.is_empty() {
@@ -273,6 +273,20 @@ mod tests {
         assert_eq!((d.rows[0].context_len, d.rows[0].index_topk, d.rows[0].trials, d.rows[0].hits), (4000, 512, 10, 3));
         assert_eq!(d.rows[1].line, 4);
         assert!(d.notes.iter().any(|n| n.contains("`notes`")), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn needle_columns_are_accepted_without_a_note() {
+        let with = "# provenance: dsa-sim import niah\ncontext_len,index_topk,depth,needle,trials,hits\n4096,512,0.5,niah_single_1,10,9\n4096,512,0.5,niah_single_2,10,7\n";
+        let d = parse_csv(with, "m.csv").unwrap();
+        assert!(!d.notes.iter().any(|n| n.contains("ignored")), "{:?}", d.notes);
+        assert_eq!(d.rows.len(), 2);
+        // Same scenario overrides: one group, whatever the needle.
+        assert_eq!(d.groups().len(), 1);
+        let without = "context_len,index_topk,depth,trials,hits\n4096,512,0.5,10,9\n4096,512,0.5,10,7\n";
+        let e = parse_csv(without, "m.csv").unwrap();
+        let strip = |d: &Dataset| d.rows.iter().map(|r| (r.context_len, r.index_topk, r.depth, r.trials, r.hits)).collect::<Vec<_>>();
+        assert_eq!(strip(&d), strip(&e));
     }
 
     #[test]
