@@ -110,11 +110,9 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Recall and rank quantiles over a grid of scenario fields, as CSV or JSON.
     Sweep(sweep::SweepArgs),
-    /// Read real measurements: captured indexer scores (import scores).
-    Import(import::ImportArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
-    /// Import measurements: captured indexer top-k (import topk) or needle-in-a-haystack results (import niah).
+    /// Import measurements: captured indexer top-k (import topk), captured scores (import scores) or needle-in-a-haystack results (import niah).
     Import(import::ImportArgs),
     /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
     Merge(merge::MergeArgs),
@@ -143,7 +141,6 @@ impl Command {
             Command::Import(a) => import::run(a),
             Command::Run(a) => run::run(a),
             Command::Merge(a) => merge::run(a),
-            Command::Import(a) => import::run(a),
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
             Command::Formats(a) => formats::run(a),
