@@ -46,6 +46,7 @@
 
 mod parse;
 mod provenance;
+mod selections;
 
 pub use parse::parse_csv;
 
@@ -152,6 +153,14 @@ pub struct Observation {
     pub window: Option<u64>,
     /// Free-text label.
     pub label: Option<String>,
+    /// Which needle (or sample) the row's trials measured (`needle` or `sample` column): rows
+    /// with one are clusters of correlated trials, and calibration allows for needle-level
+    /// variation between them (docs/model.md#overdispersion).
+    pub needle: Option<String>,
+    /// Selection data (`dsa-sim import topk`): entry m is the number of requests in which
+    /// exactly m of the layers selected the needle (length layers + 1); `trials` is the
+    /// number of requests and `hits` those selected by at least one layer.
+    pub layer_counts: Option<Vec<u64>>,
     /// 1-based line of the row in its file (for messages).
     pub line: u64,
 }
@@ -258,6 +267,12 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Whether the rows are selection data (`dsa-sim import topk`): their likelihood is that of
+    /// the layers' patterns ([`Observation::layer_counts`]).
+    pub fn is_selection(&self) -> bool {
+        self.rows.first().is_some_and(|r| r.layer_counts.is_some())
+    }
+
     /// Whether the table sets `field` per row (context_len and index_topk always; an optional
     /// column when at least one row gives it).
     pub fn has_column(&self, field: Field) -> bool {
