@@ -381,3 +381,100 @@ pub fn assert_markdown_tables(md: &str, tables: bool) {
         }
     }
 }
+
+/// A fresh scratch folder of this process and thread under the system temporary folder.
+fn scratch(tag: &str) -> std::path::PathBuf {
+    let root = std::env::temp_dir().join(format!("dsa-sim-fuzz-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("scratch folder");
+    root
+}
+
+/// Capture files (`import topk`): the first byte picks the shape (layers 1..=3, index_topk
+/// 1..=4) and the geometry (compress ratio 1 or 4, overlap), the rest is the file, read by
+/// content as `.npz`, `.npy` or SGLang / vLLM replies through `capture::import` with a manifest
+/// asking for rows 0 and 1 of request 0 and row 0 of request 1 at context 64 (needle 8..10).
+/// Errors are one printable line naming the file; an accepted capture has one selection per
+/// layer for every manifest line, and the same bytes give the same result twice.
+pub fn import_capture(data: &[u8]) {
+    let Some((&b, file)) = data.split_first() else { return };
+    let options = dsa_sim::capture::Options {
+        layers: 1 + u64::from(b % 3),
+        index_topk: 1 + u64::from((b / 3) % 4),
+        compress_ratio: if b & 0x40 != 0 { 4 } else { 1 },
+        overlap: b & 0x80 != 0,
+    };
+    let root = scratch("cap");
+    std::fs::write(root.join("f.bin"), file).expect("write the capture");
+    let manifest = root.join("m.csv");
+    std::fs::write(
+        &manifest,
+        "file,request,row,context_len,needle_start,needle_tokens\nf.bin,0,0,64,8,2\nf.bin,0,1,64,8,2\nf.bin,1,0,64,8,2\n",
+    )
+    .expect("write the manifest");
+    let first = dsa_sim::capture::import(&manifest, &options);
+    match &first {
+        Ok(imp) => {
+            assert_eq!(imp.selections.len(), 3);
+            for s in &imp.selections {
+                assert_eq!(s.selected.len() as u64, options.layers, "one selection per layer");
+            }
+            assert_eq!(imp.csv().lines().count() as u64, 1 + 3 * options.layers);
+            let j = imp.json();
+            assert_eq!(j["requests"], 3);
+            if let Some((p, k)) = imp.agreement() {
+                assert!((0.0..=1.0).contains(&p), "agreement {p}");
+                assert!(k.is_none_or(|k| k.is_finite() && k <= 1.0 + 1e-12), "kappa {k:?}");
+            }
+        }
+        Err(e) => {
+            let m = e.to_string();
+            assert_one_line("import topk", &m);
+            assert!(m.contains("f.bin") || m.starts_with("--"), "the error names the file: {m}");
+        }
+    }
+    let again = dsa_sim::capture::import(&manifest, &options);
+    assert_eq!(first.as_ref().map(|i| i.csv()).map_err(|e| e.to_string()), again.as_ref().map(|i| i.csv()).map_err(|e| e.to_string()));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Harness results (`import niah`): the first byte picks where the rest is put (a gkamradt
+/// results file, a RULER `4096/pred/{task}.jsonl`, an lm-eval samples log, a NeedleBench
+/// predictions file, or all four copies), read through `harness::import` on the folder.
+/// Errors are one printable line; an accepted folder gives a table the one measured reader
+/// accepts, with the same trials and hits, depths in [0, 1] and hits ≤ trials.
+pub fn import_niah(data: &[u8]) {
+    let Some((&b, file)) = data.split_first() else { return };
+    let root = scratch("niah");
+    let names = [
+        "m_len_1000_depth_50_results.json",
+        "m/synthetic/4096/pred/niah_single_1.jsonl",
+        "lm/samples_niah_single_1_2026-12-01T00-00-00.jsonl",
+        "predictions/m/Length4000Depth50_origin_en_4k.json",
+    ];
+    let chosen: Vec<&str> = if b as usize % 5 == 4 { names.to_vec() } else { vec![names[b as usize % 5]] };
+    for n in &chosen {
+        let p = root.join(n);
+        std::fs::create_dir_all(p.parent().expect("a parent")).expect("folders");
+        std::fs::write(&p, file).expect("write the result");
+    }
+    let options = dsa_sim::harness::Options { min_score: f64::from(b % 11), index_topk: 512 };
+    match dsa_sim::harness::import(std::slice::from_ref(&root), &options) {
+        Ok(imp) => {
+            let csv = imp.csv();
+            let ds = dsa_sim::measured::parse_csv(&csv, "measured.csv").expect("the imported table parses with the one reader");
+            let t: u64 = imp.cells.iter().map(|c| c.trials).sum();
+            let h: u64 = imp.cells.iter().map(|c| c.hits).sum();
+            assert_eq!(ds.total_trials(), t);
+            assert_eq!(ds.rows.iter().map(|r| r.hits).sum::<u64>(), h);
+            for c in &imp.cells {
+                assert!(c.hits <= c.trials && c.trials >= 1);
+                assert!(c.depth.is_none_or(|d| (0.0..=1.0).contains(&d)), "depth {:?}", c.depth);
+            }
+            assert!(ds.provenance.is_some_and(|p| p.contains("dsa-sim import niah")));
+            let _ = imp.json();
+        }
+        Err(e) => assert_one_line("import niah", &e.to_string()),
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

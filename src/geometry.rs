@@ -43,6 +43,18 @@ pub(crate) fn entry_tokens(i: u64, compress_ratio: u64, overlap: bool) -> (u64, 
     (start, i * c + c)
 }
 
+/// The entries, among the first `n`, that pool at least one token of the span [start, end)
+/// (start < end): a contiguous range. Block β = t / c holds token t; entry β pools it, and with
+/// overlap entry β + 1 too (it pools blocks β and β + 1, 2c tokens: the V4 CSA layout of
+/// [`entry_tokens`]). Used by `capture` to map a measured needle's tokens to the entries an
+/// indexer's top-k indices name, with the same convention [`Geometry::new`] uses.
+pub fn covering_entries(start: u64, end: u64, compress_ratio: u64, overlap: bool, n: u64) -> std::ops::Range<u64> {
+    debug_assert!(start < end && compress_ratio >= 1);
+    let first = start / compress_ratio;
+    let last = (end - 1) / compress_ratio + u64::from(overlap);
+    first.min(n)..last.saturating_add(1).min(n)
+}
+
 /// Start positions of the needle copies.
 pub(crate) fn copy_starts(s: &Scenario) -> Vec<u64> {
     let l = s.context_len;
@@ -324,6 +336,24 @@ mod tests {
         let g = Geometry::new(&s);
         assert_eq!(g.needle_entries.len(), 2 << 20);
         assert!(t.elapsed().as_secs_f64() < 5.0, "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn covering_entries_agree_with_the_geometry() {
+        for (l, c, overlap) in [(1000, 4, true), (1000, 4, false), (1002, 4, true), (333, 3, true), (64, 1, false), (100, 16, true)] {
+            for m in [1, 2, 5, 17] {
+                for p in (0..=l - m).step_by(7) {
+                    let mut s = sc(l, c, overlap);
+                    s.needle_tokens = m;
+                    s.depth = p as f64 / (l - m) as f64;
+                    let g = Geometry::new(&s);
+                    let p = g.copy_starts[0];
+                    let want: Vec<u64> = g.needle_entries.iter().map(|e| e.index).collect();
+                    let got: Vec<u64> = covering_entries(p, p + m, c, overlap, g.n_candidates).collect();
+                    assert_eq!(got, want, "L={l} c={c} overlap={overlap} m={m} p={p}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -54,6 +54,8 @@ fn simulate(cells: &[(u64, u64, f64)], trials: u64, seed: u64, truth: &dyn Fn(&S
                 compress_ratio: None,
                 window: None,
                 label: None,
+                needle: None,
+                layer_counts: None,
                 line: i as u64 + 2,
             }
         })

@@ -49,3 +49,13 @@ fn quantize_inputs() {
 fn experiment_toml_inputs() {
     replay("experiment_toml", harness::experiment_toml);
 }
+
+#[test]
+fn import_capture_inputs() {
+    replay("import_capture", harness::import_capture);
+}
+
+#[test]
+fn import_niah_inputs() {
+    replay("import_niah", harness::import_niah);
+}

@@ -59,6 +59,11 @@ impl RecallModel for CachedModel<'_> {
     fn parallel_rows(&self) -> bool {
         self.inner.parallel_rows()
     }
+    fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
+        // Not memoised: selection fits evaluate each distinct cell once per likelihood anyway,
+        // and only the exact engine computes it.
+        self.inner.layer_count_pmf(s)
+    }
 }
 
 #[cfg(test)]

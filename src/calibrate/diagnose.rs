@@ -125,9 +125,13 @@ pub fn row_checks(data: &Dataset, base: &Scenario, model: &dyn RecallModel) -> R
     let n_rows = data.rows.len().max(1) as f64;
     let mut pre = Vec::with_capacity(data.rows.len());
     for (i, r) in data.rows.iter().enumerate() {
-        let s = r
+        let mut s = r
             .apply(base)
             .map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
+        if let Some(c) = &r.layer_counts {
+            // Selection rows: the rate is P(some layer's indexer selects), window and reading aside.
+            super::likelihood::selection_scenario(&mut s, c.len() - 1)?;
+        }
         let mut never = s.clone();
         set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
         let mut sel = never.clone();
@@ -271,6 +275,7 @@ pub fn diagnose(
     model: &dyn RecallModel,
     opts: VerdictOptions,
 ) -> Result<Diagnosis, CalibError> {
+    let base = &super::answer_scenario(data, base);
     let checks = row_checks(data, base, model)?;
     let hypotheses = compare_hypotheses(data, base, user_free, model)?;
     let lmax = hypotheses.iter().map(|h| h.loglik).fold(f64::NEG_INFINITY, f64::max);

@@ -460,9 +460,12 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
     } else {
         Vec::new()
     };
-    let (rows, deviance) = row_fits(problem, &theta)?;
+    let (rows, binomial_deviance) = row_fits(problem, &theta)?;
     let k = problem.dim() as i64;
-    let df = problem.data.rows.len() as i64 - k;
+    let df = problem.residual_df(problem.dim());
+    // Selection data: the deviance of the layers' patterns (the rows' residuals stay those of
+    // the any-layer rate).
+    let deviance = if problem.data.is_selection() { (2.0 * (problem.saturated_loglik() - ll)).max(0.0) } else { binomial_deviance };
     let n_trials = problem.data.total_trials() as f64;
     let aic = -2.0 * ll + 2.0 * k as f64;
     let aicc = (n_trials - k as f64 - 1.0 > 0.0).then(|| aic + 2.0 * (k * (k + 1)) as f64 / (n_trials - k as f64 - 1.0));

@@ -274,7 +274,9 @@ impl Surface<'_> {
         self.model.recall(s).map_err(CalibError::Model)
     }
 
-    fn row_recall(&self, g: usize, theta: &[f64]) -> Result<f64, CalibError> {
+    /// The scenario of distinct row `g` under the hypothesis at `theta`, and the fraction of
+    /// queries that never select the needle.
+    fn row_setup(&self, g: usize, theta: &[f64]) -> Result<(Scenario, f64), CalibError> {
         let mut s = self.row_base[g].clone();
         let np = self.params.len();
         for (p, &v) in self.nuisance.iter().zip(&theta[np..]) {
@@ -300,6 +302,11 @@ impl Surface<'_> {
             Kind::LengthPeriodic(c) if s.context_len % c == self.residue => broken,
             _ => 0.0,
         };
+        Ok((s, broken))
+    }
+
+    fn row_recall(&self, g: usize, theta: &[f64]) -> Result<f64, CalibError> {
+        let (s, broken) = self.row_setup(g, theta)?;
         let r = self.recall(&s)?;
         if broken > 0.0 {
             let mut never = s.clone();
@@ -308,6 +315,20 @@ impl Surface<'_> {
             return Ok((1.0 - broken) * r + broken * r0);
         }
         Ok(r)
+    }
+
+    /// Selection data: P(exactly m layers select) of distinct row `g` (a broken query selects
+    /// in no layer).
+    fn row_pmf(&self, g: usize, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
+        let (s, broken) = self.row_setup(g, theta)?;
+        let mut pmf = self.model.layer_count_pmf(&s).map_err(CalibError::Model)?;
+        if broken > 0.0 {
+            let mut never = s.clone();
+            set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
+            let p0 = self.model.layer_count_pmf(&never).map_err(CalibError::Model)?;
+            pmf.iter_mut().zip(&p0).for_each(|(p, q)| *p = (1.0 - broken) * *p + broken * q);
+        }
+        Ok(pmf)
     }
 
     fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
@@ -322,6 +343,17 @@ impl Surface<'_> {
     }
 
     fn loglik(&self, theta: &[f64]) -> Result<f64, CalibError> {
+        if self.data.is_selection() {
+            let n = self.row_base.len();
+            let pmfs: Vec<Vec<f64>> = (0..n).into_par_iter().map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?;
+            return Ok(self
+                .data
+                .rows
+                .iter()
+                .zip(&self.group_of_row)
+                .map(|(r, &g)| super::likelihood::pattern_loglik(r.layer_counts.as_deref().unwrap_or(&[]), &pmfs[g]))
+                .sum());
+        }
         let p = self.fitted(theta)?;
         Ok(self.data.rows.iter().zip(&p).map(|(r, &p)| binom_loglik(r.hits, r.trials, p)).sum())
     }
@@ -336,6 +368,9 @@ fn row_bases(data: &Dataset, base: &Scenario, fixed: &[(Field, f64)]) -> Result<
         let mut s = r
             .apply(base)
             .map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
+        if let Some(c) = &r.layer_counts {
+            super::likelihood::selection_scenario(&mut s, c.len() - 1)?;
+        }
         for (f, v) in fixed {
             set_field(&mut s, *f, *v)?;
         }
@@ -376,8 +411,12 @@ pub fn hypothesis_recall(
     user_free: &[FreeParam],
     model: &dyn RecallModel,
 ) -> Result<Vec<f64>, CalibError> {
-    let nuisance: Vec<FreeParam> =
+    let mut nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
+    // A hypothesis fitted on selection data carries layer_corr (see compare_hypotheses).
+    if h.estimates.iter().any(|(n, _)| n == Field::LayerCorr.name()) && !nuisance.iter().any(|p| p.field == Field::LayerCorr) {
+        nuisance.extend(default_param(Field::LayerCorr));
+    }
     let (kind, params) = if h.name == "length-periodic" {
         let c = cells.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio).max(1);
         (Kind::LengthPeriodic(c), vec![Param::Broken, Param::Field(Field::Dprime)])
@@ -402,9 +441,18 @@ pub fn compare_hypotheses(
     user_free: &[FreeParam],
     model: &dyn RecallModel,
 ) -> Result<Vec<HypothesisResult>, CalibError> {
-    let nuisance: Vec<FreeParam> =
+    let mut nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
+    if data.is_selection() && !nuisance.iter().any(|p| p.field == Field::LayerCorr) {
+        // Per-layer patterns measure how the layers agree: layer_corr is free in every
+        // hypothesis (without it, a shared difficulty looks like broken queries).
+        nuisance.extend(default_param(Field::LayerCorr));
+    }
     let mut all = specs();
+    if data.is_selection() {
+        // Selections are observed directly: whether a selected needle is read does not enter.
+        all.retain(|sp| sp.kind != Kind::ReadFailure);
+    }
     if let Some(c) = periodic_modulus(data, base) {
         all.push(Spec {
             name: "length-periodic",
@@ -484,7 +532,21 @@ pub fn compare_hypotheses(
             residue,
         };
         let fitted = surface.fitted(&theta)?;
-        let deviance: f64 = data.rows.iter().zip(&fitted).map(|(r, &p)| unit_deviance(r.hits, r.trials, p)).sum();
+        let deviance: f64 = if data.is_selection() {
+            let sat: f64 = data
+                .rows
+                .iter()
+                .map(|r| {
+                    let c = r.layer_counts.as_deref().unwrap_or(&[]);
+                    let total: u64 = c.iter().sum();
+                    let f: Vec<f64> = c.iter().map(|&x| x as f64 / total as f64).collect();
+                    super::likelihood::pattern_loglik(c, &f)
+                })
+                .sum();
+            (2.0 * (sat - ll)).max(0.0)
+        } else {
+            data.rows.iter().zip(&fitted).map(|(r, &p)| unit_deviance(r.hits, r.trials, p)).sum()
+        };
         let periodic = matches!(spec.kind, Kind::LengthPeriodic(_));
         let k = theta.len() + usize::from(periodic);
         let mut estimates: Vec<(String, f64)> = spec
@@ -506,7 +568,12 @@ pub fn compare_hypotheses(
         if periodic {
             estimates.push(("residue".into(), residue as f64));
         }
-        let df = data.rows.len() as i64 - k as i64;
+        let cells: i64 = if data.is_selection() {
+            data.rows.iter().map(|r| r.layer_counts.as_ref().map_or(1, |c| c.len() as i64 - 1)).sum()
+        } else {
+            data.rows.len() as i64
+        };
+        let df = cells - k as i64;
         out.push(HypothesisResult {
             name: spec.name.to_string(),
             description: spec.description.to_string(),

@@ -81,6 +81,9 @@ impl<'a> Problem<'a> {
                 i + 1,
                 r.line
             )))?;
+            if let Some(counts) = &r.layer_counts {
+                selection_scenario(&mut s, counts.len() - 1)?;
+            }
             for p in &free {
                 set_field(&mut s, p.field, p.lo)?;
             }
@@ -136,14 +139,90 @@ impl<'a> Problem<'a> {
 
     /// Log-likelihood at `theta`.
     pub fn loglik(&self, theta: &[f64]) -> Result<f64, CalibError> {
+        if self.data.is_selection() {
+            let pmfs = self.layer_pmfs(theta)?;
+            return Ok(self
+                .data
+                .rows
+                .iter()
+                .zip(&self.group_of_row)
+                .map(|(r, &g)| pattern_loglik(r.layer_counts.as_deref().unwrap_or(&[]), &pmfs[g]))
+                .sum());
+        }
         let p = self.fitted(theta)?;
         Ok(self.data.rows.iter().zip(&p).map(|(r, &p)| binom_loglik(r.hits, r.trials, p)).sum())
     }
 
-    /// Log-likelihood of the saturated model (each row its own recall).
+    /// Per distinct row, P(exactly m layers select the needle) at `theta` (selection data).
+    pub fn layer_pmfs(&self, theta: &[f64]) -> Result<Vec<Vec<f64>>, CalibError> {
+        let n = self.row_base.len();
+        let one = |i: usize| -> Result<Vec<f64>, CalibError> {
+            let s = self.row_scenario(i, theta)?;
+            self.model.layer_count_pmf(&s).map_err(CalibError::Model)
+        };
+        if n > 1 {
+            (0..n).into_par_iter().map(one).collect()
+        } else {
+            (0..n).map(one).collect()
+        }
+    }
+
+    /// Log-likelihood of the saturated model (each row its own recall; for selection data,
+    /// each cell its own distribution of the number of selecting layers).
     pub fn saturated_loglik(&self) -> f64 {
+        if self.data.is_selection() {
+            return self
+                .data
+                .rows
+                .iter()
+                .map(|r| {
+                    let c = r.layer_counts.as_deref().unwrap_or(&[]);
+                    let total: u64 = c.iter().sum();
+                    let f: Vec<f64> = c.iter().map(|&x| x as f64 / total as f64).collect();
+                    pattern_loglik(c, &f)
+                })
+                .sum();
+        }
         self.data.rows.iter().map(|r| binom_loglik(r.hits, r.trials, r.observed())).sum()
     }
+
+    /// Residual degrees of freedom at `k` parameters: rows − k, or for selection data cells ×
+    /// layers − k (each cell's distribution of the number of selecting layers has `layers` free
+    /// probabilities).
+    pub fn residual_df(&self, k: usize) -> i64 {
+        let cells: i64 = if self.data.is_selection() {
+            self.data.rows.iter().map(|r| r.layer_counts.as_ref().map_or(1, |c| c.len() as i64 - 1)).sum()
+        } else {
+            self.data.rows.len() as i64
+        };
+        cells - k as i64
+    }
+}
+
+/// A selection row's scenario: `layers` indexer layers whose own selections were observed, so
+/// the window, sink, read and guess probabilities do not enter (recall = P(some layer selects)).
+pub fn selection_scenario(s: &mut Scenario, layers: usize) -> Result<(), CalibError> {
+    s.layers = u32::try_from(layers).map_err(|_| CalibError::Input(format!("{layers} layers: too many")))?;
+    s.readout = crate::scenario::Readout::Any;
+    s.window = 0;
+    s.sink = 0;
+    s.p_read = 1.0;
+    s.p_guess = 0.0;
+    Ok(())
+}
+
+/// ln P(the observed selection patterns): each of the `counts[m]` requests in which exactly m
+/// of the L layers selected the needle had one particular pattern, of probability
+/// pmf[m] / C(L, m) (the layers are exchangeable).
+pub(crate) fn pattern_loglik(counts: &[u64], pmf: &[f64]) -> f64 {
+    let l = counts.len().saturating_sub(1) as u64;
+    counts
+        .iter()
+        .zip(pmf)
+        .enumerate()
+        .filter(|(_, (&c, _))| c > 0)
+        .map(|(m, (&c, &p))| c as f64 * (p.max(EPS * EPS).ln() - ln_binomial(l, m as u64)))
+        .sum()
 }
 
 /// Sets a real field to a parameter value.
@@ -154,6 +233,14 @@ pub fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), CalibErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pattern_loglik_counts_each_particular_pattern() {
+        // Two layers, P(m = 0, 1, 2) = (0.25, 0.5, 0.25): each single-layer pattern has 0.25.
+        let pmf = [0.25, 0.5, 0.25];
+        let ll = pattern_loglik(&[1, 2, 3], &pmf);
+        assert!((ll - (0.25f64.ln() + 2.0 * 0.25f64.ln() + 3.0 * 0.25f64.ln())).abs() < 1e-12);
+    }
 
     #[test]
     fn deviance_matches_loglik_difference() {

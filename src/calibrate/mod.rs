@@ -54,6 +54,8 @@ impl crate::error::Classify for CalibError {
         use crate::error::ErrorKind;
         match self {
             CalibError::Data(_) | CalibError::Input(_) => ErrorKind::Input,
+            // Selection data under a model without an exact likelihood: the user's choice.
+            CalibError::Model(crate::engine::EngineError::NeedsExact(_)) => ErrorKind::Input,
             CalibError::Model(_) | CalibError::Fit(_) | CalibError::Output(_) => ErrorKind::Failure,
         }
     }
@@ -174,6 +176,7 @@ pub fn run_calibration(
     engine_description: impl Fn() -> String,
 ) -> Result<output::CalibrationReport, CalibError> {
     let t0 = std::time::Instant::now();
+    let base = &answer_scenario(data, base);
     let problem = Problem::new(data, base, free.clone(), model)?;
     let fit = fit::fit(&problem, true, !predict.is_empty())?;
     let predictions = if predict.is_empty() { Vec::new() } else { predict_grid(&problem, &fit, base, predict)? };
@@ -192,6 +195,16 @@ pub fn run_calibration(
     })
 }
 
+/// The scenario whose answer-level recall predictions and verdicts describe: `base`, and for
+/// selection data (captured per-layer selections) with its `layers` set to the number of
+/// captured indexer layers, the readout as given.
+pub fn answer_scenario(data: &Dataset, base: &Scenario) -> Scenario {
+    match data.rows.first().and_then(|r| r.layer_counts.as_ref()) {
+        Some(c) => Scenario { layers: (c.len() - 1) as u32, ..base.clone() },
+        None => base.clone(),
+    }
+}
+
 /// The scenarios at the estimate (first) and at every point of the fit's 95% likelihood region:
 /// the inputs of a calibrated verdict.
 pub fn fitted_scenarios(
@@ -200,6 +213,7 @@ pub fn fitted_scenarios(
     report: &output::CalibrationReport,
     model: &dyn RecallModel,
 ) -> Result<Vec<Scenario>, CalibError> {
+    let base = &answer_scenario(data, base);
     let problem = Problem::new(data, base, report.free.clone(), model)?;
     let mut out = vec![problem.with_theta(base, &report.fit.theta)?];
     for th in &report.fit.region {

@@ -138,6 +138,8 @@ fn candidates(base: &Scenario) -> Vec<Observation> {
                     compress_ratio: None,
                     window: None,
                     label: None,
+                    needle: None,
+                    layer_counts: None,
                     line: out.len() as u64 + 2,
                 });
             }

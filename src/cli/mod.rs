@@ -2,6 +2,7 @@
 
 pub mod calibrate;
 pub mod formats;
+pub mod import;
 pub mod merge;
 pub mod presets;
 pub mod plan;
@@ -53,7 +54,9 @@ per scenario field (see `dsa-sim recall --help`). recall, rank, sweep, calibrate
 --engine, --trials and --seed, formats --trials and --seed: Monte Carlo results repeat exactly from \
 the seed and do not depend on --threads. run reads its scenario, engine, trials and seed from the \
 experiment file (run --seed replaces its seed). With --json a command prints one JSON object on \
-stdout. A sweep splits over machines with sweep --shard I/N, and merge joins the parts; the \
+stdout. import topk reads captured indexer selections (SGLang, vLLM, .npz) and import niah turns \
+needle-in-a-haystack results into a measured table for calibrate and verdict. A sweep splits over \
+machines with sweep --shard I/N, and merge joins the parts; the \
 completions command prints shell completions, man the manual page. Exit codes: 0 success, 2 bad \
 input, 1 any other failure. Reference: docs/cli.md.";
 
@@ -83,6 +86,8 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Run an experiment file: data, figures (SVG, PNG) and a markdown report in one folder.
     Run(run::RunExperimentArgs),
+    /// Import measurements: captured indexer top-k (import topk), captured scores (import scores) or needle-in-a-haystack results (import niah).
+    Import(import::ImportArgs),
     /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
     Merge(merge::MergeArgs),
     /// List every preset with every field's value.
@@ -107,6 +112,7 @@ impl Command {
             Command::Verdict(a) => verdict::run(a),
             Command::Plan(a) => plan::run(a),
             Command::Sweep(a) => sweep::run(a),
+            Command::Import(a) => import::run(a),
             Command::Run(a) => run::run(a),
             Command::Merge(a) => merge::run(a),
             Command::Presets(a) => presets::run(a),

@@ -61,36 +61,48 @@ pub fn man(_args: &ManArgs) -> Result<(), CliError> {
     page.render_description_section(&mut buf).map_err(write)?;
     page.render_options_section(&mut buf).map_err(write)?;
     page.render_subcommands_section(&mut buf).map_err(write)?;
-    // Every command's own options, as `dsa-sim COMMAND --help` lists them.
+    // Every command's own options, as `dsa-sim COMMAND --help` lists them; a command with
+    // subcommands of its own (`import topk`, `import niah`) gets one section per subcommand.
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
-        let name = sub.get_name().to_string();
-        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
-        let sub = sub.clone().name(format!("dsa-sim {name}"));
-        buf.extend_from_slice(format!(".SH \"DSA\\-SIM {}\"\n", name.to_uppercase()).as_bytes());
-        buf.extend_from_slice(roff_text(&about).as_bytes());
-        let usage = sub.clone().render_usage().to_string();
-        buf.extend_from_slice(format!(".PP\n{}\n", roff_escape(usage.trim_start_matches("Usage: "))).as_bytes());
-        for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
-            let mut head = String::new();
-            if let Some(s) = arg.get_short() {
-                head.push_str(&format!("-{s}"));
+        let inner: Vec<&clap::Command> = sub.get_subcommands().filter(|s| s.get_name() != "help").collect();
+        if inner.is_empty() {
+            render_command(&mut buf, sub.get_name(), sub);
+        } else {
+            for s in inner {
+                render_command(&mut buf, &format!("{} {}", sub.get_name(), s.get_name()), s);
             }
-            if let Some(l) = arg.get_long() {
-                if !head.is_empty() {
-                    head.push_str(", ");
-                }
-                head.push_str(&format!("--{l}"));
-            }
-            if arg.get_action().takes_values() {
-                let v = arg.get_value_names().and_then(|v| v.first()).map(|s| s.to_string()).unwrap_or_else(|| arg.get_id().to_string().to_uppercase());
-                head = if head.is_empty() { v } else { format!("{head} {v}") };
-            }
-            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
-            buf.extend_from_slice(format!(".TP\n\\fB{}\\fR\n{}", roff_escape(&head), roff_text(&help)).as_bytes());
         }
     }
     page.render_version_section(&mut buf).map_err(write)?;
     emit(&ascii_roff(&String::from_utf8_lossy(&buf)))
+}
+
+/// One command's man page section: its summary, usage and every visible flag.
+fn render_command(buf: &mut Vec<u8>, name: &str, sub: &clap::Command) {
+    let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+    let sub = sub.clone().name(format!("dsa-sim {name}"));
+    buf.extend_from_slice(format!(".SH \"DSA\\-SIM {}\"\n", name.to_uppercase()).as_bytes());
+    buf.extend_from_slice(roff_text(&about).as_bytes());
+    let usage = sub.clone().render_usage().to_string();
+    buf.extend_from_slice(format!(".PP\n{}\n", roff_escape(usage.trim_start_matches("Usage: "))).as_bytes());
+    for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+        let mut head = String::new();
+        if let Some(s) = arg.get_short() {
+            head.push_str(&format!("-{s}"));
+        }
+        if let Some(l) = arg.get_long() {
+            if !head.is_empty() {
+                head.push_str(", ");
+            }
+            head.push_str(&format!("--{l}"));
+        }
+        if arg.get_action().takes_values() {
+            let v = arg.get_value_names().and_then(|v| v.first()).map(|s| s.to_string()).unwrap_or_else(|| arg.get_id().to_string().to_uppercase());
+            head = if head.is_empty() { v } else { format!("{head} {v}") };
+        }
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        buf.extend_from_slice(format!(".TP\n\\fB{}\\fR\n{}", roff_escape(&head), roff_text(&help)).as_bytes());
+    }
 }
 
 /// Replaces every non-ASCII character by groff's `\[uXXXX]` escape, so the page renders the

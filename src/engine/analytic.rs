@@ -10,7 +10,7 @@
 //! outer integral against the standard normal density.
 
 use crate::geometry::Geometry;
-use crate::quadrature::integrate;
+use crate::quadrature::{integrate, integrate_vec};
 use crate::scenario::{Readout, Scenario};
 use crate::scores::{EntryLaw, NotExact, ScoreModel};
 use crate::stats::{ln_binom_pmf, ln_norm_pdf};
@@ -235,6 +235,50 @@ impl Analytic {
         }
         let (n, readout) = (self.layers, self.readout);
         self.over_shared(self.geometry.k_eff, |a| readout_probability(a, n, readout))
+    }
+
+    /// P(exactly m of the scenario's layers select the needle), m = 0..=layers: each layer's
+    /// indexer alone (the window and sink are not selections), the layers independent given the
+    /// needle's shared component. The likelihood of captured per-layer selections.
+    pub fn layer_count_pmf(&self) -> Vec<f64> {
+        let n = self.layers as u64;
+        let mut out = vec![0.0; n as usize + 1];
+        if self.geometry.k_eff == 0 || self.model.needle_entries.is_empty() {
+            out[0] = 1.0;
+            return out;
+        }
+        // One integral over the shared component for all m at once: the per-layer selection
+        // probability at each z (an inner integral) is the expensive part.
+        let os = self.order_stat(self.geometry.k_eff.max(1));
+        let mut laws = Vec::with_capacity(self.model.needle_groups.len());
+        let fill = |a: f64, w: f64, out: &mut [f64]| {
+            let a = a.clamp(0.0, 1.0);
+            for (m, o) in out.iter_mut().enumerate() {
+                *o = w * ln_binom_pmf(n, m as u64, a, 1.0 - a).exp();
+            }
+        };
+        if self.model.shared {
+            out = integrate_vec(
+                |z, o| {
+                    let a = self.rank_le_given(&os, Some(z), &mut laws);
+                    fill(a, ln_norm_pdf(z).exp(), o)
+                },
+                n as usize + 1,
+                -Z_MAX,
+                Z_MAX,
+                &[0.0],
+                TOL_OUTER,
+            );
+        } else {
+            let a = self.rank_le_given(&os, None, &mut laws);
+            fill(a, 1.0, &mut out);
+        }
+        // Quadrature leaves the total within its tolerance of 1: normalise.
+        let total: f64 = out.iter().sum();
+        if total > 0.0 {
+            out.iter_mut().for_each(|p| *p /= total);
+        }
+        out
     }
 
     /// P(correct answer) = p_guess + (p_read − p_guess)·P(attended).

@@ -311,6 +311,10 @@ pub enum EngineError {
     /// The worker threads could not be started.
     #[error("{0}")]
     Pool(String),
+    /// A quantity only the exact engine computes (per-layer selection probabilities) was asked
+    /// of a scenario or model that has none.
+    #[error("{0}")]
+    NeedsExact(String),
 }
 
 impl crate::error::Classify for EngineError {

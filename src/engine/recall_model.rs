@@ -19,6 +19,12 @@ pub trait RecallModel: Sync {
     fn parallel_rows(&self) -> bool {
         true
     }
+    /// P(exactly m of the scenario's layers select the needle), m = 0..=layers (the
+    /// likelihood of captured per-layer selections); by default not available.
+    fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
+        let _ = s;
+        Err(EngineError::NeedsExact(format!("per-layer selection data need the exact engine, which {} is not", self.describe())))
+    }
 }
 
 /// A closed-form or test model from a function.
@@ -75,6 +81,20 @@ impl RecallModel for EngineModel {
                 Ok(a.recall())
             }
             Route::MonteCarlo { .. } => self.mc(s),
+        }
+    }
+
+    fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
+        match route(s, EngineChoice::Analytic) {
+            Ok(Route::Analytic(a)) => {
+                self.analytic_calls.fetch_add(1, Ordering::Relaxed);
+                Ok(a.layer_count_pmf())
+            }
+            Ok(Route::MonteCarlo { .. }) | Err(_) => Err(EngineError::NeedsExact(
+                "per-layer selection data are fitted by their exact likelihood, which needs a scenario the analytic engine covers \
+                 (pooling none or max without overlap, or mean pooling without overlap; not the vector model)"
+                    .into(),
+            )),
         }
     }
 

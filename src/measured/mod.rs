@@ -9,7 +9,8 @@
 //!
 //! - Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
 //!   compress_ratio,window,label`; each optional column a row gives overrides the base scenario
-//!   for that row. Any other column is ignored with a note.
+//!   for that row. `needle` and `sample` (what was hidden, [`INFORMATIONAL_COLUMNS`]) are
+//!   accepted and not used by the model. Any other column is ignored with a note.
 //! - The header may come in any order, with any case, surrounding spaces, `-` or ` ` for `_`.
 //!   A column named twice is an error.
 //! - LF or CRLF line ends; a UTF-8 byte-order mark is skipped; spaces around values are trimmed.
@@ -45,6 +46,7 @@
 
 mod parse;
 mod provenance;
+mod selections;
 
 pub use parse::parse_csv;
 
@@ -58,6 +60,12 @@ pub const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTo
 /// The columns a table may have; each overrides the base scenario for its row.
 pub const OPTIONAL_COLUMNS: &[&str] =
     &[Field::Depth.name(), Field::Repeat.name(), Field::CompressRatio.name(), Field::Window.name(), "label"];
+
+/// Columns a table may carry to say what was measured (`dsa-sim import niah` writes `needle`):
+/// accepted without a note and not used by the model. Rows of different needles with the same
+/// scenario overrides are the same cell for the likelihood (their trials add), so a fit is the
+/// same with or without them; they are there so that a table can be split by needle.
+pub const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
 
 /// A table that could not be loaded: one line naming the file, row, column and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -145,6 +153,14 @@ pub struct Observation {
     pub window: Option<u64>,
     /// Free-text label.
     pub label: Option<String>,
+    /// Which needle (or sample) the row's trials measured (`needle` or `sample` column): rows
+    /// with one are clusters of correlated trials, and calibration allows for needle-level
+    /// variation between them (docs/model.md#overdispersion).
+    pub needle: Option<String>,
+    /// Selection data (`dsa-sim import topk`): entry m is the number of requests in which
+    /// exactly m of the layers selected the needle (length layers + 1); `trials` is the
+    /// number of requests and `hits` those selected by at least one layer.
+    pub layer_counts: Option<Vec<u64>>,
     /// 1-based line of the row in its file (for messages).
     pub line: u64,
 }
@@ -251,6 +267,12 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Whether the rows are selection data (`dsa-sim import topk`): their likelihood is that of
+    /// the layers' patterns ([`Observation::layer_counts`]).
+    pub fn is_selection(&self) -> bool {
+        self.rows.first().is_some_and(|r| r.layer_counts.is_some())
+    }
+
     /// Whether the table sets `field` per row (context_len and index_topk always; an optional
     /// column when at least one row gives it).
     pub fn has_column(&self, field: Field) -> bool {

@@ -2,7 +2,7 @@
 //! line of each record is found by counting line ends from the previous record, not from the
 //! start of the file.
 
-use super::{Dataset, MeasuredError, Observation, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
+use super::{Dataset, MeasuredError, Observation, INFORMATIONAL_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
 use std::collections::HashSet;
 use crate::scenario::Field;
 
@@ -15,12 +15,12 @@ const COMPRESS_RATIO: &str = Field::CompressRatio.name();
 const WINDOW: &str = Field::Window.name();
 
 /// Longest piece of user text (a cell, a header) quoted in a message.
-const QUOTE_MAX: usize = 60;
+pub(super) const QUOTE_MAX: usize = 60;
 /// Most ignored column names listed in the note about them.
 const LIST_MAX: usize = 8;
 
 /// `s`, cut to at most `max` characters (with `…` when cut).
-fn clip(s: &str, max: usize) -> String {
+pub(super) fn clip(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_string(),
         Some((i, _)) => format!("{}…", &s[..i]),
@@ -28,7 +28,7 @@ fn clip(s: &str, max: usize) -> String {
 }
 
 /// Names, comma-separated, the first [`LIST_MAX`] only.
-fn list(names: &[&str], quote: bool) -> String {
+pub(super) fn list(names: &[&str], quote: bool) -> String {
     let shown: Vec<String> =
         names.iter().take(LIST_MAX).map(|n| if quote { format!("`{}`", clip(n, QUOTE_MAX)) } else { clip(n, QUOTE_MAX) }).collect();
     let mut t = shown.join(if quote { ", " } else { "," });
@@ -40,14 +40,14 @@ fn list(names: &[&str], quote: bool) -> String {
 
 /// Line numbers of records from their byte offsets, which the reader delivers in increasing
 /// order: each call counts only the bytes since the previous one.
-struct Lines<'a> {
+pub(super) struct Lines<'a> {
     bytes: &'a [u8],
     pos: usize,
     line: u64,
 }
 
 impl<'a> Lines<'a> {
-    fn new(text: &'a str) -> Self {
+    pub(super) fn new(text: &'a str) -> Self {
         Lines { bytes: text.as_bytes(), pos: 0, line: 1 }
     }
 
@@ -55,7 +55,7 @@ impl<'a> Lines<'a> {
     /// and blank lines, and its record position may be that of the comment lines before the
     /// record): line ends, blanks and comment lines before the record's first character are
     /// skipped.
-    fn at(&mut self, b: usize) -> u64 {
+    pub(super) fn at(&mut self, b: usize) -> u64 {
         let b = b.min(self.bytes.len());
         if b < self.pos {
             self.pos = 0;
@@ -87,7 +87,7 @@ impl<'a> Lines<'a> {
     }
 }
 
-fn one_line_csv_error(e: &csv::Error) -> String {
+pub(super) fn one_line_csv_error(e: &csv::Error) -> String {
     match e.kind() {
         csv::ErrorKind::UnequalLengths { expected_len, len, .. } => {
             format!("{len} fields where the header has {expected_len}")
@@ -96,7 +96,7 @@ fn one_line_csv_error(e: &csv::Error) -> String {
     }
 }
 
-fn parse_int(v: &str) -> Result<u64, String> {
+pub(super) fn parse_int(v: &str) -> Result<u64, String> {
     if let Ok(x) = v.parse::<u64>() {
         return Ok(x);
     }
@@ -144,6 +144,10 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
         }
     }
     let col = |name: &str| header.iter().position(|h| h == name);
+    if col("layer").is_some() && col("selected").is_some() && col("trials").is_none() && col("hits").is_none() {
+        // Per-request, per-layer selections (`dsa-sim import topk`): aggregated per cell.
+        return super::selections::parse_records(text, &src, rdr, lines, &header, header_line);
+    }
     let missing: Vec<&str> = REQUIRED_COLUMNS.iter().copied().filter(|c| col(c).is_none()).collect();
     if !missing.is_empty() {
         let found: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -152,7 +156,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     let extra: Vec<&str> = header
         .iter()
         .map(String::as_str)
-        .filter(|h| !REQUIRED_COLUMNS.contains(h) && !OPTIONAL_COLUMNS.contains(h))
+        .filter(|h| !REQUIRED_COLUMNS.contains(h) && !OPTIONAL_COLUMNS.contains(h) && !INFORMATIONAL_COLUMNS.contains(h))
         .collect();
     let mut notes = Vec::new();
     if !extra.is_empty() {
@@ -166,6 +170,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     let req = |name: &str| col(name).unwrap_or(0);
     let (i_l, i_k, i_t, i_h) = (req(CONTEXT_LEN), req(INDEX_TOPK), req("trials"), req("hits"));
     let (i_d, i_r, i_c, i_w, i_lab) = (col(DEPTH), col(REPEAT), col(COMPRESS_RATIO), col(WINDOW), col("label"));
+    let i_needle = col("needle").or(col("sample"));
 
     let mut rows = Vec::new();
     let mut total_trials = 0u64;
@@ -247,7 +252,21 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
         }
         let window = opt_int(i_w, WINDOW)?;
         let label = i_lab.and_then(|i| rec.get(i)).filter(|s| !s.is_empty()).map(str::to_string);
-        rows.push(Observation { context_len, index_topk, trials, hits, depth, repeat, compress_ratio, window, label, line });
+        let needle = i_needle.and_then(|i| rec.get(i)).filter(|s| !s.is_empty()).map(|s| clip(s, 200));
+        rows.push(Observation {
+            context_len,
+            index_topk,
+            trials,
+            hits,
+            depth,
+            repeat,
+            compress_ratio,
+            window,
+            label,
+            needle,
+            layer_counts: None,
+            line,
+        });
     }
     if rows.is_empty() {
         return Err(MeasuredError::Empty(format!("{src}: no data rows after the header")));
@@ -273,6 +292,20 @@ mod tests {
         assert_eq!((d.rows[0].context_len, d.rows[0].index_topk, d.rows[0].trials, d.rows[0].hits), (4000, 512, 10, 3));
         assert_eq!(d.rows[1].line, 4);
         assert!(d.notes.iter().any(|n| n.contains("`notes`")), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn needle_columns_are_accepted_without_a_note() {
+        let with = "# provenance: dsa-sim import niah\ncontext_len,index_topk,depth,needle,trials,hits\n4096,512,0.5,niah_single_1,10,9\n4096,512,0.5,niah_single_2,10,7\n";
+        let d = parse_csv(with, "m.csv").unwrap();
+        assert!(!d.notes.iter().any(|n| n.contains("ignored")), "{:?}", d.notes);
+        assert_eq!(d.rows.len(), 2);
+        // Same scenario overrides: one group, whatever the needle.
+        assert_eq!(d.groups().len(), 1);
+        let without = "context_len,index_topk,depth,trials,hits\n4096,512,0.5,10,9\n4096,512,0.5,10,7\n";
+        let e = parse_csv(without, "m.csv").unwrap();
+        let strip = |d: &Dataset| d.rows.iter().map(|r| (r.context_len, r.index_topk, r.depth, r.trials, r.hits)).collect::<Vec<_>>();
+        assert_eq!(strip(&d), strip(&e));
     }
 
     #[test]

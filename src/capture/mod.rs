@@ -1,0 +1,382 @@
+//! Measured indexer selections (`dsa-sim import topk`): which of an indexer's top-k entries a
+//! real server selected at a needle query, read from captures (docs/capture.md).
+//!
+//! A **manifest** (CSV: `file,row,context_len,needle_start,needle_tokens[,request][,label]`)
+//! names, for each needle query, the capture file, the capture in it (`request`, the n-th
+//! `indexer_topk` string of a JSON/JSONL file, from 0), the row (the selection made at query
+//! token `row`) and where the needle lies. Each capture is an array (rows, layers, index_topk)
+//! of entry indices, −1 padding unused slots ([`read`]: `.npz`, `.npy`, SGLang and vLLM
+//! replies, detected by content). For every manifest line and layer the needle is **selected**
+//! when one of the entries that pool a needle token ([`crate::geometry::covering_entries`]: c
+//! tokens per entry, 2c with overlap) is among that layer's indices.
+//!
+//! Every file is read once, as a stream, in bounded memory (one row, one read buffer): a
+//! multi-gigabyte reply is scanned by [`json::Scanner`] and decoded in chunks; only the rows the
+//! manifest names are checked. Every problem is bad input naming the file, the capture and row,
+//! and the manifest row: an index outside 0..N (N = floor(context_len / c) entries) or below −1,
+//! a shape that is not (rows, --layers, --index-topk), base64 that does not decode, a row or
+//! capture the file does not have.
+
+pub mod json;
+mod manifest;
+pub mod read;
+
+pub use manifest::ManifestLine;
+pub use read::{FileInfo, Layout, Shape};
+
+use crate::error::{Classify, ErrorKind};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+/// A capture that cannot be imported: one line naming the file, the row and the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureError {
+    kind: ErrorKind,
+    /// The message.
+    pub message: String,
+}
+
+impl CaptureError {
+    /// Bad input.
+    pub fn input(message: impl Into<String>) -> CaptureError {
+        CaptureError { kind: ErrorKind::Input, message: message.into() }
+    }
+
+    /// An I/O error on a named file: its kind decides ([`crate::error::io_kind`]).
+    pub fn io(message: impl Into<String>, e: &std::io::Error) -> CaptureError {
+        CaptureError { kind: crate::error::io_kind(e), message: message.into() }
+    }
+}
+
+impl fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+impl Classify for CaptureError {
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
+/// Most layers × index_topk per row (a row buffer stays ≤ 16 MiB of i64).
+pub const MAX_ROW_VALUES: u64 = 1 << 21;
+
+/// How the captures were made: their shape and the compression geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Indexer layers in every capture.
+    pub layers: u64,
+    /// Indices per row and layer.
+    pub index_topk: u64,
+    /// Tokens per compressed entry (1: token-level, DeepSeek-V3.2; 4: V4 CSA).
+    pub compress_ratio: u64,
+    /// V4's overlapping compression: entry i pools tokens (i−1)·c..i·c+c−1.
+    pub overlap: bool,
+}
+
+impl Options {
+    /// Checks the ranges (before any file is read).
+    pub fn check(&self) -> Result<(), CaptureError> {
+        if self.layers == 0 || self.layers > 4096 {
+            return Err(CaptureError::input(format!("--layers {}: allowed 1..=4096", self.layers)));
+        }
+        if self.index_topk == 0 || self.index_topk > 1 << 20 {
+            return Err(CaptureError::input(format!("--index-topk {}: allowed 1..=1048576", self.index_topk)));
+        }
+        if self.layers * self.index_topk > MAX_ROW_VALUES {
+            return Err(CaptureError::input(format!(
+                "--layers {} × --index-topk {} = {} indices per row: at most {MAX_ROW_VALUES}",
+                self.layers,
+                self.index_topk,
+                self.layers * self.index_topk
+            )));
+        }
+        if self.compress_ratio == 0 || self.compress_ratio > 1 << 20 {
+            return Err(CaptureError::input(format!("--compress-ratio {}: allowed 1..=1048576", self.compress_ratio)));
+        }
+        Ok(())
+    }
+
+    fn shape(&self) -> Shape {
+        Shape { layers: self.layers as usize, index_topk: self.index_topk as usize }
+    }
+}
+
+/// The outcome for one manifest line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    /// The manifest line.
+    pub line: ManifestLine,
+    /// Entries at this context: N = floor(context_len / c).
+    pub n_entries: u64,
+    /// The entries that pool a needle token.
+    pub needle_entries: Range<u64>,
+    /// Per layer: whether a needle entry was among the layer's indices.
+    pub selected: Vec<bool>,
+}
+
+/// A whole import: every manifest line's selections, and what was read.
+#[derive(Debug, Clone)]
+pub struct Import {
+    /// The manifest as given.
+    pub manifest: String,
+    /// The options used.
+    pub options: Options,
+    /// One per manifest line, in manifest order.
+    pub selections: Vec<Selection>,
+    /// Each file read: its name as written in the manifest and what it held.
+    pub files: Vec<(String, FileInfo)>,
+    /// Notes for the user (needles no entry pools).
+    pub warnings: Vec<String>,
+}
+
+/// The header of `selections.csv`.
+pub const CSV_HEADER: &str = "request,context_len,depth,layer,index_topk,selected";
+
+/// Reads the manifest and every capture it names. Nothing is written; every check happens
+/// here, so a caller that writes only on success writes nothing for bad input.
+pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError> {
+    options.check()?;
+    let name = manifest.display().to_string();
+    let text = crate::input::read_to_string(manifest).map_err(|e| CaptureError::io(format!("{name}: cannot read: {e}"), &e))?;
+    let dir = manifest.parent().unwrap_or(Path::new("."));
+    let lines = manifest::parse(&text, &name, dir)?;
+    let c = options.compress_ratio;
+    let mut warnings = Vec::new();
+    let mut selections: Vec<Selection> = lines
+        .into_iter()
+        .map(|line| {
+            let n = line.context_len / c;
+            let needle_entries =
+                crate::geometry::covering_entries(line.needle_start, line.needle_start + line.needle_tokens, c, options.overlap, n);
+            if needle_entries.is_empty() {
+                warnings.push(format!(
+                    "{name}: row {}: no entry pools the needle (tokens {}..{} lie past the last complete block of {c} tokens): never selected",
+                    line.row_no,
+                    line.needle_start,
+                    line.needle_start + line.needle_tokens
+                ));
+            }
+            Selection { line, n_entries: n, needle_entries, selected: Vec::new() }
+        })
+        .collect();
+
+    // Files in order of first mention; each read once.
+    let mut by_file: BTreeMap<usize, (String, std::path::PathBuf, read::Wants)> = BTreeMap::new();
+    let mut first_of: HashMap<std::path::PathBuf, usize> = HashMap::new();
+    for (i, s) in selections.iter().enumerate() {
+        let first = *first_of.entry(s.line.path.clone()).or_insert(i);
+        by_file
+            .entry(first)
+            .or_insert_with(|| (s.line.file.clone(), s.line.path.clone(), HashMap::new()))
+            .2
+            .entry((s.line.request, s.line.row))
+            .or_default()
+            .push(i);
+    }
+    let shape = options.shape();
+    let k = options.index_topk as usize;
+    let mut files = Vec::new();
+    for (file, path, wants) in by_file.values() {
+        let mut on_row = |idx: &[usize], request: u64, row: u64, vals: &[i64]| -> Result<(), CaptureError> {
+            for &i in idx {
+                let s = &mut selections[i];
+                let mut sel = Vec::with_capacity(shape.layers);
+                for (layer, chunk) in vals.chunks_exact(k).enumerate() {
+                    let mut hit = false;
+                    for &v in chunk {
+                        if v == -1 {
+                            continue;
+                        }
+                        if v < -1 || v as u64 >= s.n_entries {
+                            return Err(CaptureError::input(format!(
+                                "row {row}, layer {layer}: index {v} outside 0..{} (the entries of context_len {} at compress_ratio {c}; −1 pads unused slots) (manifest {name} row {})",
+                                s.n_entries, s.line.context_len, s.line.row_no
+                            )));
+                        }
+                        hit |= s.needle_entries.contains(&(v as u64));
+                    }
+                    sel.push(hit);
+                }
+                let _ = request;
+                s.selected = sel;
+            }
+            Ok(())
+        };
+        let info = read::read_file(path, file, shape, wants, &mut on_row)?;
+        // Every wanted (request, row) must exist.
+        let mut missing: Vec<(&(u64, u64), &Vec<usize>)> =
+            wants.iter().filter(|((q, r), _)| info.rows.get(*q as usize).is_none_or(|n| r >= n)).collect();
+        missing.sort();
+        if let Some(((q, r), idx)) = missing.first() {
+            let line = &selections[idx[0]].line;
+            let why = match info.rows.get(*q as usize) {
+                None => format!("request {q} does not exist: the file holds {} capture(s) (requests 0..{})", info.rows.len(), info.rows.len()),
+                Some(n) => format!("row {r} of request {q} does not exist: it has {n} rows (0..{n})"),
+            };
+            return Err(CaptureError::input(format!("{file}: {why} (manifest {name} row {}, line {})", line.row_no, line.line)));
+        }
+        files.push((file.clone(), info));
+    }
+    Ok(Import { manifest: name, options: *options, selections, files, warnings })
+}
+
+/// Per-layer selection counts, Wilson intervals, per-request fractions and cross-layer
+/// agreement of an import.
+impl Import {
+    /// `selections.csv`: one row per (manifest line, layer).
+    pub fn csv(&self) -> String {
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(Vec::new());
+        let mut out = String::from(CSV_HEADER);
+        out.push('\n');
+        for s in &self.selections {
+            for (layer, &hit) in s.selected.iter().enumerate() {
+                let _ = w.write_record([
+                    s.line.name(),
+                    s.line.context_len.to_string(),
+                    s.line.depth().to_string(),
+                    layer.to_string(),
+                    self.options.index_topk.to_string(),
+                    u8::from(hit).to_string(),
+                ]);
+            }
+        }
+        out.push_str(&String::from_utf8_lossy(&w.into_inner().unwrap_or_default()));
+        out
+    }
+
+    /// Selections per layer: (selected, trials).
+    pub fn per_layer(&self) -> Vec<(u64, u64)> {
+        let mut v = vec![(0u64, 0u64); self.options.layers as usize];
+        for s in &self.selections {
+            for (l, &hit) in s.selected.iter().enumerate() {
+                v[l].0 += u64::from(hit);
+                v[l].1 += 1;
+            }
+        }
+        v
+    }
+
+    /// Cross-layer agreement: (mean pairwise agreement, Fleiss' kappa), `None` with one layer.
+    ///
+    /// Each request is rated selected / not by every layer. The **mean pairwise agreement** is,
+    /// averaged over requests, the fraction of layer pairs that agree (1: every layer makes the
+    /// same call on every request). **Fleiss' kappa** corrects it for the agreement expected by
+    /// chance from the overall selection rate p, p² + (1 − p)²: 0 when layers agree no more
+    /// than independent layers would, 1 for perfect agreement; `None` (null) when every call is
+    /// the same (chance agreement 1: nothing to correct).
+    pub fn agreement(&self) -> Option<(f64, Option<f64>)> {
+        let n = self.options.layers;
+        if n < 2 || self.selections.is_empty() {
+            return None;
+        }
+        let pairs = (n * (n - 1)) as f64;
+        let mut p_bar = 0.0;
+        let mut total_sel = 0u64;
+        for s in &self.selections {
+            let a = s.selected.iter().filter(|&&x| x).count() as u64;
+            let b = n - a;
+            total_sel += a;
+            p_bar += (a * a.saturating_sub(1) + b * b.saturating_sub(1)) as f64 / pairs;
+        }
+        let m = self.selections.len() as f64;
+        p_bar /= m;
+        let p = total_sel as f64 / (m * n as f64);
+        let p_e = p * p + (1.0 - p) * (1.0 - p);
+        let kappa = (p_e < 1.0).then(|| (p_bar - p_e) / (1.0 - p_e));
+        Some((p_bar, kappa))
+    }
+
+    /// `--json`: requests, by_context, layers (rates with Wilson 95% intervals), per-request
+    /// fractions, agreement, files, warnings.
+    pub fn json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let mut by_ctx: BTreeMap<(u64, usize), (u64, u64)> = BTreeMap::new();
+        for s in &self.selections {
+            for (l, &hit) in s.selected.iter().enumerate() {
+                let e = by_ctx.entry((s.line.context_len, l)).or_default();
+                e.0 += 1;
+                e.1 += u64::from(hit);
+            }
+        }
+        let by_context: Vec<_> =
+            by_ctx.iter().map(|(&(l, layer), &(t, sel))| json!({"context_len": l, "layer": layer, "trials": t, "selected": sel})).collect();
+        let layers: Vec<_> = self
+            .per_layer()
+            .iter()
+            .enumerate()
+            .map(|(l, &(sel, t))| {
+                let (lo, hi) = crate::stats::wilson(sel, t, crate::stats::Z95);
+                json!({"layer": l, "trials": t, "selected": sel, "rate": if t > 0 { sel as f64 / t as f64 } else { 0.0 }, "ci_low": lo, "ci_high": hi})
+            })
+            .collect();
+        let per_request: Vec<_> = self
+            .selections
+            .iter()
+            .map(|s| {
+                let a = s.selected.iter().filter(|&&x| x).count();
+                json!({"request": s.line.name(), "context_len": s.line.context_len, "depth": s.line.depth(),
+                       "layers_selected": a, "fraction": a as f64 / s.selected.len().max(1) as f64})
+            })
+            .collect();
+        let agreement = match self.agreement() {
+            Some((p, k)) => json!({"mean_pairwise": p, "fleiss_kappa": k}),
+            None => json!({"mean_pairwise": null, "fleiss_kappa": null}),
+        };
+        let files: Vec<_> =
+            self.files.iter().map(|(f, i)| json!({"file": f, "layout": i.layout.name(), "captures": i.rows.len(), "rows": i.rows})).collect();
+        json!({
+            "manifest": self.manifest,
+            "requests": self.selections.len(),
+            "index_topk": self.options.index_topk,
+            "compress_ratio": self.options.compress_ratio,
+            "overlap": self.options.overlap,
+            "by_context": by_context,
+            "layers": layers,
+            "per_request": per_request,
+            "agreement": agreement,
+            "files": files,
+            "warnings": self.warnings,
+        })
+    }
+
+    /// The human summary.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "{} needle queries from {} file(s); {} layers, index_topk {}, compress_ratio {}{}",
+            self.selections.len(),
+            self.files.len(),
+            self.options.layers,
+            self.options.index_topk,
+            self.options.compress_ratio,
+            if self.options.overlap { " with overlap" } else { "" }
+        );
+        let _ = writeln!(t, "layer  selected/trials  rate    95% CI");
+        for (l, &(sel, n)) in self.per_layer().iter().enumerate() {
+            let (lo, hi) = crate::stats::wilson(sel, n, crate::stats::Z95);
+            let _ = writeln!(t, "{l:>5}  {:>15}  {:.4}  [{lo:.4}, {hi:.4}]", format!("{sel}/{n}"), sel as f64 / n.max(1) as f64);
+        }
+        match self.agreement() {
+            Some((p, Some(k))) => {
+                let _ = writeln!(t, "cross-layer agreement: mean pairwise {p:.4}, Fleiss' kappa {k:.4}");
+            }
+            Some((p, None)) => {
+                let _ = writeln!(t, "cross-layer agreement: mean pairwise {p:.4} (every call the same: kappa undefined)");
+            }
+            None => {}
+        }
+        for w in &self.warnings {
+            let _ = writeln!(t, "note: {w}");
+        }
+        t
+    }
+}

@@ -1,0 +1,225 @@
+//! Selection tables: one row per (request, layer) saying whether that layer's indexer selected
+//! the needle, as `dsa-sim import topk` writes them
+//! (`request,context_len,depth,layer,index_topk,selected`). They are read into the same
+//! [`Dataset`] as recall tables, one [`Observation`] per cell (context_len, index_topk, depth):
+//! `trials` the requests, `hits` those selected by at least one layer, and `layer_counts` how
+//! many requests had exactly m of their layers select the needle, which is what the exact
+//! likelihood of the layers' patterns needs (docs/model.md#selection-data).
+
+use super::parse::{clip, one_line_csv_error, parse_int, Lines, QUOTE_MAX};
+use super::{Dataset, MeasuredError, Observation};
+use crate::scenario::Field;
+use std::collections::HashMap;
+
+/// The columns a selection table must have.
+pub const SELECTION_COLUMNS: &[&str] = &["request", Field::ContextLen.name(), Field::IndexTopk.name(), "layer", "selected"];
+
+/// Most layers a selection table may have (DeepSeek-V3.2 has 61 indexer layers).
+pub const MAX_LAYERS: u64 = 1024;
+
+struct Request {
+    context_len: u64,
+    index_topk: u64,
+    depth: Option<f64>,
+    /// Per layer: None until its row is read.
+    selected: Vec<Option<bool>>,
+    line: u64,
+}
+
+/// Reads the records of a selection table whose header has been read.
+pub(super) fn parse_records(
+    text: &str,
+    src: &str,
+    mut rdr: csv::Reader<&[u8]>,
+    mut lines: Lines,
+    header: &[String],
+    header_line: u64,
+) -> Result<Dataset, MeasuredError> {
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let missing: Vec<&str> = SELECTION_COLUMNS.iter().copied().filter(|c| col(c).is_none()).collect();
+    if !missing.is_empty() {
+        return Err(MeasuredError::MissingColumns {
+            source_name: src.to_string(),
+            missing: missing.join(","),
+            found: header.join(","),
+        });
+    }
+    let at = |name: &str| col(name).unwrap_or(0);
+    let (i_req, i_l, i_k, i_layer, i_sel) =
+        (at("request"), at(Field::ContextLen.name()), at(Field::IndexTopk.name()), at("layer"), at("selected"));
+    let i_d = col(Field::Depth.name());
+    let mut requests: Vec<(String, Request)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (n, rec) in rdr.records().enumerate() {
+        let row = n + 1;
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| lines.at(p.byte() as usize));
+            MeasuredError::Malformed { source_name: src.to_string(), line, message: one_line_csv_error(&e) }
+        })?;
+        let line = rec.position().map_or(header_line + row as u64, |p| lines.at(p.byte() as usize));
+        if rec.iter().all(|f| f.is_empty()) {
+            continue;
+        }
+        if rec.len() != header.len() {
+            return Err(MeasuredError::Malformed {
+                source_name: src.to_string(),
+                line,
+                message: format!("{} fields where the header has {}", rec.len(), header.len()),
+            });
+        }
+        let cell_err = |column: &str, message: String| MeasuredError::Cell {
+            source_name: src.to_string(),
+            row,
+            line,
+            column: column.to_string(),
+            message,
+        };
+        let int = |i: usize, name: &str| -> Result<u64, MeasuredError> {
+            let v = rec.get(i).unwrap_or("");
+            if v.is_empty() {
+                return Err(cell_err(name, "empty: a non-negative integer is required".into()));
+            }
+            parse_int(v).map_err(|m| cell_err(name, m))
+        };
+        let request = rec.get(i_req).unwrap_or("").to_string();
+        if request.is_empty() {
+            return Err(cell_err("request", "empty: every row names its request".into()));
+        }
+        let context_len = int(i_l, Field::ContextLen.name())?;
+        let index_topk = int(i_k, Field::IndexTopk.name())?;
+        if context_len == 0 || index_topk == 0 {
+            let c = if context_len == 0 { Field::ContextLen.name() } else { Field::IndexTopk.name() };
+            return Err(cell_err(c, "0: allowed ≥ 1".into()));
+        }
+        let layer = int(i_layer, "layer")?;
+        if layer >= MAX_LAYERS {
+            return Err(cell_err("layer", format!("{layer}: allowed 0..{MAX_LAYERS}")));
+        }
+        let selected = match rec.get(i_sel).unwrap_or("").to_ascii_lowercase().as_str() {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            v => return Err(cell_err("selected", format!("`{}`: allowed 0, 1, true, false", clip(v, QUOTE_MAX)))),
+        };
+        let depth = match i_d.map(|i| rec.get(i).unwrap_or("")) {
+            None | Some("") => None,
+            Some(v) => {
+                let d: f64 = v.parse().map_err(|_| cell_err(Field::Depth.name(), format!("`{}` is not a number (allowed 0..=1)", clip(v, QUOTE_MAX))))?;
+                if !(d.is_finite() && (0.0..=1.0).contains(&d)) {
+                    return Err(cell_err(Field::Depth.name(), format!("{d}: allowed 0..=1")));
+                }
+                Some(d)
+            }
+        };
+        let r = match index.get(&request) {
+            Some(&i) => &mut requests[i].1,
+            None => {
+                index.insert(request.clone(), requests.len());
+                requests.push((request.clone(), Request { context_len, index_topk, depth, selected: Vec::new(), line }));
+                &mut requests.last_mut().unwrap().1
+            }
+        };
+        if (r.context_len, r.index_topk, r.depth.map(f64::to_bits)) != (context_len, index_topk, depth.map(f64::to_bits)) {
+            return Err(cell_err(
+                "request",
+                format!("request `{}` changes its context_len, index_topk or depth from line {}", clip(&request, QUOTE_MAX), r.line),
+            ));
+        }
+        let l = layer as usize;
+        if r.selected.len() <= l {
+            r.selected.resize(l + 1, None);
+        }
+        if r.selected[l].replace(selected).is_some() {
+            return Err(cell_err("layer", format!("request `{}` has layer {layer} twice", clip(&request, QUOTE_MAX))));
+        }
+    }
+    if requests.is_empty() {
+        return Err(MeasuredError::Empty(format!("{src}: no data rows after the header")));
+    }
+    // Every request must have the same layers, 0..L−1, each once.
+    let layers = requests.iter().map(|(_, r)| r.selected.len()).max().unwrap_or(0);
+    for (name, r) in &requests {
+        if let Some(l) = (0..layers).find(|&l| r.selected.get(l).copied().flatten().is_none()) {
+            return Err(MeasuredError::Cell {
+                source_name: src.to_string(),
+                row: 0,
+                line: r.line,
+                column: "layer".into(),
+                message: format!("request `{}` has no row for layer {l} (every request needs layers 0..{})", clip(name, QUOTE_MAX), layers - 1),
+            });
+        }
+    }
+    // One observation per cell, in order of first appearance.
+    let mut cells: Vec<Observation> = Vec::new();
+    let mut cell_of: HashMap<(u64, u64, Option<u64>), usize> = HashMap::new();
+    for (_, r) in &requests {
+        let key = (r.context_len, r.index_topk, r.depth.map(f64::to_bits));
+        let i = *cell_of.entry(key).or_insert_with(|| {
+            cells.push(Observation {
+                context_len: r.context_len,
+                index_topk: r.index_topk,
+                trials: 0,
+                hits: 0,
+                depth: r.depth,
+                repeat: None,
+                compress_ratio: None,
+                window: None,
+                label: None,
+                needle: None,
+                layer_counts: Some(vec![0; layers + 1]),
+                line: r.line,
+            });
+            cells.len() - 1
+        });
+        let m = r.selected.iter().filter(|s| **s == Some(true)).count();
+        let c = &mut cells[i];
+        c.trials += 1;
+        c.hits += (m > 0) as u64;
+        c.layer_counts.as_mut().unwrap()[m] += 1;
+    }
+    let provenance = super::provenance::from_header(text);
+    let transcribed = provenance.as_deref().is_some_and(super::provenance::says_transcribed);
+    let mut notes = vec![format!(
+        "selection data: {} requests × {layers} layers in {} cells, fitted by the exact likelihood of the layers' selection patterns; a row's recall counts the requests some layer selected; predictions and verdicts use {layers} layers (readout as given)",
+        requests.len(),
+        cells.len()
+    )];
+    if let Some(p) = &provenance {
+        notes.push(format!("provenance (header): {p}"));
+    }
+    Ok(Dataset { source: src.to_string(), rows: cells, notes, provenance, transcribed })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::measured::parse_csv;
+
+    #[test]
+    fn requests_aggregate_into_cells_with_layer_counts() {
+        let t = "request,context_len,depth,layer,index_topk,selected\n\
+                 0,4096,0.5,0,512,1\n0,4096,0.5,1,512,0\n0,4096,0.5,2,512,1\n\
+                 1,4096,0.5,0,512,0\n1,4096,0.5,1,512,0\n1,4096,0.5,2,512,0\n\
+                 2,8192,0.5,2,512,1\n2,8192,0.5,1,512,true\n2,8192,0.5,0,512,1\n";
+        let d = parse_csv(t, "sel.csv").unwrap();
+        assert_eq!(d.rows.len(), 2);
+        let (a, b) = (&d.rows[0], &d.rows[1]);
+        assert_eq!((a.context_len, a.trials, a.hits, a.layer_counts.clone()), (4096, 2, 1, Some(vec![1, 0, 1, 0])));
+        assert_eq!((b.context_len, b.trials, b.hits, b.layer_counts.clone()), (8192, 1, 1, Some(vec![0, 0, 0, 1])));
+        assert_eq!(a.line, 2);
+        assert!(d.notes[0].contains("3 requests × 3 layers in 2 cells"), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn inconsistent_requests_are_refused_with_their_line() {
+        let h = "request,context_len,depth,layer,index_topk,selected\n";
+        let e = parse_csv(&format!("{h}0,4096,0.5,0,512,1\n0,4096,0.5,0,512,0\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("layer 0 twice"), "{e}");
+        let e = parse_csv(&format!("{h}0,4096,0.5,0,512,1\n0,8192,0.5,1,512,0\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("changes its context_len"), "{e}");
+        let e = parse_csv(&format!("{h}0,4096,0.5,0,512,1\n0,4096,0.5,1,512,0\n1,4096,0.5,1,512,0\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("request `1` has no row for layer 0"), "{e}");
+        let e = parse_csv(&format!("{h}0,4096,0.5,0,512,yes\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("`yes`: allowed 0, 1, true, false"), "{e}");
+        let e = parse_csv("request,context_len,layer,selected\n0,4096,0,1\n", "s.csv").unwrap_err().to_string();
+        assert!(e.contains("missing column(s) index_topk"), "{e}");
+    }
+}
