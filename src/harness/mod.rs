@@ -8,7 +8,7 @@
 //!   `…_len_{L}_depth_{D}_results.json`, with `context_length`, `depth_percent` (0–100) and
 //!   `score` (1–10, the evaluator's rubric); a hit when score ≥ `--min-score`.
 //! - **RULER** (NVIDIA): `pred/{task}.jsonl`, one sample per line with `pred`, `outputs`,
-//!   `input`, `length`; a hit when every `outputs` string occurs in `pred` (case-insensitive,
+//!   `input` (absent in some versions), `length`; a hit when every `outputs` string occurs in `pred` (case-insensitive,
 //!   RULER's string_match_all); context_len is the `{seq}` folder of
 //!   `{root}/{model}/{bench}/{seq}/pred/` when it is a number, else the sample's `length`.
 //! - **lm-eval** (lm-evaluation-harness `--log_samples` of its ruler tasks): one sample per line
@@ -282,7 +282,9 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, name: &str, line: u64) -> 
 /// The JSONL format a first line belongs to, if any.
 fn jsonl_kind(v: &serde_json::Value) -> Option<Format> {
     let o = v.as_object()?;
-    if o.contains_key("pred") && o.contains_key("outputs") && o.contains_key("input") {
+    // RULER's call_api.py writes index, pred, input, outputs, others, truncation, length; some
+    // versions leave `input` out (then the depth is unknown).
+    if o.contains_key("pred") && o.contains_key("outputs") && (o.contains_key("input") || o.contains_key("index") || o.contains_key("length")) {
         return Some(Format::Ruler);
     }
     if o.contains_key("doc_id") && o.contains_key("doc") && (o.contains_key("filtered_resps") || o.contains_key("resps")) {
@@ -319,7 +321,8 @@ fn parse_jsonl(
                 let input = str_field(&v, "input").unwrap_or("");
                 let context_len = match seq {
                     Some(s) => s,
-                    None => v.get("length").and_then(serde_json::Value::as_u64).ok_or_else(|| at("no integer `length` (and the folder is not {seq}/pred)".into()))?,
+                    // RULER writes length −1 when the dataset had none.
+                    None => v.get("length").and_then(serde_json::Value::as_u64).filter(|&l| l >= 1).ok_or_else(|| at("no positive integer `length` (and the folder is not {seq}/pred)".into()))?,
                 };
                 Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: match_all(pred, &outputs) }
             }
