@@ -24,6 +24,13 @@
 //! was hidden: the task (RULER, lm-eval), the needle text (gkamradt, clipped) or the dataset
 //! (NeedleBench).
 //!
+//! Checked against: gkamradt `needlehaystack/llm_needle_haystack_tester.py` (the results dict and
+//! `{model}_len_{L}_depth_{int(D*100)}_results.json`) and `evaluators/openai.py` (the rubric:
+//! 10 "completely accurate", 7 "aligns … minor omissions", hence the default `--min-score` 10);
+//! RULER's `scripts/pred/call_api.py` (the prediction record); lm-evaluation-harness
+//! `lm_eval/tasks/ruler/common_utils.py` (`process_results`, `string_match_all`,
+//! `doc["max_length"]`); OpenCompass `configs/datasets/needlebench` (the `abbr` names).
+//!
 //! Reading is bounded: JSON files at 64 MiB ([`crate::input::read_to_string`]), JSONL line by
 //! line with each line at most 64 MiB, folders walked without following symbolic links, at
 //! most [`MAX_FILES`] files.
