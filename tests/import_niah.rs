@@ -81,6 +81,24 @@ fn ruler_context_from_the_seq_folder_and_needle_ids() {
 }
 
 #[test]
+fn ruler_lines_without_input_have_no_depth() {
+    // Some versions of RULER's call_api.py write no `input`; length −1 when the data had none.
+    let d = tempfile::tempdir().unwrap();
+    let pred = d.path().join("m/synthetic/16384/pred");
+    std::fs::create_dir_all(&pred).unwrap();
+    std::fs::write(
+        pred.join("niah_multikey_1.jsonl"),
+        "{\"index\": 0, \"pred\": \"A 7 b\", \"outputs\": [\"7\"], \"others\": {}, \"truncation\": -1, \"length\": -1}\n{\"index\": 1, \"pred\": \"no\", \"outputs\": [\"8\"], \"others\": {}, \"truncation\": -1, \"length\": -1}\n",
+    )
+    .unwrap();
+    let out = d.path().join("t.csv");
+    let o = dsa(&["import", "niah", d.path().join("m").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = std::fs::read_to_string(&out).unwrap();
+    assert!(t.ends_with("context_len,index_topk,depth,needle,trials,hits\n16384,512,,niah_multikey_1,2,1\n"), "{t}");
+}
+
+#[test]
 fn the_table_is_accepted_by_calibrate_and_verdict() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("m.csv");

@@ -74,6 +74,19 @@ fn man_page_is_roff_with_every_command_and_ascii_only() {
 }
 
 #[test]
+fn subcommands_of_import_have_man_sections_and_completions() {
+    let text = stdout(&["man"]);
+    for (c, flag) in [("IMPORT TOPK", "\\-\\-manifest"), ("IMPORT NIAH", "\\-\\-min\\-score")] {
+        let at = text.find(&format!(".SH \"DSA\\-SIM {c}\"")).unwrap_or_else(|| panic!("no section for {c}"));
+        assert!(text[at..].contains(flag), "{c}: no {flag}");
+    }
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let t = stdout(&["completions", shell]);
+        assert!(t.contains("import") && t.contains("topk") && t.contains("niah") && t.contains("manifest"), "{shell}");
+    }
+}
+
+#[test]
 fn man_page_renders_without_warnings_where_groff_exists() {
     let Ok(mut child) = Command::new("groff")
         .args(["-man", "-Tutf8", "-ww", "-z"])

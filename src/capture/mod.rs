@@ -184,7 +184,7 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
     let k = options.index_topk as usize;
     let mut files = Vec::new();
     for (file, path, wants) in by_file.values() {
-        let mut on_row = |idx: &[usize], request: u64, row: u64, vals: &[i64]| -> Result<(), CaptureError> {
+        let mut on_row = |idx: &[usize], _request: u64, row: u64, vals: &[i64]| -> Result<(), CaptureError> {
             for &i in idx {
                 let s = &mut selections[i];
                 let mut sel = Vec::with_capacity(shape.layers);
@@ -204,7 +204,6 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
                     }
                     sel.push(hit);
                 }
-                let _ = request;
                 s.selected = sel;
             }
             Ok(())

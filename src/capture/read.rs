@@ -78,6 +78,9 @@ impl Elem {
     }
 }
 
+/// The callback of a wanted row: (manifest line indices, request, row, indices layer after layer).
+pub type OnRow<'a> = dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError> + 'a;
+
 /// The rows the manifest wants: (request, row) → manifest line indices.
 pub type Wants = HashMap<(u64, u64), Vec<usize>>;
 
@@ -93,7 +96,7 @@ pub fn read_file(
     name: &str,
     shape: Shape,
     wants: &Wants,
-    on_row: &mut dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError>,
+    on_row: &mut OnRow<'_>,
 ) -> Result<FileInfo, CaptureError> {
     let f = std::fs::File::open(path).map_err(|e| CaptureError::io(format!("{name}: cannot open: {e}"), &e))?;
     let mut r = BufReader::with_capacity(BUF, f);
@@ -162,7 +165,7 @@ fn read_npy(
     shape: Shape,
     request: u64,
     wants: &Wants,
-    on_row: &mut dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError>,
+    on_row: &mut OnRow<'_>,
 ) -> Result<u64, ArrayError> {
     let header = npy_header(r)?;
     let dtype = match header.dtype() {
@@ -225,8 +228,35 @@ fn npy_header(r: &mut impl Read) -> Result<npyz::NpyHeader, ArrayError> {
     if text.iter().filter(|b| matches!(b, b'(' | b'[' | b'{')).count() > 16 {
         return Err(ArrayError::new(".npy header is not a plain {'descr', 'fortran_order', 'shape'} dict"));
     }
+    // npyz multiplies the dimensions unchecked (the element count and the strides): a shape
+    // whose product overflows is refused before it gets there.
+    if let Some(why) = shape_overflows(&text) {
+        return Err(ArrayError::new(format!(".npy header: {why}")));
+    }
     let whole = io::Cursor::new(pre[..pre_len].to_vec()).chain(io::Cursor::new(text));
     npyz::NpyHeader::from_reader(whole).map_err(|e| ArrayError::new(format!(".npy header: {e}")))
+}
+
+/// Why the `shape` tuple of a `.npy` header text is unusable: a dimension beyond u64 or a
+/// product of dimensions beyond u64. `None` when it is fine or not found (npyz then decides).
+fn shape_overflows(text: &[u8]) -> Option<String> {
+    let t = std::str::from_utf8(text).ok()?;
+    let at = t.find("'shape'").or_else(|| t.find("\"shape\""))?;
+    let rest = &t[at..];
+    let open = rest.find('(')?;
+    let close = open + rest[open..].find(')')?;
+    let mut product: u64 = 1;
+    for d in rest[open + 1..close].split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if !d.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let Ok(v) = d.parse::<u64>() else { return Some(format!("shape dimension {} is too large", crate::input::echo(d))) };
+        product = match product.checked_mul(v) {
+            Some(p) => p,
+            None => return Some("the shape's element count exceeds 2^64".to_string()),
+        };
+    }
+    None
 }
 
 /// Reads rows of `shape` (a known number, or until the end for raw bytes), passing the wanted
@@ -238,7 +268,7 @@ fn read_rows(
     shape: Shape,
     request: u64,
     wants: &Wants,
-    on_row: &mut dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError>,
+    on_row: &mut OnRow<'_>,
 ) -> Result<u64, ArrayError> {
     let per_row = shape.layers * shape.index_topk;
     let mut buf = vec![0u8; per_row * elem.size()];
@@ -293,7 +323,7 @@ fn read_npz(
     name: &str,
     shape: Shape,
     wants: &Wants,
-    on_row: &mut dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError>,
+    on_row: &mut OnRow<'_>,
 ) -> Result<FileInfo, CaptureError> {
     let f = std::fs::File::open(path).map_err(|e| CaptureError::io(format!("{name}: cannot open: {e}"), &e))?;
     let mut zip = zip::ZipArchive::new(BufReader::new(f))
@@ -316,7 +346,7 @@ fn read_json(
     name: &str,
     shape: Shape,
     wants: &Wants,
-    on_row: &mut dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError>,
+    on_row: &mut OnRow<'_>,
 ) -> Result<FileInfo, CaptureError> {
     let mut scanner = Scanner::new(r);
     let mut rows: Vec<u64> = Vec::new();
@@ -353,4 +383,17 @@ fn read_json(
         )));
     }
     Ok(FileInfo { layout: layout.unwrap_or(Layout::Sglang), rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_that_overflow_are_refused_before_npyz() {
+        assert_eq!(shape_overflows(b"{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3, 4), }"), None);
+        assert!(shape_overflows(b"{'shape': (4294967296, 4294967296, 2), }").unwrap().contains("exceeds"));
+        assert!(shape_overflows(b"{'shape': (99999999999999999999999,), }").unwrap().contains("too large"));
+        assert_eq!(shape_overflows(b"{'descr': '<i4'}"), None);
+    }
 }

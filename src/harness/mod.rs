@@ -8,7 +8,7 @@
 //!   `…_len_{L}_depth_{D}_results.json`, with `context_length`, `depth_percent` (0–100) and
 //!   `score` (1–10, the evaluator's rubric); a hit when score ≥ `--min-score`.
 //! - **RULER** (NVIDIA): `pred/{task}.jsonl`, one sample per line with `pred`, `outputs`,
-//!   `input`, `length`; a hit when every `outputs` string occurs in `pred` (case-insensitive,
+//!   `input` (absent in some versions), `length`; a hit when every `outputs` string occurs in `pred` (case-insensitive,
 //!   RULER's string_match_all); context_len is the `{seq}` folder of
 //!   `{root}/{model}/{bench}/{seq}/pred/` when it is a number, else the sample's `length`.
 //! - **lm-eval** (lm-evaluation-harness `--log_samples` of its ruler tasks): one sample per line
@@ -23,6 +23,13 @@
 //! empty when the answer does not occur in the input. The `needle` column groups trials by what
 //! was hidden: the task (RULER, lm-eval), the needle text (gkamradt, clipped) or the dataset
 //! (NeedleBench).
+//!
+//! Checked against: gkamradt `needlehaystack/llm_needle_haystack_tester.py` (the results dict and
+//! `{model}_len_{L}_depth_{int(D*100)}_results.json`) and `evaluators/openai.py` (the rubric:
+//! 10 "completely accurate", 7 "aligns … minor omissions", hence the default `--min-score` 10);
+//! RULER's `scripts/pred/call_api.py` (the prediction record); lm-evaluation-harness
+//! `lm_eval/tasks/ruler/common_utils.py` (`process_results`, `string_match_all`,
+//! `doc["max_length"]`); OpenCompass `configs/datasets/needlebench` (the `abbr` names).
 //!
 //! Reading is bounded: JSON files at 64 MiB ([`crate::input::read_to_string`]), JSONL line by
 //! line with each line at most 64 MiB, folders walked without following symbolic links, at
@@ -282,7 +289,9 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, name: &str, line: u64) -> 
 /// The JSONL format a first line belongs to, if any.
 fn jsonl_kind(v: &serde_json::Value) -> Option<Format> {
     let o = v.as_object()?;
-    if o.contains_key("pred") && o.contains_key("outputs") && o.contains_key("input") {
+    // RULER's call_api.py writes index, pred, input, outputs, others, truncation, length; some
+    // versions leave `input` out (then the depth is unknown).
+    if o.contains_key("pred") && o.contains_key("outputs") && (o.contains_key("input") || o.contains_key("index") || o.contains_key("length")) {
         return Some(Format::Ruler);
     }
     if o.contains_key("doc_id") && o.contains_key("doc") && (o.contains_key("filtered_resps") || o.contains_key("resps")) {
@@ -319,7 +328,8 @@ fn parse_jsonl(
                 let input = str_field(&v, "input").unwrap_or("");
                 let context_len = match seq {
                     Some(s) => s,
-                    None => v.get("length").and_then(serde_json::Value::as_u64).ok_or_else(|| at("no integer `length` (and the folder is not {seq}/pred)".into()))?,
+                    // RULER writes length −1 when the dataset had none.
+                    None => v.get("length").and_then(serde_json::Value::as_u64).filter(|&l| l >= 1).ok_or_else(|| at("no positive integer `length` (and the folder is not {seq}/pred)".into()))?,
                 };
                 Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: match_all(pred, &outputs) }
             }
@@ -366,11 +376,11 @@ fn parse_json(path: &Path, name: &str, v: &serde_json::Value, o: &Options, trial
     let samples: Vec<&serde_json::Map<String, serde_json::Value>> = obj.values().filter_map(|s| s.as_object()).collect();
     if !samples.is_empty() && samples.len() == obj.len() && samples.iter().all(|s| s.contains_key("prediction") && s.contains_key("gold")) {
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-        let Some((l, d)) = length_depth(stem) else {
-            return Err(HarnessError::input(format!(
-                "{name}: NeedleBench predictions whose file name has no Length{{L}}Depth{{D}} (the dataset abbreviation carries the cell)"
-            )));
-        };
+        // The dataset abbreviation carries the cell (opencompass/configs/datasets/needlebench:
+        // `Length{L}Depth{D}_origin_en_…`, `…_{n}needle_en_…`); the parallel datasets
+        // (`Length{L}_parallel_…`) hide several needles at several depths at once, not one
+        // cell: skipped.
+        let Some((l, d)) = length_depth(stem) else { return Ok(None) };
         if l == 0 || d > 100 {
             return Err(HarnessError::input(format!("{name}: Length{l}Depth{d}: allowed length ≥ 1, depth 0..=100")));
         }
