@@ -74,6 +74,25 @@ pub struct FitResult {
     pub region: Vec<Vec<f64>>,
     /// Likelihood evaluations used.
     pub evals: usize,
+    /// The needle-level overdispersion, when the rows carry needle ids.
+    pub overdispersion: Option<Overdispersion>,
+}
+
+/// The needle-level overdispersion of a fit on rows that carry needle ids: ρ, the correlation of
+/// two trials of one needle (a beta-binomial per row), with its 95% profile interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overdispersion {
+    /// Maximum-likelihood ρ.
+    pub rho: f64,
+    /// 95% profile-likelihood interval.
+    pub ci_low: f64,
+    /// 95% profile-likelihood interval.
+    pub ci_high: f64,
+    /// Mean trials per needle row n̄.
+    pub mean_trials: f64,
+    /// The variance of a row's hit count against the binomial's: 1 + (n̄ − 1)·ρ (the design
+    /// effect; its square root is how much too narrow naive binomial standard errors are).
+    pub design_effect: f64,
 }
 
 struct Objective<'p, 'a> {
@@ -108,11 +127,14 @@ impl<'p, 'a> Objective<'p, 'a> {
 pub(crate) fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> {
     let obj = Objective::new(problem);
     let (lo, hi) = problem.bounds();
-    let start: Vec<f64> = problem
+    let mut start: Vec<f64> = problem
         .free
         .iter()
         .map(|p| problem.base.number(p.field).unwrap_or(p.lo).clamp(p.lo, p.hi))
         .collect();
+    if problem.overdispersed {
+        start.push(super::likelihood::START_OVERDISPERSION);
+    }
     let m = minimize_bounded(
         &mut |x: &[f64]| obj.nll(x),
         &lo,
@@ -176,9 +198,9 @@ fn profile_at(obj: &Objective, j: usize, v: f64, warm: &mut Vec<f64>) -> f64 {
 /// One side of a profile interval: returns (endpoint, reached the bound, full parameter vector at
 /// the endpoint).
 fn profile_side(obj: &Objective, theta: &[f64], ll_hat: f64, j: usize, sign: f64) -> (f64, bool, Vec<f64>) {
-    let p = &obj.problem.free[j];
-    let range = p.hi - p.lo;
-    let bound = if sign > 0.0 { p.hi } else { p.lo };
+    let (lo, hi) = obj.problem.bounds();
+    let range = hi[j] - lo[j];
+    let bound = if sign > 0.0 { hi[j] } else { lo[j] };
     let dist = (bound - theta[j]).abs();
     if dist <= 1e-9 * range {
         return (bound, true, theta.to_vec());
@@ -299,7 +321,7 @@ pub fn likelihood_region(
     problem: &Problem,
     theta: &[f64],
     ll_hat: f64,
-    estimates: &[ParamEstimate],
+    spans: &[(f64, f64, f64)],
     endpoints: &[Vec<f64>],
 ) -> Result<(Vec<Vec<f64>>, usize), CalibError> {
     let n = theta.len();
@@ -313,8 +335,8 @@ pub fn likelihood_region(
         // Displacement per unit radius.
         let dvec: Vec<f64> = (0..n)
             .map(|i| {
-                let e = &estimates[i];
-                let w = if u[i] >= 0.0 { e.ci_high - e.value } else { e.value - e.ci_low };
+                let (value, ci_low, ci_high) = spans[i];
+                let w = if u[i] >= 0.0 { ci_high - value } else { value - ci_low };
                 let w = if w > 0.0 { w } else { 1e-3 * (hi[i] - lo[i]) };
                 u[i] * w
             })
@@ -410,7 +432,7 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
     if intervals {
         let mut j = 0;
         let mut refits = 0;
-        while j < problem.dim() {
+        while j < problem.free.len() {
             let (e, pts, ev) = profile_interval(problem, &theta, ll, j)?;
             evals += ev;
             // A profile that finds a higher likelihood than the "optimum" means the optimiser
@@ -453,8 +475,32 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
             });
         }
     }
+    let od_mean_trials = {
+        let rows: Vec<_> = problem.data.rows.iter().filter(|r| r.needle.is_some()).collect();
+        rows.iter().map(|r| r.trials as f64).sum::<f64>() / rows.len().max(1) as f64
+    };
+    let overdispersion = problem.overdispersed.then(|| {
+        let j = problem.free.len();
+        let rho = theta[j];
+        let (ci_low, ci_high) = if intervals {
+            let obj = Objective::new(problem);
+            let (low, _, p_low) = profile_side(&obj, &theta, ll, j, -1.0);
+            let (high, _, p_high) = profile_side(&obj, &theta, ll, j, 1.0);
+            evals += *obj.evals.borrow();
+            ends.push(p_low);
+            ends.push(p_high);
+            (low.min(rho), high.max(rho))
+        } else {
+            (rho, rho)
+        };
+        Overdispersion { rho, ci_low, ci_high, mean_trials: od_mean_trials, design_effect: 1.0 + (od_mean_trials - 1.0).max(0.0) * rho }
+    });
     let region_pts = if intervals && region {
-        let (pts, ev) = likelihood_region(problem, &theta, ll, &estimates, &ends)?;
+        let mut spans: Vec<(f64, f64, f64)> = estimates.iter().map(|e| (e.value, e.ci_low, e.ci_high)).collect();
+        if let Some(o) = &overdispersion {
+            spans.push((o.rho, o.ci_low, o.ci_high));
+        }
+        let (pts, ev) = likelihood_region(problem, &theta, ll, &spans, &ends)?;
         evals += ev;
         pts
     } else {
@@ -475,12 +521,15 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
         loglik: ll,
         deviance,
         df,
-        gof_p: chi2_sf(deviance, df),
+        // With needle-level overdispersion the binomial deviance is inflated by the design
+        // effect (quasi-likelihood): the test is of deviance / design effect.
+        gof_p: chi2_sf(overdispersion.as_ref().map_or(deviance, |o| deviance / o.design_effect), df),
         aic,
         aicc,
         rows,
         region: region_pts,
         evals,
+        overdispersion,
     })
 }
 

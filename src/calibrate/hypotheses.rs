@@ -20,6 +20,10 @@ use rayon::prelude::*;
 pub const HYPOTHESIS_FIELDS: &[Field] =
     &[Field::Dprime, Field::NeedleSd, Field::HardNegatives, Field::HardMean, Field::PRead];
 
+/// The name of the needle-level overdispersion among a hypothesis's estimates (rows with needle
+/// ids: free in every hypothesis).
+pub const OVERDISPERSION: &str = "overdispersion";
+
 /// Every hypothesis name, in the order they are fitted.
 pub const HYPOTHESIS_NAMES: &[&str] = &[
     "random-indexer",
@@ -94,6 +98,10 @@ impl HypothesisResult {
             s.set_real(*f, *v).ok()?;
         }
         for (n, v) in &self.estimates {
+            if n == OVERDISPERSION {
+                // A property of the measurement, not of the scenario.
+                continue;
+            }
             let f = Field::from_name(n).ok()?;
             s.set_real(f, *v).ok()?;
         }
@@ -355,7 +363,21 @@ impl Surface<'_> {
                 .sum());
         }
         let p = self.fitted(theta)?;
-        Ok(self.data.rows.iter().zip(&p).map(|(r, &p)| binom_loglik(r.hits, r.trials, p)).sum())
+        // Rows with needle ids: the overdispersion is the last coordinate (after the nuisance).
+        let rho = if self.data.has_needles() { theta.last().copied().unwrap_or(0.0) } else { 0.0 };
+        Ok(self
+            .data
+            .rows
+            .iter()
+            .zip(&p)
+            .map(|(r, &p)| {
+                if r.needle.is_some() {
+                    super::likelihood::betabinom_loglik(r.hits, r.trials, p, rho)
+                } else {
+                    binom_loglik(r.hits, r.trials, p)
+                }
+            })
+            .sum())
     }
 }
 
@@ -480,6 +502,11 @@ pub fn compare_hypotheses(
             lo.push(p.lo);
             hi.push(p.hi);
         }
+        let od = data.has_needles();
+        if od {
+            lo.push(0.0);
+            hi.push(super::likelihood::MAX_OVERDISPERSION);
+        }
         let start: Vec<f64> = spec
             .params
             .iter()
@@ -491,6 +518,7 @@ pub fn compare_hypotheses(
                 Param::Broken => 0.1,
             })
             .chain(nuisance.iter().map(|p| base.number(p.field).unwrap_or(p.lo)))
+            .chain(od.then_some(super::likelihood::START_OVERDISPERSION))
             .zip(lo.iter().zip(&hi))
             .map(|(v, (a, b))| v.clamp(*a, *b))
             .collect();
@@ -554,6 +582,7 @@ pub fn compare_hypotheses(
             .iter()
             .map(|p| p.name())
             .chain(nuisance.iter().map(|p| p.field.name().to_string()))
+            .chain(od.then(|| OVERDISPERSION.to_string()))
             .zip(theta.iter().copied())
             .collect();
         let mut on_bound = Vec::new();

@@ -53,6 +53,40 @@ pub struct Problem<'a> {
     pub base: Scenario,
     /// The recall model.
     pub model: &'a dyn RecallModel,
+    /// The rows carry a needle (or sample) id: the trials of one row are one needle's, and a
+    /// needle-level overdispersion ρ (the intra-needle correlation of trials, a beta-binomial
+    /// per row) is one more parameter, after the free fields ([`Problem::dim`]).
+    pub overdispersed: bool,
+}
+
+/// Largest needle-level overdispersion the fit searches (ρ = 1 would make every needle's trials
+/// identical).
+pub const MAX_OVERDISPERSION: f64 = 0.95;
+
+/// Where the overdispersion's search starts: inside the box, so the simplex can move either way.
+pub const START_OVERDISPERSION: f64 = 0.05;
+
+/// ln P(y of n | p, ρ) for the beta-binomial with mean p and intra-cluster correlation ρ
+/// (a = p(1 − ρ)/ρ, b = (1 − p)(1 − ρ)/ρ), the binomial at ρ = 0. With γ = ρ/(1 − ρ) the ratio
+/// of beta functions is the product Π_{i<y}(p + iγ) Π_{i<n−y}(1 − p + iγ) / Π_{i<n}(1 + iγ),
+/// exact and stable down to γ = 0; summed term by term up to 10^5 trials, through ln Γ above.
+pub(crate) fn betabinom_loglik(y: u64, n: u64, p: f64, rho: f64) -> f64 {
+    if rho <= 0.0 {
+        return binom_loglik(y, n, p);
+    }
+    let p = p.clamp(EPS, 1.0 - EPS);
+    let g = rho / (1.0 - rho);
+    let lc = ln_binomial(n, y);
+    if n <= 100_000 {
+        let s1: f64 = (0..y).map(|i| (p + i as f64 * g).ln()).sum();
+        let s2: f64 = (0..n - y).map(|i| (1.0 - p + i as f64 * g).ln()).sum();
+        let s3: f64 = (0..n).map(|i| (i as f64 * g).ln_1p()).sum();
+        return lc + s1 + s2 - s3;
+    }
+    use statrs::function::gamma::ln_gamma;
+    let (a, b) = (p / g, (1.0 - p) / g);
+    let lb = |x: f64, z: f64| ln_gamma(x) + ln_gamma(z) - ln_gamma(x + z);
+    lc + lb(y as f64 + a, (n - y) as f64 + b) - lb(a, b)
 }
 
 impl<'a> Problem<'a> {
@@ -90,17 +124,33 @@ impl<'a> Problem<'a> {
             s.validate().map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
             row_base.push(s);
         }
-        Ok(Problem { data, free, row_base, group_of_row: groups.of_row, base: base.clone(), model })
+        let overdispersed = data.has_needles();
+        Ok(Problem { data, free, row_base, group_of_row: groups.of_row, base: base.clone(), model, overdispersed })
     }
 
-    /// Number of free parameters.
+    /// Number of parameters: the free fields, and the overdispersion last when the rows carry
+    /// needle ids.
     pub fn dim(&self) -> usize {
-        self.free.len()
+        self.free.len() + usize::from(self.overdispersed)
     }
 
     /// Lower and upper bounds.
     pub fn bounds(&self) -> (Vec<f64>, Vec<f64>) {
-        (self.free.iter().map(|p| p.lo).collect(), self.free.iter().map(|p| p.hi).collect())
+        let (mut lo, mut hi): (Vec<f64>, Vec<f64>) = (self.free.iter().map(|p| p.lo).collect(), self.free.iter().map(|p| p.hi).collect());
+        if self.overdispersed {
+            lo.push(0.0);
+            hi.push(MAX_OVERDISPERSION);
+        }
+        (lo, hi)
+    }
+
+    /// The overdispersion at `theta` (0 when the rows carry no needle ids).
+    pub fn rho(&self, theta: &[f64]) -> f64 {
+        if self.overdispersed {
+            theta.get(self.free.len()).copied().unwrap_or(0.0)
+        } else {
+            0.0
+        }
     }
 
     /// The scenario of distinct row (group) `i` at parameters `theta`.
@@ -150,7 +200,14 @@ impl<'a> Problem<'a> {
                 .sum());
         }
         let p = self.fitted(theta)?;
-        Ok(self.data.rows.iter().zip(&p).map(|(r, &p)| binom_loglik(r.hits, r.trials, p)).sum())
+        let rho = self.rho(theta);
+        Ok(self
+            .data
+            .rows
+            .iter()
+            .zip(&p)
+            .map(|(r, &p)| if r.needle.is_some() { betabinom_loglik(r.hits, r.trials, p, rho) } else { binom_loglik(r.hits, r.trials, p) })
+            .sum())
     }
 
     /// Per distinct row, P(exactly m layers select the needle) at `theta` (selection data).
@@ -233,6 +290,29 @@ pub fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), CalibErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn betabinomial_against_its_beta_function_form_and_the_binomial_limit() {
+        use statrs::function::beta::ln_beta;
+        for &(y, n, p, rho) in &[(3u64, 10u64, 0.4, 0.2), (0, 25, 0.1, 0.05), (25, 25, 0.9, 0.5), (7, 40, 0.3, 0.01)] {
+            let (a, b) = (p * (1.0 - rho) / rho, (1.0 - p) * (1.0 - rho) / rho);
+            let want = ln_binomial(n, y) + ln_beta(y as f64 + a, (n - y) as f64 + b) - ln_beta(a, b);
+            let got = betabinom_loglik(y, n, p, rho);
+            assert!((got - want).abs() < 1e-9, "{y}/{n} p={p} rho={rho}: {got} vs {want}");
+        }
+        // ρ → 0: the binomial.
+        assert!((betabinom_loglik(3, 10, 0.4, 1e-12) - binom_loglik(3, 10, 0.4)).abs() < 1e-9);
+        assert_eq!(betabinom_loglik(3, 10, 0.4, 0.0), binom_loglik(3, 10, 0.4));
+        // Above 10^5 trials the ln Γ form: against the product written out.
+        let (y, n, p, rho) = (40_001u64, 100_001u64, 0.41, 0.03);
+        let g = rho / (1.0 - rho);
+        let s1: f64 = (0..y).map(|i| (p + i as f64 * g).ln()).sum();
+        let s2: f64 = (0..n - y).map(|i| (1.0 - p + i as f64 * g).ln()).sum();
+        let s3: f64 = (0..n).map(|i| (i as f64 * g).ln_1p()).sum();
+        let direct = ln_binomial(n, y) + s1 + s2 - s3;
+        let big = betabinom_loglik(y, n, p, rho);
+        assert!((big - direct).abs() < 1e-9 * direct.abs(), "{big} vs {direct}");
+    }
 
     #[test]
     fn pattern_loglik_counts_each_particular_pattern() {

@@ -168,6 +168,10 @@ impl CalibrationReport {
             "loglik": num(self.fit.loglik),
             "aic": num(self.fit.aic),
             "rows": rows,
+            "overdispersion": self.fit.overdispersion.as_ref().map_or(Value::Null, |o| json!({
+                "rho": num(o.rho), "ci_low": num(o.ci_low), "ci_high": num(o.ci_high),
+                "mean_trials": num(o.mean_trials), "design_effect": num(o.design_effect),
+            })),
             "hypotheses": hyps,
             "row_checks": self.checks.as_ref().map_or(Value::Null, |c| json!(c)),
             "predictions": preds,
@@ -228,6 +232,21 @@ impl CalibrationReport {
                 e.ci_low,
                 e.ci_high,
                 if flags.is_empty() { String::new() } else { format!("   ({})", flags.join("; ")) }
+            );
+        }
+        if let Some(o) = &self.fit.overdispersion {
+            let _ = writeln!(
+                s,
+                "  {:<15} {:>9.4}   95% [{:.4}, {:.4}]   (needle-level: the correlation of two trials of one needle)",
+                "overdispersion", o.rho, o.ci_low, o.ci_high
+            );
+            let _ = writeln!(
+                s,
+                "  the rows carry needle ids: a row's hit count varies {:.2} times the binomial's ({:.1} trials per needle), so \
+                 independent-trial intervals would be {:.2} times too narrow; the intervals above allow for it",
+                o.design_effect,
+                o.mean_trials,
+                o.design_effect.sqrt()
             );
         }
         let _ = writeln!(

@@ -61,10 +61,10 @@ pub const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTo
 pub const OPTIONAL_COLUMNS: &[&str] =
     &[Field::Depth.name(), Field::Repeat.name(), Field::CompressRatio.name(), Field::Window.name(), "label"];
 
-/// Columns a table may carry to say what was measured (`dsa-sim import niah` writes `needle`):
-/// accepted without a note and not used by the model. Rows of different needles with the same
-/// scenario overrides are the same cell for the likelihood (their trials add), so a fit is the
-/// same with or without them; they are there so that a table can be split by needle.
+/// Columns that say which needle (or sample) a row's trials measured (`dsa-sim import niah`
+/// writes `needle`): a row with one is a cluster of correlated trials, and calibration fits a
+/// needle-level overdispersion for such rows (a beta-binomial per row) instead of treating
+/// every trial as independent (docs/model.md#overdispersion).
 pub const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
 
 /// A table that could not be loaded: one line naming the file, row, column and what is allowed.
@@ -267,6 +267,13 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Whether some row carries a needle (or sample) id: its trials are one needle's, and
+    /// calibration allows for needle-level overdispersion (selection data excepted: their
+    /// requests are patterns, not trials of one needle).
+    pub fn has_needles(&self) -> bool {
+        !self.is_selection() && self.rows.iter().any(|r| r.needle.is_some())
+    }
+
     /// Whether the rows are selection data (`dsa-sim import topk`): their likelihood is that of
     /// the layers' patterns ([`Observation::layer_counts`]).
     pub fn is_selection(&self) -> bool {
