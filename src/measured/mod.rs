@@ -9,8 +9,10 @@
 //!
 //! - Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
 //!   compress_ratio,window,label`; each optional column a row gives overrides the base scenario
-//!   for that row. `needle` and `sample` (what was hidden, [`INFORMATIONAL_COLUMNS`]) are
-//!   accepted and not used by the model. Any other column is ignored with a note.
+//!   for that row. `needle` or `sample` ([`INFORMATIONAL_COLUMNS`]) names the needle whose
+//!   trials the row counts: calibration then fits needle-level overdispersion. Any other column
+//!   is ignored with a note. A table with `request`, `layer` and `selected` columns is selection
+//!   data (`dsa-sim import topk`), read per cell with its layer counts.
 //! - The header may come in any order, with any case, surrounding spaces, `-` or ` ` for `_`.
 //!   A column named twice is an error.
 //! - LF or CRLF line ends; a UTF-8 byte-order mark is skipped; spaces around values are trimmed.
