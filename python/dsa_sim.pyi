@@ -152,3 +152,24 @@ def quantize(
 
     Values are converted to float32 first; blocks run over them in C order.
     """
+
+def import_topk(
+    topk: npt.ArrayLike,
+    *,
+    context_len: Union[int, Sequence[int], npt.ArrayLike],
+    needle_start: Union[int, Sequence[int], npt.ArrayLike],
+    needle_tokens: Union[int, Sequence[int], npt.ArrayLike],
+    compress_ratio: int,
+    overlap: bool,
+    labels: Optional[Sequence[str]] = None,
+) -> dict[str, Any]:
+    """Per-layer needle selections from captured top-k indices in memory, as `dsa-sim import
+    topk` computes them from capture files.
+
+    `topk`: integer array (queries, layers, index_topk), each query's kept row (row P − 1 of a
+    prompt of P tokens), −1 for unused slots; entry indices (compressed entries for c > 1).
+    `context_len`, `needle_start`, `needle_tokens`: one int for all queries or one per query.
+    Returns the `import topk --json` dict (requests, by_context, layers with Wilson intervals,
+    per_request, agreement; `files` empty) plus `selected` (bool array, queries × layers) and
+    `csv` (the selections.csv text `calibrate` reads). Bad input raises ValueError.
+    """

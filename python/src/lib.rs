@@ -532,10 +532,90 @@ fn quantize<'py>(
     PyArray1::from_vec(py, xs).reshape(shape).map(|a| a.into_any())
 }
 
+/// Per-layer needle selections from captured top-k indices held in memory, as
+/// `dsa-sim import topk` computes them from files.
+///
+/// `topk` is an integer array of shape (queries, layers, index_topk): for each needle query the
+/// entries each indexer layer selected (the row a capture script keeps: row P − 1 of a prompt of
+/// P tokens), −1 for unused slots. `context_len`, `needle_start` and `needle_tokens` are one int
+/// for every query or a sequence of one per query. Returns the dict `import topk --json` prints
+/// (requests, by_context, layers with Wilson intervals, per_request, agreement; `files` empty),
+/// plus `selected`, a bool array (queries, layers), and `csv`, the selections.csv text that
+/// `calibrate(data=…)` reads once written to a file. Bad input raises ValueError.
+#[pyfunction]
+#[pyo3(signature = (topk, *, context_len, needle_start, needle_tokens, compress_ratio, overlap, labels=None))]
+#[allow(clippy::too_many_arguments)]
+fn import_topk<'py>(
+    py: Python<'py>,
+    topk: &Bound<'py, PyAny>,
+    context_len: &Bound<'py, PyAny>,
+    needle_start: &Bound<'py, PyAny>,
+    needle_tokens: &Bound<'py, PyAny>,
+    compress_ratio: &Bound<'py, PyAny>,
+    overlap: bool,
+    labels: Option<Vec<String>>,
+) -> PyResult<Py<PyAny>> {
+    let np = py.import("numpy")?;
+    let kw = PyDict::new(py);
+    kw.set_item("dtype", "int64")?;
+    let arr = np.call_method("asarray", (topk,), Some(&kw))?;
+    let arr = arr.cast::<numpy::PyArrayDyn<i64>>()?.readonly();
+    let shape = arr.shape().to_vec();
+    if shape.len() != 3 {
+        return Err(PyValueError::new_err(format!(
+            "topk: shape {shape:?}: expected (queries, layers, index_topk)"
+        )));
+    }
+    let (n, layers, k) = (shape[0], shape[1], shape[2]);
+    let per_query = |name: &str, v: &Bound<'py, PyAny>| -> PyResult<Vec<u64>> {
+        if let Ok(x) = v.extract::<u64>() {
+            return Ok(vec![x; n]);
+        }
+        let a = np.call_method("asarray", (v,), Some(&kw))?;
+        let a = a.cast::<numpy::PyArrayDyn<i64>>()?.readonly();
+        let xs: Vec<i64> = a.as_array().iter().copied().collect();
+        if a.shape().len() != 1 || xs.len() != n {
+            return Err(PyValueError::new_err(format!("{name}: expected one integer, or one per query ({n})")));
+        }
+        xs.into_iter()
+            .map(|x| u64::try_from(x).map_err(|_| PyValueError::new_err(format!("{name}: {x} is negative"))))
+            .collect()
+    };
+    let (ls, ss, ms) = (per_query("context_len", context_len)?, per_query("needle_start", needle_start)?, per_query("needle_tokens", needle_tokens)?);
+    if labels.as_ref().is_some_and(|l| l.len() != n) {
+        return Err(PyValueError::new_err(format!("labels: expected one per query ({n})")));
+    }
+    let flat: Vec<i64> = arr.as_array().iter().copied().collect();
+    let queries: Vec<dsa_sim::capture::ArrayQuery> = (0..n)
+        .map(|i| dsa_sim::capture::ArrayQuery {
+            indices: flat[i * layers * k..(i + 1) * layers * k].to_vec(),
+            context_len: ls[i],
+            needle_start: ss[i],
+            needle_tokens: ms[i],
+            label: labels.as_ref().map(|l| l[i].clone()),
+        })
+        .collect();
+    let options = dsa_sim::capture::Options {
+        layers: layers as u64,
+        index_topk: k as u64,
+        compress_ratio: uint("compress_ratio", compress_ratio)?,
+        overlap,
+    };
+    let imp = py
+        .detach(|| dsa_sim::capture::import_arrays(&queries, &options, "topk"))
+        .map_err(|e| py_err(CommandError::from(e)))?;
+    let d = to_py(py, &imp.json())?;
+    let d = d.bind(py).cast::<PyDict>()?.clone();
+    let selected: Vec<bool> = imp.selections.iter().flat_map(|s| s.selected.iter().copied()).collect();
+    d.set_item("selected", PyArray1::from_vec(py, selected).reshape([n, layers])?)?;
+    d.set_item("csv", imp.csv())?;
+    Ok(d.into_any().unbind())
+}
+
 /// dsa-sim: sparse-attention needle retrieval (DeepSeek DSA / V4 CSA and relatives), to tell a
 /// coverage failure (raise index_topk) from a discrimination failure (the indexer's precision
 /// must improve). Functions mirror the command line's commands: recall, rank, sweep, calibrate,
-/// verdict, plan, quantize; results equal `dsa-sim COMMAND --json` to the last digit.
+/// verdict, plan, quantize, import_topk; results equal `dsa-sim COMMAND --json` to the last digit.
 #[pymodule(name = "dsa_sim")]
 fn dsa_sim_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -547,5 +627,6 @@ fn dsa_sim_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verdict, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(quantize, m)?)?;
+    m.add_function(wrap_pyfunction!(import_topk, m)?)?;
     Ok(())
 }

@@ -121,6 +121,116 @@ pub struct Selection {
     pub selected: Vec<bool>,
 }
 
+impl Selection {
+    /// A manifest line's needle entries at its context (a warning when no entry pools it).
+    fn new(line: ManifestLine, options: &Options, name: &str, warnings: &mut Vec<String>) -> Selection {
+        let c = options.compress_ratio;
+        let n = line.context_len / c;
+        let needle_entries = crate::geometry::covering_entries(line.needle_start, line.needle_start + line.needle_tokens, c, options.overlap, n);
+        if needle_entries.is_empty() {
+            warnings.push(format!(
+                "{name}: row {}: no entry pools the needle (tokens {}..{} lie past the last complete block of {c} tokens): never selected",
+                line.row_no,
+                line.needle_start,
+                line.needle_start + line.needle_tokens
+            ));
+        }
+        Selection { line, n_entries: n, needle_entries, selected: Vec::new() }
+    }
+
+    /// Records, per layer, whether one of `vals` (layers × k entry indices of capture row `row`,
+    /// −1 for unused slots) pools the needle; an index outside the context's entries is refused.
+    fn select(&mut self, vals: &[i64], row: u64, k: usize, c: u64, name: &str) -> Result<(), CaptureError> {
+        let mut sel = Vec::with_capacity(vals.len() / k.max(1));
+        for (layer, chunk) in vals.chunks_exact(k).enumerate() {
+            let mut hit = false;
+            for &v in chunk {
+                if v == -1 {
+                    continue;
+                }
+                if v < -1 || v as u64 >= self.n_entries {
+                    return Err(CaptureError::input(format!(
+                        "row {row}, layer {layer}: index {v} outside 0..{} (the entries of context_len {} at compress_ratio {c}; −1 pads unused slots) (manifest {name} row {})",
+                        self.n_entries, self.line.context_len, self.line.row_no
+                    )));
+                }
+                hit |= self.needle_entries.contains(&(v as u64));
+            }
+            sel.push(hit);
+        }
+        self.selected = sel;
+        Ok(())
+    }
+}
+
+/// One needle query given in memory (the Python package's `import_topk`): its layers × k entry
+/// indices and the needle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayQuery {
+    /// layers × index_topk entry indices, row-major; −1 pads unused slots.
+    pub indices: Vec<i64>,
+    /// Tokens before the query.
+    pub context_len: u64,
+    /// First needle token.
+    pub needle_start: u64,
+    /// Needle length in tokens.
+    pub needle_tokens: u64,
+    /// Names the query in outputs (default `row N`, 1-based).
+    pub label: Option<String>,
+}
+
+/// [`import`] of queries given in memory, checked as a manifest's lines are; `source` names them
+/// in messages and in the result. The result is the one a manifest naming the same rows gives,
+/// but for `files`, which is empty.
+pub fn import_arrays(queries: &[ArrayQuery], options: &Options, source: &str) -> Result<Import, CaptureError> {
+    options.check()?;
+    let per = options.layers as usize * options.index_topk as usize;
+    let mut warnings = Vec::new();
+    let mut selections = Vec::with_capacity(queries.len());
+    for (i, q) in queries.iter().enumerate() {
+        let row_no = i + 1;
+        let at = |m: String| CaptureError::input(format!("{source}: query {i}: {m}"));
+        if q.indices.len() != per {
+            return Err(at(format!(
+                "{} indices where layers × index_topk = {} × {} = {per}",
+                q.indices.len(),
+                options.layers,
+                options.index_topk
+            )));
+        }
+        if q.needle_tokens == 0 {
+            return Err(at("needle_tokens 0: allowed ≥ 1".into()));
+        }
+        if q.needle_start.checked_add(q.needle_tokens).is_none_or(|end| end > q.context_len) {
+            return Err(at(format!(
+                "the needle (tokens {}..{}) does not lie inside the context of {} tokens",
+                q.needle_start,
+                q.needle_start.saturating_add(q.needle_tokens),
+                q.context_len
+            )));
+        }
+        let line = ManifestLine {
+            file: source.to_string(),
+            path: std::path::PathBuf::from(source),
+            request: 0,
+            row: i as u64,
+            context_len: q.context_len,
+            needle_start: q.needle_start,
+            needle_tokens: q.needle_tokens,
+            label: q.label.clone(),
+            row_no,
+            line: row_no as u64 + 1,
+        };
+        let mut s = Selection::new(line, options, source, &mut warnings);
+        s.select(&q.indices, i as u64, options.index_topk as usize, options.compress_ratio, source)?;
+        selections.push(s);
+    }
+    if selections.is_empty() {
+        return Err(CaptureError::input(format!("{source}: no query")));
+    }
+    Ok(Import { manifest: source.to_string(), options: *options, selections, files: Vec::new(), warnings })
+}
+
 /// A whole import: every manifest line's selections, and what was read.
 #[derive(Debug, Clone)]
 pub struct Import {
@@ -149,23 +259,7 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
     let lines = manifest::parse(&text, &name, dir)?;
     let c = options.compress_ratio;
     let mut warnings = Vec::new();
-    let mut selections: Vec<Selection> = lines
-        .into_iter()
-        .map(|line| {
-            let n = line.context_len / c;
-            let needle_entries =
-                crate::geometry::covering_entries(line.needle_start, line.needle_start + line.needle_tokens, c, options.overlap, n);
-            if needle_entries.is_empty() {
-                warnings.push(format!(
-                    "{name}: row {}: no entry pools the needle (tokens {}..{} lie past the last complete block of {c} tokens): never selected",
-                    line.row_no,
-                    line.needle_start,
-                    line.needle_start + line.needle_tokens
-                ));
-            }
-            Selection { line, n_entries: n, needle_entries, selected: Vec::new() }
-        })
-        .collect();
+    let mut selections: Vec<Selection> = lines.into_iter().map(|line| Selection::new(line, options, &name, &mut warnings)).collect();
 
     // Files in order of first mention; each read once.
     let mut by_file: BTreeMap<usize, (String, std::path::PathBuf, read::Wants)> = BTreeMap::new();
@@ -186,25 +280,7 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
     for (file, path, wants) in by_file.values() {
         let mut on_row = |idx: &[usize], _request: u64, row: u64, vals: &[i64]| -> Result<(), CaptureError> {
             for &i in idx {
-                let s = &mut selections[i];
-                let mut sel = Vec::with_capacity(shape.layers);
-                for (layer, chunk) in vals.chunks_exact(k).enumerate() {
-                    let mut hit = false;
-                    for &v in chunk {
-                        if v == -1 {
-                            continue;
-                        }
-                        if v < -1 || v as u64 >= s.n_entries {
-                            return Err(CaptureError::input(format!(
-                                "row {row}, layer {layer}: index {v} outside 0..{} (the entries of context_len {} at compress_ratio {c}; −1 pads unused slots) (manifest {name} row {})",
-                                s.n_entries, s.line.context_len, s.line.row_no
-                            )));
-                        }
-                        hit |= s.needle_entries.contains(&(v as u64));
-                    }
-                    sel.push(hit);
-                }
-                s.selected = sel;
+                selections[i].select(vals, row, k, c, &name)?;
             }
             Ok(())
         };
