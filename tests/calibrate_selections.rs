@@ -12,7 +12,6 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use statrs::distribution::{Binomial, DiscreteCDF};
 use std::io::Write;
-use std::path::Path;
 use std::process::Command;
 
 /// Token-level scenario: N = context_len candidates, one needle entry, no window.
