@@ -127,6 +127,12 @@ pub struct ArrayError {
     io: Option<io::Error>,
 }
 
+impl std::fmt::Display for ArrayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 impl ArrayError {
     fn new(message: impl Into<String>) -> ArrayError {
         ArrayError { message: message.into(), io: None }
@@ -201,7 +207,7 @@ fn read_npy(
 
 /// The `.npy` header, its size checked before npyz reads it: a version-2 header may declare
 /// 4 GiB, which npyz would allocate at once.
-fn npy_header(r: &mut impl Read) -> Result<npyz::NpyHeader, ArrayError> {
+pub(crate) fn npy_header(r: &mut impl Read) -> Result<npyz::NpyHeader, ArrayError> {
     let mut pre = [0u8; 12];
     r.read_exact(&mut pre[..8]).map_err(|e| ArrayError::from_io(".npy header", e))?;
     if &pre[..6] != b"\x93NUMPY" {

@@ -41,7 +41,11 @@ fn member<'a, R: Read + std::io::Seek>(
         Err(zip::result::ZipError::FileNotFound) => return Ok(None),
         Err(e) => return Err(err(path, format!("{name}: {e}"))),
     };
-    let npy = NpyFile::new(file).map_err(|e| err(path, format!("{name}: not a valid .npy member ({e})")))?;
+    // The header goes through the capture reader's checks first (its size, its nesting, a
+    // shape whose element count overflows: npyz would allocate or multiply unchecked).
+    let mut file = file;
+    let header = crate::capture::read::npy_header(&mut file).map_err(|e| err(path, format!("{name}: not a valid .npy member ({e})")))?;
+    let npy = NpyFile::with_header(header, file);
     if npy.order() == Order::Fortran {
         return Err(err(path, format!("{name}: Fortran-ordered array; save it C-ordered (np.ascontiguousarray)")));
     }
