@@ -4,10 +4,20 @@
 //! i always drawing from (seed, i), so that the likelihood surface is a deterministic function of
 //! the parameters and profile/optimiser steps compare like with like), and closed-form models
 //! for tests ([`FnModel`]).
+//!
+//! Monte Carlo without closed-form laws (the materialising path: overlapping mean/max pooling,
+//! …) draws every candidate of every trial, O(trials × N) per evaluation; a fit evaluates
+//! hundreds of parameter vectors on the same rows. [`EngineModel`] therefore keeps, per row
+//! scenario up to the needle's parameters, a [`Replay`] of its trials (drawn once) and answers
+//! every later evaluation from it in O(trials × needle tokens), with exactly the counts of the
+//! materialising run (`tests/replay_equivalence.rs`).
 
-use super::{route, simulate_successes, EngineChoice, EngineError, Route};
-use crate::scenario::Scenario;
+use super::montecarlo::{replay_key, Replay};
+use super::{check_monte_carlo, route, simulate_successes, EngineChoice, EngineError, Route, RunOptions};
+use crate::scenario::{Model, Scenario};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A recall model: P(success) for a scenario.
 pub trait RecallModel: Sync {
@@ -36,6 +46,20 @@ impl<F: Fn(&Scenario) -> f64 + Sync> RecallModel for FnModel<F> {
     }
 }
 
+/// Most f64s an [`EngineModel`]'s replays hold together (256 MiB): at the fit default of 4000
+/// trials a V4-Flash row's replay holds some 10^5, so a table's rows fit many times over; a
+/// replay larger than this is not built (its evaluations run the materialising path), and
+/// when a new one does not fit the memo is emptied first.
+pub const MAX_REPLAY_VALUES: u64 = 1 << 25;
+
+/// The replays of an [`EngineModel`], by [`replay_key`].
+#[derive(Debug, Default)]
+struct Replays {
+    by_key: HashMap<String, Arc<Replay>>,
+    /// f64s held.
+    values: u64,
+}
+
 /// Engine-backed recall.
 #[derive(Debug)]
 pub struct EngineModel {
@@ -47,23 +71,75 @@ pub struct EngineModel {
     pub seed: u64,
     analytic_calls: AtomicU64,
     mc_calls: AtomicU64,
+    replays: Mutex<Replays>,
+    replays_built: AtomicU64,
 }
 
 impl EngineModel {
     /// A model with the given engine choice, Monte Carlo trials and seed.
     pub fn new(choice: EngineChoice, trials: u64, seed: u64) -> EngineModel {
-        EngineModel { choice, trials: trials.max(1), seed, analytic_calls: AtomicU64::new(0), mc_calls: AtomicU64::new(0) }
+        EngineModel {
+            choice,
+            trials: trials.max(1),
+            seed,
+            analytic_calls: AtomicU64::new(0),
+            mc_calls: AtomicU64::new(0),
+            replays: Mutex::new(Replays::default()),
+            replays_built: AtomicU64::new(0),
+        }
     }
 
     fn mc(&self, s: &Scenario) -> Result<f64, EngineError> {
         self.mc_calls.fetch_add(1, Ordering::Relaxed);
-        let hits = simulate_successes(s, self.trials, self.seed)?;
+        let hits = match self.replay(s)? {
+            Some(replay) => replay.tally(s).successes,
+            None => simulate_successes(s, self.trials, self.seed)?,
+        };
         Ok(hits as f64 / self.trials as f64)
+    }
+
+    /// The replay that answers for `s`, built on first use; `None` when `s` does not run on the
+    /// materialising path (exact sampling is already O(trials × needle entries)) or its replay
+    /// would not fit [`MAX_REPLAY_VALUES`]. Checks `s` as [`simulate_successes`] does.
+    fn replay(&self, s: &Scenario) -> Result<Option<Arc<Replay>>, EngineError> {
+        s.validate()?;
+        if s.model != Model::Scalar {
+            return Ok(None);
+        }
+        let key = replay_key(s);
+        if let Some(r) = self.replays.lock().ok().and_then(|m| m.by_key.get(&key).cloned()) {
+            return Ok(Some(r));
+        }
+        let opts = RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() };
+        check_monte_carlo(s, &opts)?;
+        if !super::montecarlo::materialises(s) {
+            return Ok(None);
+        }
+        let values = match Replay::values(s, self.trials) {
+            Some(v) if v <= MAX_REPLAY_VALUES => v,
+            _ => return Ok(None),
+        };
+        let replay = Arc::new(Replay::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?);
+        self.replays_built.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.replays.lock() {
+            if m.values + values > MAX_REPLAY_VALUES {
+                *m = Replays::default();
+            }
+            m.values += values;
+            m.by_key.insert(key, replay.clone());
+        }
+        Ok(Some(replay))
     }
 
     /// (analytic evaluations, Monte Carlo evaluations) so far.
     pub fn counts(&self) -> (u64, u64) {
         (self.analytic_calls.load(Ordering::Relaxed), self.mc_calls.load(Ordering::Relaxed))
+    }
+
+    /// Monte Carlo replays built so far (each one materialising run; every other Monte Carlo
+    /// evaluation on that row was replayed or sampled exactly).
+    pub fn replays_built(&self) -> u64 {
+        self.replays_built.load(Ordering::Relaxed)
     }
 }
 
