@@ -136,3 +136,74 @@ fn replay_key_keeps_every_field_that_changes_a_draw() {
     assert_eq!(corr(0.2), corr(0.9));
     assert_ne!(corr(0.0), corr(0.2));
 }
+
+/// The engine model calibration, the verdict and the plan evaluate: on materialising scenarios
+/// its recall is the materialising run's, whether it replays (one replay per row scenario,
+/// reused across needle parameters), evicts (a budget of one replay) or never replays (budget
+/// 0).
+#[test]
+fn engine_model_recall_is_the_materialising_run_with_or_without_replays() {
+    use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
+    let (trials, seed) = (400, 3);
+    let rows: Vec<Scenario> = scenarios().into_iter().map(|(_, s)| s).filter(dsa_sim::engine::montecarlo::materialises).take(8).collect();
+    assert_eq!(rows.len(), 8);
+    let one = Replay::values(&rows[0], trials).unwrap();
+    for (budget, built) in [(u64::MAX, Some(rows.len() as u64)), (one, None), (0, Some(0))] {
+        let model = EngineModel::new(EngineChoice::Auto, trials, seed).with_replay_budget(budget);
+        for theta in THETAS {
+            for s in &rows {
+                let st = at(s, theta);
+                let want = simulate_successes(&st, trials, seed).unwrap() as f64 / trials as f64;
+                assert_eq!(model.recall(&st).unwrap(), want, "budget {budget}: {st:?}");
+            }
+        }
+        if let Some(built) = built {
+            assert_eq!(model.replays_built(), built, "budget {budget}");
+        } else {
+            // Evicting: every row's replay is rebuilt when it comes round again.
+            assert!(model.replays_built() > rows.len() as u64, "budget {budget}: {}", model.replays_built());
+        }
+        assert_eq!(model.counts().0, 0);
+    }
+}
+
+/// Where the laws have a closed form, calibration takes the exact engines and never the replay:
+/// `auto` is analytic (no Monte Carlo evaluation at all), `montecarlo` samples exactly (the
+/// recall of `McPath::Exact`). Without a closed form (mean pooling of overlapping blocks) the
+/// fit replays, one replay per distinct row, and its result is the materialising fit's.
+#[test]
+fn calibration_uses_the_exact_path_where_it_applies_and_replays_elsewhere() {
+    use dsa_sim::calibrate::{calibrate, load_csv, parse_fit_spec};
+    use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
+    let data = load_csv(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/dsv4_seed_observations.csv"))).unwrap();
+    let v4 = Scenario { context_len: 16000, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let fit = |model: &EngineModel, base: &Scenario| {
+        let free = parse_fit_spec("dprime", Some(&data)).unwrap();
+        calibrate(&data, base, free, model, false, false).unwrap()
+    };
+
+    // Overlap with pooling none: closed form.
+    let auto = EngineModel::new(EngineChoice::Auto, 300, 9);
+    fit(&auto, &v4);
+    assert_eq!((auto.counts().1, auto.replays_built()), (0, 0), "auto on a closed form must stay analytic");
+    assert!(auto.counts().0 > 0);
+    let mc = EngineModel::new(EngineChoice::MonteCarlo, 300, 9);
+    fit(&mc, &v4);
+    assert!(mc.counts().1 > 0);
+    assert_eq!((mc.counts().0, mc.replays_built()), (0, 0), "montecarlo on a closed form must sample exactly");
+    for row in &data.rows {
+        let s = row.apply(&Scenario { dprime: 1.3, ..v4.clone() }).unwrap();
+        assert!(!dsa_sim::engine::montecarlo::materialises(&s));
+        let exact = simulate(&s, 300, 9, McPath::Exact).unwrap().successes as f64 / 300.0;
+        assert_eq!(mc.recall(&s).unwrap(), exact);
+    }
+
+    // Mean pooling of overlapping blocks: materialising, replayed.
+    let mean = Scenario { pooling: Pooling::Mean, ..v4.clone() };
+    let replayed = EngineModel::new(EngineChoice::Auto, 200, 9);
+    let materialised = EngineModel::new(EngineChoice::Auto, 200, 9).with_replay_budget(0);
+    let (a, b) = (fit(&replayed, &mean), fit(&materialised, &mean));
+    assert_eq!(a, b);
+    assert_eq!(replayed.replays_built(), data.groups().first_row.len() as u64);
+    assert_eq!(materialised.replays_built(), 0);
+}

@@ -73,6 +73,7 @@ pub struct EngineModel {
     mc_calls: AtomicU64,
     replays: Mutex<Replays>,
     replays_built: AtomicU64,
+    replay_budget: u64,
 }
 
 impl EngineModel {
@@ -86,7 +87,15 @@ impl EngineModel {
             mc_calls: AtomicU64::new(0),
             replays: Mutex::new(Replays::default()),
             replays_built: AtomicU64::new(0),
+            replay_budget: MAX_REPLAY_VALUES,
         }
+    }
+
+    /// The same model holding at most `values` f64s of replays (default [`MAX_REPLAY_VALUES`];
+    /// 0: never replay). Only the time changes, never a recall.
+    pub fn with_replay_budget(mut self, values: u64) -> EngineModel {
+        self.replay_budget = values;
+        self
     }
 
     fn mc(&self, s: &Scenario) -> Result<f64, EngineError> {
@@ -100,7 +109,7 @@ impl EngineModel {
 
     /// The replay that answers for `s`, built on first use; `None` when `s` does not run on the
     /// materialising path (exact sampling is already O(trials × needle entries)) or its replay
-    /// would not fit [`MAX_REPLAY_VALUES`]. Checks `s` as [`simulate_successes`] does.
+    /// would not fit the budget ([`MAX_REPLAY_VALUES`]). Checks `s` as [`simulate_successes`] does.
     fn replay(&self, s: &Scenario) -> Result<Option<Arc<Replay>>, EngineError> {
         s.validate()?;
         if s.model != Model::Scalar {
@@ -116,13 +125,13 @@ impl EngineModel {
             return Ok(None);
         }
         let values = match Replay::values(s, self.trials) {
-            Some(v) if v <= MAX_REPLAY_VALUES => v,
+            Some(v) if v <= self.replay_budget => v,
             _ => return Ok(None),
         };
         let replay = Arc::new(Replay::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?);
         self.replays_built.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut m) = self.replays.lock() {
-            if m.values + values > MAX_REPLAY_VALUES {
+            if m.values + values > self.replay_budget {
                 *m = Replays::default();
             }
             m.values += values;
