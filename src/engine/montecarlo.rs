@@ -537,7 +537,7 @@ impl ReplayLayout {
 pub struct ReplayScratch {
     blocks: Vec<f64>,
     tokens: Vec<f64>,
-    scores: Vec<f64>,
+    scores: KthLargest,
 }
 
 /// Builds a [`Replay`]: the materialising plan's trials, drawn into records.
@@ -550,10 +550,27 @@ impl Recorder<'_> {
     /// One layer of [`Plan::rank_materialised`], the same draws in the same order, keeping what
     /// does not depend on the needle's parameters (see [`ReplayLayout`]).
     fn record_layer(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut ReplayScratch, out: &mut [f64]) {
+        let start = rng.clone();
+        loop {
+            self.draw_layer(rng, scratch, out);
+            if let Some(kth) = scratch.scores.kth(self.plan.geometry.k_eff) {
+                out[0] = kth;
+                return;
+            }
+            // Fewer than k scores above the guess: the same layer again from the same state of
+            // the generator (so the same draws), keeping every score.
+            *rng = start.clone();
+            scratch.scores.guess = None;
+        }
+    }
+
+    /// Draws one layer into `out` (all but its threshold) and its distractor scores into
+    /// `scratch.scores`.
+    fn draw_layer(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut ReplayScratch, out: &mut [f64]) {
         let (plan, layout) = (self.plan, self.layout);
         let g = &plan.geometry;
         let ReplayScratch { blocks, tokens, scores } = scratch;
-        scores.clear();
+        scores.clear(g.n_distractors as usize);
         if plan.pooling == Pooling::None {
             for v in &mut out[1..1 + g.needle_entries.len()] {
                 *v = rng.sample(StandardNormal);
@@ -587,20 +604,73 @@ impl Recorder<'_> {
             }
             plan.pooled_distractors(blocks, rng, |x| scores.push(x));
         }
-        out[0] = kth_largest(scores, g.k_eff);
     }
 }
 
-/// The k-th largest of `scores` (reordering them), or −∞ when there are fewer than k: then a
-/// needle at any score y has at most k − 1 distractors above it. The needle ranks within k
-/// exactly when fewer than k scores exceed y, that is when the k-th largest does not:
+/// The k-th largest of a layer's distractor scores, exactly, with the needle ranking within k
+/// exactly when fewer than k scores exceed its score y, that is when the k-th largest does not:
 /// `!(kth > y)`, the same comparisons as counting (NaN-free scores; ±0 compare equal either way).
-fn kth_largest(scores: &mut [f64], k: u64) -> f64 {
-    let k = k as usize;
-    if k == 0 || k > scores.len() {
-        return f64::NEG_INFINITY;
+/// −∞ when there are fewer than k scores (then any y has at most k − 1 above it).
+///
+/// Keeping and selecting among all N scores cost half as much again as drawing them, so only
+/// the scores above a guess are kept; when there are at least k of them they hold the k
+/// largest. The guess is the previous trial's (k + k/4 + 16)-th largest, so that a layer with
+/// fewer than k above it (drawn again, keeping every score: [`Recorder::record_layer`]) is rare:
+/// about one in 250 for V4-Flash with mean pooling at 16K tokens, k = 512 (neighbouring entries
+/// share a block, which spreads the count above a level more than a binomial would). The result
+/// never depends on the guess, only the time does, so a worker's history cannot change a record.
+#[derive(Default)]
+struct KthLargest {
+    /// The `kept` scores, in room for every score of the layer: each score is written at
+    /// `kept`, which advances only when it is kept (a branch-free filter; a branch taken for one
+    /// score in six would mispredict).
+    buf: Vec<f64>,
+    kept: usize,
+    count: usize,
+    guess: Option<f64>,
+}
+
+impl KthLargest {
+    /// Starts a layer of at most `n` scores.
+    fn clear(&mut self, n: usize) {
+        if self.buf.len() < n {
+            self.buf.resize(n, 0.0);
+        }
+        self.kept = 0;
+        self.count = 0;
     }
-    *scores.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a)).1
+
+    #[inline(always)]
+    fn push(&mut self, x: f64) {
+        self.count += 1;
+        // Without a guess every score is kept (the comparison with −∞ would drop a −∞ score).
+        let floor = self.guess.unwrap_or(f64::NEG_INFINITY);
+        self.buf[self.kept] = x;
+        self.kept += (self.guess.is_none() || x > floor) as usize;
+    }
+
+    /// The k-th largest score pushed since [`KthLargest::clear`], or `None` when fewer than k of
+    /// them were kept (only with a guess).
+    fn kth(&mut self, k: u64) -> Option<f64> {
+        let k = k as usize;
+        if k == 0 || k > self.count {
+            return Some(f64::NEG_INFINITY);
+        }
+        if self.kept < k {
+            debug_assert!(self.guess.is_some(), "without a guess every score is kept");
+            return None;
+        }
+        let above = &mut self.buf[..self.kept];
+        let desc = |a: &f64, b: &f64| b.total_cmp(a);
+        let kth = *above.select_nth_unstable_by(k - 1, desc).1;
+        // The next guess: this trial's k2-th largest, the (k2 − k)-th largest of those after the
+        // k-th; the old one stays when too few were kept to say.
+        let k2 = k + k / 4 + 16;
+        if k2 <= above.len() {
+            self.guess = Some(*above[k..].select_nth_unstable_by(k2 - k - 1, desc).1);
+        }
+        Some(kth)
+    }
 }
 
 impl RecordPlan for Recorder<'_> {
@@ -784,6 +854,62 @@ impl Replay {
 mod tests {
     use super::*;
     use crate::scenario::{Distractor, Readout};
+
+    /// The k-th largest is exact whatever the guess: with too few scores above the guess it
+    /// says so (the layer is then drawn again), otherwise it is the sorted value; ties and ±0
+    /// included.
+    #[test]
+    fn kth_largest_is_exact_whatever_the_guess() {
+        use rand::SeedableRng;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        for n in [1usize, 2, 7, 100, 1000] {
+            // Rounded to a coarse grid: many ties, and −0 next to +0.
+            let xs: Vec<f64> = (0..n).map(|_| (rng.sample::<f64, _>(StandardNormal) * 4.0).round() / 4.0 * if rng.random::<bool>() { 1.0 } else { -1.0 }).collect();
+            let mut sorted = xs.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            for k in [1, 2, n / 3 + 1, n, n + 1] {
+                for guess in [None, Some(f64::NEG_INFINITY), Some(-0.0), Some(0.0), Some(0.7), Some(f64::INFINITY)] {
+                    let mut top = KthLargest { guess, ..KthLargest::default() };
+                    top.clear(n);
+                    xs.iter().for_each(|&x| top.push(x));
+                    let above = xs.iter().filter(|&&x| guess.is_none_or(|g| x > g)).count();
+                    match top.kth(k as u64) {
+                        None => assert!(guess.is_some() && above < k && k <= n, "n {n} k {k} {guess:?}"),
+                        Some(v) if k > n => assert_eq!(v, f64::NEG_INFINITY),
+                        // total_cmp is a total order: the k-th value is unique to the bit.
+                        Some(v) => assert_eq!(v.to_bits(), sorted[k - 1].to_bits(), "n {n} k {k} {guess:?}"),
+                    }
+                }
+                if k <= n {
+                    // The comparisons it stands for: fewer than k strictly above y iff !(kth > y).
+                    let v = sorted[k - 1];
+                    for y in sorted.iter().copied().chain([f64::NEG_INFINITY, f64::INFINITY, -0.0, 0.0]) {
+                        assert_eq!(xs.iter().filter(|&&x| x > y).count() < k, !(v > y), "n {n} k {k} y {y}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A layer whose guess keeps fewer than k scores is drawn again from the same generator
+    /// state: its record is the one drawn without a guess.
+    #[test]
+    fn a_missed_guess_redraws_the_same_layer() {
+        let s = Scenario { context_len: 2000, pooling: Pooling::Mean, index_topk: 100, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+        let plan = Plan::new(&s, McPath::Materialise).unwrap();
+        let layout = ReplayLayout::new(&plan);
+        let rec = Recorder { plan: &plan, layout: &layout };
+        for i in 0..20 {
+            let mut plain = vec![0.0; layout.stride];
+            let mut missed = vec![0.0; layout.stride];
+            rec.record_trial(&mut trial_rng(9, i), &mut ReplayScratch::default(), &mut plain);
+            let mut scratch = ReplayScratch::default();
+            scratch.scores.guess = Some(f64::INFINITY);
+            rec.record_trial(&mut trial_rng(9, i), &mut scratch, &mut missed);
+            assert_eq!(plain, missed);
+            assert!(scratch.scores.guess.is_some_and(f64::is_finite));
+        }
+    }
 
     /// Batching is a schedule, not a different sampler: every trial's draws and outcome are those
     /// of running it alone, so the counts must be identical, not merely close.
