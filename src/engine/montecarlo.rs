@@ -580,10 +580,10 @@ impl Recorder<'_> {
             let n = g.n_candidates as usize;
             blocks.resize(n, 0.0);
             tokens.clear();
-            for b in 0..n {
+            for (b, stat) in blocks.iter_mut().enumerate() {
                 // A block meeting the needle keeps its raw draws (its statistic here is not the
                 // needle's: no distractor entry pools it).
-                blocks[b] = plan.block_stat(b as u64, rng, |in_needle, rng| {
+                *stat = plan.block_stat(b as u64, rng, |in_needle, rng| {
                     let v = if in_needle { rng.sample(StandardNormal) } else { plan.token.sample(rng) };
                     tokens.push(v);
                     v
