@@ -76,13 +76,16 @@ fn replay_counts_equal_the_materialising_path() {
             let st = at(&s, theta);
             st.validate().unwrap();
             assert!(replay.applies(&st, trials, seed), "{name}: {theta:?}");
-            let fast = replay.tally(&st);
+            let fast = replay.tally(&st).unwrap();
             let slow = simulate(&st, trials, seed, McPath::Materialise).unwrap();
             assert_eq!((fast.trials, fast.successes, fast.attended), (slow.trials, slow.successes, slow.attended), "{name} at {theta:?}");
             seen.insert(slow.successes);
             uncertain += (0 < slow.successes && slow.successes < trials) as u32;
             compared += 1;
         }
+        // A scenario whose draws differ is refused.
+        assert!(replay.tally(&Scenario { index_topk: s.index_topk + 1, ..s.clone() }).is_none());
+        assert!(!replay.applies(&s, trials + 1, seed) && !replay.applies(&s, trials, seed + 1));
         // The parameters move the counts wherever the needle's scores matter.
         let fixed = name.contains("window") || name.contains("sink") || name.contains("k ≥ N") || name.contains("no entry");
         assert!(fixed || seen.len() >= 2, "{name}: counts {seen:?} barely depend on the parameters: the comparison is weak");
@@ -101,7 +104,7 @@ fn replay_is_identical_across_chunks_and_threads() {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
             let replay = Replay::new(&s, trials, seed).unwrap();
-            THETAS.iter().map(|&t| replay.tally(&at(&s, t)).successes).collect::<Vec<_>>()
+            THETAS.iter().map(|&t| replay.tally(&at(&s, t)).unwrap().successes).collect::<Vec<_>>()
         })
     };
     let one = run(1);

@@ -777,12 +777,14 @@ impl Replay {
         self.records.is_empty()
     }
 
-    /// The successes and attendance of the replayed trials for `s`, which must be a scenario
-    /// this replay [`applies`](Replay::applies) to: those of
+    /// The successes and attendance of the replayed trials for `s`: those of
     /// [`simulate`]`(s, trials, seed, McPath::Materialise)`, exactly (the rank histogram is not
-    /// kept).
-    pub fn tally(&self, s: &Scenario) -> Tally {
-        debug_assert_eq!(self.key, replay_key(s));
+    /// kept); `None` when `s` differs from the replayed scenario in a field other than those
+    /// [`replay_key`] sets aside.
+    pub fn tally(&self, s: &Scenario) -> Option<Tally> {
+        if self.key != replay_key(s) {
+            return None;
+        }
         let (plan, layout) = (&self.plan, &self.layout);
         let g = &plan.geometry;
         let rule = ReadoutRule::new(s, g);
@@ -818,7 +820,7 @@ impl Replay {
             }
             rule.conclude_with(layers_attending, || rec[at], &mut tally);
         }
-        tally
+        Some(tally)
     }
 
     /// The needle's best entry score in one pooled layer record, with needle tokens

@@ -100,8 +100,8 @@ impl EngineModel {
 
     fn mc(&self, s: &Scenario) -> Result<f64, EngineError> {
         self.mc_calls.fetch_add(1, Ordering::Relaxed);
-        let hits = match self.replay(s)? {
-            Some(replay) => replay.tally(s).successes,
+        let hits = match self.replay(s)?.and_then(|replay| replay.tally(s)) {
+            Some(tally) => tally.successes,
             None => simulate_successes(s, self.trials, self.seed)?,
         };
         Ok(hits as f64 / self.trials as f64)
@@ -131,6 +131,10 @@ impl EngineModel {
         let replay = Arc::new(Replay::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?);
         self.replays_built.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut m) = self.replays.lock() {
+            // Another thread may have built the same replay meanwhile (identical: keep theirs).
+            if let Some(theirs) = m.by_key.get(&key) {
+                return Ok(Some(theirs.clone()));
+            }
             if m.values + values > self.replay_budget {
                 *m = Replays::default();
             }
