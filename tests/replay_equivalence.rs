@@ -210,3 +210,33 @@ fn calibration_uses_the_exact_path_where_it_applies_and_replays_elsewhere() {
     assert_eq!(replayed.replays_built(), data.groups().first_row.len() as u64);
     assert_eq!(materialised.replays_built(), 0);
 }
+
+/// When replays are built changes only the time: a fit over a distractor field (a new
+/// `hard_mean` at every evaluation) stops building them after the first went unused, a scenario
+/// asked for again is then replayed from its second request, and every recall is the
+/// materialising run's throughout.
+#[test]
+fn replays_are_not_built_for_scenarios_asked_for_once() {
+    use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
+    let (trials, seed) = (200, 4);
+    let s = Scenario { context_len: 3000, pooling: Pooling::Mean, hard_negatives: 20.0, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let model = EngineModel::new(EngineChoice::Auto, trials, seed);
+    let check = |s: &Scenario| {
+        let want = simulate_successes(s, trials, seed).unwrap() as f64 / trials as f64;
+        assert_eq!(model.recall(s).unwrap(), want, "{s:?}");
+    };
+    for i in 0..12 {
+        check(&Scenario { hard_mean: 0.5 + 0.25 * i as f64, ..s.clone() });
+    }
+    assert_eq!(model.replays_built(), 1, "one replay before the family was seen to vary");
+    // The same distractors at other needle parameters: built at the second request, then reused.
+    for dprime in [1.0, 2.0, 3.0, 4.0] {
+        check(&Scenario { hard_mean: 1.0, dprime, ..s.clone() });
+    }
+    assert_eq!(model.replays_built(), 2);
+    // Reuse turned the family back: a new scenario of it is replayed from its first request.
+    for dprime in [1.0, 2.0] {
+        check(&Scenario { hard_mean: 7.0, dprime, ..s.clone() });
+    }
+    assert_eq!(model.replays_built(), 3);
+}
