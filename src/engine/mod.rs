@@ -393,7 +393,7 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool, progress: &dyn Pro
 
 /// Refuses a Monte Carlo run without trials, or one that would have to materialise more than
 /// [`montecarlo::MAX_MATERIALISED_CANDIDATES`] candidates per trial.
-fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
+pub(crate) fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
     let trials = opts.trials_for(s);
     if trials == 0 {
         return Err(EngineError::NoTrials);

@@ -22,7 +22,7 @@ use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Distractor, Pooling, Scenario};
 use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
-use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
+use crate::trials::{trial_rng, ReadoutRule, RecordPlan, Tally, TrialPlan};
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -69,6 +69,12 @@ fn materialise_limit(s: &Scenario, g: &Geometry, path: McPath, model: &Result<Sc
     ))
 }
 
+/// Whether a Monte Carlo run of the validated scalar scenario `s` on [`McPath::Auto`] takes the
+/// materialising path (its laws have no closed form).
+pub fn materialises(s: &Scenario) -> bool {
+    ScoreModel::new(s, &Geometry::new(s)).is_err()
+}
+
 /// What one trial of a scalar run of `s` on `path` draws, in work units, and what the units
 /// count; or why the run would have to materialise too many candidates. One geometry and one
 /// score model serve both checks.
@@ -93,6 +99,7 @@ pub fn trial_work(s: &Scenario, path: McPath) -> Result<(u64, &'static str), Str
 }
 
 /// Everything a trial needs, prepared once.
+#[derive(Debug)]
 struct Plan {
     /// The path every trial runs on.
     path: McPath,
@@ -211,17 +218,44 @@ impl Plan {
         }
     }
 
-    /// Draws the pooled statistic (sum or max) of block `b`'s tokens, needle tokens included.
-    fn block_stat<R: Rng + ?Sized>(&self, b: u64, needle: (f64, f64), rng: &mut R) -> f64 {
+    /// Block `b`'s tokens [start, end), the needle spans from the only one that can meet it on,
+    /// and whether one does.
+    #[inline]
+    fn block_span(&self, b: u64) -> (u64, u64, &[(u64, u64)], bool) {
         let c = self.compress_ratio;
         let (start, end) = (b * c, b * c + c);
-        let max = self.pooling == Pooling::Max;
         // The spans are sorted and disjoint: the first that ends after `start` is the only
         // candidate to meet the block (bisection, not a scan of every copy).
         let from = self.needle_spans.partition_point(|&(_, e)| e <= start);
         let spans = &self.needle_spans[from..];
         let touches_needle = spans.first().is_some_and(|&(a, _)| a < end);
+        (start, end, spans, touches_needle)
+    }
+
+    /// Pools tokens `start..end` one at a time (sum or max) in token order, token t scoring
+    /// `token(t is a needle token)`. The one loop for the blocks that meet the needle: the
+    /// materialising path draws the scores in it and the replay recomputes them from its record,
+    /// so both do the same floating-point operations in the same order.
+    #[inline(always)]
+    fn pool_tokens(&self, start: u64, end: u64, spans: &[(u64, u64)], mut token: impl FnMut(bool) -> f64) -> f64 {
+        let max = self.pooling == Pooling::Max;
+        let mut acc = if max { f64::NEG_INFINITY } else { 0.0 };
+        for t in start..end {
+            let in_needle = spans.iter().take_while(|&&(a, _)| a < end).any(|&(a, e)| t >= a && t < e);
+            let x = token(in_needle);
+            acc = if max { acc.max(x) } else { acc + x };
+        }
+        acc
+    }
+
+    /// Draws the pooled statistic (sum or max) of block `b`'s tokens; a token of a block that
+    /// meets the needle scores `token(is a needle token, rng)`.
+    #[inline(always)]
+    fn block_stat<R: Rng + ?Sized>(&self, b: u64, rng: &mut R, mut token: impl FnMut(bool, &mut R) -> f64) -> f64 {
+        let (start, end, spans, touches_needle) = self.block_span(b);
         if !touches_needle {
+            let c = self.compress_ratio;
+            let max = self.pooling == Pooling::Max;
             if !max && self.token.is_normal() {
                 // The sum of c standard normal tokens is exactly Normal(0, c): one draw.
                 return (c as f64).sqrt() * rng.sample::<f64, _>(StandardNormal);
@@ -233,94 +267,117 @@ impl Plan {
             }
             return acc;
         }
-        let mut acc = if max { f64::NEG_INFINITY } else { 0.0 };
-        for t in start..end {
-            let in_needle = spans.iter().take_while(|&&(a, _)| a < end).any(|&(a, e)| t >= a && t < e);
-            let x = if in_needle {
-                needle.0 + needle.1 * rng.sample::<f64, _>(StandardNormal)
-            } else {
-                self.token.sample(rng)
-            };
-            acc = if max { acc.max(x) } else { acc + x };
+        self.pool_tokens(start, end, spans, |in_needle| token(in_needle, rng))
+    }
+
+    /// The score of pooled entry `i` (before noise) from its own block's statistic and, with
+    /// overlap and i > 0, the previous block's.
+    #[inline(always)]
+    fn pooled_entry(&self, own: f64, prev: Option<f64>) -> f64 {
+        let (stat, size) = match prev {
+            Some(prev) => (if self.pooling == Pooling::Max { own.max(prev) } else { own + prev }, 2 * self.compress_ratio),
+            None => (own, self.compress_ratio),
+        };
+        if self.pooling == Pooling::Mean {
+            stat / size as f64
+        } else {
+            stat
         }
-        acc
+    }
+
+    /// Whether pooled entry `i` also pools the previous block.
+    #[inline(always)]
+    fn pools_previous(&self, i: u64) -> bool {
+        self.overlap && i > 0
+    }
+
+    /// Draws the score of every distractor entry of a pooled layer whose block statistics are
+    /// `blocks`, in entry order, and hands each to `each`: the first `hard` non-needle entries
+    /// are the hard negatives; every entry adds its score noise.
+    #[inline(always)]
+    fn pooled_distractors(&self, blocks: &[f64], rng: &mut Xoshiro256PlusPlus, mut each: impl FnMut(f64)) {
+        let g = &self.geometry;
+        let mut hard_left = g.hard_negatives;
+        let mut next_needle = g.needle_entries.iter().map(|e| e.index).peekable();
+        for i in 0..g.n_candidates {
+            if next_needle.peek() == Some(&i) {
+                next_needle.next();
+                continue;
+            }
+            let x = if hard_left > 0 {
+                hard_left -= 1;
+                self.hard_mean + rng.sample::<f64, _>(StandardNormal)
+            } else {
+                self.pooled_entry(blocks[i as usize], self.pools_previous(i).then(|| blocks[i as usize - 1]))
+            } + self.noise(rng);
+            each(x);
+        }
+    }
+
+    /// Draws the score of every distractor entry of an unpooled layer, in order (hard
+    /// negatives first), and hands each to `each`.
+    #[inline(always)]
+    fn direct_distractors(&self, rng: &mut Xoshiro256PlusPlus, mut each: impl FnMut(f64)) {
+        let g = &self.geometry;
+        let hard = g.hard_negatives;
+        for _ in 0..hard {
+            each(self.hard_mean + rng.sample::<f64, _>(StandardNormal) + self.noise(rng));
+        }
+        let rest = g.n_distractors - hard;
+        if self.token.is_normal() {
+            // Normal token plus normal noise is one normal draw.
+            let s = (1.0 + self.noise * self.noise).sqrt();
+            for _ in 0..rest {
+                let x: f64 = rng.sample(StandardNormal);
+                each(s * x);
+            }
+        } else {
+            for _ in 0..rest {
+                each(self.token.sample(rng) + self.noise(rng));
+            }
+        }
+    }
+
+    /// The sd of an unpooled needle entry's score: the needle token's sd and the score noise.
+    #[inline(always)]
+    fn direct_needle_sd(&self, sd: f64) -> f64 {
+        (sd * sd + self.noise * self.noise).sqrt()
     }
 
     /// Materialising: draws every candidate's score and counts those above the needle's best.
     fn rank_materialised(&self, z: Option<f64>, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch) -> u64 {
         let g = &self.geometry;
         let (mu, sd) = needle_token(self.dprime, self.needle_sd, self.rho, z);
-        let n = g.n_candidates;
-        let hard = g.hard_negatives;
-        let normal_fast = self.token.is_normal();
+        let mut count = 0u64;
         if self.pooling == Pooling::None {
             // Entries draw their scores directly; the needle's entries first.
-            let needle_sd = (sd * sd + self.noise * self.noise).sqrt();
+            let needle_sd = self.direct_needle_sd(sd);
             let mut y = f64::NEG_INFINITY;
             for _ in &g.needle_entries {
                 y = y.max(mu + needle_sd * rng.sample::<f64, _>(StandardNormal));
             }
-            let mut count = 0u64;
-            for _ in 0..hard {
-                let x = self.hard_mean + rng.sample::<f64, _>(StandardNormal) + self.noise(rng);
-                count += (x > y) as u64;
-            }
-            let rest = g.n_distractors - hard;
-            if normal_fast {
-                // Normal token plus normal noise is one normal draw.
-                let s = (1.0 + self.noise * self.noise).sqrt();
-                for _ in 0..rest {
-                    let x: f64 = rng.sample(StandardNormal);
-                    count += (s * x > y) as u64;
-                }
-            } else {
-                for _ in 0..rest {
-                    let x = self.token.sample(rng) + self.noise(rng);
-                    count += (x > y) as u64;
-                }
-            }
+            self.direct_distractors(rng, |x| count += (x > y) as u64);
             return 1 + count;
         }
         // Pooled entries: one statistic per block, then entries from one or two blocks.
+        let n = g.n_candidates;
         scratch.blocks.resize(n as usize, 0.0);
         for b in 0..n {
-            scratch.blocks[b as usize] = self.block_stat(b, (mu, sd), rng);
+            scratch.blocks[b as usize] = self.block_stat(b, rng, |in_needle, rng| {
+                if in_needle {
+                    mu + sd * rng.sample::<f64, _>(StandardNormal)
+                } else {
+                    self.token.sample(rng)
+                }
+            });
         }
-        let entry = |i: u64, blocks: &[f64]| -> f64 {
-            let own = blocks[i as usize];
-            let (stat, size) = if self.overlap && i > 0 {
-                let prev = blocks[i as usize - 1];
-                (if self.pooling == Pooling::Max { own.max(prev) } else { own + prev }, 2 * self.compress_ratio)
-            } else {
-                (own, self.compress_ratio)
-            };
-            if self.pooling == Pooling::Mean {
-                stat / size as f64
-            } else {
-                stat
-            }
-        };
+        let blocks = &scratch.blocks;
         let mut y = f64::NEG_INFINITY;
         for e in &g.needle_entries {
-            y = y.max(entry(e.index, &scratch.blocks) + self.noise(rng));
+            let i = e.index;
+            y = y.max(self.pooled_entry(blocks[i as usize], self.pools_previous(i).then(|| blocks[i as usize - 1])) + self.noise(rng));
         }
-        let mut count = 0u64;
-        let mut hard_left = hard;
-        let mut next_needle = g.needle_entries.iter().map(|e| e.index).peekable();
-        for i in 0..n {
-            if next_needle.peek() == Some(&i) {
-                next_needle.next();
-                continue;
-            }
-            // The first `hard` non-needle entries are the hard negatives.
-            let x = if hard_left > 0 {
-                hard_left -= 1;
-                self.hard_mean + rng.sample::<f64, _>(StandardNormal)
-            } else {
-                entry(i, &scratch.blocks)
-            } + self.noise(rng);
-            count += (x > y) as u64;
-        }
+        self.pooled_distractors(blocks, rng, |x| count += (x > y) as u64);
         1 + count
     }
 }
@@ -412,10 +469,449 @@ pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, path: McPath, pro
 }
 
 
+/// The blocks a needle entry pools, in a replay's layer record.
+#[derive(Debug, Clone, Copy)]
+struct HoodBlock {
+    block: u64,
+    /// Whether the block pools a needle token: then its c token draws are recorded (needle tokens
+    /// as standard normals), otherwise its pooled statistic.
+    touches: bool,
+    /// Where its record starts in a layer record.
+    offset: usize,
+}
+
+/// Where each value of a replay's trial record lies. A trial's record is `[z]` (when the plan
+/// draws the needle's shared component), one record per layer (none when no entry covers the
+/// needle), then the uniform the readout would draw. A layer's record is the k_eff-th largest
+/// distractor score (−∞ when every distractor is within k_eff − 1), then, unpooled, the
+/// standard normal of each needle entry; pooled, the records of the blocks the needle entries
+/// pool ([`HoodBlock`]), then each needle entry's score noise.
+#[derive(Debug, Clone)]
+struct ReplayLayout {
+    shared: bool,
+    layer_len: usize,
+    stride: usize,
+    hood: Vec<HoodBlock>,
+    /// Per needle entry: its own block's and (with overlap, i > 0) its previous block's index
+    /// in `hood`.
+    entries: Vec<(usize, Option<usize>)>,
+    /// Where the needle entries' noise starts in a layer record (pooled).
+    noise_at: usize,
+}
+
+impl ReplayLayout {
+    fn new(plan: &Plan) -> ReplayLayout {
+        let g = &plan.geometry;
+        let e = g.needle_entries.len();
+        let mut hood: Vec<HoodBlock> = Vec::new();
+        let mut entries = Vec::with_capacity(e);
+        let mut at = 1;
+        if plan.pooling != Pooling::None {
+            // Needle entries are sorted by index, so their blocks arrive in increasing order.
+            let pos = |b: u64, hood: &mut Vec<HoodBlock>, at: &mut usize| -> usize {
+                if let Some(h) = hood.iter().rposition(|h| h.block == b) {
+                    return h;
+                }
+                let touches = plan.block_span(b).3;
+                hood.push(HoodBlock { block: b, touches, offset: *at });
+                *at += if touches { plan.compress_ratio as usize } else { 1 };
+                hood.len() - 1
+            };
+            for ne in &g.needle_entries {
+                let i = ne.index;
+                let prev = plan.pools_previous(i).then(|| pos(i - 1, &mut hood, &mut at));
+                let own = pos(i, &mut hood, &mut at);
+                entries.push((own, prev));
+            }
+        }
+        let noise_at = at;
+        let layer_len = if e == 0 { 0 } else { at + e };
+        let shared = plan.needs_shared();
+        let stride = shared as usize + plan.rule.layers() as usize * layer_len + 1;
+        ReplayLayout { shared, layer_len, stride, hood, entries, noise_at }
+    }
+}
+
+/// A replay's per-worker buffers.
+#[derive(Default)]
+pub struct ReplayScratch {
+    blocks: Vec<f64>,
+    tokens: Vec<f64>,
+    scores: KthLargest,
+}
+
+/// Builds a [`Replay`]: the materialising plan's trials, drawn into records.
+struct Recorder<'a> {
+    plan: &'a Plan,
+    layout: &'a ReplayLayout,
+}
+
+impl Recorder<'_> {
+    /// One layer of [`Plan::rank_materialised`], the same draws in the same order, keeping what
+    /// does not depend on the needle's parameters (see [`ReplayLayout`]).
+    fn record_layer(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut ReplayScratch, out: &mut [f64]) {
+        let start = rng.clone();
+        loop {
+            self.draw_layer(rng, scratch, out);
+            if let Some(kth) = scratch.scores.kth(self.plan.geometry.k_eff) {
+                out[0] = kth;
+                return;
+            }
+            // Fewer than k scores above the guess: the same layer again from the same state of
+            // the generator (so the same draws), keeping every score.
+            *rng = start.clone();
+            scratch.scores.guess = None;
+        }
+    }
+
+    /// Draws one layer into `out` (all but its threshold) and its distractor scores into
+    /// `scratch.scores`.
+    fn draw_layer(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut ReplayScratch, out: &mut [f64]) {
+        let (plan, layout) = (self.plan, self.layout);
+        let g = &plan.geometry;
+        let ReplayScratch { blocks, tokens, scores } = scratch;
+        scores.clear(g.n_distractors as usize);
+        if plan.pooling == Pooling::None {
+            for v in &mut out[1..1 + g.needle_entries.len()] {
+                *v = rng.sample(StandardNormal);
+            }
+            plan.direct_distractors(rng, |x| scores.push(x));
+        } else {
+            let n = g.n_candidates as usize;
+            blocks.resize(n, 0.0);
+            tokens.clear();
+            for (b, stat) in blocks.iter_mut().enumerate() {
+                // A block meeting the needle keeps its raw draws (its statistic here is not the
+                // needle's: no distractor entry pools it).
+                *stat = plan.block_stat(b as u64, rng, |in_needle, rng| {
+                    let v = if in_needle { rng.sample(StandardNormal) } else { plan.token.sample(rng) };
+                    tokens.push(v);
+                    v
+                });
+            }
+            let mut next_token = tokens.iter();
+            for h in &layout.hood {
+                if h.touches {
+                    for v in &mut out[h.offset..h.offset + plan.compress_ratio as usize] {
+                        *v = *next_token.next().expect("every block meeting the needle is pooled by a needle entry");
+                    }
+                } else {
+                    out[h.offset] = blocks[h.block as usize];
+                }
+            }
+            for v in &mut out[layout.noise_at..layout.noise_at + g.needle_entries.len()] {
+                *v = plan.noise(rng);
+            }
+            plan.pooled_distractors(blocks, rng, |x| scores.push(x));
+        }
+    }
+}
+
+/// The k-th largest of a layer's distractor scores, exactly, with the needle ranking within k
+/// exactly when fewer than k scores exceed its score y, that is when the k-th largest does not:
+/// `!(kth > y)`, the same comparisons as counting (NaN-free scores; ±0 compare equal either way).
+/// −∞ when there are fewer than k scores (then any y has at most k − 1 above it).
+///
+/// Keeping and selecting among all N scores cost half as much again as drawing them, so only
+/// the scores above a guess are kept; when there are at least k of them they hold the k
+/// largest. The guess is the previous trial's (k + k/4 + 16)-th largest, so that a layer with
+/// fewer than k above it (drawn again, keeping every score: [`Recorder::record_layer`]) is rare:
+/// about one in 250 for V4-Flash with mean pooling at 16K tokens, k = 512 (neighbouring entries
+/// share a block, which spreads the count above a level more than a binomial would). The result
+/// never depends on the guess, only the time does, so a worker's history cannot change a record.
+#[derive(Default)]
+struct KthLargest {
+    /// The `kept` scores, in room for every score of the layer: each score is written at
+    /// `kept`, which advances only when it is kept (a branch-free filter; a branch taken for one
+    /// score in six would mispredict).
+    buf: Vec<f64>,
+    kept: usize,
+    count: usize,
+    guess: Option<f64>,
+}
+
+impl KthLargest {
+    /// Starts a layer of at most `n` scores.
+    fn clear(&mut self, n: usize) {
+        if self.buf.len() < n {
+            self.buf.resize(n, 0.0);
+        }
+        self.kept = 0;
+        self.count = 0;
+    }
+
+    #[inline(always)]
+    fn push(&mut self, x: f64) {
+        self.count += 1;
+        // Without a guess every score is kept (the comparison with −∞ would drop a −∞ score).
+        let floor = self.guess.unwrap_or(f64::NEG_INFINITY);
+        self.buf[self.kept] = x;
+        self.kept += (self.guess.is_none() || x > floor) as usize;
+    }
+
+    /// The k-th largest score pushed since [`KthLargest::clear`], or `None` when fewer than k of
+    /// them were kept (only with a guess).
+    fn kth(&mut self, k: u64) -> Option<f64> {
+        let k = k as usize;
+        if k == 0 || k > self.count {
+            return Some(f64::NEG_INFINITY);
+        }
+        if self.kept < k {
+            debug_assert!(self.guess.is_some(), "without a guess every score is kept");
+            return None;
+        }
+        let above = &mut self.buf[..self.kept];
+        let desc = |a: &f64, b: &f64| b.total_cmp(a);
+        let kth = *above.select_nth_unstable_by(k - 1, desc).1;
+        // The next guess: this trial's k2-th largest, the (k2 − k)-th largest of those after the
+        // k-th; the old one stays when too few were kept to say.
+        let k2 = k + k / 4 + 16;
+        if k2 <= above.len() {
+            self.guess = Some(*above[k..].select_nth_unstable_by(k2 - k - 1, desc).1);
+        }
+        Some(kth)
+    }
+}
+
+impl RecordPlan for Recorder<'_> {
+    type Scratch = ReplayScratch;
+
+    fn chunk(&self) -> u64 {
+        CHUNK
+    }
+
+    fn stride(&self) -> usize {
+        self.layout.stride
+    }
+
+    /// One trial of [`Plan::trial`] on the materialising path.
+    fn record_trial(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut ReplayScratch, out: &mut [f64]) {
+        let mut at = 0;
+        if self.layout.shared {
+            out[0] = rng.sample(StandardNormal);
+            at = 1;
+        }
+        if !self.plan.geometry.needle_entries.is_empty() {
+            for _ in 0..self.plan.rule.layers() {
+                let len = self.layout.layer_len;
+                self.record_layer(rng, scratch, &mut out[at..at + len]);
+                at += len;
+            }
+        }
+        // The readout's draw, the trial's last (drawn here even when the outcome is certain:
+        // nothing follows it).
+        out[at] = rng.random::<f64>();
+    }
+}
+
+/// The materialising path's trials, drawn once and replayed at any needle parameters.
+///
+/// With common random numbers a trial's draws do not depend on `dprime`, `needle_sd`, the
+/// value of `layer_corr` (only whether it is 0), `p_read`, `p_guess` or `readout`: a needle
+/// token scores mu + sd·Z from a standard normal Z drawn in the same place whatever mu and sd
+/// are, and no distractor score involves them. So a replay keeps, per trial and layer, the
+/// k_eff-th largest distractor score and the needle entries' own draws (their blocks' raw token
+/// draws and their noise, see [`ReplayLayout`]); [`Replay::successes`] recomputes the needle's
+/// best entry score y with the materialising path's own functions (the same floating-point
+/// operations in the same order, so the same y bit for bit) and selects the needle when the
+/// k_eff-th largest distractor does not exceed y: the hit counts of
+/// [`simulate`]`(s, trials, seed, McPath::Materialise)`, exactly, in O(trials × needle tokens)
+/// instead of O(trials × N). Building one is a materialising run.
+#[derive(Debug)]
+pub struct Replay {
+    plan: Plan,
+    layout: ReplayLayout,
+    key: String,
+    trials: u64,
+    seed: u64,
+    records: Vec<f64>,
+}
+
+/// The scenario a replay of `s` depends on, as a key: `s` with the fields that change no draw
+/// set to fixed values (`dprime`, `needle_sd`, `p_read`, `p_guess`, `readout`; `layer_corr`
+/// reduced to whether it is positive, which decides whether the shared component is drawn).
+/// Every other field stays, so a field added later invalidates a replay by default.
+pub fn replay_key(s: &Scenario) -> String {
+    let neutral = Scenario {
+        dprime: 0.0,
+        needle_sd: 1.0,
+        p_read: 1.0,
+        p_guess: 0.0,
+        readout: crate::scenario::Readout::Any,
+        layer_corr: if s.layer_corr > 0.0 { 1.0 } else { 0.0 },
+        ..s.clone()
+    };
+    serde_json::to_string(&neutral).unwrap_or_default()
+}
+
+impl Replay {
+    /// f64s a replay of `trials` trials of the validated scalar scenario `s` would hold, or `None`
+    /// when it cannot be built (the scenario is too large to materialise).
+    pub fn values(s: &Scenario, trials: u64) -> Option<u64> {
+        let plan = Plan::new(s, McPath::Materialise).ok()?;
+        (ReplayLayout::new(&plan).stride as u64).checked_mul(trials)
+    }
+
+    /// Draws `trials` trials of the validated scalar scenario `s` on the materialising path
+    /// (whatever its laws), seeded from (seed, i), and keeps their records. The caller bounds
+    /// the memory ([`Replay::values`] f64s).
+    pub fn new(s: &Scenario, trials: u64, seed: u64) -> Result<Replay, NotExact> {
+        let plan = Plan::new(s, McPath::Materialise)?;
+        let layout = ReplayLayout::new(&plan);
+        let records = crate::trials::record(&Recorder { plan: &plan, layout: &layout }, trials, seed);
+        Ok(Replay { plan, layout, key: replay_key(s), trials, seed, records })
+    }
+
+    /// Whether this replay answers for `s` under (trials, seed).
+    pub fn applies(&self, s: &Scenario, trials: u64, seed: u64) -> bool {
+        self.trials == trials && self.seed == seed && self.key == replay_key(s)
+    }
+
+    /// f64s held.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether it holds no values (never: every trial records its readout draw).
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The successes and attendance of the replayed trials for `s`: those of
+    /// [`simulate`]`(s, trials, seed, McPath::Materialise)`, exactly (the rank histogram is not
+    /// kept); `None` when `s` differs from the replayed scenario in a field other than those
+    /// [`replay_key`] sets aside.
+    pub fn tally(&self, s: &Scenario) -> Option<Tally> {
+        if self.key != replay_key(s) {
+            return None;
+        }
+        let (plan, layout) = (&self.plan, &self.layout);
+        let g = &plan.geometry;
+        let rule = ReadoutRule::new(s, g);
+        let pooled = plan.pooling != Pooling::None;
+        let mut hood = vec![0.0; layout.hood.len()];
+        let mut tally = Tally { trials: self.trials, ..Tally::default() };
+        for rec in self.records.chunks_exact(layout.stride) {
+            let mut at = 0;
+            let z = if layout.shared {
+                at = 1;
+                Some(rec[0])
+            } else {
+                None
+            };
+            let (mu, sd) = needle_token(s.dprime, s.needle_sd, s.layer_corr, z);
+            let mut layers_attending = 0u32;
+            for _ in 0..rule.layers() {
+                let within = if g.needle_entries.is_empty() {
+                    None
+                } else {
+                    let layer = &rec[at..at + layout.layer_len];
+                    at += layout.layer_len;
+                    let y = if pooled {
+                        self.pooled_needle(layer, (mu, sd), &mut hood)
+                    } else {
+                        // As in `rank_materialised`: the needle's entries, in order.
+                        let needle_sd = plan.direct_needle_sd(sd);
+                        layer[1..].iter().fold(f64::NEG_INFINITY, |y, &x| y.max(mu + needle_sd * x))
+                    };
+                    Some(!(layer[0] > y))
+                };
+                layers_attending += rule.attends_within(within) as u32;
+            }
+            rule.conclude_with(layers_attending, || rec[at], &mut tally);
+        }
+        Some(tally)
+    }
+
+    /// The needle's best entry score in one pooled layer record, with needle tokens
+    /// Normal(mu, sd²): the blocks it pools recomputed token by token, as in
+    /// `rank_materialised`.
+    fn pooled_needle(&self, layer: &[f64], (mu, sd): (f64, f64), hood: &mut [f64]) -> f64 {
+        let (plan, layout) = (&self.plan, &self.layout);
+        for (v, h) in hood.iter_mut().zip(&layout.hood) {
+            *v = if h.touches {
+                let (start, end, spans, _) = plan.block_span(h.block);
+                let mut next = layer[h.offset..].iter();
+                plan.pool_tokens(start, end, spans, |in_needle| {
+                    let x = *next.next().expect("c token draws per block");
+                    if in_needle {
+                        mu + sd * x
+                    } else {
+                        x
+                    }
+                })
+            } else {
+                layer[h.offset]
+            };
+        }
+        let mut y = f64::NEG_INFINITY;
+        for (k, &(own, prev)) in layout.entries.iter().enumerate() {
+            y = y.max(plan.pooled_entry(hood[own], prev.map(|p| hood[p])) + layer[layout.noise_at + k]);
+        }
+        y
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scenario::{Distractor, Readout};
+
+    /// The k-th largest is exact whatever the guess: with too few scores above the guess it
+    /// says so (the layer is then drawn again), otherwise it is the sorted value; ties and ±0
+    /// included.
+    #[test]
+    fn kth_largest_is_exact_whatever_the_guess() {
+        use rand::SeedableRng;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        for n in [1usize, 2, 7, 100, 1000] {
+            // Rounded to a coarse grid: many ties, and −0 next to +0.
+            let xs: Vec<f64> = (0..n).map(|_| (rng.sample::<f64, _>(StandardNormal) * 4.0).round() / 4.0 * if rng.random::<bool>() { 1.0 } else { -1.0 }).collect();
+            let mut sorted = xs.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            for k in [1, 2, n / 3 + 1, n, n + 1] {
+                for guess in [None, Some(f64::NEG_INFINITY), Some(-0.0), Some(0.0), Some(0.7), Some(f64::INFINITY)] {
+                    let mut top = KthLargest { guess, ..KthLargest::default() };
+                    top.clear(n);
+                    xs.iter().for_each(|&x| top.push(x));
+                    let above = xs.iter().filter(|&&x| guess.is_none_or(|g| x > g)).count();
+                    match top.kth(k as u64) {
+                        None => assert!(guess.is_some() && above < k && k <= n, "n {n} k {k} {guess:?}"),
+                        Some(v) if k > n => assert_eq!(v, f64::NEG_INFINITY),
+                        // total_cmp is a total order: the k-th value is unique to the bit.
+                        Some(v) => assert_eq!(v.to_bits(), sorted[k - 1].to_bits(), "n {n} k {k} {guess:?}"),
+                    }
+                }
+                if k <= n {
+                    // The comparisons it stands for: fewer than k strictly above y iff !(kth > y).
+                    let v = sorted[k - 1];
+                    for y in sorted.iter().copied().chain([f64::NEG_INFINITY, f64::INFINITY, -0.0, 0.0]) {
+                        assert_eq!(xs.iter().filter(|&&x| x > y).count() < k, !(v > y), "n {n} k {k} y {y}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A layer whose guess keeps fewer than k scores is drawn again from the same generator
+    /// state: its record is the one drawn without a guess.
+    #[test]
+    fn a_missed_guess_redraws_the_same_layer() {
+        let s = Scenario { context_len: 2000, pooling: Pooling::Mean, index_topk: 100, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+        let plan = Plan::new(&s, McPath::Materialise).unwrap();
+        let layout = ReplayLayout::new(&plan);
+        let rec = Recorder { plan: &plan, layout: &layout };
+        for i in 0..20 {
+            let mut plain = vec![0.0; layout.stride];
+            let mut missed = vec![0.0; layout.stride];
+            rec.record_trial(&mut trial_rng(9, i), &mut ReplayScratch::default(), &mut plain);
+            let mut scratch = ReplayScratch::default();
+            scratch.scores.guess = Some(f64::INFINITY);
+            rec.record_trial(&mut trial_rng(9, i), &mut scratch, &mut missed);
+            assert_eq!(plain, missed);
+            assert!(scratch.scores.guess.is_some_and(f64::is_finite));
+        }
+    }
 
     /// Batching is a schedule, not a different sampler: every trial's draws and outcome are those
     /// of running it alone, so the counts must be identical, not merely close.

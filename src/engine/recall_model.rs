@@ -4,10 +4,21 @@
 //! i always drawing from (seed, i), so that the likelihood surface is a deterministic function of
 //! the parameters and profile/optimiser steps compare like with like), and closed-form models
 //! for tests ([`FnModel`]).
+//!
+//! Monte Carlo without closed-form laws (the materialising path: overlapping mean/max pooling,
+//! …) draws every candidate of every trial, O(trials × N) per evaluation; a fit evaluates
+//! hundreds of parameter vectors on the same rows. [`EngineModel`] therefore keeps, per row
+//! scenario up to the needle's parameters, a [`Replay`] of its trials (drawn once; when: see
+//! `Replays`) and answers every later evaluation from it in O(trials × needle tokens), with exactly the counts of the
+//! materialising run (`tests/replay_equivalence.rs`).
 
-use super::{route, simulate_successes, EngineChoice, EngineError, Route};
-use crate::scenario::Scenario;
+use super::montecarlo::{replay_key, Replay};
+use super::{check_monte_carlo, route, simulate_successes, EngineChoice, EngineError, Route, RunOptions};
+use crate::scenario::{Model, Scenario};
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A recall model: P(success) for a scenario.
 pub trait RecallModel: Sync {
@@ -42,6 +53,88 @@ impl<F: Fn(&Scenario) -> f64 + Sync> RecallModel for FnModel<F> {
     }
 }
 
+/// Most f64s an [`EngineModel`]'s replays hold together (256 MiB): at the fit default of 4000
+/// trials a V4-Flash row's replay holds some 10^5, so a table's rows fit many times over; a
+/// replay larger than this is not built (its evaluations run the materialising path), and
+/// when a new one does not fit the memo is emptied first.
+pub const MAX_REPLAY_VALUES: u64 = 1 << 25;
+
+/// The replays of an [`EngineModel`], by [`replay_key`], and what decides when to build one.
+///
+/// A replay costs 1.2–1.9 materialising runs to build and pays off from its second use. Most
+/// row scenarios are asked for at many needle parameters (a dprime fit, its profiles, the
+/// verdict's searches), so a replay is built at the first request; but a fit over a distractor
+/// field (`hard_mean`, an effective k, …) asks for a new scenario of the same row at every
+/// evaluation, each once. So requests are grouped into families (the replay key without
+/// `score_noise`, `hard_negatives`, `hard_mean`, `index_topk` and `depth`): when a family's
+/// last replay was never used again before another of its scenarios came, the family turns
+/// *varying*, and its scenarios are replayed only from their second request on, until one of
+/// its replays is used again (rows of a table that differ only in k or depth are asked for
+/// together: their family turns varying at the first parameter vector and back at the second).
+#[derive(Debug, Default)]
+struct Replays {
+    by_key: HashMap<String, Built>,
+    /// f64s held.
+    values: u64,
+    families: HashMap<u64, Family>,
+    /// Hashes of the keys of varying families requested once so far (a collision only builds a
+    /// replay one request early).
+    seen_once: HashSet<u64>,
+}
+
+/// A replay and how often it answered after it was built.
+#[derive(Debug)]
+struct Built {
+    replay: Arc<Replay>,
+    reused: u64,
+    family: u64,
+}
+
+/// See [`Replays`].
+#[derive(Debug, Default)]
+struct Family {
+    /// The key of its last replay built.
+    last: Option<String>,
+    varying: bool,
+}
+
+/// Most families and once-seen keys remembered before starting over (they only steer when
+/// replays are built).
+const MAX_REMEMBERED: usize = 1 << 20;
+
+fn hash_of(text: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// The family of a replay key's scenario (see [`Replays`]).
+fn family_of(s: &Scenario) -> u64 {
+    let base = Scenario { score_noise: 0.0, hard_negatives: 0.0, hard_mean: 0.0, index_topk: 1, depth: 0.0, ..s.clone() };
+    hash_of(&replay_key(&base))
+}
+
+impl Replays {
+    /// Whether to build the replay of `key` (of scenario `s`) now, on a miss.
+    fn build_now(&mut self, key: &str, s: &Scenario) -> bool {
+        if self.families.len() >= MAX_REMEMBERED || self.seen_once.len() >= MAX_REMEMBERED {
+            self.families.clear();
+            self.seen_once.clear();
+        }
+        let family = self.families.entry(family_of(s)).or_default();
+        if !family.varying {
+            let unused = |last: &String| last != key && self.by_key.get(last).is_some_and(|b| b.reused == 0);
+            if !family.last.as_ref().is_some_and(unused) {
+                family.last = Some(key.to_string());
+                return true;
+            }
+            family.varying = true;
+        }
+        // Varying: build at the second request.
+        !self.seen_once.insert(hash_of(key))
+    }
+}
+
 /// Engine-backed recall.
 #[derive(Debug)]
 pub struct EngineModel {
@@ -53,23 +146,101 @@ pub struct EngineModel {
     pub seed: u64,
     analytic_calls: AtomicU64,
     mc_calls: AtomicU64,
+    replays: Mutex<Replays>,
+    replays_built: AtomicU64,
+    replay_budget: u64,
 }
 
 impl EngineModel {
     /// A model with the given engine choice, Monte Carlo trials and seed.
     pub fn new(choice: EngineChoice, trials: u64, seed: u64) -> EngineModel {
-        EngineModel { choice, trials: trials.max(1), seed, analytic_calls: AtomicU64::new(0), mc_calls: AtomicU64::new(0) }
+        EngineModel {
+            choice,
+            trials: trials.max(1),
+            seed,
+            analytic_calls: AtomicU64::new(0),
+            mc_calls: AtomicU64::new(0),
+            replays: Mutex::new(Replays::default()),
+            replays_built: AtomicU64::new(0),
+            replay_budget: MAX_REPLAY_VALUES,
+        }
+    }
+
+    /// The same model holding at most `values` f64s of replays (default [`MAX_REPLAY_VALUES`];
+    /// 0: never replay). Only the time changes, never a recall.
+    pub fn with_replay_budget(mut self, values: u64) -> EngineModel {
+        self.replay_budget = values;
+        self
     }
 
     fn mc(&self, s: &Scenario) -> Result<f64, EngineError> {
         self.mc_calls.fetch_add(1, Ordering::Relaxed);
-        let hits = simulate_successes(s, self.trials, self.seed)?;
+        let hits = match self.replay(s)?.and_then(|replay| replay.tally(s)) {
+            Some(tally) => tally.successes,
+            None => simulate_successes(s, self.trials, self.seed)?,
+        };
         Ok(hits as f64 / self.trials as f64)
+    }
+
+    /// The replay that answers for `s`, built when [`Replays`] says so; `None` otherwise, when
+    /// `s` does not run on the materialising path (exact sampling is already O(trials × needle
+    /// entries)) or when its replay would not fit the budget ([`MAX_REPLAY_VALUES`]). Checks `s`
+    /// as [`simulate_successes`] does.
+    fn replay(&self, s: &Scenario) -> Result<Option<Arc<Replay>>, EngineError> {
+        s.validate()?;
+        if s.model != Model::Scalar {
+            return Ok(None);
+        }
+        let key = replay_key(s);
+        {
+            let Ok(mut m) = self.replays.lock() else { return Ok(None) };
+            if let Some(b) = m.by_key.get_mut(&key) {
+                b.reused += 1;
+                let (replay, family) = (b.replay.clone(), b.family);
+                if let Some(f) = m.families.get_mut(&family) {
+                    f.varying = false;
+                }
+                return Ok(Some(replay));
+            }
+        }
+        let opts = RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() };
+        check_monte_carlo(s, &opts)?;
+        if !super::montecarlo::materialises(s) {
+            return Ok(None);
+        }
+        if !self.replays.lock().is_ok_and(|mut m| m.build_now(&key, s)) {
+            return Ok(None);
+        }
+        let values = match Replay::values(s, self.trials) {
+            Some(v) if v <= self.replay_budget => v,
+            _ => return Ok(None),
+        };
+        let replay = Arc::new(Replay::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?);
+        self.replays_built.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut m) = self.replays.lock() {
+            // Another thread may have built the same replay meanwhile (identical: keep theirs).
+            if let Some(theirs) = m.by_key.get_mut(&key) {
+                theirs.reused += 1;
+                return Ok(Some(theirs.replay.clone()));
+            }
+            if m.values + values > self.replay_budget {
+                m.by_key.clear();
+                m.values = 0;
+            }
+            m.values += values;
+            m.by_key.insert(key, Built { replay: replay.clone(), reused: 0, family: family_of(s) });
+        }
+        Ok(Some(replay))
     }
 
     /// (analytic evaluations, Monte Carlo evaluations) so far.
     pub fn counts(&self) -> (u64, u64) {
         (self.analytic_calls.load(Ordering::Relaxed), self.mc_calls.load(Ordering::Relaxed))
+    }
+
+    /// Monte Carlo replays built so far (each 1.2–1.9 materialising runs).
+    pub fn replays_built(&self) -> u64 {
+        self.replays_built.load(Ordering::Relaxed)
     }
 }
 

@@ -98,6 +98,42 @@ pub fn run<P: TrialPlan>(plan: &P, trials: u64, seed: u64, progress: &dyn Progre
         })
 }
 
+/// A prepared model whose trials [`record`] draws once into fixed-size records of f64s, for a
+/// later pass to replay without drawing again (the scalar engine's [`Replay`]: the distractor
+/// side of a materialising run, replayed at any needle parameters).
+///
+/// [`Replay`]: crate::engine::montecarlo::Replay
+pub trait RecordPlan: Sync {
+    /// Per-worker buffers, reused across the trials of one worker.
+    type Scratch: Default + Send;
+    /// Trials per parallel work item (scheduling only: never the records).
+    fn chunk(&self) -> u64;
+    /// f64s in one trial's record.
+    fn stride(&self) -> usize;
+    /// Draws one trial from `rng` (its [`trial_rng`]) and writes its record to `out` (`stride`
+    /// values).
+    fn record_trial(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Self::Scratch, out: &mut [f64]);
+}
+
+/// The records of trials `0..trials` of `plan`, trial i's at `i * stride` and drawn only from
+/// [`trial_rng`]`(seed, i)`: chunks in parallel on the current rayon pool like [`run`], each
+/// trial writing its own slots, so the records are identical for any thread count.
+pub fn record<P: RecordPlan>(plan: &P, trials: u64, seed: u64) -> Vec<f64> {
+    let stride = plan.stride();
+    let chunk = plan.chunk().max(1);
+    let mut out = vec![0.0; (trials as usize) * stride];
+    if stride == 0 {
+        return out;
+    }
+    out.par_chunks_mut(chunk as usize * stride).enumerate().for_each_init(P::Scratch::default, |scratch, (c, buf)| {
+        for (j, slot) in buf.chunks_mut(stride).enumerate() {
+            let i = c as u64 * chunk + j as u64;
+            plan.record_trial(&mut trial_rng(seed, i), scratch, slot);
+        }
+    });
+    out
+}
+
 /// The readout rule of every Monte Carlo trial, scalar or vector: a layer attends the needle
 /// when it lies in the window or sink or ranks within the effective k; the trial's layers
 /// attend it when the scenario's [`Readout`] is met; the answer is then correct with
@@ -134,7 +170,14 @@ impl ReadoutRule {
     /// Whether a layer with the needle at `rank` (`None`: in no entry) attends it.
     #[inline(always)]
     pub fn attends(&self, rank: Option<u64>) -> bool {
-        self.always_attended || rank.is_some_and(|r| r <= self.k_eff)
+        self.attends_within(rank.map(|r| r <= self.k_eff))
+    }
+
+    /// Whether a layer attends the needle when `within` says whether it ranks within the
+    /// effective k (`None`: in no entry): for a replay that knows that but not the rank.
+    #[inline(always)]
+    pub fn attends_within(&self, within: Option<bool>) -> bool {
+        self.always_attended || within == Some(true)
     }
 
     /// Whether `attending` of the trial's layers attending the needle meets the readout.
@@ -153,6 +196,13 @@ impl ReadoutRule {
     /// a success.
     #[inline(always)]
     pub fn conclude(&self, attending: u32, rng: &mut Xoshiro256PlusPlus, tally: &mut Tally) {
+        self.conclude_with(attending, || rng.random::<f64>(), tally)
+    }
+
+    /// [`ReadoutRule::conclude`] with the answer's uniform draw from `uniform` (called only when
+    /// the outcome is uncertain): a replay passes the draw it recorded.
+    #[inline(always)]
+    pub fn conclude_with(&self, attending: u32, uniform: impl FnOnce() -> f64, tally: &mut Tally) {
         let attended = self.attended(attending);
         tally.attended += attended as u64;
         let p = if attended { self.p_read } else { self.p_guess };
@@ -161,7 +211,7 @@ impl ReadoutRule {
         } else if p <= 0.0 {
             false
         } else {
-            rng.random::<f64>() < p
+            uniform() < p
         };
         tally.successes += success as u64;
     }
