@@ -478,3 +478,45 @@ pub fn import_niah(data: &[u8]) {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Captured scores (`import scores`): the input is the `.npz` file, read by the one reader;
+/// an accepted capture gives ranks in 1..=candidates, a tail summary or a one-line refusal, and
+/// predictions in [0, 1] inside their band; a refusal is one line naming the file.
+pub fn import_scores(data: &[u8]) {
+    let root = scratch("scores");
+    let path = root.join("f.npz");
+    std::fs::write(&path, data).expect("write the capture");
+    match dsa_sim::captured_scores::read_file(&path) {
+        Ok(c) => {
+            assert!(c.queries() > 0);
+            for l in &c.layers {
+                assert_eq!(l.queries.len(), c.queries(), "every layer holds every query");
+                for q in &l.queries {
+                    assert!(q.needle.is_finite());
+                    assert!(q.distractors.windows(2).all(|w| w[0] >= w[1]), "sorted high first");
+                    assert!(q.distractors.iter().all(|d| d.is_finite()));
+                    let r = q.rank();
+                    assert!(r >= 1 && r <= q.distractors.len() as u64 + 1);
+                }
+                match dsa_sim::captured_scores::tail::summarise(l, &dsa_sim::captured_scores::tail::standardised(l)) {
+                    Ok(t) => assert!(t.gpd.sigma > 0.0 && t.gpd.xi.is_finite(), "{:?}", t.gpd),
+                    Err(e) => assert_one_line("import scores tail", &e.0),
+                }
+            }
+            let cell = dsa_sim::Scenario { context_len: 4096, index_topk: 8, compress_ratio: 1, overlap: false, window: 0, needle_tokens: 1, ..Default::default() };
+            match dsa_sim::captured_scores::predict(&c, &[cell], dsa_sim::captured_scores::PredictOptions { resamples: 3, seed: 1 }) {
+                Ok(p) => {
+                    let p = &p[0];
+                    assert!((0.0..=1.0).contains(&p.recall) && p.low <= p.recall && p.recall <= p.high, "{p:?}");
+                    assert!((0.0..=1.0).contains(&p.recall_empirical));
+                }
+                Err(e) => assert_one_line("import scores predict", &e.0),
+            }
+        }
+        Err(e) => {
+            assert_one_line("import scores", &e.0);
+            assert!(e.0.contains("f.npz"), "the error names the file: {}", e.0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

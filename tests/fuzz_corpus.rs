@@ -59,3 +59,8 @@ fn import_capture_inputs() {
 fn import_niah_inputs() {
     replay("import_niah", harness::import_niah);
 }
+
+#[test]
+fn import_scores_inputs() {
+    replay("import_scores", harness::import_scores);
+}

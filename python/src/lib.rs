@@ -400,7 +400,7 @@ fn calibrate(
     let predict = axes("predict", predict)?;
     let report = py
         .detach(|| {
-            let req = commands::fit::CalibrateRequest { data: Some(&data), fit: fit.as_deref(), compare, predict: &predict };
+            let req = commands::fit::CalibrateRequest { data: Some(&data), fit: fit.as_deref(), compare, predict: &predict, scores: None };
             commands::fit::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
         })
         .map_err(py_err)?;

@@ -14,12 +14,14 @@
 //! Q comes from a generalised-Pareto tail fitted to the pooled standardised exceedances
 //! ([`tail`]).
 
+pub mod law;
 pub mod predict;
 pub mod read;
 pub mod tail;
 
 use crate::error::{Classify, ErrorKind};
 
+pub use law::{EmpiricalLaw, EmpiricalModel};
 pub use predict::{predict, Prediction, PredictOptions};
 pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};

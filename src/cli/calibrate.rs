@@ -90,8 +90,11 @@ pub struct CalibrateArgs {
     /// What-if: FIELD=V1,V2,… (repeatable: a grid) from the command-line scenario with the fit substituted.
     #[arg(long, value_name = "FIELD=V1,V2,…")]
     pub predict: Vec<String>,
+    /// Captured indexer scores (.npz, as `import scores` reads them): their pooled distractor law (generalised-Pareto tail) replaces the scenario's distractor law in the fit and the predictions (pooling none or token-level entries).
+    #[arg(long, value_name = "FILE.npz")]
+    pub scores: Option<PathBuf>,
     /// Run a calibration experiment file instead (writes its result folder).
-    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["data", "fit", "predict", "compare"])]
+    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["data", "fit", "predict", "compare", "scores"])]
     pub experiment: Option<PathBuf>,
     /// Result folder for --experiment (default results/<name>).
     #[arg(long, value_name = "DIR", requires = "experiment")]
@@ -110,7 +113,13 @@ pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     if let Some(out) = &args.out {
         return Err(CliError::input(format!("--out {}: only applies with --experiment FILE.toml", out.display())));
     }
-    let req = CalibrateRequest { data: args.data.as_deref(), fit: args.fit.as_deref(), compare: args.compare, predict: &args.predict };
+    let req = CalibrateRequest {
+        data: args.data.as_deref(),
+        fit: args.fit.as_deref(),
+        compare: args.compare,
+        predict: &args.predict,
+        scores: args.scores.as_deref(),
+    };
     let report = calibrate(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
     if args.engine.json {
         print_json(&report.to_json())

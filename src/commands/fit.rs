@@ -36,6 +36,9 @@ pub struct CalibrateRequest<'a> {
     pub compare: bool,
     /// What-if axes, `FIELD=V1,V2,…` each (`--predict`).
     pub predict: &'a [String],
+    /// Captured indexer scores (`--scores FILE.npz`): their distractor law replaces the
+    /// scenario's own in every evaluation ([`crate::captured_scores::EmpiricalModel`]).
+    pub scores: Option<&'a Path>,
 }
 
 /// Fits the scenario's fields to the measured table: the report `calibrate` prints
@@ -49,6 +52,16 @@ pub fn calibrate(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &CalibrateReq
     check_rows(&data, &base, engine)?;
     let free = parse_fit_spec(fit, Some(&data))?;
     let specs = parse_predict_specs(req.predict)?;
+    if let Some(path) = req.scores {
+        let capture = crate::captured_scores::read_file(path)?;
+        let law = crate::captured_scores::EmpiricalLaw::new(&capture, &path.display().to_string())?;
+        let emp = crate::captured_scores::EmpiricalModel::new(law);
+        let report = engine.in_pool(|| {
+            let cached = crate::calibrate::cache::CachedModel::new(&emp).with_observer(observe);
+            run_calibration(&data, &base, free, &cached, req.compare, &specs, || emp.describe())
+        })??;
+        return Ok(report);
+    }
     let report = engine.in_pool(|| {
         let cached = engine.cached(&model, observe);
         run_calibration(&data, &base, free, &cached, req.compare, &specs, || model.describe())
