@@ -214,6 +214,14 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
     }
     // The fit's goodness of fit is that of the layers' patterns: cells × layers − parameters.
     assert_eq!(fits[0]["df"], 2 * 4 - 2);
+    // docs/model.md quotes the recovery: it must be this build's.
+    let f = |name: &str| {
+        let x = &e[name];
+        format!("{:.2} [{:.2}, {:.2}]", x["value"].as_f64().unwrap(), x["ci_low"].as_f64().unwrap(), x["ci_high"].as_f64().unwrap())
+    };
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/model.md")).unwrap().replace("\n  ", " ");
+    let quoted = format!("(truth 2.7 and 0.6: {} and {})", f("dprime"), f("layer_corr"));
+    assert!(doc.contains(&quoted), "docs/model.md should quote: {quoted}");
 }
 
 #[test]

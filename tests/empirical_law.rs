@@ -93,4 +93,11 @@ fn calibration_with_the_captured_law_recovers_a_heavy_tailed_truth() {
     eprintln!("normal law: dprime {} [{}, {}], deviance {} vs {}", n.value, n.ci_low, n.ci_high, g.deviance, f.deviance);
     assert!(!(n.ci_low <= 3.5 && 3.5 <= n.ci_high), "{n:?}");
     assert!(g.deviance > f.deviance);
+    // The README quotes these figures: they must be this build's.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let quoted = format!(
+        "recovers {:.2} [{:.2}, {:.2}], where the normal law's\nfit says {:.2} [{:.2}, {:.2}] with a deviance of {:.0} against {:.1}",
+        e.value, e.ci_low, e.ci_high, n.value, n.ci_low, n.ci_high, g.deviance, f.deviance
+    );
+    assert!(readme.contains(&quoted), "README.md should quote: {quoted}");
 }

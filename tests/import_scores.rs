@@ -208,6 +208,10 @@ fn the_tail_fit_corrects_the_empirical_law_beyond_the_sample() {
         if s.index_topk == 1 {
             // Empirical 0.45 against a truth of 0.27 here (seeded): the gap is the point.
             assert!(pr.recall_empirical - truth > 0.1, "empirical {} vs truth {truth}", pr.recall_empirical);
+            // docs/capture.md quotes the pair: it must be this build's.
+            let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/capture.md")).unwrap().replace("\n  ", " ");
+            let quoted = format!("the empirical law {:.2} against a truth of {:.2}", pr.recall_empirical, truth);
+            assert!(doc.contains(&quoted), "docs/capture.md should quote: {quoted}");
         }
     }
 }

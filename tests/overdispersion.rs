@@ -78,4 +78,8 @@ fn intervals_cover_the_truth_where_the_binomial_ones_do_not() {
     assert!(od >= 15, "overdispersed fit covered {od}/20");
     // Design effect 4.8: the binomial interval is about 2.2 times too narrow and covers ~63%.
     assert!(naive < od && naive <= 16, "binomial fit covered {naive}/20");
+    // docs/model.md quotes the counts: they must be this build's.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/model.md")).unwrap();
+    let quoted = format!("covered the truth in {od} of\n  20 seeded tables, the binomial fit of the same counts in {naive}.");
+    assert!(doc.contains(&quoted), "docs/model.md should quote: {quoted}");
 }
