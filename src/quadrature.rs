@@ -107,6 +107,8 @@ pub fn integrate(mut f: impl FnMut(f64) -> f64, a: f64, b: f64, breakpoints: &[f
 /// adaptive subdivision for all components, a panel's error being the largest of its
 /// components' (so each component meets `tol`), each point evaluated once. For integrands whose
 /// components share an expensive inner quantity (the layer-count probabilities of one needle).
+/// The scalar [`integrate`] stays separate: it runs in the analytic engine's innermost loop,
+/// where this one's per-panel vectors would be an allocation per panel.
 pub fn integrate_vec(mut f: impl FnMut(f64, &mut [f64]), n: usize, a: f64, b: f64, breakpoints: &[f64], tol: f64) -> Vec<f64> {
     const MAX_PANELS: usize = 2000;
     let mut total = vec![0.0; n];

@@ -3,6 +3,8 @@
 //! parameter recovery end to end: selections drawn from known parameters, written as captures in
 //! the three layouts (.npz, SGLang replies, vLLM replies), imported, calibrated.
 
+mod common;
+
 use base64::Engine as _;
 use dsa_sim::engine::analytic::Analytic;
 use dsa_sim::scenario::Pooling;
@@ -119,19 +121,6 @@ fn topk_rows(rng: &mut impl Rng, selected: &[bool], needle: i32, n: i32, k: usiz
     out
 }
 
-fn npy(shape: [usize; 3], data: &[i32]) -> Vec<u8> {
-    let dict = format!("{{'descr': '<i4', 'fortran_order': False, 'shape': ({}, {}, {}), }}", shape[0], shape[1], shape[2]);
-    let mut header = dict.into_bytes();
-    let total = 10 + header.len() + 1;
-    header.extend(std::iter::repeat_n(b' ', (64 - total % 64) % 64));
-    header.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(&header);
-    out.extend(data.iter().flat_map(|x| x.to_le_bytes()));
-    out
-}
-
 fn dsa(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).output().unwrap()
 }
@@ -160,7 +149,7 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
         for _ in 0..reqs {
             let sel = simulate_request(&mut rng, l, k as u64, d, sd, rho, layers);
             let idx = topk_rows(&mut rng, &sel, needle, l as i32, k);
-            let arr = npy([1, layers, k], &idx);
+            let arr = common::npy("<i4", &[1, layers, k], &idx.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
             // .npz: one archive per request, array `topk_index`.
             let name = format!("q{q}.npz");
             let mut z = zip::ZipWriter::new(std::fs::File::create(dir.path().join("npz").join(&name)).unwrap());

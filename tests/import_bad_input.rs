@@ -42,18 +42,6 @@ fn i32s(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn npy(shape: &str, data: &[u8]) -> Vec<u8> {
-    let mut h = format!("{{'descr': '<i4', 'fortran_order': False, 'shape': {shape}, }}").into_bytes();
-    let total = 10 + h.len() + 1;
-    h.extend(std::iter::repeat_n(b' ', (64 - total % 64) % 64));
-    h.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(&h);
-    out.extend_from_slice(data);
-    out
-}
-
 const M1: &str = "file,row,context_len,needle_start,needle_tokens\n";
 
 #[test]
@@ -70,7 +58,7 @@ fn a_shape_that_does_not_match_the_flags() {
     let reply = format!(r#"{{"meta_info":{{"indexer_topk":"{}"}}}}"#, "AAAAAAAAAAAAAAAAAAAAAAAAAAA=");
     topk(d.path(), &[("r.json", reply.as_bytes())], &format!("{M1}r.json,0,64,8,2\n"), &["r.json", "not a multiple of layers × index_topk", "--layers"]);
     let d = tempfile::tempdir().unwrap();
-    let a = npy("(1, 3, 3)", &i32s(&[0; 9]));
+    let a = common::npy("<i4", &[1, 3, 3], &i32s(&[0; 9]));
     topk(d.path(), &[("a.npy", &a)], &format!("{M1}a.npy,0,64,8,2\n"), &["a.npy", "shape (1, 3, 3) does not match --layers 2 --index-topk 3"]);
 }
 
@@ -78,17 +66,17 @@ fn a_shape_that_does_not_match_the_flags() {
 fn an_index_beyond_the_entries_of_the_context() {
     let d = tempfile::tempdir().unwrap();
     // Context 64 at c = 4: 16 entries (0..16); index 16 in row 1, layer 1.
-    let a = npy("(2, 2, 3)", &i32s(&[0, 1, 2, 3, 4, 5, 1, 2, -1, 3, 16, 0]));
+    let a = common::npy("<i4", &[2, 2, 3], &i32s(&[0, 1, 2, 3, 4, 5, 1, 2, -1, 3, 16, 0]));
     topk(d.path(), &[("a.npy", &a)], &format!("{M1}a.npy,1,64,8,2\n"), &["a.npy", "row 1, layer 1", "index 16 outside 0..16", "manifest m.csv row 1"]);
     let d = tempfile::tempdir().unwrap();
-    let a = npy("(1, 2, 3)", &i32s(&[0, 1, -2, 3, 4, 5]));
+    let a = common::npy("<i4", &[1, 2, 3], &i32s(&[0, 1, -2, 3, 4, 5]));
     topk(d.path(), &[("a.npy", &a)], &format!("{M1}a.npy,0,64,8,2\n"), &["a.npy", "row 0, layer 0", "index -2"]);
 }
 
 #[test]
 fn a_needle_outside_the_context() {
     let d = tempfile::tempdir().unwrap();
-    let a = npy("(1, 2, 3)", &i32s(&[0; 6]));
+    let a = common::npy("<i4", &[1, 2, 3], &i32s(&[0; 6]));
     topk(d.path(), &[("a.npy", &a)], &format!("{M1}a.npy,0,64,8,2\na.npy,0,64,60,8\n"), &["m.csv", "row 2 (line 3)", "needle span 60..68 lies outside the context"]);
 }
 
@@ -112,14 +100,14 @@ fn a_truncated_npz_and_truncated_replies() {
     topk_with(d.path(), &[("t.json", &first_line[..first_line.len() / 2])], &format!("{M1}t.json,2,256,0,3\n"), &opts, &["t.json", "request 0", "truncated"]);
     // A .npy cut inside its data.
     let d = tempfile::tempdir().unwrap();
-    let a = npy("(2, 2, 3)", &i32s(&[0; 12]));
+    let a = common::npy("<i4", &[2, 2, 3], &i32s(&[0; 12]));
     topk(d.path(), &[("a.npy", &a[..a.len() - 5])], &format!("{M1}a.npy,0,64,8,2\n"), &["a.npy", "row 1", "truncated"]);
 }
 
 #[test]
 fn rows_and_requests_the_file_does_not_have() {
     let d = tempfile::tempdir().unwrap();
-    let a = npy("(2, 2, 3)", &i32s(&[0; 12]));
+    let a = common::npy("<i4", &[2, 2, 3], &i32s(&[0; 12]));
     topk(d.path(), &[("a.npy", &a)], &format!("{M1}a.npy,5,64,8,2\n"), &["a.npy", "row 5 of request 0 does not exist: it has 2 rows", "manifest m.csv row 1"]);
     let d = tempfile::tempdir().unwrap();
     topk(
@@ -137,7 +125,7 @@ fn not_a_capture_and_bad_flags() {
     let d = tempfile::tempdir().unwrap();
     topk(d.path(), &[("r.json", br#"{"meta_info":{"id":"x"}}"#)], &format!("{M1}r.json,0,64,8,2\n"), &["r.json", "without an `indexer_topk` string"]);
     let d = tempfile::tempdir().unwrap();
-    let a = npy("(1, 2, 3)", &i32s(&[0; 6]));
+    let a = common::npy("<i4", &[1, 2, 3], &i32s(&[0; 6]));
     topk_with(d.path(), &[("a.npy", &a)], &format!("{M1}a.npy,0,64,8,2\n"), &["--layers", "0", "--index-topk", "3", "--compress-ratio", "4", "--overlap", "true"], &["--layers 0"]);
     let d = tempfile::tempdir().unwrap();
     topk(d.path(), &[("a.npy", &a)], "file,row,context_len\na.npy,0,64\n", &["m.csv", "missing column(s) needle_start,needle_tokens"]);

@@ -1,6 +1,8 @@
 //! `dsa-sim import scores`: ranks, tails and predictions on captures whose truth is known,
 //! written here as `.npz` archives (NPY format 1.0 members in a zip, as numpy.savez writes them).
 
+mod common;
+
 use dsa_sim::captured_scores::{self as cs, PredictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
@@ -28,29 +30,11 @@ fn i32s(name: &str, v: &[i64]) -> Arr {
     Arr { name: name.into(), descr: "<i4", shape: vec![v.len()], data: v.iter().flat_map(|x| (*x as i32).to_le_bytes()).collect() }
 }
 
-/// An NPY 1.0 file: magic, version, header length, the header dict padded to 64 bytes.
-fn npy(a: &Arr) -> Vec<u8> {
-    let shape = match a.shape.len() {
-        1 => format!("({},)", a.shape[0]),
-        _ => format!("({})", a.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
-    };
-    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", a.descr);
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(&a.data);
-    out
-}
-
 fn write_npz(path: &Path, arrays: &[Arr]) {
     let mut z = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
     for a in arrays {
         z.start_file(format!("{}.npy", a.name), zip::write::SimpleFileOptions::default()).unwrap();
-        z.write_all(&npy(a)).unwrap();
+        z.write_all(&common::npy(a.descr, &a.shape, &a.data)).unwrap();
     }
     z.finish().unwrap();
 }

@@ -74,21 +74,6 @@ fn three_layouts_give_the_same_selections_and_the_constructed_counts() {
     assert_eq!(text.lines().count(), 1 + 8 * 3);
 }
 
-/// A `.npy` file per the NPY format 1.0 spec: magic, version, header length (LE u16), a
-/// Python-literal dict padded with spaces to a 64-byte boundary ending in `\n`, then the data.
-fn npy(shape: [usize; 3], dtype: &str, data: &[u8]) -> Vec<u8> {
-    let dict = format!("{{'descr': '{dtype}', 'fortran_order': False, 'shape': ({}, {}, {}), }}", shape[0], shape[1], shape[2]);
-    let mut header = dict.into_bytes();
-    let total = 10 + header.len() + 1;
-    header.extend(std::iter::repeat_n(b' ', (64 - total % 64) % 64));
-    header.push(b'\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(data);
-    out
-}
-
 fn i32s(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -117,12 +102,12 @@ fn npy_written_by_hand_and_the_same_array_as_sglang_and_vllm_replies() {
     // Row 1 is the query: layer 0 picks token 41 (the needle is 40..43), layer 1 does not.
     let vals: Vec<i32> = vec![0, 1, 2, 3, 4, 5, 41, 7, -1, 9, 10, 99];
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join("a.npy"), npy([2, 2, 3], "<i4", &i32s(&vals))).unwrap();
+    std::fs::write(d.path().join("a.npy"), common::npy("<i4", &[2, 2, 3], &i32s(&vals))).unwrap();
     let v64: Vec<u8> = vals.iter().flat_map(|x| i64::from(*x).to_le_bytes()).collect();
-    std::fs::write(d.path().join("b.npy"), npy([2, 2, 3], "<i8", &v64)).unwrap();
+    std::fs::write(d.path().join("b.npy"), common::npy("<i8", &[2, 2, 3], &v64)).unwrap();
     let raw = b64(&i32s(&vals));
     std::fs::write(d.path().join("c.json"), format!("{{\"text\":\"\",\"meta_info\":{{\"indexer_topk\":\"{}\"}}}}", raw.replace('/', "\\/"))).unwrap();
-    let np = b64(&npy([2, 2, 3], "<i4", &i32s(&vals)));
+    let np = b64(&common::npy("<i4", &[2, 2, 3], &i32s(&vals)));
     std::fs::write(d.path().join("d.json"), format!("{{\"choices\":[{{\"index\":0,\"indexer_topk\":\"{np}\"}}]}}")).unwrap();
     let mut m = String::from("file,row,context_len,needle_start,needle_tokens\n");
     for f in ["a.npy", "b.npy", "c.json", "d.json"] {
@@ -151,7 +136,7 @@ fn overlap_decides_which_entries_pool_the_needle() {
     // entry 3 (blocks 2 and 3) too. Layer 0 selects entry 3 only.
     let vals: Vec<i32> = vec![3, 0];
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join("a.npy"), npy([1, 1, 2], "<i4", &i32s(&vals))).unwrap();
+    std::fs::write(d.path().join("a.npy"), common::npy("<i4", &[1, 1, 2], &i32s(&vals))).unwrap();
     std::fs::write(d.path().join("m.csv"), "file,row,context_len,needle_start,needle_tokens\na.npy,0,64,8,1\n").unwrap();
     for (overlap, want) in [("true", 1), ("false", 0)] {
         let out = d.path().join(format!("{overlap}.csv"));

@@ -561,17 +561,7 @@ pub fn compare_hypotheses(
         };
         let fitted = surface.fitted(&theta)?;
         let deviance: f64 = if data.is_selection() {
-            let sat: f64 = data
-                .rows
-                .iter()
-                .map(|r| {
-                    let c = r.layer_counts.as_deref().unwrap_or(&[]);
-                    let total: u64 = c.iter().sum();
-                    let f: Vec<f64> = c.iter().map(|&x| x as f64 / total as f64).collect();
-                    super::likelihood::pattern_loglik(c, &f)
-                })
-                .sum();
-            (2.0 * (sat - ll)).max(0.0)
+            (2.0 * (super::likelihood::saturated_pattern_loglik(data) - ll)).max(0.0)
         } else {
             data.rows.iter().zip(&fitted).map(|(r, &p)| unit_deviance(r.hits, r.trials, p)).sum()
         };
@@ -597,12 +587,7 @@ pub fn compare_hypotheses(
         if periodic {
             estimates.push(("residue".into(), residue as f64));
         }
-        let cells: i64 = if data.is_selection() {
-            data.rows.iter().map(|r| r.layer_counts.as_ref().map_or(1, |c| c.len() as i64 - 1)).sum()
-        } else {
-            data.rows.len() as i64
-        };
-        let df = cells - k as i64;
+        let df = super::likelihood::observations(data) - k as i64;
         out.push(HypothesisResult {
             name: spec.name.to_string(),
             description: spec.description.to_string(),

@@ -228,17 +228,7 @@ impl<'a> Problem<'a> {
     /// each cell its own distribution of the number of selecting layers).
     pub fn saturated_loglik(&self) -> f64 {
         if self.data.is_selection() {
-            return self
-                .data
-                .rows
-                .iter()
-                .map(|r| {
-                    let c = r.layer_counts.as_deref().unwrap_or(&[]);
-                    let total: u64 = c.iter().sum();
-                    let f: Vec<f64> = c.iter().map(|&x| x as f64 / total as f64).collect();
-                    pattern_loglik(c, &f)
-                })
-                .sum();
+            return saturated_pattern_loglik(self.data);
         }
         self.data.rows.iter().map(|r| binom_loglik(r.hits, r.trials, r.observed())).sum()
     }
@@ -247,13 +237,32 @@ impl<'a> Problem<'a> {
     /// layers − k (each cell's distribution of the number of selecting layers has `layers` free
     /// probabilities).
     pub fn residual_df(&self, k: usize) -> i64 {
-        let cells: i64 = if self.data.is_selection() {
-            self.data.rows.iter().map(|r| r.layer_counts.as_ref().map_or(1, |c| c.len() as i64 - 1)).sum()
-        } else {
-            self.data.rows.len() as i64
-        };
-        cells - k as i64
+        observations(self.data) - k as i64
     }
+}
+
+/// The number of free cell probabilities a table measures: its rows, or for selection data
+/// cells × layers (each cell's distribution of the number of selecting layers).
+pub(crate) fn observations(data: &Dataset) -> i64 {
+    if data.is_selection() {
+        data.rows.iter().map(|r| r.layer_counts.as_ref().map_or(1, |c| c.len() as i64 - 1)).sum()
+    } else {
+        data.rows.len() as i64
+    }
+}
+
+/// The saturated log-likelihood of selection data: each cell its own distribution of the number
+/// of selecting layers.
+pub(crate) fn saturated_pattern_loglik(data: &Dataset) -> f64 {
+    data.rows
+        .iter()
+        .map(|r| {
+            let c = r.layer_counts.as_deref().unwrap_or(&[]);
+            let total: u64 = c.iter().sum();
+            let f: Vec<f64> = c.iter().map(|&x| x as f64 / total as f64).collect();
+            pattern_loglik(c, &f)
+        })
+        .sum()
 }
 
 /// A selection row's scenario: `layers` indexer layers whose own selections were observed, so

@@ -82,6 +82,12 @@ pub fn point_scenario(
     for (p, &v) in problem.free.iter().zip(theta) {
         super::likelihood::set_field(&mut s, p.field, v)?;
     }
+    at_point(s, specs, point)
+}
+
+/// `s` with the what-if grid's `point` (one value index per axis) substituted, validated; an
+/// invalid point is refused naming its values.
+pub fn at_point(mut s: Scenario, specs: &[Axis], point: &[usize]) -> Result<Scenario, CalibError> {
     for (a, &i) in specs.iter().zip(point) {
         s.set(a.field, a.values[i])?;
     }

@@ -256,17 +256,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     } else {
         grid_points(&specs)
             .iter()
-            .map(|pt| {
-                let mut s = base.clone();
-                for (a, &i) in specs.iter().zip(pt) {
-                    s.set(a.field, a.values[i])?;
-                }
-                s.validate().map_err(|e| {
-                    let at: Vec<String> = specs.iter().zip(pt).map(|(a, &i)| format!("{}={}", a.field, a.texts[i])).collect();
-                    CliError::input(format!("--predict {}: {e}", at.join(" ")))
-                })?;
-                Ok(s)
-            })
+            .map(|pt| crate::calibrate::predict::at_point(base.clone(), &specs, pt).map_err(CliError::from))
             .collect::<Result<_, CliError>>()?
     };
     let capture = cs::read_file(&args.file)?;

@@ -113,6 +113,40 @@ pub(super) fn parse_int(v: &str) -> Result<u64, String> {
     }
 }
 
+/// Calls `each(row, line, record)` for every data record after the header: `row` 1-based
+/// among the records, `line` the record's line in the file; blank records are skipped, and a
+/// malformed record or one with another field count than the header's is refused with its
+/// line. The one record loop of recall and selection tables.
+pub(super) fn for_each_record(
+    mut rdr: csv::Reader<&[u8]>,
+    lines: &mut Lines,
+    width: usize,
+    header_line: u64,
+    src: &str,
+    mut each: impl FnMut(usize, u64, &csv::StringRecord) -> Result<(), MeasuredError>,
+) -> Result<(), MeasuredError> {
+    for (n, rec) in rdr.records().enumerate() {
+        let row = n + 1;
+        let rec = rec.map_err(|e| {
+            let line = e.position().map_or(0, |p| lines.at(p.byte() as usize));
+            MeasuredError::Malformed { source_name: src.to_string(), line, message: one_line_csv_error(&e) }
+        })?;
+        let line = rec.position().map_or(header_line + row as u64, |p| lines.at(p.byte() as usize));
+        if rec.iter().all(|f| f.is_empty()) {
+            continue;
+        }
+        if rec.len() != width {
+            return Err(MeasuredError::Malformed {
+                source_name: src.to_string(),
+                line,
+                message: format!("{} fields where the header has {}", rec.len(), width),
+            });
+        }
+        each(row, line, &rec)?;
+    }
+    Ok(())
+}
+
 /// Parses CSV text (see the module docs). `source` names it in messages.
 pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     let src = source.to_string();
@@ -174,23 +208,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
 
     let mut rows = Vec::new();
     let mut total_trials = 0u64;
-    for (n, rec) in rdr.records().enumerate() {
-        let row = n + 1;
-        let rec = rec.map_err(|e| {
-            let line = e.position().map_or(0, |p| lines.at(p.byte() as usize));
-            MeasuredError::Malformed { source_name: src.clone(), line, message: one_line_csv_error(&e) }
-        })?;
-        let line = rec.position().map_or(header_line + row as u64, |p| lines.at(p.byte() as usize));
-        if rec.iter().all(|f| f.is_empty()) {
-            continue;
-        }
-        if rec.len() != header.len() {
-            return Err(MeasuredError::Malformed {
-                source_name: src.clone(),
-                line,
-                message: format!("{} fields where the header has {}", rec.len(), header.len()),
-            });
-        }
+    for_each_record(rdr, &mut lines, header.len(), header_line, &src, |row, line, rec| {
         let cell_err = |column: &str, message: String| MeasuredError::Cell {
             source_name: src.clone(),
             row,
@@ -267,7 +285,8 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             layer_counts: None,
             line,
         });
-    }
+        Ok(())
+    })?;
     if rows.is_empty() {
         return Err(MeasuredError::Empty(format!("{src}: no data rows after the header")));
     }

@@ -6,7 +6,7 @@
 //! many requests had exactly m of their layers select the needle, which is what the exact
 //! likelihood of the layers' patterns needs (docs/model.md#selection-data).
 
-use super::parse::{clip, one_line_csv_error, parse_int, Lines, QUOTE_MAX};
+use super::parse::{clip, for_each_record, parse_int, Lines, QUOTE_MAX};
 use super::{Dataset, MeasuredError, Observation};
 use crate::scenario::Field;
 use std::collections::HashMap;
@@ -30,7 +30,7 @@ struct Request {
 pub(super) fn parse_records(
     text: &str,
     src: &str,
-    mut rdr: csv::Reader<&[u8]>,
+    rdr: csv::Reader<&[u8]>,
     mut lines: Lines,
     header: &[String],
     header_line: u64,
@@ -50,23 +50,7 @@ pub(super) fn parse_records(
     let i_d = col(Field::Depth.name());
     let mut requests: Vec<(String, Request)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    for (n, rec) in rdr.records().enumerate() {
-        let row = n + 1;
-        let rec = rec.map_err(|e| {
-            let line = e.position().map_or(0, |p| lines.at(p.byte() as usize));
-            MeasuredError::Malformed { source_name: src.to_string(), line, message: one_line_csv_error(&e) }
-        })?;
-        let line = rec.position().map_or(header_line + row as u64, |p| lines.at(p.byte() as usize));
-        if rec.iter().all(|f| f.is_empty()) {
-            continue;
-        }
-        if rec.len() != header.len() {
-            return Err(MeasuredError::Malformed {
-                source_name: src.to_string(),
-                line,
-                message: format!("{} fields where the header has {}", rec.len(), header.len()),
-            });
-        }
+    for_each_record(rdr, &mut lines, header.len(), header_line, src, |row, line, rec| {
         let cell_err = |column: &str, message: String| MeasuredError::Cell {
             source_name: src.to_string(),
             row,
@@ -131,7 +115,8 @@ pub(super) fn parse_records(
         if r.selected[l].replace(selected).is_some() {
             return Err(cell_err("layer", format!("request `{}` has layer {layer} twice", clip(&request, QUOTE_MAX))));
         }
-    }
+        Ok(())
+    })?;
     if requests.is_empty() {
         return Err(MeasuredError::Empty(format!("{src}: no data rows after the header")));
     }

@@ -46,3 +46,21 @@ pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     }
     out
 }
+
+/// A `.npy` file per the NPY format 1.0 spec, written here so the tests do not depend on the
+/// crate the readers use: magic, version, header length (LE u16), a Python-literal dict padded
+/// with spaces to a 64-byte boundary ending in `\n`, then `data` (already little-endian).
+#[allow(dead_code)] // each test binary compiles this module, not each uses every helper
+pub fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}").into_bytes();
+    let total = 10 + header.len() + 1;
+    header.extend(std::iter::repeat_n(b' ', (64 - total % 64) % 64));
+    header.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(data);
+    out
+}
