@@ -85,6 +85,7 @@ def calibrate(
     *,
     compare: bool = False,
     predict: Optional[Axes] = None,
+    scores: Optional[Path] = None,
     preset: Optional[str] = None,
     scenario: Optional[Path] = None,
     engine: Engine = "auto",
@@ -94,6 +95,8 @@ def calibrate(
     **fields: FieldValue,
 ) -> dict[str, Any]:
     """Fits scenario fields ("dprime,needle_sd=0.1:5") to a measured recall table (CSV).
+    `scores`: a captured-scores .npz whose distractor law replaces the scenario's (as
+    `calibrate --scores`).
 
     Returns estimates, loglik, aic, deviance, df, gof_p, rows, hypotheses (compare=True),
     predictions (predict=…), data, engine, interval_method, band_method, warnings.

@@ -378,7 +378,7 @@ fn sweep(
 /// Returns the dict `dsa-sim calibrate --json` prints (estimates, loglik, aic, deviance, df,
 /// gof_p, rows, hypotheses, predictions, data, engine, interval_method, band_method, warnings).
 #[pyfunction]
-#[pyo3(signature = (data, fit, *, compare=false, predict=None, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[pyo3(signature = (data, fit, *, compare=false, predict=None, scores=None, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
 #[allow(clippy::too_many_arguments)]
 fn calibrate(
     py: Python<'_>,
@@ -386,6 +386,7 @@ fn calibrate(
     fit: &Bound<'_, PyAny>,
     compare: bool,
     predict: Option<&Bound<'_, PyAny>>,
+    scores: Option<PathBuf>,
     preset: Option<String>,
     scenario: Option<PathBuf>,
     engine: &str,
@@ -400,7 +401,7 @@ fn calibrate(
     let predict = axes("predict", predict)?;
     let report = py
         .detach(|| {
-            let req = commands::fit::CalibrateRequest { data: Some(&data), fit: fit.as_deref(), compare, predict: &predict, scores: None };
+            let req = commands::fit::CalibrateRequest { data: Some(&data), fit: fit.as_deref(), compare, predict: &predict, scores: scores.as_deref() };
             commands::fit::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
         })
         .map_err(py_err)?;

@@ -52,3 +52,13 @@ def test_import_topk_bad_input_raises_value_error():
         dsa_sim.import_topk(np.zeros((3, 4)), context_len=800, needle_start=40, needle_tokens=3, compress_ratio=4, overlap=True)
     with pytest.raises(ValueError, match="one per query"):
         dsa_sim.import_topk(topk, context_len=[800, 800, 800], needle_start=40, needle_tokens=3, compress_ratio=4, overlap=True)
+
+
+def test_calibrate_with_captured_scores_equals_the_cli(cli):
+    args = ["calibrate", "--preset", "deepseek-v4-flash", "--data", "experiments/dsv4_seed_observations.csv",
+            "--fit", "dprime", "--scores", "tests/data/scores/demo.npz"]
+    want = cli.json(*args)
+    got = dsa_sim.calibrate("experiments/dsv4_seed_observations.csv", "dprime", preset="deepseek-v4-flash",
+                            scores="tests/data/scores/demo.npz")
+    assert got == want
+    assert "captured distractor law" in got["engine"]
