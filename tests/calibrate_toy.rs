@@ -184,3 +184,28 @@ fn the_three_calls() {
     assert!(sn.is_none() || sn.unwrap() < 0.5);
     assert!(verdict(&s, &m, VerdictOptions { target: 1.0, max_topk: 2048 }).unwrap_err().to_string().contains("--target"));
 }
+
+#[test]
+fn a_miss_where_every_candidate_is_selected_has_no_pearson_residual() {
+    // 1000 tokens at k = 512, c = 4 (V4-Flash): N = 250 ≤ k, every candidate is selected, so
+    // the model's recall is 1 and misses there are selection-independent, not a residual.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.csv");
+    std::fs::write(&p, "context_len,index_topk,trials,hits\n1000,512,10,7\n1000,512,10,10\n65536,512,10,3\n").unwrap();
+    let run = |json: bool| {
+        let mut a = vec!["calibrate", "--preset", "deepseek-v4-flash", "--data", p.to_str().unwrap(), "--fit", "dprime"];
+        if json {
+            a.push("--json");
+        }
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(&a).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let j: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
+    let rows = j["rows"].as_array().unwrap();
+    assert!(rows[0]["pearson_residual"].is_null(), "{}", rows[0]);
+    assert_eq!(rows[1]["pearson_residual"], 0.0);
+    assert!(rows[2]["pearson_residual"].as_f64().unwrap().is_finite());
+    let t = run(false);
+    assert!(t.contains("selection-independent miss") && !t.contains("e+") && !t.contains("inf"), "{t}");
+}

@@ -43,7 +43,8 @@ pub struct RowFit {
     pub obs: Observation,
     /// Model recall at the estimate.
     pub fitted: f64,
-    /// Pearson residual (y − n p) / sqrt(n p (1 − p)).
+    /// Pearson residual (y − n p) / sqrt(n p (1 − p)); NaN where the model's recall is 0 or 1
+    /// and the row disagrees (a selection-independent miss, not a residual).
     pub pearson: f64,
     /// Signed deviance residual.
     pub deviance_residual: f64,
@@ -406,7 +407,11 @@ pub(crate) fn row_fits(problem: &Problem, theta: &[f64]) -> Result<(Vec<RowFit>,
             let n = r.trials as f64;
             let y = r.hits as f64;
             let pc = p.clamp(1e-12, 1.0 - 1e-12);
-            let pearson = (y - n * p) / (n * pc * (1.0 - pc)).sqrt();
+            // Where the model is certain (recall 0 or 1: every candidate selected, or the needle
+            // in no entry) and the row disagrees, the Pearson residual is no number: those misses
+            // are selection-independent (the row checks say so), not a ranking residual.
+            let certain = p >= 1.0 - 1e-9 || p <= 1e-9;
+            let pearson = if certain && (y - n * p).abs() > 0.5 { f64::NAN } else { (y - n * p) / (n * pc * (1.0 - pc)).sqrt() };
             let sign = if y >= n * p { 1.0 } else { -1.0 };
             RowFit { obs: r.clone(), fitted: p, pearson, deviance_residual: sign * d.sqrt() }
         })

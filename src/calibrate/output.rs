@@ -271,17 +271,24 @@ impl CalibrationReport {
             if let Some(v) = o.depth {
                 extra.push_str(&format!(" depth={v}"));
             }
+            let pearson = if r.pearson.is_nan() { "—".to_string() } else { format!("{:.2}", r.pearson) };
             let _ = writeln!(
                 s,
-                "  {:>9} {:>6} {:>6} {:>9.3} {:>9.3} {:>9.2}  {}{}",
+                "  {:>9} {:>6} {:>6} {:>9.3} {:>9.3} {:>9}  {}{}",
                 o.context_len,
                 o.index_topk,
                 format!("{}/{}", o.hits, o.trials),
                 o.observed(),
                 r.fitted,
-                r.pearson,
+                pearson,
                 o.label.clone().unwrap_or_default(),
                 extra
+            );
+        }
+        if self.fit.rows.iter().any(|r| r.pearson.is_nan()) {
+            let _ = writeln!(
+                s,
+                "  —: the model's recall is {{0, 1}} there and the row disagrees: a selection-independent miss (row checks below), not a residual"
             );
         }
         if let Some(c) = &self.checks {

@@ -203,9 +203,9 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             let o = &r.obs;
             let _ = writeln!(
                 rows,
-                "{},{},{},{},{},\"{}\",{:.6},{:.6},{:.4},{:.4}",
+                "{},{},{},{},{},\"{}\",{:.6},{:.6},{},{:.4}",
                 o.context_len, o.index_topk, o.trials, o.hits, o.repeat.map_or(String::new(), |x| x.to_string()),
-                o.label.clone().unwrap_or_default().replace('"', "'"), o.observed(), r.fitted, r.pearson, r.deviance_residual
+                o.label.clone().unwrap_or_default().replace('"', "'"), o.observed(), r.fitted, if r.pearson.is_nan() { String::new() } else { format!("{:.4}", r.pearson) }, r.deviance_residual
             );
         }
         w("rows.csv", &rows)?;
@@ -297,7 +297,8 @@ fn markdown(
     let _ = writeln!(s, "| L | k | repeat | hits/trials | observed | fitted | Pearson residual | label |\n|---|---|---|---|---|---|---|---|");
     for r in &report.fit.rows {
         let o = &r.obs;
-        let _ = writeln!(s, "| {} | {} | {} | {}/{} | {:.3} | {:.3} | {:.2} | {} |", o.context_len, o.index_topk, o.repeat.map_or("-".into(), |x| x.to_string()), o.hits, o.trials, o.observed(), r.fitted, r.pearson, md_line(o.label.as_deref().unwrap_or_default()));
+        let pearson = if r.pearson.is_nan() { "—".to_string() } else { format!("{:.2}", r.pearson) };
+        let _ = writeln!(s, "| {} | {} | {} | {}/{} | {:.3} | {:.3} | {} | {} |", o.context_len, o.index_topk, o.repeat.map_or("-".into(), |x| x.to_string()), o.hits, o.trials, o.observed(), r.fitted, pearson, md_line(o.label.as_deref().unwrap_or_default()));
     }
     if let Some(h) = &report.hypotheses {
         let _ = writeln!(s, "\n## Hypotheses (AIC, Akaike weights)\n\n| hypothesis | free | AIC | ΔAIC | weight | estimates | deviance | GOF p |\n|---|---|---|---|---|---|---|---|");
