@@ -22,7 +22,7 @@ pub mod tail;
 use crate::error::{Classify, ErrorKind};
 
 pub use law::{EmpiricalLaw, EmpiricalModel};
-pub use predict::{predict, Prediction, PredictOptions};
+pub use predict::{predict, predict_observed, Prediction, PredictOptions};
 pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};
 

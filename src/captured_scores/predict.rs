@@ -180,6 +180,16 @@ fn mean_recall(survival: &[Vec<f64>], weights: Option<&[u32]>, cells: &[(Scenari
 
 /// Predicts recall at every scenario of `cells` from the capture.
 pub fn predict(c: &CapturedScores, cells: &[Scenario], opts: PredictOptions) -> Result<Vec<Prediction>, ScoresError> {
+    predict_observed(c, cells, opts, &crate::progress::Silent)
+}
+
+/// [`predict`], reporting the bootstrap's resamples to `progress` as they finish.
+pub fn predict_observed(
+    c: &CapturedScores,
+    cells: &[Scenario],
+    opts: PredictOptions,
+    progress: &dyn crate::progress::Progress,
+) -> Result<Vec<Prediction>, ScoresError> {
     let n = c.queries();
     if n == 0 {
         return Err(ScoresError("the capture holds no query".into()));
@@ -198,6 +208,7 @@ pub fn predict(c: &CapturedScores, cells: &[Scenario], opts: PredictOptions) -> 
     let empirical = mean_recall(&empirical_sf, None, &cells);
     // The bootstrap: resample queries (as needles and as distractor samples alike), refit each
     // layer's tail on them, predict again.
+    progress.start(opts.resamples as u64, 0);
     let reps: Vec<Vec<f64>> = (0..opts.resamples)
         .into_par_iter()
         .map(|b| {
@@ -216,9 +227,12 @@ pub fn predict(c: &CapturedScores, cells: &[Scenario], opts: PredictOptions) -> 
                     m.resampled_survival(&weights, g.as_ref())
                 })
                 .collect();
-            mean_recall(&sf, Some(&weights), &cells)
+            let r = mean_recall(&sf, Some(&weights), &cells);
+            progress.advance(1);
+            r
         })
         .collect();
+    progress.finish();
     Ok(cells
         .iter()
         .enumerate()

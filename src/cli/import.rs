@@ -277,7 +277,8 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     let predictions = if cells.is_empty() {
         Vec::new()
     } else {
-        cs::predict(&capture, &cells, opts).map_err(|e| CliError::input(format!("{}: {e}", args.file.display())))?
+        cs::predict_observed(&capture, &cells, opts, &super::progress::Bar::resamples(!args.json))
+            .map_err(|e| CliError::input(format!("{}: {e}", args.file.display())))?
     };
     if args.json {
         return print_json(&json!({

@@ -24,6 +24,11 @@ impl Bar {
         Bar::new("{bar:40.cyan/blue} {pos}/{len} points  {elapsed_precise} (eta {eta})", enabled)
     }
 
+    /// A bar over bootstrap resamples (`enabled = false`: draws nothing).
+    pub fn resamples(enabled: bool) -> Bar {
+        Bar::new("{spinner} bootstrap {bar:30} {pos}/{len} resamples, eta {eta}", enabled)
+    }
+
     fn new(template: &'static str, enabled: bool) -> Bar {
         Bar { template, enabled: enabled && std::io::stderr().is_terminal(), bar: Mutex::new(ProgressBar::hidden()) }
     }
