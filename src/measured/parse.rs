@@ -113,17 +113,71 @@ pub(super) fn parse_int(v: &str) -> Result<u64, String> {
     }
 }
 
-/// Calls `each(row, line, record)` for every data record after the header: `row` 1-based
-/// among the records, `line` the record's line in the file; blank records are skipped, and a
-/// malformed record or one with another field count than the header's is refused with its
-/// line. The one record loop of recall and selection tables.
+/// One data record of a table, with the cell parsers both tables' readers share (the same
+/// accept/reject rules and messages, each naming the file, row, line and column).
+pub(super) struct Record<'r> {
+    src: &'r str,
+    /// 1-based among the records.
+    pub row: usize,
+    /// The record's line in the file.
+    pub line: u64,
+    fields: &'r csv::StringRecord,
+}
+
+impl Record<'_> {
+    /// The field at `i` ("" when absent).
+    pub fn get(&self, i: usize) -> &str {
+        self.fields.get(i).unwrap_or("")
+    }
+
+    /// A bad cell in `column`.
+    pub fn err(&self, column: &str, message: String) -> MeasuredError {
+        MeasuredError::Cell { source_name: self.src.to_string(), row: self.row, line: self.line, column: column.to_string(), message }
+    }
+
+    /// A required non-negative integer.
+    pub fn int(&self, i: usize, name: &str) -> Result<u64, MeasuredError> {
+        let v = self.get(i);
+        if v.is_empty() {
+            return Err(self.err(name, "empty: a non-negative integer is required".into()));
+        }
+        parse_int(v).map_err(|m| self.err(name, m))
+    }
+
+    /// An optional non-negative integer (an absent column or an empty cell: None).
+    pub fn opt_int(&self, i: Option<usize>, name: &str) -> Result<Option<u64>, MeasuredError> {
+        match i.map(|i| self.get(i)) {
+            None | Some("") => Ok(None),
+            Some(v) => parse_int(v).map(Some).map_err(|m| self.err(name, m)),
+        }
+    }
+
+    /// An optional depth in [0, 1].
+    pub fn depth(&self, i: Option<usize>) -> Result<Option<f64>, MeasuredError> {
+        match i.map(|i| self.get(i)) {
+            None | Some("") => Ok(None),
+            Some(v) => {
+                let q = clip(v, QUOTE_MAX);
+                let d: f64 = v.parse().map_err(|_| self.err(DEPTH, format!("`{q}` is not a number (allowed 0..=1)")))?;
+                if !(d.is_finite() && (0.0..=1.0).contains(&d)) {
+                    return Err(self.err(DEPTH, format!("{q}: allowed 0..=1")));
+                }
+                Ok(Some(d))
+            }
+        }
+    }
+}
+
+/// Calls `each(record)` for every data record after the header; blank records are skipped,
+/// and a malformed record or one with another field count than the header's is refused with
+/// its line. The one record loop of recall and selection tables.
 pub(super) fn for_each_record(
     mut rdr: csv::Reader<&[u8]>,
     lines: &mut Lines,
     width: usize,
     header_line: u64,
     src: &str,
-    mut each: impl FnMut(usize, u64, &csv::StringRecord) -> Result<(), MeasuredError>,
+    mut each: impl FnMut(&Record) -> Result<(), MeasuredError>,
 ) -> Result<(), MeasuredError> {
     for (n, rec) in rdr.records().enumerate() {
         let row = n + 1;
@@ -142,7 +196,7 @@ pub(super) fn for_each_record(
                 message: format!("{} fields where the header has {}", rec.len(), width),
             });
         }
-        each(row, line, &rec)?;
+        each(&Record { src, row, line, fields: &rec })?;
     }
     Ok(())
 }
@@ -208,31 +262,12 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
 
     let mut rows = Vec::new();
     let mut total_trials = 0u64;
-    for_each_record(rdr, &mut lines, header.len(), header_line, &src, |row, line, rec| {
-        let cell_err = |column: &str, message: String| MeasuredError::Cell {
-            source_name: src.clone(),
-            row,
-            line,
-            column: column.to_string(),
-            message,
-        };
-        let req_int = |i: usize, name: &str| -> Result<u64, MeasuredError> {
-            let v = rec.get(i).unwrap_or("");
-            if v.is_empty() {
-                return Err(cell_err(name, "empty: a non-negative integer is required".into()));
-            }
-            parse_int(v).map_err(|m| cell_err(name, m))
-        };
-        let opt_int = |i: Option<usize>, name: &str| -> Result<Option<u64>, MeasuredError> {
-            match i.map(|i| rec.get(i).unwrap_or("")) {
-                None | Some("") => Ok(None),
-                Some(v) => parse_int(v).map(Some).map_err(|m| cell_err(name, m)),
-            }
-        };
-        let context_len = req_int(i_l, CONTEXT_LEN)?;
-        let index_topk = req_int(i_k, INDEX_TOPK)?;
-        let trials = req_int(i_t, "trials")?;
-        let hits = req_int(i_h, "hits")?;
+    for_each_record(rdr, &mut lines, header.len(), header_line, &src, |rec| {
+        let cell_err = |column: &str, message: String| rec.err(column, message);
+        let context_len = rec.int(i_l, CONTEXT_LEN)?;
+        let index_topk = rec.int(i_k, INDEX_TOPK)?;
+        let trials = rec.int(i_t, "trials")?;
+        let hits = rec.int(i_h, "hits")?;
         if context_len == 0 {
             return Err(cell_err(CONTEXT_LEN, "0: allowed ≥ 1".into()));
         }
@@ -248,29 +283,19 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
         total_trials = total_trials
             .checked_add(trials)
             .ok_or_else(|| cell_err("trials", format!("{trials}: the trials of all rows sum past 2^64 − 1")))?;
-        let depth = match i_d.map(|i| rec.get(i).unwrap_or("")) {
-            None | Some("") => None,
-            Some(v) => {
-                let q = clip(v, QUOTE_MAX);
-                let d: f64 = v.parse().map_err(|_| cell_err(DEPTH, format!("`{q}` is not a number (allowed 0..=1)")))?;
-                if !(d.is_finite() && (0.0..=1.0).contains(&d)) {
-                    return Err(cell_err(DEPTH, format!("{q}: allowed 0..=1")));
-                }
-                Some(d)
-            }
-        };
-        let repeat = match opt_int(i_r, REPEAT)? {
+        let depth = rec.depth(i_d)?;
+        let repeat = match rec.opt_int(i_r, REPEAT)? {
             None => None,
             Some(0) => return Err(cell_err(REPEAT, "0: allowed ≥ 1".into())),
             Some(r) => Some(u32::try_from(r).map_err(|_| cell_err(REPEAT, format!("{r}: allowed below 2^32")))?),
         };
-        let compress_ratio = opt_int(i_c, COMPRESS_RATIO)?;
+        let compress_ratio = rec.opt_int(i_c, COMPRESS_RATIO)?;
         if compress_ratio == Some(0) {
             return Err(cell_err(COMPRESS_RATIO, "0: allowed ≥ 1".into()));
         }
-        let window = opt_int(i_w, WINDOW)?;
-        let label = i_lab.and_then(|i| rec.get(i)).filter(|s| !s.is_empty()).map(str::to_string);
-        let needle = i_needle.and_then(|i| rec.get(i)).filter(|s| !s.is_empty()).map(|s| clip(s, 200));
+        let window = rec.opt_int(i_w, WINDOW)?;
+        let label = i_lab.map(|i| rec.get(i)).filter(|s| !s.is_empty()).map(str::to_string);
+        let needle = i_needle.map(|i| rec.get(i)).filter(|s| !s.is_empty()).map(|s| clip(s, 200));
         rows.push(Observation {
             context_len,
             index_topk,
@@ -283,7 +308,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             label,
             needle,
             layer_counts: None,
-            line,
+            line: rec.line,
         });
         Ok(())
     })?;

@@ -6,7 +6,7 @@
 //! many requests had exactly m of their layers select the needle, which is what the exact
 //! likelihood of the layers' patterns needs (docs/model.md#selection-data).
 
-use super::parse::{clip, for_each_record, parse_int, Lines, QUOTE_MAX};
+use super::parse::{clip, for_each_record, Lines, QUOTE_MAX};
 use super::{Dataset, MeasuredError, Observation};
 use crate::scenario::Field;
 use std::collections::HashMap;
@@ -50,55 +50,33 @@ pub(super) fn parse_records(
     let i_d = col(Field::Depth.name());
     let mut requests: Vec<(String, Request)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    for_each_record(rdr, &mut lines, header.len(), header_line, src, |row, line, rec| {
-        let cell_err = |column: &str, message: String| MeasuredError::Cell {
-            source_name: src.to_string(),
-            row,
-            line,
-            column: column.to_string(),
-            message,
-        };
-        let int = |i: usize, name: &str| -> Result<u64, MeasuredError> {
-            let v = rec.get(i).unwrap_or("");
-            if v.is_empty() {
-                return Err(cell_err(name, "empty: a non-negative integer is required".into()));
-            }
-            parse_int(v).map_err(|m| cell_err(name, m))
-        };
-        let request = rec.get(i_req).unwrap_or("").to_string();
+    for_each_record(rdr, &mut lines, header.len(), header_line, src, |rec| {
+        let cell_err = |column: &str, message: String| rec.err(column, message);
+        let request = rec.get(i_req).to_string();
         if request.is_empty() {
             return Err(cell_err("request", "empty: every row names its request".into()));
         }
-        let context_len = int(i_l, Field::ContextLen.name())?;
-        let index_topk = int(i_k, Field::IndexTopk.name())?;
+        let context_len = rec.int(i_l, Field::ContextLen.name())?;
+        let index_topk = rec.int(i_k, Field::IndexTopk.name())?;
         if context_len == 0 || index_topk == 0 {
             let c = if context_len == 0 { Field::ContextLen.name() } else { Field::IndexTopk.name() };
             return Err(cell_err(c, "0: allowed ≥ 1".into()));
         }
-        let layer = int(i_layer, "layer")?;
+        let layer = rec.int(i_layer, "layer")?;
         if layer >= MAX_LAYERS {
             return Err(cell_err("layer", format!("{layer}: allowed 0..{MAX_LAYERS}")));
         }
-        let selected = match rec.get(i_sel).unwrap_or("").to_ascii_lowercase().as_str() {
+        let selected = match rec.get(i_sel).to_ascii_lowercase().as_str() {
             "1" | "true" => true,
             "0" | "false" => false,
             v => return Err(cell_err("selected", format!("`{}`: allowed 0, 1, true, false", clip(v, QUOTE_MAX)))),
         };
-        let depth = match i_d.map(|i| rec.get(i).unwrap_or("")) {
-            None | Some("") => None,
-            Some(v) => {
-                let d: f64 = v.parse().map_err(|_| cell_err(Field::Depth.name(), format!("`{}` is not a number (allowed 0..=1)", clip(v, QUOTE_MAX))))?;
-                if !(d.is_finite() && (0.0..=1.0).contains(&d)) {
-                    return Err(cell_err(Field::Depth.name(), format!("{d}: allowed 0..=1")));
-                }
-                Some(d)
-            }
-        };
+        let depth = rec.depth(i_d)?;
         let r = match index.get(&request) {
             Some(&i) => &mut requests[i].1,
             None => {
                 index.insert(request.clone(), requests.len());
-                requests.push((request.clone(), Request { context_len, index_topk, depth, selected: Vec::new(), line }));
+                requests.push((request.clone(), Request { context_len, index_topk, depth, selected: Vec::new(), line: rec.line }));
                 &mut requests.last_mut().unwrap().1
             }
         };
