@@ -13,7 +13,7 @@
 //! attended. The band is a 95% percentile bootstrap over queries, the tail refitted in every
 //! resample, each resample's randomness from (seed, resample) alone.
 
-use super::tail::{excesses, fit_gpd, standardised, threshold, Gpd};
+use super::tail::{excesses, fit_gpd, standardised, threshold_rank, Gpd};
 use super::{CapturedScores, ScoresError};
 use crate::geometry::Geometry;
 use crate::scenario::Scenario;
@@ -78,7 +78,6 @@ impl LayerModel {
     fn new(c: &CapturedScores, l: usize) -> LayerModel {
         let layer = &c.layers[l];
         let z = standardised(layer);
-        let u = threshold(&z);
         let needle = layer
             .queries
             .iter()
@@ -89,6 +88,7 @@ impl LayerModel {
             .collect();
         let mut pooled: Vec<f64> = z.iter().flatten().cloned().collect();
         pooled.sort_unstable_by(|a, b| b.total_cmp(a));
+        let u = pooled[threshold_rank(pooled.len())];
         let lo = *pooled.last().unwrap();
         let grid: Vec<f64> = (0..GRID).map(|i| lo + (u - lo) * i as f64 / (GRID - 1) as f64).collect();
         let counts = z.iter().map(|zq| grid.iter().map(|&g| zq.partition_point(|&v| v > g) as u32).collect()).collect();

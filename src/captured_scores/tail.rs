@@ -160,10 +160,15 @@ pub fn standardised(layer: &LayerScores) -> Vec<Vec<f64>> {
 /// The pooled 1 − [`TAIL_FRACTION`] quantile of standardised samples (each sorted high first).
 pub fn threshold(z: &[Vec<f64>]) -> f64 {
     let mut all: Vec<f64> = z.iter().flatten().cloned().collect();
-    let i = ((all.len() as f64) * TAIL_FRACTION).floor() as usize;
-    let i = i.min(all.len() - 1);
+    let i = threshold_rank(all.len());
     let (_, u, _) = all.select_nth_unstable_by(i, |a, b| b.total_cmp(a));
     *u
+}
+
+/// The index of the threshold u among `n` pooled values sorted high first (so a caller that
+/// has them sorted reads u off as `sorted[threshold_rank(n)]`, the value [`threshold`] selects).
+pub fn threshold_rank(n: usize) -> usize {
+    (((n as f64) * TAIL_FRACTION).floor() as usize).min(n.saturating_sub(1))
 }
 
 /// The excesses z − u > 0 of the chosen queries (indices into `z`, repeats allowed).
@@ -180,7 +185,7 @@ pub fn summarise(layer: &LayerScores, z: &[Vec<f64>]) -> Result<TailSummary, Sco
     let mut all: Vec<f64> = z.iter().flatten().cloned().collect();
     all.sort_unstable_by(|a, b| b.total_cmp(a));
     let n = all.len();
-    let u = threshold(z);
+    let u = all[threshold_rank(n)];
     let y = excesses(z, u, 0..z.len());
     let gpd = fit_gpd(&y).map_err(|e| ScoresError(format!("layer {}: {}", layer.layer, e.0)))?;
     let normal = Normal::standard();
