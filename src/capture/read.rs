@@ -102,8 +102,8 @@ pub fn read_file(
     let mut r = BufReader::with_capacity(BUF, f);
     let head = r.fill_buf().map_err(|e| CaptureError::io(format!("{name}: cannot read: {e}"), &e))?;
     if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
-        drop(r);
-        return read_npz(path, name, shape, wants, on_row);
+        // The peek consumed nothing: the archive reads the same handle from its start.
+        return read_npz(r, name, shape, wants, on_row);
     }
     if head.starts_with(b"\x93NUMPY") {
         let rows = read_npy(&mut r, shape, 0, wants, on_row).map_err(|m| m.in_file(name, None))?;
@@ -325,14 +325,13 @@ fn fill(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 fn read_npz(
-    path: &Path,
+    r: BufReader<std::fs::File>,
     name: &str,
     shape: Shape,
     wants: &Wants,
     on_row: &mut OnRow<'_>,
 ) -> Result<FileInfo, CaptureError> {
-    let f = std::fs::File::open(path).map_err(|e| CaptureError::io(format!("{name}: cannot open: {e}"), &e))?;
-    let mut zip = zip::ZipArchive::new(BufReader::new(f))
+    let mut zip = zip::ZipArchive::new(r)
         .map_err(|e| CaptureError::input(format!("{name}: not a complete .npz (zip) archive: {e} (truncated?)")))?;
     let names: Vec<String> = zip.file_names().take(9).map(str::to_string).collect();
     let entry = zip.by_name("topk_index.npy").map_err(|_| {
