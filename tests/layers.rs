@@ -5,25 +5,9 @@
 //! `cargo test --test layers -- --nocapture` prints the graph, lowest layer first.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
+mod common;
 
 /// The source with comments, string and character literals blanked out (code only).
 fn code_only(src: &str) -> String {
@@ -177,7 +161,7 @@ fn the_library_modules_form_no_import_cycle_and_the_cli_is_a_leaf() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut cli_users = Vec::new();
-    for f in rust_files(&src) {
+    for f in common::paths(&src).into_iter().filter(|p| p.extension().is_some_and(|x| x == "rs")) {
         let m = module_of(&src, &f);
         if m == "main" || m == "lib" {
             continue; // the crate roots declare and re-export modules

@@ -28,11 +28,10 @@ pub fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-/// Every file under `dir` (folders left out) with its bytes, keyed by its path relative to `dir`:
-/// what two result folders are compared by.
+/// Every file under `dir` (folders left out), sorted.
 #[allow(dead_code)]
-pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
+pub fn paths(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
@@ -40,11 +39,19 @@ pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+                out.push(p);
             }
         }
     }
+    out.sort();
     out
+}
+
+/// Every file under `dir` (folders left out) with its bytes, keyed by its path relative to `dir`:
+/// what two result folders are compared by.
+#[allow(dead_code)]
+pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    paths(dir).into_iter().map(|p| (p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap())).collect()
 }
 
 /// A `.npy` file per the NPY format 1.0 spec, written here so the tests do not depend on the
