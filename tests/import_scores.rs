@@ -76,6 +76,13 @@ fn true_recall(t: &Truth, n: u64, k: u64, sf: &dyn Fn(f64) -> f64) -> f64 {
     t.needle_scores.iter().map(|&x| Binomial::new(sf(x).clamp(0.0, 1.0), n - 1).unwrap().cdf(k - 1)).sum::<f64>() / t.needle_scores.len() as f64
 }
 
+/// The truth within 1.5 half-widths of the prediction's 95% band (≈ 2.9 sd), printed.
+fn assert_truth_in_band(pr: &cs::Prediction, s: &Scenario, truth: f64) {
+    let half = 0.5 * (pr.high - pr.low);
+    eprintln!("N={} k={}: truth {truth:.4} predicted {:.4} [{:.4}, {:.4}] empirical {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall_empirical);
+    assert!((pr.recall - truth).abs() <= 1.5 * half + 1e-9, "N={} k={}: truth {truth} vs {pr:?}", s.context_len, s.index_topk);
+}
+
 #[test]
 fn ranks_are_exact_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -163,10 +170,7 @@ fn normal_truth_is_predicted_where_the_sample_runs_out() {
     let sf = |x: f64| dsa_sim::stats::norm_sf(x);
     for (pr, s) in pred.iter().zip(&cells) {
         let truth = true_recall(&t, s.context_len, s.index_topk, &sf);
-        let half = 0.5 * (pr.high - pr.low);
-        eprintln!("N={} k={}: truth {truth:.4} predicted {:.4} [{:.4}, {:.4}] empirical {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall_empirical);
-        // The truth within 1.5 half-widths of the 95% band (≈ 2.9 sd).
-        assert!((pr.recall - truth).abs() <= 1.5 * half + 1e-9, "N={} k={}: truth {truth} vs {pr:?}", s.context_len, s.index_topk);
+        assert_truth_in_band(pr, s, truth);
     }
 }
 
@@ -186,9 +190,7 @@ fn the_tail_fit_corrects_the_empirical_law_beyond_the_sample() {
     let sf = |x: f64| dsa_sim::stats::norm_sf(x);
     for (pr, s) in pred.iter().zip(&cells) {
         let truth = true_recall(&t, s.context_len, s.index_topk, &sf);
-        let half = 0.5 * (pr.high - pr.low);
-        eprintln!("N={} k={}: truth {truth:.4} predicted {:.4} [{:.4}, {:.4}] empirical {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall_empirical);
-        assert!((pr.recall - truth).abs() <= 1.5 * half + 1e-9, "truth {truth} vs {pr:?}");
+        assert_truth_in_band(pr, s, truth);
         if s.index_topk == 1 {
             // Empirical 0.45 against a truth of 0.27 here (seeded): the gap is the point.
             assert!(pr.recall_empirical - truth > 0.1, "empirical {} vs truth {truth}", pr.recall_empirical);
@@ -222,9 +224,7 @@ fn a_heavy_tail_is_fitted_and_predicted() {
     let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5 }).unwrap();
     for (pr, s) in pred.iter().zip(&cells) {
         let truth = true_recall(&t, s.context_len, s.index_topk, &sf);
-        let half = 0.5 * (pr.high - pr.low);
-        eprintln!("N={} k={}: truth {truth:.4} predicted {:.4} [{:.4}, {:.4}] empirical {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall_empirical);
-        assert!((pr.recall - truth).abs() <= 1.5 * half + 1e-9, "N={} k={}: truth {truth} vs {pr:?}", s.context_len, s.index_topk);
+        assert_truth_in_band(pr, s, truth);
     }
 }
 
