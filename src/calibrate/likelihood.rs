@@ -217,7 +217,7 @@ impl<'a> Problem<'a> {
             let s = self.row_scenario(i, theta)?;
             self.model.layer_count_pmf(&s).map_err(CalibError::Model)
         };
-        if n > 1 {
+        if self.model.parallel_rows() && n > 1 {
             (0..n).into_par_iter().map(one).collect()
         } else {
             (0..n).map(one).collect()

@@ -150,8 +150,4 @@ impl RecallModel for EmpiricalModel {
     fn describe(&self) -> String {
         format!("the captured distractor law of {} (pooled standardised scores, generalised-Pareto tail; exact quadrature)", self.law.source)
     }
-
-    fn parallel_rows(&self) -> bool {
-        true
-    }
 }
