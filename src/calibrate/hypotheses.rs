@@ -353,7 +353,11 @@ impl Surface<'_> {
     fn loglik(&self, theta: &[f64]) -> Result<f64, CalibError> {
         if self.data.is_selection() {
             let n = self.row_base.len();
-            let pmfs: Vec<Vec<f64>> = (0..n).into_par_iter().map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?;
+            let pmfs: Vec<Vec<f64>> = if self.model.parallel_rows() && n > 1 {
+                (0..n).into_par_iter().map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?
+            } else {
+                (0..n).map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?
+            };
             return Ok(self
                 .data
                 .rows
