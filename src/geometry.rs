@@ -22,7 +22,7 @@ pub struct NeedleEntry {
 pub struct Geometry {
     /// N = floor(L / c) candidate entries.
     pub n_candidates: u64,
-    /// min(k, N): how many entries the indexer selects.
+    /// min(max(k, min_topk), N): how many entries the indexer selects.
     pub k_eff: u64,
     /// Start token of each needle copy (each copy spans `needle_tokens` tokens).
     pub copy_starts: Vec<u64>,
@@ -34,6 +34,11 @@ pub struct Geometry {
     pub hard_negatives: u64,
     /// Distractor entries: N minus the needle entries.
     pub n_distractors: u64,
+    /// P(some non-selecting layer of the stack delivers the needle): an `swa`, `hca` or `dense`
+    /// layer whose window or sink holds a needle token delivers it; an `hca` or `dense` layer
+    /// otherwise with probability `diluted_read`, independently of the others and of selection
+    /// (docs/model.md#layer-stack). 0 without a stack.
+    pub delivered: f64,
 }
 
 /// Tokens [start, end) pooled by entry `i`.
@@ -94,12 +99,27 @@ impl Geometry {
         let l = s.context_len;
         let c = s.compress_ratio;
         let n = l / c;
-        let k_eff = s.index_topk.min(n);
+        let k_eff = s.index_topk.max(s.min_topk).min(n);
         let starts = copy_starts(s);
         let m = s.needle_tokens;
-        let in_window = |p: u64| s.window > 0 && p + m > l.saturating_sub(s.window);
-        let in_sink = |p: u64| p < s.sink;
-        let always_attended = starts.iter().any(|&p| in_window(p) || in_sink(p));
+        // A window of W positions ends at the query token and includes it (V4's
+        // get_window_topk_idxs): it holds the last W − 1 tokens of the context.
+        let seen = |window: u64, sink: u64| {
+            starts.iter().any(|&p| (window > 1 && p + m > l.saturating_sub(window - 1)) || p < sink)
+        };
+        let always_attended = seen(s.window, s.sink);
+        // Non-selecting layers: P(none delivers) = Π (1 − d)^count.
+        let mut none_delivers = 1.0f64;
+        for e in s.stack.entries().iter().filter(|e| !e.kind.selects()) {
+            let d = if seen(e.window.unwrap_or(s.window), e.sink.unwrap_or(s.sink)) {
+                1.0
+            } else if e.kind.reads_diluted() {
+                s.diluted_read
+            } else {
+                0.0
+            };
+            none_delivers *= (1.0 - d).powi(e.count as i32);
+        }
 
         let spans = merge_spans(&starts, m);
         let mut entries: Vec<NeedleEntry> = Vec::new();
@@ -145,7 +165,15 @@ impl Geometry {
             needle_entries: entries,
             hard_negatives: hard,
             n_distractors,
+            delivered: 1.0 - none_delivers,
         }
+    }
+
+    /// P(correct answer | the selecting layers miss the needle): a non-selecting layer may still
+    /// deliver it ([`Geometry::delivered`]), else the model guesses. Recall is then
+    /// p_unselected + (p_read − p_unselected)·P(selecting layers attend).
+    pub fn p_unselected(&self, p_read: f64, p_guess: f64) -> f64 {
+        p_guess + (p_read - p_guess) * self.delivered
     }
 
     /// The needle's tokens as sorted, disjoint [start, end) spans (copies merged).
@@ -236,8 +264,8 @@ mod tests {
         assert!(!g.always_attended);
         let s = Scenario { window: 8, ..sc(3, 4, false) };
         assert!(Geometry::new(&s).always_attended);
-        // L ≤ W: everything is in the window.
-        let s = Scenario { window: 1000, depth: 0.0, ..sc(1000, 1, false) };
+        // L < W: everything is in the window (W positions include the query token).
+        let s = Scenario { window: 1001, depth: 0.0, ..sc(1000, 1, false) };
         assert!(Geometry::new(&s).always_attended);
         // Tokens of an incomplete trailing block are in no entry.
         let s = Scenario { depth: 1.0, ..sc(1002, 4, false) };
@@ -264,6 +292,14 @@ mod tests {
         let g = Geometry::new(&s);
         assert_eq!(g.copy_starts, vec![9_871]);
         assert!(!g.always_attended);
+        // The window of 128 positions includes the query token (position 10 000): it holds
+        // tokens 9 873..9 999, so token 9 872, the 128th from the end, is outside it.
+        let at = |p: u64| Scenario { window: 128, depth: p as f64 / 9_999.0, ..sc(10_000, 1, false) };
+        assert_eq!(Geometry::new(&at(9_872)).copy_starts, vec![9_872]);
+        assert!(!Geometry::new(&at(9_872)).always_attended);
+        assert!(Geometry::new(&at(9_873)).always_attended);
+        // A window of one position is the query token alone.
+        assert!(!Geometry::new(&Scenario { window: 1, ..at(9_999) }).always_attended);
         let s = Scenario { sink: 1, depth: 0.0, ..sc(10_000, 1, false) };
         assert!(Geometry::new(&s).always_attended);
     }

@@ -218,7 +218,7 @@ fn a_selection_table_under_the_monte_carlo_only_model_is_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("sel.csv");
     std::fs::write(&p, "request,context_len,depth,layer,index_topk,selected\n0,4096,0.5,0,64,1\n0,4096,0.5,1,64,0\n").unwrap();
-    let o = dsa(&["calibrate", "--data", p.to_str().unwrap(), "--preset", "deepseek-v4-flash", "--pooling", "mean", "--fit", "dprime"]);
+    let o = dsa(&["calibrate", "--data", p.to_str().unwrap(), "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--fit", "dprime"]);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("exact likelihood") && e.trim().lines().count() == 1, "{e}");

@@ -16,7 +16,7 @@ const QUEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/quest_passk
 #[test]
 fn dsv4_transcribed_observations() {
     let j = run_json(&[
-        "calibrate", "--data", DSV4, "--fit", "dprime", "--preset", "deepseek-v4-flash", "--context-len", "16000",
+        "calibrate", "--data", DSV4, "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000",
         "--compare", "--predict", "index_topk=512,1024,2048", "--json",
     ]);
     assert_eq!(j["data"]["transcribed"], true);
@@ -83,7 +83,7 @@ fn transcribed_label_travels_with_a_copy() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy.csv");
     std::fs::copy(DSV4, &copy).unwrap();
-    let j = run_json(&["calibrate", "--data", copy.to_str().unwrap(), "--fit", "dprime", "--preset", "deepseek-v4-flash", "--json"]);
+    let j = run_json(&["calibrate", "--data", copy.to_str().unwrap(), "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none", "--json"]);
     assert_eq!(j["data"]["transcribed"], true, "{}", j["data"]);
     assert!(j["warnings"][0].as_str().unwrap().contains("TRANSCRIBED"));
 }

@@ -193,7 +193,7 @@ fn a_miss_where_every_candidate_is_selected_has_no_pearson_residual() {
     let p = dir.path().join("m.csv");
     std::fs::write(&p, "context_len,index_topk,trials,hits\n1000,512,10,7\n1000,512,10,10\n65536,512,10,3\n").unwrap();
     let run = |json: bool| {
-        let mut a = vec!["calibrate", "--preset", "deepseek-v4-flash", "--data", p.to_str().unwrap(), "--fit", "dprime"];
+        let mut a = vec!["calibrate", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", p.to_str().unwrap(), "--fit", "dprime"];
         if json {
             a.push("--json");
         }

@@ -26,7 +26,7 @@ fn bad(args: &[&str], needles: &[&str]) {
 
 #[test]
 fn recall_and_rank_with_the_vector_model() {
-    let base = ["--preset", "deepseek-v4-flash", "--model", "vector", "--context-len", "8192", "--trials", "40", "--seed", "3", "--json"];
+    let base = ["--preset", "deepseek-v4-flash", "--stack", "none", "--model", "vector", "--context-len", "8192", "--trials", "40", "--seed", "3", "--json"];
     let v = json(&[&["recall"], &base[..], &["--q-format", "fp4-e2m1:32:ue8m0"]].concat());
     assert_eq!(v["engine"], "montecarlo");
     assert_eq!(v["trials"], 40);
@@ -51,7 +51,7 @@ fn recall_and_rank_with_the_vector_model() {
 #[test]
 fn sweep_over_alignment_with_the_vector_model() {
     let out = dsa(&[
-        "sweep", "--preset", "deepseek-v4-flash", "--model", "vector", "--context-len", "4096", "--trials", "20",
+        "sweep", "--preset", "deepseek-v4-flash", "--stack", "none", "--model", "vector", "--context-len", "4096", "--trials", "20",
         "--vary", "alignment=0.2,0.6", "--vary", "k_format=fp32,fp4-e2m1:32:ue8m0",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -14,7 +14,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn recall_json_has_the_contract_keys() {
-    let v = json(&["recall", "--preset", "deepseek-v4-flash", "--context-len", "131072", "--json"]);
+    let v = json(&["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "131072", "--json"]);
     for key in ["recall", "ci_low", "ci_high", "engine", "trials", "scenario", "seed"] {
         assert!(v.get(key).is_some(), "missing {key}");
     }
@@ -27,14 +27,14 @@ fn recall_json_has_the_contract_keys() {
     assert_eq!(v["scenario"]["context_len"], 131072);
     assert_eq!(v["coverage_horizon_tokens"], 2048);
     // The number is the library's.
-    let s = dsa_sim::Scenario { context_len: 131_072, ..dsa_sim::Scenario::preset("deepseek-v4-flash").unwrap() };
+    let s = dsa_sim::Scenario { context_len: 131_072, ..dsa_sim::Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     let exact = dsa_sim::engine::analytic::recall(&s).unwrap();
     assert_eq!(v["recall"].as_f64().unwrap(), exact);
 }
 
 #[test]
 fn monte_carlo_json_and_thread_independence() {
-    let args = ["recall", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--context-len", "16384", "--trials", "3000", "--seed", "9", "--json"];
+    let args = ["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "16384", "--trials", "3000", "--seed", "9", "--json"];
     let one = dsa(&[&args[..], &["--threads", "1"]].concat());
     let two = dsa(&[&args[..], &["--threads", "2"]].concat());
     assert!(one.status.success());
@@ -72,12 +72,12 @@ fn rank_json_has_the_contract_keys() {
 
 #[test]
 fn human_output_summarises() {
-    let out = dsa(&["recall", "--preset", "deepseek-v4-flash", "--context-len", "65536"]);
+    let out = dsa(&["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "65536"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("recall 0."), "{text}");
     assert!(text.contains("coverage horizon 2048 tokens"), "{text}");
     assert!(text.contains("median"), "{text}");
-    let out = dsa(&["recall", "--preset", "deepseek-v4-flash", "--depth", "1"]);
+    let out = dsa(&["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--depth", "1"]);
     assert!(String::from_utf8(out.stdout).unwrap().contains("sliding window"));
 }
 
@@ -124,7 +124,7 @@ fn bad_input_exits_2_with_one_line() {
         (vec!["recall", "--engine", "quantum"], "engine"),
         (vec!["recall", "--trials", "0"], "trials"),
         (vec!["recall", "--threads", "0"], "threads"),
-        (vec!["recall", "--engine", "analytic", "--pooling", "mean", "--preset", "deepseek-v4-flash"], "analytic"),
+        (vec!["recall", "--engine", "analytic", "--pooling", "mean", "--preset", "deepseek-v4-flash", "--stack", "none"], "analytic"),
         (vec!["recall", "--scenario", bad_toml.to_str().unwrap()], "line 2"),
         (vec!["recall", "--scenario", unknown.to_str().unwrap()], "contxt_len"),
         (vec!["recall", "--scenario", missing.to_str().unwrap()], "missing.toml"),

@@ -50,7 +50,7 @@ fn scenarios() -> Vec<(&'static str, Scenario)> {
         ("mean m3 shared z", Scenario { compress_ratio: 8, pooling: Pooling::Mean, needle_tokens: 3, layer_corr: 0.4, dprime: 4.0, index_topk: 128, ..b.clone() }),
         ("hard + layers + noise", Scenario { hard_negatives: 20.0, hard_mean: 2.5, layers: 3, layer_corr: 0.5, score_noise: 0.3, ..b.clone() }),
         ("N = 10^9", Scenario { context_len: 1_000_000_000, index_topk: 2048, dprime: 5.5, ..b.clone() }),
-        ("V4-Flash preset 128K", Scenario { context_len: 131_072, ..Scenario::preset("deepseek-v4-flash").unwrap() }),
+        ("V4-Flash preset 128K", Scenario { context_len: 131_072, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() }),
     ]
 }
 
@@ -110,7 +110,7 @@ fn exact_regimes() {
     // N ≤ k: everything is selected.
     let s = Scenario { context_len: 2000, index_topk: 2048, dprime: -3.0, ..Scenario::default() };
     assert_eq!(Analytic::new(&s).unwrap().recall(), 1.0);
-    let s = Scenario { context_len: 4 * 512, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let s = Scenario { context_len: 4 * 512, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     assert_eq!(Analytic::new(&s).unwrap().recall(), 1.0);
     // Needle inside the window.
     let s = Scenario { window: 128, depth: 1.0, dprime: -5.0, context_len: 1 << 20, ..Scenario::default() };
@@ -158,7 +158,7 @@ fn fast_path_matches_materialising_path_in_distribution() {
 fn monte_carlo_is_identical_across_thread_counts() {
     let cases = [
         Scenario::default(),
-        Scenario { pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap() },
+        Scenario { pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() },
         Scenario { layers: 3, layer_corr: 0.5, hard_negatives: 10.0, ..Scenario::default() },
     ];
     for s in cases {

@@ -17,7 +17,7 @@ fn model() -> EngineModel {
 }
 
 fn v4() -> Scenario {
-    Scenario { context_len: 16000, ..Scenario::preset("deepseek-v4-flash").unwrap() }
+    Scenario { context_len: 16000, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() }
 }
 
 /// (context_len, index_topk, depth) cells: short contexts where every candidate is selected,
@@ -198,7 +198,7 @@ fn floor_matches_an_independent_count() {
 fn seed_observations_are_implementation_suspect() {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
         .args([
-            "verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--data",
+            "verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data",
             concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv"), "--json",
         ])
         .output()
@@ -245,7 +245,7 @@ fn plan_cli_contract() {
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cells.csv");
-    let o = dsa(&["plan", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--data", seed, "--budget", "300", "--out", out.to_str().unwrap(), "--json"]);
+    let o = dsa(&["plan", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data", seed, "--budget", "300", "--out", out.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let cells = j["cells"].as_array().unwrap();
@@ -259,10 +259,10 @@ fn plan_cli_contract() {
     let csv = std::fs::read_to_string(&out).unwrap();
     assert!(csv.starts_with("# provenance: planned by dsa-sim plan") && csv.contains("context_len,index_topk,depth,repeat,trials\n"));
     for (args, needle) in [
-        (vec!["plan", "--preset", "deepseek-v4-flash", "--data", seed, "--budget", "0"], "--budget 0"),
-        (vec!["plan", "--preset", "deepseek-v4-flash"], "--data"),
+        (vec!["plan", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", seed, "--budget", "0"], "--budget 0"),
+        (vec!["plan", "--preset", "deepseek-v4-flash", "--stack", "none"], "--data"),
         (vec!["plan", "--data", seed], "--preset"),
-        (vec!["plan", "--preset", "deepseek-v4-flash", "--data", seed, "--hypotheses", "discrimination,wrong-k"], "wrong-k"),
+        (vec!["plan", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", seed, "--hypotheses", "discrimination,wrong-k"], "wrong-k"),
     ] {
         let o = dsa(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

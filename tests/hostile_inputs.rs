@@ -188,6 +188,8 @@ fn invalid_values() -> Vec<(&'static str, Vec<&'static str>)> {
         ("overlap", vec!["maybe", "2", "", "nan", "-1"]),
         ("index_topk", positive_count.clone()),
         ("max_topk", positive_count.clone()),
+        ("min_topk", vec!["-1", "1.5", "nan", "abc", ""]),
+        ("topk_kernel", vec!["sglang", "", "v1", "1", "SGLANG-V1"]),
         ("needle_tokens", {
             let mut v = positive_count.clone();
             v.push("65537"); // longer than the default context
@@ -220,9 +222,11 @@ fn invalid_values() -> Vec<(&'static str, Vec<&'static str>)> {
         ("repeat_layout", vec!["random", "", "1"]),
         ("layers", vec!["0", "-1", "4097", "4294967296", "1e300", "nan", "1.5", ""]),
         ("layer_corr", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
-        ("readout", vec!["at_least:0", "at_least:-1", "at_least:", "at_least:2", "some", "", "at_least:nan"]),
+        ("readout", vec!["at_least:0", "at_least:-1", "at_least:", "at_least:99", "some", "", "at_least:nan"]),
         ("p_read", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
         ("p_guess", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
+        ("stack", vec!["csa:0", "hca:2", "csa:2:index_topk=5", "xyz:1", "csa", "csa:-1", "csa:4097", "swa:1:window=x+csa:1", "csa:1:window"]),
+        ("diluted_read", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
         ("model", vec!["matrix", "", "Vector", "1"]),
         ("heads", vec!["0", "-1", "1025", "4294967296", "1e300", "nan", "1.5", ""]),
         ("head_dim", vec!["0", "-1", "4097", "100", "4294967296", "nan", ""]),
@@ -463,12 +467,12 @@ fn recall_and_rank_hostile_invocations() {
             ("endless scenario file", vec!["--scenario", "/dev/zero"], vec!["64 MiB"]),
             (
                 "analytic engine on a scenario without closed form",
-                vec!["--engine", "analytic", "--preset", "deepseek-v4-flash", "--pooling", "mean"],
+                vec!["--engine", "analytic", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean"],
                 vec!["analytic"],
             ),
             (
                 "Monte Carlo too large to materialise",
-                vec!["--preset", "deepseek-v4-flash", "--pooling", "mean", "--context-len", "1e11", "--trials", "1"],
+                vec!["--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "1e11", "--trials", "1"],
                 vec!["context_len"],
             ),
             (
@@ -484,7 +488,7 @@ fn recall_and_rank_hostile_invocations() {
         }
         // The preset twice: on the command line and in the file.
         cases.push(
-            case(format!("{cmd}: preset in flag and file"), &[cmd, "--preset", "nsa", "--scenario", "s.toml"], &["preset"])
+            case(format!("{cmd}: preset in flag and file"), &[cmd, "--preset", "quest-16", "--scenario", "s.toml"], &["preset"])
                 .file("s.toml", "preset = \"deepseek-v4-flash\"\n"),
         );
         // The file is read from stdin when named /dev/stdin: empty stdin is a valid empty
@@ -514,7 +518,7 @@ fn recall_and_rank_hostile_invocations() {
 
 #[test]
 fn sweep_hostile_invocations() {
-    let base = ["sweep", "--preset", "deepseek-v4-flash", "--no-rank"];
+    let base = ["sweep", "--preset", "deepseek-v4-flash", "--stack", "none", "--no-rank"];
     let table: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
         ("no --vary", vec!["--out", "keep.csv"], vec!["--vary"]),
         ("unknown axis field", vec!["--vary", "contxt_len=1,2", "--out", "keep.csv"], vec!["contxt_len"]),
@@ -778,7 +782,7 @@ fn truncated_scenario_experiment_and_csv_files() {
     let failed = truncations(&["recall", "--scenario", "s.toml", "--json", "--trials", "300"], "s.toml", scenario, &[], 3);
     assert!(failed > 5, "some cuts must be refused");
     // A cheap experiment (analytic, four points) so that prefixes that parse finish quickly.
-    let exp = "name = \"cut\"\nseed = 1\n[scenario]\npreset = \"nsa\"\n[[data]]\nname = \"d\"\nfile = \"obs.csv\"\n[[figure]]\nname = \"f\"\nkind = \"recall_curves\"\nx = \"context_len=4096,8192\"\nseries = [\"index_topk=16,32\"]\ndata = \"d\"\n";
+    let exp = "name = \"cut\"\nseed = 1\n[scenario]\npreset = \"quest-16\"\n[[data]]\nname = \"d\"\nfile = \"obs.csv\"\n[[figure]]\nname = \"f\"\nkind = \"recall_curves\"\nx = \"context_len=4096,8192\"\nseries = [\"index_topk=16,32\"]\ndata = \"d\"\n";
     let failed = truncations(&["run", "exp.toml", "--out", "res", "-q"], "exp.toml", exp.as_bytes(), &[("obs.csv", OBS.as_bytes())], 5);
     assert!(failed > 5, "some cuts must be refused");
     let failed = truncations(&["run", "exp.toml", "--out", "res", "-q"], "obs.csv", OBS.as_bytes(), &[("exp.toml", exp.as_bytes())], 3);
@@ -957,7 +961,7 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("--out without --experiment", cal(&["--out", "keep_dir"]), vec!["--out"]),
         ("--data with --experiment", cal(&["--experiment", "exp.toml"]), vec!["--experiment"]),
         ("vector model", cal(&["--model", "vector"]), vec!["vector"]),
-        ("analytic engine without a closed form", cal(&["--preset", "deepseek-v4-flash", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
+        ("analytic engine without a closed form", cal(&["--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
         ("missing experiment", os_strings(&["calibrate", "--experiment", "missing.toml"]), vec!["missing.toml"]),
         ("experiment with junk", os_strings(&["calibrate", "--experiment", "junk.toml", "--out", "keep_dir"]), vec!["line 1"]),
         ("experiment with an unknown key", os_strings(&["calibrate", "--experiment", "unknown.toml", "--out", "keep_dir"]), vec!["colour"]),
@@ -983,8 +987,8 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("verdict data separating no hypotheses", os_strings(&["verdict", "--data", "flat.csv"]), vec!["no row can separate"]),
         ("verdict --fit without --data", os_strings(&["verdict", "--fit", "dprime"]), vec!["--data"]),
         ("verdict vector model", os_strings(&["verdict", "--model", "vector"]), vec!["vector"]),
-        ("verdict analytic without a closed form", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
-        ("verdict too large for Monte Carlo", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--context-len", "1e11"]), vec!["context_len"]),
+        ("verdict analytic without a closed form", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
+        ("verdict too large for Monte Carlo", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "1e11"]), vec!["context_len"]),
         ("verdict huge trials", os_strings(&["verdict", "--trials", "18446744073709551615"]), vec!["trials"]),
         ("verdict huge threads", os_strings(&["verdict", "--threads", "100000"]), vec!["threads"]),
     ];
@@ -1027,7 +1031,7 @@ fn stdout_on_a_full_disk_fails_with_one_line() {
         (vec!["sweep", "--vary", "depth=0,1"], None),
         (vec!["sweep", "--vary", "depth=0,1", "--json"], None),
         (vec!["presets"], None),
-        (vec!["verdict", "--preset", "nsa"], None),
+        (vec!["verdict", "--preset", "quest-16", "--stack", "none"], None),
         (vec!["calibrate", "--data", "obs.csv", "--fit", "dprime"], None),
         (vec!["quantize", "--format", "bf16"], Some(b"1 2 3")),
     ];

@@ -113,9 +113,9 @@ fn the_table_is_accepted_by_calibrate_and_verdict() {
     assert!(!ds.notes.iter().any(|n| n.contains("ignored column")), "{:?}", ds.notes);
     let total: u64 = ds.rows.iter().map(|r| r.trials).sum();
     assert_eq!(total, 12 + 14 + 4 + 9);
-    let o = dsa(&["verdict", "--preset", "deepseek-v4-flash", "--data", out.to_str().unwrap(), "--json"]);
+    let o = dsa(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", out.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = dsa(&["calibrate", "--preset", "deepseek-v4-flash", "--data", out.to_str().unwrap(), "--fit", "dprime", "--json"]);
+    let o = dsa(&["calibrate", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", out.to_str().unwrap(), "--fit", "dprime", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A second import replaces the table (ours); a hand-written file is refused.
     assert!(dsa(&a).status.success());

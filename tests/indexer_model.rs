@@ -14,7 +14,7 @@ use dsa_sim::trials::{self, Tally};
 use dsa_sim::Scenario;
 
 fn vector(base: &str, fields: &[(&str, &str)]) -> Scenario {
-    let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap() };
+    let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap().one_layer() };
     s.model = dsa_sim::scenario::Model::Vector;
     for (f, v) in fields {
         s.set_text(f.parse().unwrap(), v).unwrap();

@@ -221,7 +221,7 @@ fn a_second_run_on_the_same_output_fails_with_one_line() {
     assert_eq!(names, ["res", "slow.toml"], "stray files");
 
     // Two sweeps on one file likewise.
-    let sweep = ["sweep", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--context-len", "16384", "--engine", "montecarlo",
+    let sweep = ["sweep", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "16384", "--engine", "montecarlo",
         "--trials", "4000", "--vary", "dprime=0..4:9", "--no-rank", "--threads", "1", "--quiet", "--out", "s.csv"];
     let mut first = bin().args(sweep).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     wait_for(&mut first, "a sweep row", || std::fs::read_to_string(dir.join("s.csv.partial")).is_ok_and(|t| t.lines().count() >= 3));
@@ -323,7 +323,7 @@ fn run_and_calibrate_accept_and_reject_the_same_tables() {
         std::fs::write(dir.join("t.csv"), &table).unwrap();
         std::fs::write(dir.join("exp.toml"), exp_over("t.csv")).unwrap();
         let run = dsa(dir, &["run", "exp.toml", "--out", "res", "-q"]);
-        let cal = dsa(dir, &["calibrate", "--data", "t.csv", "--fit", "dprime", "--preset", "deepseek-v4-flash"]);
+        let cal = dsa(dir, &["calibrate", "--data", "t.csv", "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none"]);
         let (re, ce) = (String::from_utf8_lossy(&run.stderr).into_owned(), String::from_utf8_lossy(&cal.stderr).into_owned());
         if accepted {
             if !run.status.success() || !cal.status.success() {
@@ -373,7 +373,7 @@ fn identical_rows_are_fitted_at_the_cost_of_distinct_rows() {
     }
     std::fs::write(dir.join("big.csv"), &big).unwrap();
     let start = Instant::now();
-    let o = dsa(dir, &["calibrate", "--data", "big.csv", "--fit", "dprime", "--preset", "deepseek-v4-flash", "--json"]);
+    let o = dsa(dir, &["calibrate", "--data", "big.csv", "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none", "--json"]);
     let took = start.elapsed();
     succeeded(&o);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -13,7 +13,7 @@ use dsa_sim::scenario::{Distractor, Field, Pooling, Readout, RepeatLayout, Scena
 /// Scenarios to replay, each with its name.
 fn scenarios() -> Vec<(&'static str, Scenario)> {
     // V4-Flash with mean pooling at 3000 tokens: N = 750 > k = 512, overlapping blocks.
-    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     vec![
         ("v4 mean overlap", v4.clone()),
         ("depth 0 (entry 0 pools one block)", Scenario { depth: 0.0, ..v4.clone() }),
@@ -97,7 +97,7 @@ fn replay_counts_equal_the_materialising_path() {
 /// per trial, so the chunking and the schedule change nothing.
 #[test]
 fn replay_is_identical_across_chunks_and_threads() {
-    let s = Scenario { context_len: 1200, pooling: Pooling::Mean, needle_tokens: 2, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let s = Scenario { context_len: 1200, pooling: Pooling::Mean, needle_tokens: 2, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     let s = Scenario { index_topk: 100, ..s };
     let (trials, seed) = (2 * 2048 + 37, 5);
     let run = |threads: usize| {
@@ -118,11 +118,14 @@ fn replay_is_identical_across_chunks_and_threads() {
 /// field added later is checked too (and lands in the key unless it is listed here).
 #[test]
 fn replay_key_keeps_every_field_that_changes_a_draw() {
-    let neutral = [Field::Dprime, Field::NeedleSd, Field::PRead, Field::PGuess, Field::Readout];
-    let base = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, ..Scenario::preset("deepseek-v4-flash").unwrap() };
-    let candidates = ["0.3", "0.7", "2", "3", "7", "true", "false", "gumbel", "max", "adjacent", "all", "vector", "bf16", "mean", "1000", "64"];
+    let neutral = [Field::Dprime, Field::NeedleSd, Field::PRead, Field::PGuess, Field::DilutedRead, Field::Readout];
+    let base = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let candidates =
+        ["0.3", "0.7", "2", "3", "7", "true", "false", "gumbel", "max", "adjacent", "all", "vector", "bf16", "mean", "1000", "64", "sglang-v2", "csa:3,hca:2"];
     for &f in Field::ALL {
         let mut changed = None;
+        // A stack counts the selecting layers itself (layers must stay 1).
+        let base = if f == Field::Stack { Scenario { layers: 1, ..base.clone() } } else { base.clone() };
         for text in candidates {
             let mut s = base.clone();
             if s.set_text(f, text).is_ok() && s.get(f) != base.get(f) && s.validate().is_ok() {
@@ -179,7 +182,7 @@ fn calibration_uses_the_exact_path_where_it_applies_and_replays_elsewhere() {
     use dsa_sim::calibrate::{calibrate, load_csv, parse_fit_spec};
     use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
     let data = load_csv(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/dsv4_seed_observations.csv"))).unwrap();
-    let v4 = Scenario { context_len: 16000, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let v4 = Scenario { context_len: 16000, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     let fit = |model: &EngineModel, base: &Scenario| {
         let free = parse_fit_spec("dprime", Some(&data)).unwrap();
         calibrate(&data, base, free, model, false, false).unwrap()
@@ -219,7 +222,7 @@ fn calibration_uses_the_exact_path_where_it_applies_and_replays_elsewhere() {
 fn replays_are_not_built_for_scenarios_asked_for_once() {
     use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
     let (trials, seed) = (200, 4);
-    let s = Scenario { context_len: 3000, pooling: Pooling::Mean, hard_negatives: 20.0, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let s = Scenario { context_len: 3000, pooling: Pooling::Mean, hard_negatives: 20.0, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     let model = EngineModel::new(EngineChoice::Auto, trials, seed);
     let check = |s: &Scenario| {
         let want = simulate_successes(s, trials, seed).unwrap() as f64 / trials as f64;

@@ -24,10 +24,10 @@ const QUICK: Duration = Duration::from_secs(20);
 fn a_billion_tokens_on_the_exact_paths_runs_quickly() {
     let scenarios: Vec<Vec<&str>> = vec![
         vec![],
-        vec!["--preset", "deepseek-v4-flash"],
-        vec!["--preset", "deepseek-v4-pro", "--dprime", "4"],
-        vec!["--preset", "nsa"],
+        vec!["--preset", "deepseek-v4-flash", "--stack", "none"],
+        vec!["--preset", "deepseek-v4-pro", "--stack", "none", "--dprime", "4"],
         vec!["--preset", "quest-16"],
+        vec!["--compress-ratio", "64", "--index-topk", "16", "--window", "512", "--sink", "64"],
         vec!["--distractor", "student_t:3", "--dprime", "8"],
         vec!["--distractor", "gumbel", "--dprime", "8"],
         vec!["--hard-negatives", "1000"],
@@ -51,13 +51,13 @@ fn a_billion_tokens_on_the_exact_paths_runs_quickly() {
         }
     }
     // The largest context the model accepts, 2^40 tokens.
-    let (v, dt) = json(&["recall", "--preset", "deepseek-v4-flash", "--context-len", "1099511627776", "--dprime", "6", "--json"]);
+    let (v, dt) = json(&["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "1099511627776", "--dprime", "6", "--json"]);
     assert!(dt < QUICK && v["engine"] == "analytic" && v["n_candidates"] == 274877906944u64, "{v}");
 }
 
 #[test]
 fn a_sweep_to_a_billion_tokens_is_exact_and_monotone() {
-    for extra in [vec![], vec!["--hard-negatives", "0.01", "--no-rank"], vec!["--preset", "deepseek-v4-flash"]] {
+    for extra in [vec![], vec!["--hard-negatives", "0.01", "--no-rank"], vec!["--preset", "deepseek-v4-flash", "--stack", "none"]] {
         let t = Instant::now();
         let (v, _) = json(
             &[&["sweep", "--vary", "context_len=1000..1000000000:x10", "--vary", "index_topk=512,2048", "--json", "-q"], &extra[..]]

@@ -33,7 +33,7 @@ fn bad(o: &Output) -> String {
 
 /// 7 × 2 = 14 points, Monte Carlo so that every row depends on the seed.
 const SWEEP: &[&str] = &[
-    "sweep", "--preset", "deepseek-v4-flash", "--vary", "context_len=1Ki..64Ki:x2", "--vary", "index_topk=512,1024",
+    "sweep", "--preset", "deepseek-v4-flash", "--stack", "none", "--vary", "context_len=1Ki..64Ki:x2", "--vary", "index_topk=512,1024",
     "--engine", "montecarlo", "--trials", "500", "--dprime", "2", "-q",
 ];
 

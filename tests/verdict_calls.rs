@@ -12,7 +12,7 @@ fn model() -> EngineModel {
 }
 
 fn v4(context_len: u64, dprime: f64) -> Scenario {
-    Scenario { context_len, dprime, ..Scenario::preset("deepseek-v4-flash").unwrap() }
+    Scenario { context_len, dprime, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() }
 }
 
 #[test]
@@ -61,7 +61,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn cli_json_contract_and_explanation() {
-    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--dprime", "0", "--json"]);
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--dprime", "0", "--json"]);
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     for k in [
@@ -72,7 +72,7 @@ fn cli_json_contract_and_explanation() {
     }
     assert_eq!(j["call"], "discrimination-limited");
     assert_eq!(j["max_topk"], 1024);
-    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--dprime", "0", "--max-topk", "8192"]);
+    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--dprime", "0", "--max-topk", "8192"]);
     assert_eq!(code, 0);
     assert!(out.contains("call: coverage-limited"), "{out}");
     let expl = out.lines().last().unwrap();
@@ -83,14 +83,14 @@ fn cli_json_contract_and_explanation() {
 #[test]
 fn cli_calibrated_verdict_carries_intervals_and_the_transcription_warning() {
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
-    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--data", data, "--fit", "dprime", "--json"]);
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data", data, "--fit", "dprime", "--json"]);
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(j["call"], "discrimination-limited");
     let iv = &j["intervals"]["recall_now"];
     assert!(iv[0].as_f64().unwrap() <= j["recall_now"].as_f64().unwrap() && j["recall_now"].as_f64().unwrap() <= iv[1].as_f64().unwrap());
     assert!(j["warnings"].to_string().contains("TRANSCRIBED"), "{}", j["warnings"]);
-    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", "--data", data, "--fit", "dprime"]);
+    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data", data, "--fit", "dprime"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("WARNING") && out.contains("TRANSCRIBED"), "{out}");
 }

@@ -21,7 +21,7 @@ DSA_SIM=${DSA_SIM:-dsa-sim}
 OUT_DIR=${OUT_DIR:-$PWD/sweep-parts}
 RESULT=${RESULT:-$PWD/sweep.csv}
 SWEEP_ARGS=(
-    --preset deepseek-v4-flash --model vector --trials 2000
+    --preset deepseek-v4-flash --stack none --model vector --trials 2000
     --vary context_len=4Ki..1Mi:x2
     --vary alignment=0.05..0.25:5
     --vary k_format=fp32,fp8-e4m3:128:fp32,fp4-e2m1:32:ue8m0

@@ -268,6 +268,8 @@ pub(crate) fn saturated_pattern_loglik(data: &Dataset) -> f64 {
 /// A selection row's scenario: `layers` indexer layers whose own selections were observed, so
 /// the window, sink, read and guess probabilities do not enter (recall = P(some layer selects)).
 pub fn selection_scenario(s: &mut Scenario, layers: usize) -> Result<(), CalibError> {
+    // The captured layers are the selecting ones: the stack's other layers do not enter.
+    s.stack = crate::scenario::Stack::default();
     s.layers = u32::try_from(layers).map_err(|_| CalibError::Input(format!("{layers} layers: too many")))?;
     s.readout = crate::scenario::Readout::Any;
     s.window = 0;

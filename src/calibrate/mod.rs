@@ -196,13 +196,14 @@ pub fn run_calibration(
 }
 
 /// The scenario whose answer-level recall predictions and verdicts describe: `base`, and for
-/// selection data (captured per-layer selections) with its `layers` set to the number of
-/// captured indexer layers, the readout as given.
+/// selection data (captured per-layer selections) with its selecting layers set to the number of
+/// captured indexer layers (the stack's other layers kept), the readout as given.
 pub fn answer_scenario(data: &Dataset, base: &Scenario) -> Scenario {
-    match data.rows.first().and_then(|r| r.layer_counts.as_ref()) {
-        Some(c) => Scenario { layers: (c.len() - 1) as u32, ..base.clone() },
-        None => base.clone(),
+    let mut s = base.clone();
+    if let Some(c) = data.rows.first().and_then(|r| r.layer_counts.as_ref()) {
+        s.set_selecting_layers((c.len() - 1) as u32);
     }
+    s
 }
 
 /// The scenarios at the estimate (first) and at every point of the fit's 95% likelihood region:

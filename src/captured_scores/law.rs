@@ -104,7 +104,7 @@ impl EmpiricalModel {
         if s.score_noise > 0.0 {
             return Some("score noise would need the law's convolution with a normal");
         }
-        if s.layer_corr > 0.0 && s.layers > 1 {
+        if s.layer_corr > 0.0 && s.selecting_layers() > 1 {
             return Some("a shared needle component across layers (layer_corr > 0 with layers > 1)");
         }
         None
@@ -142,9 +142,10 @@ impl RecallModel for EmpiricalModel {
         } else if g.k_eff == 0 || g.needle_entries.is_empty() {
             0.0
         } else {
-            crate::engine::analytic::readout_probability(self.p_selected(s, &g), s.layers, s.readout)
+            crate::engine::analytic::readout_probability(self.p_selected(s, &g), s.selecting_layers(), s.readout)
         };
-        Ok((s.p_guess + (s.p_read - s.p_guess) * attended).clamp(0.0, 1.0))
+        let p_u = g.p_unselected(s.p_read, s.p_guess);
+        Ok((p_u + (s.p_read - p_u) * attended).clamp(0.0, 1.0))
     }
 
     fn describe(&self) -> String {

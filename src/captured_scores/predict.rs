@@ -161,7 +161,7 @@ fn mean_recall(survival: &[Vec<f64>], weights: Option<&[u32]>, cells: &[(Scenari
             } else if g.n_candidates == 0 {
                 0.0
             } else {
-                let k_eff = s.index_topk.min(g.n_candidates);
+                let k_eff = g.k_eff;
                 let d = g.n_candidates - 1;
                 (0..n)
                     .filter(|&q| w(q) > 0.0)
@@ -173,7 +173,8 @@ fn mean_recall(survival: &[Vec<f64>], weights: Option<&[u32]>, cells: &[(Scenari
                     .sum::<f64>()
                     / total
             };
-            s.p_guess + (s.p_read - s.p_guess) * attended
+            let p_u = g.p_unselected(s.p_read, s.p_guess);
+            p_u + (s.p_read - p_u) * attended
         })
         .collect()
 }

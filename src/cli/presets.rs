@@ -1,7 +1,7 @@
 //! `dsa-sim presets`: every preset with every field's value.
 
 use super::{emit, print_json, scenario_json, CliError};
-use crate::scenario::{Field, Scenario, Value, PRESET_NAMES};
+use crate::scenario::{find_preset, preset_values, Field, Scenario, Value, PRESET_NAMES, SOURCES};
 
 /// Width the block layout fits in (a 100-column terminal).
 const WIDTH: usize = 100;
@@ -12,9 +12,13 @@ const WIDTH: usize = 100;
 preset = \"NAME\" in a --scenario file; field flags override its fields.")]
 pub struct PresetsArgs {
     /// One wide table (a column per preset, a row per field) instead of one block per preset.
-    #[arg(long, conflicts_with = "json")]
+    #[arg(long, conflicts_with_all = ["json", "sources"])]
     pub wide: bool,
-    /// Print one JSON object: {"presets": {NAME: {field: value, …}}, "defaults": {…}}.
+    /// Each preset's own values with the file and line of the reference code they come from.
+    #[arg(long, conflicts_with = "json")]
+    pub sources: bool,
+    /// Print one JSON object: {"presets": {NAME: {field: value, …}}, "sources": {NAME: {"summary",
+    /// "parent", "values": [{field, value, source}]}}, "references": {…}, "defaults": {…}}.
     #[arg(long)]
     pub json: bool,
 }
@@ -36,7 +40,26 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
     if args.json {
         let map: serde_json::Map<String, serde_json::Value> =
             presets.iter().map(|(n, s)| (n.to_string(), scenario_json(s))).collect();
-        return print_json(&serde_json::json!({"presets": map, "defaults": scenario_json(&Scenario::default())}));
+        let mut sources = serde_json::Map::new();
+        for (n, s) in &presets {
+            let p = find_preset(n)?;
+            let values: Vec<serde_json::Value> = preset_values(n)?
+                .iter()
+                .map(|r| serde_json::json!({"field": r.field.name(), "value": s.get(r.field).to_json(), "source": r.source}))
+                .collect();
+            sources.insert(n.to_string(), serde_json::json!({"summary": p.summary, "parent": p.parent, "values": values}));
+        }
+        let references: serde_json::Map<String, serde_json::Value> =
+            SOURCES.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
+        return print_json(&serde_json::json!({
+            "presets": map,
+            "sources": sources,
+            "references": references,
+            "defaults": scenario_json(&Scenario::default()),
+        }));
+    }
+    if args.sources {
+        return emit(&sources_text()?);
     }
     let defaults = Scenario::default();
     let mut cols: Vec<(String, Scenario)> = vec![("(defaults)".to_string(), defaults.clone())];
@@ -48,6 +71,28 @@ in full, --wide one table. Use with --preset NAME on recall, rank, sweep, calibr
 formats; field flags override single fields.\n",
     );
     emit(&out)
+}
+
+/// Every preset's values (its parents' included) with their sources, then the repositories.
+fn sources_text() -> Result<String, CliError> {
+    let mut out = String::new();
+    for name in PRESET_NAMES {
+        let p = find_preset(name)?;
+        let s = Scenario::preset(name)?;
+        out.push_str(&format!("{name}: {}
+", p.summary));
+        for r in preset_values(name)? {
+            out.push_str(&format!("  {} = {}
+      {}
+", r.field.name(), shown(&s, r.field), r.source));
+        }
+        out.push('\n');
+    }
+    out.push_str("Repositories (as read in December 2026):\n");
+    for (k, v) in SOURCES {
+        out.push_str(&format!("  {k}: {v}\n"));
+    }
+    Ok(out)
 }
 
 /// One column per preset, one row per field.

@@ -32,7 +32,8 @@ pub struct Analytic {
     layers: u32,
     readout: Readout,
     p_read: f64,
-    p_guess: f64,
+    /// P(correct | the selecting layers miss): the guess, or a non-selecting layer's delivery.
+    p_unselected: f64,
 }
 
 /// The support and location of T_j, the j-th largest distractor score.
@@ -52,7 +53,8 @@ impl Analytic {
     pub fn new(s: &Scenario) -> Result<Analytic, NotExact> {
         let geometry = Geometry::new(s);
         let model = ScoreModel::new(s, &geometry)?;
-        Ok(Analytic { model, geometry, layers: s.layers, readout: s.readout, p_read: s.p_read, p_guess: s.p_guess })
+        let p_unselected = geometry.p_unselected(s.p_read, s.p_guess);
+        Ok(Analytic { model, geometry, layers: s.selecting_layers(), readout: s.readout, p_read: s.p_read, p_unselected })
     }
 
     /// The resolved geometry.
@@ -225,7 +227,7 @@ impl Analytic {
         }
     }
 
-    /// P(needle attended by enough layers for the readout).
+    /// P(needle attended by enough selecting layers for the readout).
     pub fn p_attended(&self) -> f64 {
         if self.geometry.always_attended {
             return 1.0;
@@ -281,9 +283,11 @@ impl Analytic {
         out
     }
 
-    /// P(correct answer) = p_guess + (p_read − p_guess)·P(attended).
+    /// P(correct answer) = p_u + (p_read − p_u)·P(attended), p_u the answer's probability when
+    /// the selecting layers miss ([`Geometry::p_unselected`]: p_guess without non-selecting
+    /// layers).
     pub fn recall(&self) -> f64 {
-        let p = self.p_guess + (self.p_read - self.p_guess) * self.p_attended();
+        let p = self.p_unselected + (self.p_read - self.p_unselected) * self.p_attended();
         p.clamp(0.0, 1.0)
     }
 

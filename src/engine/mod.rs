@@ -399,7 +399,7 @@ pub(crate) fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), E
         return Err(EngineError::NoTrials);
     }
     let (per, what, bound) = if s.model == Model::Vector {
-        let per = s.context_len.saturating_mul(s.head_dim as u64).saturating_mul(s.layers as u64);
+        let per = s.context_len.saturating_mul(s.head_dim as u64).saturating_mul(s.selecting_layers() as u64);
         (per.max(1), "key components (tokens × head_dim × layers)", MAX_VECTOR_WORK_UNITS)
     } else {
         let (per, what) = montecarlo::trial_work(s, opts.mc_path).map_err(EngineError::TooLarge)?;

@@ -84,7 +84,7 @@ pub fn trial_work(s: &Scenario, path: McPath) -> Result<(u64, &'static str), Str
     if let Some(why) = materialise_limit(s, &g, path, &model) {
         return Err(why);
     }
-    let layers = s.layers as u64;
+    let layers = s.selecting_layers() as u64;
     Ok(if path != McPath::Materialise && model.is_ok() {
         // Exact sampling draws every needle entry, and two binomials, in every layer.
         ((g.needle_entries.len() as u64 + 2).saturating_mul(4 * layers), "work units (4 per needle entry and layer)")
@@ -728,7 +728,7 @@ pub struct Replay {
 }
 
 /// The scenario a replay of `s` depends on, as a key: `s` with the fields that change no draw
-/// set to fixed values (`dprime`, `needle_sd`, `p_read`, `p_guess`, `readout`; `layer_corr`
+/// set to fixed values (`dprime`, `needle_sd`, `p_read`, `p_guess`, `diluted_read`, `readout`; `layer_corr`
 /// reduced to whether it is positive, which decides whether the shared component is drawn).
 /// Every other field stays, so a field added later invalidates a replay by default.
 pub fn replay_key(s: &Scenario) -> String {
@@ -737,6 +737,7 @@ pub fn replay_key(s: &Scenario) -> String {
         needle_sd: 1.0,
         p_read: 1.0,
         p_guess: 0.0,
+        diluted_read: 0.0,
         readout: crate::scenario::Readout::Any,
         layer_corr: if s.layer_corr > 0.0 { 1.0 } else { 0.0 },
         ..s.clone()

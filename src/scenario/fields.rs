@@ -9,7 +9,8 @@
 //! axes) goes through. Adding a field is one row here plus its tests.
 
 use super::{
-    num, Compressor, Distractor, Model, Pooling, Readout, RepeatLayout, ScenarioError, MAX_CONTEXT_LEN,
+    num, Compressor, Distractor, Model, Pooling, Readout, RepeatLayout, ScenarioError, Stack, TopkKernel,
+    MAX_CONTEXT_LEN,
 };
 use crate::formats::Format;
 use serde::{Deserialize, Serialize};
@@ -202,6 +203,10 @@ pub enum Value {
     Format(Format),
     /// `compressor`.
     Compressor(Compressor),
+    /// `topk_kernel`.
+    TopkKernel(TopkKernel),
+    /// `stack`.
+    Stack(Stack),
 }
 
 impl Value {
@@ -220,6 +225,8 @@ impl Value {
             Value::Count(x) => serde_json::Value::from(x),
             Value::Real(x) => serde_json::Value::from(x),
             Value::Flag(b) => serde_json::Value::Bool(b),
+            // The stack is a list of entries in JSON and TOML, its text form elsewhere.
+            Value::Stack(st) => serde_json::to_value(st).unwrap_or_default(),
             _ => serde_json::Value::String(self.to_string()),
         }
     }
@@ -242,6 +249,8 @@ impl fmt::Display for Value {
             Value::Model(v) => write!(f, "{v}"),
             Value::Format(v) => write!(f, "{v}"),
             Value::Compressor(v) => write!(f, "{v}"),
+            Value::TopkKernel(v) => write!(f, "{v}"),
+            Value::Stack(v) => write!(f, "{v}"),
         }
     }
 }
@@ -370,6 +379,8 @@ field_type! {
     Model => Model, Keyword, parse_keyword;
     Format => Format, Keyword, parse_keyword;
     Compressor => Compressor, Keyword, parse_keyword;
+    TopkKernel => TopkKernel, Keyword, parse_keyword;
+    Stack => Stack, Keyword, parse_keyword;
 }
 
 /// u32 fields share [`Value::Count`] with u64 ones and are range-checked on the way in.
@@ -480,7 +491,7 @@ scenario_fields! {
     window / Window: u64 = 0;
         scope Both, bounds Bounds::count(0, MAX_CONTEXT_LEN), unit TokenSpan, fit None,
         symbol "", title "",
-        help "Sliding window: the last W tokens are always attended (default 0; V4: 128).";
+        help "Sliding window of W positions ending at (and including) the query token: the last W − 1 tokens are always attended (default 0; V4: 128).";
     sink / Sink: u64 = 0;
         scope Both, bounds Bounds::count(0, MAX_CONTEXT_LEN), unit TokenSpan, fit None,
         symbol "", title "",
@@ -500,7 +511,15 @@ scenario_fields! {
     max_topk / MaxTopk: u64 = 2048;
         scope Both, bounds Bounds::at_least(1), unit TokenCount, fit None,
         symbol "", title "",
-        help "Largest k the top-k kernel supports (default 2048; V4-Flash 1024).";
+        help "Largest k the top-k kernel supports (default 2048; set by topk_kernel when that is not any).";
+    min_topk / MinTopk: u64 = 0;
+        scope Both, bounds Bounds::Any, unit TokenCount, fit None,
+        symbol "", title "",
+        help "Fewest candidates selected whatever index_topk is (default 0; Quest's evaluation: 3 pages).";
+    topk_kernel / TopkKernel: TopkKernel = TopkKernel::Any;
+        scope Both, bounds Bounds::Any, unit Plain, fit None,
+        symbol "", title "",
+        help "The serving stack's top-k kernel: any (k up to max_topk), sglang-v1 (k 512 or 1024), sglang-v2 (k ≤ 2048) or aiter (k ≤ 2048); sets max_topk. Default any.";
     needle_tokens / NeedleTokens: u64 = 1;
         scope Both, bounds Bounds::Any, unit TokenCount, fit None,
         symbol "", title "",
@@ -567,6 +586,14 @@ scenario_fields! {
         scope Both, bounds Bounds::real(0.0, 1.0), unit Plain, fit fit(0.0, 1.0, true, true),
         symbol "", title "",
         help "P(correct answer | needle not attended) (default 0).";
+    stack / Stack: Stack = Stack::default();
+        scope Both, bounds Bounds::Any, unit Plain, fit None,
+        symbol "", title "layer stack",
+        help "The model's layers, TYPE:COUNT[:FIELD=VALUE],… with types csa, dsa (selecting), hca, swa, dense, e.g. csa:21,hca:20,swa:2 (V4-Flash); none (default): `layers` selecting layers.";
+    diluted_read / DilutedRead: f64 = 0.0;
+        scope Both, bounds Bounds::real(0.0, 1.0), unit Plain, fit fit(0.0, 1.0, true, true),
+        symbol "", title "",
+        help "P(one hca or dense layer delivers a needle outside its window), independent per layer (default 0: only selecting layers retrieve).";
     model / Model: Model = Model::Scalar;
         scope Both, bounds Bounds::Any, unit Plain, fit None,
         symbol "", title "",
@@ -723,13 +750,26 @@ impl Scenario {
     /// Sets a field to a typed value (a value of another type is an error naming the field).
     /// Does not validate: call [`Scenario::validate`] when done.
     pub fn set(&mut self, field: Field, value: Value) -> Result<(), ScenarioError> {
-        field.write(self, value)
+        field.write(self, value)?;
+        self.follow_kernel(field);
+        Ok(())
+    }
+
+    /// A top-k kernel other than `any` fixes `max_topk` (its largest k).
+    fn follow_kernel(&mut self, field: Field) {
+        if field == Field::TopkKernel {
+            if let Some(max) = self.topk_kernel.max_k() {
+                self.max_topk = max;
+            }
+        }
     }
 
     /// Sets a field from text (a flag's argument, a TOML scalar, a CSV cell, a sweep value):
     /// the one place where a field's text is parsed. Does not validate.
     pub fn set_text(&mut self, field: Field, text: &str) -> Result<(), ScenarioError> {
-        field.parse_into(self, text)
+        field.parse_into(self, text)?;
+        self.follow_kernel(field);
+        Ok(())
     }
 
     /// The field's value as a number (count and real fields; `None` for the others).
@@ -820,10 +860,13 @@ mod tests {
         let mut s = Scenario::preset("deepseek-v4-flash").unwrap();
         s.set_text(Field::ContextLen, "1e6").unwrap();
         s.set_text(Field::Distractor, "student_t:5").unwrap();
+        s.set_text(Field::Stack, "csa:21,hca:20:window=64,swa:2").unwrap();
         let json = serde_json::to_value(&s).unwrap();
         for &f in Field::ALL {
             let expected = match &json[f.name()] {
                 serde_json::Value::String(t) => t.clone(),
+                // The stack is a list in JSON; its text is the entries joined.
+                serde_json::Value::Array(_) if f == Field::Stack => "csa:21,hca:20:window=64,swa:2".to_string(),
                 other => other.to_string(),
             };
             assert_eq!(s.text(f), expected, "{f}");
@@ -854,7 +897,7 @@ mod tests {
         let fittable: Vec<&str> = Field::fittable().map(Field::name).collect();
         assert_eq!(
             fittable,
-            ["depth", "hard_negatives", "hard_mean", "dprime", "needle_sd", "score_noise", "layer_corr", "p_read", "p_guess"]
+            ["depth", "hard_negatives", "hard_mean", "dprime", "needle_sd", "score_noise", "layer_corr", "p_read", "p_guess", "diluted_read"]
         );
         assert!(Field::ScoreNoise.is_physical_limit(0.0));
         assert!(!Field::ScoreNoise.is_physical_limit(10.0));

@@ -60,6 +60,55 @@ pub enum Compressor {
     Gated,
 }
 
+/// The top-k kernel a serving stack selects with: the largest k it supports (a property of the
+/// kernel, not of the model; docs/presets.md cites each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TopkKernel {
+    /// No kernel constraint: any k up to `max_topk` (the reference code's `torch.topk`).
+    #[serde(rename = "any")]
+    Any,
+    /// sglang's first DeepSeek-V4 top-k kernel: k = 512 or 1024.
+    #[serde(rename = "sglang-v1")]
+    SglangV1,
+    /// sglang's second top-k kernel: any k up to 2048.
+    #[serde(rename = "sglang-v2")]
+    SglangV2,
+    /// ROCm aiter's radix `top_k_per_row` kernel: k ≤ 2048 (its default and the only k of the
+    /// fast assembly variant).
+    #[serde(rename = "aiter")]
+    Aiter,
+}
+
+impl TopkKernel {
+    /// The largest k the kernel supports (`None`: no kernel limit).
+    pub fn max_k(self) -> Option<u64> {
+        match self {
+            TopkKernel::Any => None,
+            TopkKernel::SglangV1 => Some(1024),
+            TopkKernel::SglangV2 | TopkKernel::Aiter => Some(2048),
+        }
+    }
+
+    /// Whether the kernel runs with this k (`Any`: every k).
+    pub fn supports(self, k: u64) -> bool {
+        match self {
+            TopkKernel::Any => true,
+            TopkKernel::SglangV1 => k == 512 || k == 1024,
+            TopkKernel::SglangV2 | TopkKernel::Aiter => (1..=2048).contains(&k),
+        }
+    }
+
+    /// The k values the kernel supports, in words.
+    pub fn supported_text(self) -> &'static str {
+        match self {
+            TopkKernel::Any => "any k",
+            TopkKernel::SglangV1 => "k = 512 or 1024",
+            TopkKernel::SglangV2 => "k ≤ 2048",
+            TopkKernel::Aiter => "k ≤ 2048; 2048 on the fast path",
+        }
+    }
+}
+
 /// How many of the `layers` indexer layers must attend the needle for it to be retrieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Readout {
@@ -119,6 +168,7 @@ keyword_enum!(Pooling { None => "none", Mean => "mean", Max => "max" });
 keyword_enum!(Model { Scalar => "scalar", Vector => "vector" });
 keyword_enum!(Compressor { Mean => "mean", Gated => "gated" });
 keyword_enum!(RepeatLayout { Spread => "spread", Adjacent => "adjacent" });
+keyword_enum!(TopkKernel { Any => "any", SglangV1 => "sglang-v1", SglangV2 => "sglang-v2", Aiter => "aiter" });
 
 impl fmt::Display for Distractor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

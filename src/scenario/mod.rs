@@ -12,10 +12,12 @@
 mod fields;
 mod keywords;
 mod presets;
+mod stack;
 
 pub use fields::{parse_suffixed_count, COUNT_SUFFIXES, Bounds, Field, FieldSpec, FitBounds, Kind, Scenario, Scope, Unit, Value};
-pub use keywords::{Compressor, Distractor, Model, Pooling, Readout, RepeatLayout};
-pub use presets::{fp4_indexer, fp8_indexer, PRESET_NAMES};
+pub use keywords::{Compressor, Distractor, Model, Pooling, Readout, RepeatLayout, TopkKernel};
+pub use stack::{LayerKind, Stack, StackEntry, HCA_DEFAULT_RATIO, MAX_STACK_ENTRIES};
+pub use presets::{find_preset, fp4_indexer, fp8_indexer, preset_values, Preset, PresetValue, PRESETS, PRESET_NAMES, SOURCES};
 
 use std::fmt;
 
@@ -148,11 +150,91 @@ impl Scenario {
             ));
         }
         if let Readout::AtLeast(m) = s.readout {
-            if m == 0 || m > s.layers {
-                return Err(range_err(Field::Readout, s.readout, format!("at_least:M needs 1 ≤ M ≤ layers ({})", s.layers)));
+            let n = s.selecting_layers();
+            if m == 0 || m > n {
+                return Err(range_err(
+                    Field::Readout,
+                    s.readout,
+                    format!("at_least:M needs 1 ≤ M ≤ the selecting layers ({n})"),
+                ));
             }
         }
+        s.validate_stack()?;
         s.validate_vector()
+    }
+
+    /// Checks the layer stack and the top-k kernel against the other fields.
+    fn validate_stack(&self) -> Result<(), ScenarioError> {
+        let s = self;
+        if let Some(max) = s.topk_kernel.max_k() {
+            if s.max_topk != max {
+                return Err(range_err(
+                    Field::MaxTopk,
+                    s.max_topk,
+                    format!(
+                        "the {} top-k kernel supports at most k = {max} ({}); set topk_kernel = any to choose another maximum",
+                        s.topk_kernel,
+                        s.topk_kernel.supported_text()
+                    ),
+                ));
+            }
+        }
+        if s.stack.is_empty() {
+            return Ok(());
+        }
+        if s.layers != 1 {
+            return Err(range_err(
+                Field::Layers,
+                s.layers,
+                format!("with a stack ({}) the selecting layers are counted there: set the csa/dsa count in the stack, or stack = none", s.stack),
+            ));
+        }
+        if s.stack.mixed_selecting_kinds() {
+            return Err(range_err(
+                Field::Stack,
+                s.stack,
+                "csa and dsa layers in one stack: the selecting layers share the scenario's one geometry",
+            ));
+        }
+        let dsa = s.stack.entries().iter().any(|e| e.kind == LayerKind::Dsa);
+        if dsa && (s.compress_ratio != 1 || s.overlap) {
+            return Err(range_err(
+                Field::Stack,
+                s.stack,
+                format!(
+                    "dsa layers select tokens: compress_ratio must be 1 and overlap false (compress_ratio = {}, overlap = {}); use csa for compressed entries",
+                    s.compress_ratio, s.overlap
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The layers that select with an indexer: the stack's csa and dsa layers, or `layers`
+    /// without a stack. They are the layers of the readout and of captured selections.
+    pub fn selecting_layers(&self) -> u32 {
+        self.stack.selecting_layers().unwrap_or(self.layers)
+    }
+
+    /// The scenario as one selecting layer (the stack cleared, `layers` = 1): what one indexer
+    /// does, the per-layer question a stack's readout combines.
+    ///
+    /// ```
+    /// use dsa_sim::Scenario;
+    /// let s = Scenario::preset("deepseek-v4-flash").unwrap();
+    /// assert_eq!((s.selecting_layers(), s.one_layer().selecting_layers()), (21, 1));
+    /// ```
+    pub fn one_layer(&self) -> Scenario {
+        Scenario { stack: Stack::default(), layers: 1, ..self.clone() }
+    }
+
+    /// Sets the selecting layers to `n` (the stack's selecting count, or `layers`).
+    pub fn set_selecting_layers(&mut self, n: u32) {
+        if self.stack.is_empty() {
+            self.layers = n;
+        } else {
+            self.stack = self.stack.with_selecting_layers(n);
+        }
     }
 
     /// Checks the vector model's cross-field constraints (always, so a file is valid whichever
@@ -226,6 +308,11 @@ impl Scenario {
         let s = self;
         for (key, value) in table {
             if key == "preset" {
+                continue;
+            }
+            if let (Ok(Field::Stack), toml::Value::Array(items)) = (Field::from_name(key), value) {
+                s.stack = Stack::from_toml_array(items)
+                    .map_err(|why| parse_err("stack", &value.to_string(), why))?;
                 continue;
             }
             let text = match value {

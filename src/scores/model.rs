@@ -96,7 +96,7 @@ impl ScoreModel {
         };
         let hard = EntryLaw::Gauss { mean: s.hard_mean, sd: (1.0 + sigma * sigma).sqrt() };
         let e = g.needle_entries.len();
-        let single = s.layers == 1
+        let single = s.selecting_layers() == 1
             && e == 1
             && (s.pooling == Pooling::None || g.needle_entries[0].needle_tokens == 1);
         Ok(ScoreModel {

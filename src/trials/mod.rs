@@ -145,6 +145,7 @@ pub struct ReadoutRule {
     layers: u32,
     readout: Readout,
     p_read: f64,
+    /// P(correct | the selecting layers miss): p_guess, or a non-selecting layer's delivery.
     p_guess: f64,
 }
 
@@ -154,10 +155,10 @@ impl ReadoutRule {
         ReadoutRule {
             always_attended: g.always_attended,
             k_eff: g.k_eff,
-            layers: s.layers,
+            layers: s.selecting_layers(),
             readout: s.readout,
             p_read: s.p_read,
-            p_guess: s.p_guess,
+            p_guess: g.p_unselected(s.p_read, s.p_guess),
         }
     }
 
