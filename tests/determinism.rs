@@ -51,6 +51,8 @@ fn sweep_monte_carlo_json() {
         "sweep",
         "--preset",
         "deepseek-v4-flash",
+        "--stack",
+        "none",
         "--pooling",
         "max",
         "--context-len",
@@ -111,6 +113,7 @@ seed = 9
 trials = 2000
 [scenario]
 preset = "deepseek-v4-flash"
+stack = "none"
 pooling = "mean"
 context_len = 4096
 [[figure]]

@@ -87,6 +87,8 @@ const SWEEP: &[&str] = &[
     "sweep",
     "--preset",
     "deepseek-v4-flash",
+    "--stack",
+    "none",
     "--pooling",
     "mean",
     "--context-len",
@@ -161,6 +163,7 @@ engine = "montecarlo"
 
 [scenario]
 preset = "deepseek-v4-flash"
+stack = "none"
 pooling = "mean"
 context_len = 16384
 

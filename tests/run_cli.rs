@@ -18,6 +18,7 @@ trials = 2000
 
 [scenario]
 preset = "deepseek-v4-flash"
+stack = "none"
 dprime = 1.0
 
 [[data]]

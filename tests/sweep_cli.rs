@@ -24,6 +24,8 @@ const GRID: &[&str] = &[
     "sweep",
     "--preset",
     "deepseek-v4-flash",
+    "--stack",
+    "none",
     "--dprime",
     "1.5",
     "--vary",

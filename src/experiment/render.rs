@@ -124,6 +124,7 @@ fn write_all(
     let mut files = Vec::new();
     let meta = serde_json::json!({"experiment": exp.name, "engine": exp.engine.to_string(), "trials": exp.trials, "seed": exp.seed});
     let mut sections = Vec::new();
+    let mut spreads = Vec::new();
     for fig in &exp.figures {
         let rank = fig.grid.rank;
         let csv = stage.join("data").join(format!("{}.csv", fig.spec.name));
@@ -161,7 +162,11 @@ fn write_all(
         saved.map_err(|e| SweepError::Output(format!("figure `{}`: {e}", fig.spec.name)))?;
         files.push(PathBuf::from(format!("figures/{}.svg", fig.spec.name)));
         files.push(PathBuf::from(format!("figures/{}.png", fig.spec.name)));
-        sections.push(super::report::figure_section(exp, fig, data, &table));
+        let spread = largest_spread(fig, &rows);
+        sections.push(super::report::figure_section(exp, fig, data, &table, spread.as_ref()));
+        if let Some(sp) = spread {
+            spreads.push((fig.spec.title.clone().unwrap_or_else(|| fig.spec.name.clone()), fig.grid.axes[0].field, sp));
+        }
     }
     for d in &exp.data {
         let name = data_copy_name(d);
@@ -180,7 +185,7 @@ fn write_all(
     crate::sweep::write_atomic(&stage.join("experiment.toml"), exp.source.as_bytes())?;
     files.push("scenario.toml".into());
     files.push("experiment.toml".into());
-    let report = super::report::report_md(exp, &sections);
+    let report = super::report::report_md(exp, &sections, &spreads);
     crate::sweep::write_atomic(&stage.join("report.md"), report.as_bytes())?;
     files.push("report.md".into());
     Ok(files)
@@ -419,6 +424,53 @@ fn match_measured(g: &Grid, m: &crate::measured::Observation) -> Option<Vec<Opti
 
 fn fmt3(x: f64) -> String {
     format!("{x:.3}")
+}
+
+/// The largest difference in recall between two curves of a figure at one x: how much the
+/// figure's series (a modelling choice, a format, a field) move the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spread {
+    /// max − min recall over the curves, at `x`.
+    pub delta: f64,
+    /// The x value, as its axis shows it.
+    pub x: String,
+    /// The higher curve's label, recall and 95% interval.
+    pub high: (String, f64, f64, f64),
+    /// The lower curve's label, recall and 95% interval.
+    pub low: (String, f64, f64, f64),
+}
+
+impl Spread {
+    /// Whether the two curves' 95% intervals are disjoint (the difference is not sampling noise
+    /// of the Monte Carlo points).
+    pub fn disjoint(&self) -> bool {
+        self.low.3 < self.high.2
+    }
+}
+
+/// The [`Spread`] of a recall-curves figure with at least two curves (first largest wins ties).
+pub fn largest_spread(fig: &PreparedFigure, rows: &[Row]) -> Option<Spread> {
+    if fig.spec.kind != FigureKind::RecallCurves {
+        return None;
+    }
+    let groups = group_series(fig, rows);
+    if groups.len() < 2 {
+        return None;
+    }
+    let nx = fig.grid.axes[0].values.len();
+    let mut best: Option<Spread> = None;
+    for xi in 0..nx {
+        let at: Vec<(&str, &Row)> = groups.iter().filter_map(|(_, l, rs)| rs.get(xi).map(|r| (l.as_str(), *r))).collect();
+        let hi = at.iter().copied().reduce(|a, b| if b.1.result.recall > a.1.result.recall { b } else { a });
+        let lo = at.iter().copied().reduce(|a, b| if b.1.result.recall < a.1.result.recall { b } else { a });
+        let (Some(hi), Some(lo)) = (hi, lo) else { continue };
+        let delta = hi.1.result.recall - lo.1.result.recall;
+        if best.as_ref().is_none_or(|b| delta > b.delta) {
+            let side = |(l, r): (&str, &Row)| (l.to_string(), r.result.recall, r.result.ci_low, r.result.ci_high);
+            best = Some(Spread { delta, x: fig.grid.axes[0].texts[xi].clone(), high: side(hi), low: side(lo) });
+        }
+    }
+    best
 }
 
 /// A markdown table of the curves: one row per x, one column per series.

@@ -1,5 +1,6 @@
 //! The markdown report of an experiment.
 
+use super::render::Spread;
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
 use crate::report::escape::{md_code, md_line, md_link_text, md_text, md_url};
 use crate::scenario::{Field, Scenario};
@@ -15,7 +16,13 @@ fn kind_text(k: FigureKind) -> &'static str {
 }
 
 /// The report section of one figure: image, links, axes, overrides, and a table.
-pub fn figure_section(exp: &Experiment, fig: &PreparedFigure, data: Option<&Dataset>, table: &str) -> String {
+pub fn figure_section(
+    exp: &Experiment,
+    fig: &PreparedFigure,
+    data: Option<&Dataset>,
+    table: &str,
+    spread: Option<&Spread>,
+) -> String {
     let s = &fig.spec;
     let title = s.title.as_deref().unwrap_or(&s.name);
     let n = md_url(&s.name);
@@ -57,7 +64,29 @@ pub fn figure_section(exp: &Experiment, fig: &PreparedFigure, data: Option<&Data
     if !table.is_empty() {
         let _ = writeln!(t, "\n{table}");
     }
+    if let Some(sp) = spread {
+        let _ = writeln!(t, "{}\n", spread_line(fig.grid.axes[0].field, sp));
+    }
     t
+}
+
+/// One sentence on a figure's [`Spread`].
+fn spread_line(x: Field, sp: &Spread) -> String {
+    let side = |(l, r, lo, hi): &(String, f64, f64, f64)| {
+        if hi > lo {
+            format!("{} {r:.3} [{lo:.3}, {hi:.3}]", md_line(l))
+        } else {
+            format!("{} {r:.3}", md_line(l))
+        }
+    };
+    format!(
+        "Largest difference between curves: **{:.3}** at `{x}` = {} ({} vs {}){}.",
+        sp.delta,
+        sp.x,
+        side(&sp.high),
+        side(&sp.low),
+        if sp.disjoint() { "; the 95% intervals are disjoint" } else { "; within the points' 95% intervals" }
+    )
 }
 
 fn fields_table(s: &Scenario) -> String {
@@ -68,8 +97,9 @@ fn fields_table(s: &Scenario) -> String {
     t
 }
 
-/// The whole report.
-pub fn report_md(exp: &Experiment, sections: &[String]) -> String {
+/// The whole report; `spreads` (figure title, x field, spread) rank the figures by how much
+/// their curves differ.
+pub fn report_md(exp: &Experiment, sections: &[String], spreads: &[(String, Field, Spread)]) -> String {
     let mut t = String::new();
     let title = md_line(if exp.title.is_empty() { &exp.name } else { &exp.title });
     let _ = writeln!(t, "# {title}\n");
@@ -123,6 +153,31 @@ pub fn report_md(exp: &Experiment, sections: &[String]) -> String {
             }
             t.push('\n');
         }
+    }
+    if spreads.len() >= 2 {
+        let mut ranked: Vec<&(String, Field, Spread)> = spreads.iter().collect();
+        ranked.sort_by(|a, b| b.2.delta.total_cmp(&a.2.delta));
+        let _ = writeln!(t, "## Which choices move the answer most\n");
+        let _ = writeln!(
+            t,
+            "Each figure's largest difference in recall between its curves (at the x where it is largest), largest first; computed from the figures below.\n"
+        );
+        let _ = writeln!(t, "| figure | largest difference | at | higher curve | lower curve | beyond the 95% intervals |\n|---|---|---|---|---|---|");
+        for (title, x, sp) in ranked {
+            let _ = writeln!(
+                t,
+                "| {} | {:.3} | `{x}` = {} | {} ({:.3}) | {} ({:.3}) | {} |",
+                md_line(title),
+                sp.delta,
+                sp.x,
+                md_line(&sp.high.0),
+                sp.high.1,
+                md_line(&sp.low.0),
+                sp.low.1,
+                if sp.disjoint() { "yes" } else { "no" }
+            );
+        }
+        t.push('\n');
     }
     let _ = writeln!(t, "## Figures\n");
     for s in sections {
