@@ -68,6 +68,150 @@ const CHUNK: u64 = 4;
 /// Entry keys a trial holds at once (512 KiB at d = 128).
 pub const KEY_BLOCK: usize = 1024;
 
+/// YaRN's `beta_fast` (V4-Flash `inference/config.json`; V3.2 `ModelArgs.beta_fast`).
+pub const YARN_BETA_FAST: f64 = 32.0;
+
+/// YaRN's `beta_slow` (same sources).
+pub const YARN_BETA_SLOW: f64 = 1.0;
+
+/// How the indexer's head weights are formed (`head_weights`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadWeights {
+    /// Per query, signed: w_h = z_h · H^-1/2 · d^-1/2, z_h ~ N(0, 1) per layer and trial.
+    Signed,
+    /// Fixed positive constants from [`WEIGHT_SEED`] (log-normal, the model before per-query
+    /// weights).
+    Fixed,
+}
+
+/// Which half of the head dimension RoPE rotates, and how it pairs channels (`rope_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopeAt {
+    /// The last `rope_dims` channels, interleaved pairs (2i, 2i+1) (V4).
+    Last,
+    /// The first `rope_dims` channels, half-split pairs (i, i + rope_dims/2) (V3.2).
+    First,
+}
+
+macro_rules! keyword {
+    ($t:ident { $($v:ident => $w:literal),+ }) => {
+        impl std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.trim() {
+                    $($w => Ok($t::$v),)+
+                    o => {
+                        let words: &[&str] = &[$($w),+];
+                        let (last, rest) = words.split_last().unwrap_or((&"", &[]));
+                        Err(format!("`{o}`: expected {} or {last}", rest.join(", ")))
+                    }
+                }
+            }
+        }
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self { $($t::$v => $w,)+ })
+            }
+        }
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.to_string())
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+keyword!(HeadWeights { Signed => "signed", Fixed => "fixed" });
+keyword!(RopeAt { Last => "last", First => "first" });
+
+/// RoPE frequencies f_k (k < dims/2) with YaRN, in f64: a port of V4's `precompute_freqs_cis`
+/// (DeepSeek-V4-Flash `inference/model.py`:199–228; V3.2's is the same formula). f_k =
+/// θ^(−2k/dims); with `original_len` > 0, f_k ← f_k/factor · (1 − s_k) + f_k · s_k where s_k =
+/// 1 − clamp((k − low)/(high − low), 0, 1), low = ⌊D(β_fast)⌋ ≥ 0, high = ⌈D(β_slow)⌉ ≤ dims − 1,
+/// D(β) = dims · ln(original_len / (2π β)) / (2 ln θ) (high += 0.001 when low = high).
+pub fn yarn_freqs(dims: usize, theta: f64, factor: f64, original_len: u64) -> Vec<f64> {
+    let half = dims / 2;
+    let mut f: Vec<f64> = (0..half).map(|k| 1.0 / theta.powf((2 * k) as f64 / dims as f64)).collect();
+    if original_len > 0 {
+        let corr = |rot: f64| dims as f64 * (original_len as f64 / (rot * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln());
+        let low = corr(YARN_BETA_FAST).floor().max(0.0);
+        let mut high = corr(YARN_BETA_SLOW).ceil().min(dims as f64 - 1.0);
+        if low == high {
+            high += 0.001;
+        }
+        for (k, v) in f.iter_mut().enumerate() {
+            let ramp = ((k as f64 - low) / (high - low)).clamp(0.0, 1.0);
+            let smooth = 1.0 - ramp;
+            *v = *v / factor * (1.0 - smooth) + *v * smooth;
+        }
+    }
+    f
+}
+
+/// RoPE of one layer geometry: which channels, and cos/sin per entry position (computed once
+/// per [`VectorModel`], f64 angles stored as f32).
+#[derive(Debug, Clone)]
+struct Rope {
+    /// Pairs rotated (rope_dims / 2).
+    pairs: usize,
+    /// First rotated channel.
+    start: usize,
+    /// V3.2's half-split pairing (else V4's interleaved).
+    half_split: bool,
+    /// cos and sin at the query's position, `pairs` each.
+    q_cos: Vec<f32>,
+    q_sin: Vec<f32>,
+    /// cos and sin at entry i's position i·c, rows of `pairs`.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+impl Rope {
+    fn table(freqs: &[f64], pos: f64, cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
+        for &f in freqs {
+            let (s, c) = (pos * f).sin_cos();
+            cos.push(c as f32);
+            sin.push(s as f32);
+        }
+    }
+
+    /// Rotates channel pairs of `x` by the angles whose cos and sin are given
+    /// ((a, b) → (a cos − b sin, a sin + b cos), the complex product of `apply_rotary_emb`).
+    #[inline]
+    fn rotate(&self, x: &mut [f32], cos: &[f32], sin: &[f32]) {
+        let (p, s0) = (self.pairs, self.start);
+        if self.half_split {
+            let (a, b) = x[s0..s0 + 2 * p].split_at_mut(p);
+            for k in 0..p {
+                let (u, v) = (a[k], b[k]);
+                a[k] = u * cos[k] - v * sin[k];
+                b[k] = u * sin[k] + v * cos[k];
+            }
+        } else {
+            for (k, pair) in x[s0..s0 + 2 * p].chunks_exact_mut(2).enumerate() {
+                let (u, v) = (pair[0], pair[1]);
+                pair[0] = u * cos[k] - v * sin[k];
+                pair[1] = u * sin[k] + v * cos[k];
+            }
+        }
+    }
+
+    fn rotate_entry(&self, x: &mut [f32], i: usize) {
+        let p = self.pairs;
+        let (c, s) = (&self.cos[i * p..i * p + p], &self.sin[i * p..i * p + p]);
+        self.rotate(x, c, s);
+    }
+
+    fn rotate_query(&self, x: &mut [f32]) {
+        self.rotate(x, &self.q_cos, &self.q_sin);
+    }
+}
+
 /// The fixed per-head weights w_h (see the module docs).
 pub(crate) fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
     let mut rng = trial_rng(WEIGHT_SEED, heads as u64);
@@ -118,6 +262,12 @@ pub struct VectorModel {
     hard_entries: Vec<u64>,
     rule: ReadoutRule,
     token_path: bool,
+    signed_weights: bool,
+    rope: Option<Rope>,
+    key_gain_sd: f64,
+    gate_pos_sd: f64,
+    /// sd of the token-dependent gate logits; 0 unless the compressor is gated.
+    gate_token_sd: f64,
 }
 
 /// Per-thread buffers, reused across trials: N scores and [`KEY_BLOCK`] keys in a trial,
@@ -140,6 +290,14 @@ pub struct Scratch {
     w_own: Vec<f32>,
     sd_first: Vec<f32>,
     sd_rest: Vec<f32>,
+    /// This layer's head weights (padded with zeros to the kernel's head count).
+    pub w: Vec<f32>,
+    gain: Vec<f32>,
+    lg_prev: Vec<f32>,
+    lg_own: Vec<f32>,
+    ew_prev: Vec<f32>,
+    ew_own: Vec<f32>,
+    sd_entry: Vec<f32>,
 }
 
 impl VectorModel {
@@ -180,6 +338,20 @@ impl VectorModel {
         let mut special_entries: Vec<u64> = needle_entries.iter().chain(&hard_entries).copied().collect();
         special_entries.sort_unstable();
         special_entries.dedup();
+        let gated = s.compressor == Compressor::Gated && (c > 1 || s.overlap);
+        let rope_dims = (s.rope_dims as usize).min(d) & !1;
+        let rope = (rope_dims > 0).then(|| {
+            let freqs = yarn_freqs(rope_dims, s.rope_theta, s.rope_factor, s.rope_original_len);
+            let pairs = rope_dims / 2;
+            let (mut q_cos, mut q_sin) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+            Rope::table(&freqs, s.context_len as f64, &mut q_cos, &mut q_sin);
+            let (mut cos, mut sin) = (Vec::with_capacity(n as usize * pairs), Vec::with_capacity(n as usize * pairs));
+            for i in 0..n {
+                Rope::table(&freqs, (i * s.compress_ratio) as f64, &mut cos, &mut sin);
+            }
+            let last = s.rope_at == RopeAt::Last;
+            Rope { pairs, start: if last { d - rope_dims } else { 0 }, half_split: !last, q_cos, q_sin, cos, sin }
+        });
         VectorModel {
             rule: ReadoutRule::new(s, &geometry),
             geometry,
@@ -194,7 +366,7 @@ impl VectorModel {
             hard_alignment: s.hard_alignment,
             hadamard: s.hadamard,
             key_norm: s.key_norm,
-            gated: s.compressor == Compressor::Gated && (c > 1 || s.overlap),
+            gated,
             q_format: s.q_format,
             k_format: s.k_format,
             needle_spans,
@@ -202,6 +374,11 @@ impl VectorModel {
             special_entries,
             hard_entries,
             token_path: false,
+            signed_weights: s.head_weights == HeadWeights::Signed,
+            rope,
+            key_gain_sd: if s.key_norm { s.key_gain_sd } else { 0.0 },
+            gate_pos_sd: s.gate_pos_sd,
+            gate_token_sd: if gated { s.gate_token_sd } else { 0.0 },
         }
     }
 
@@ -270,8 +447,15 @@ impl VectorModel {
                 *x = s * rng.sample::<f32, _>(StandardNormal);
             }
         }
+        sc.w.clone_from(&self.weights);
+        if self.signed_weights {
+            let base = 1.0 / ((h as f64).sqrt() * (d as f64).sqrt());
+            for w in &mut sc.w[..h] {
+                *w = (base * rng.sample::<f64, _>(StandardNormal)) as f32;
+            }
+        }
         sc.u.iter_mut().for_each(|v| *v = 0.0);
-        for (row, &w) in sc.q.chunks_exact(d).zip(&self.weights) {
+        for (row, &w) in sc.q.chunks_exact(d).zip(&sc.w) {
             for (u, &x) in sc.u.iter_mut().zip(row) {
                 *u += w as f64 * x as f64;
             }
@@ -280,22 +464,23 @@ impl VectorModel {
         sc.u.iter_mut().for_each(|v| *v /= norm);
         // Pooling weights: entry 0 (own block only) and the others (previous + own block).
         let own_positions = c;
-        for buf in [&mut sc.w_first, &mut sc.w_prev, &mut sc.w_own] {
+        for buf in [&mut sc.w_first, &mut sc.w_prev, &mut sc.w_own, &mut sc.lg_prev, &mut sc.lg_own, &mut sc.ew_prev, &mut sc.ew_own] {
             buf.resize(c * d, 0.0);
         }
         if self.gated {
-            // Logits per (position, channel), previous half then own half, held in the weight
-            // buffers until the softmax below replaces them.
+            // Positional logits per (position, channel), previous half then own half.
             for pos in 0..c {
                 for j in 0..d {
-                    sc.w_prev[pos * d + j] = (GATE_LOGIT_SD * rng.sample::<f64, _>(StandardNormal)) as f32;
+                    sc.lg_prev[pos * d + j] = (self.gate_pos_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
                 }
             }
             for pos in 0..c {
                 for j in 0..d {
-                    sc.w_own[pos * d + j] = (GATE_LOGIT_SD * rng.sample::<f64, _>(StandardNormal)) as f32;
+                    sc.lg_own[pos * d + j] = (self.gate_pos_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
                 }
             }
+            sc.w_prev.copy_from_slice(&sc.lg_prev);
+            sc.w_own.copy_from_slice(&sc.lg_own);
             for j in 0..d {
                 // Entry 0 (and every entry without overlap): softmax over its own c positions.
                 let m_own = (0..c).map(|p| sc.w_own[p * d + j] as f64).fold(f64::NEG_INFINITY, f64::max);
@@ -333,6 +518,62 @@ impl VectorModel {
             sc.sd_first[j] = (cs * s1.sqrt()) as f32;
             sc.sd_rest[j] = (cs * if self.overlap { s2.sqrt() } else { s1.sqrt() }) as f32;
         }
+        // The key norm's per-channel gain.
+        sc.gain.resize(d, 1.0);
+        if self.key_gain_sd > 0.0 {
+            for g in sc.gain.iter_mut() {
+                *g = (self.key_gain_sd * rng.sample::<f64, _>(StandardNormal)).exp() as f32;
+            }
+        }
+    }
+
+    /// Entry `i`'s pooling weights with the token-dependent gate: softmax per channel of the
+    /// positional logits plus σ_tok·z, z ~ N(0, 1) per pooled (position, channel), drawn
+    /// previous block then own block, position-major, into `ew_prev` / `ew_own` (entry 0, or no
+    /// overlap: own block only, in `ew_own`); and the shortcut's sd per channel into `sd_entry`.
+    fn entry_gate(&self, i: usize, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
+        let (c, d) = (self.c, self.d);
+        let with_prev = self.overlap && i > 0;
+        let sd = self.gate_token_sd as f32;
+        if with_prev {
+            for (e, &l) in sc.ew_prev.iter_mut().zip(&sc.lg_prev) {
+                *e = l + sd * rng.sample::<f32, _>(StandardNormal);
+            }
+        }
+        for (e, &l) in sc.ew_own.iter_mut().zip(&sc.lg_own) {
+            *e = l + sd * rng.sample::<f32, _>(StandardNormal);
+        }
+        sc.sd_entry.resize(d, 0.0);
+        for j in 0..d {
+            let mut m = (0..c).map(|p| sc.ew_own[p * d + j]).fold(f32::NEG_INFINITY, f32::max);
+            if with_prev {
+                m = (0..c).map(|p| sc.ew_prev[p * d + j]).fold(m, f32::max);
+            }
+            let mut z = 0.0f32;
+            for p in 0..c {
+                let e = (sc.ew_own[p * d + j] - m).exp();
+                sc.ew_own[p * d + j] = e;
+                z += e;
+                if with_prev {
+                    let e = (sc.ew_prev[p * d + j] - m).exp();
+                    sc.ew_prev[p * d + j] = e;
+                    z += e;
+                }
+            }
+            let inv = 1.0 / z;
+            let mut ss = 0.0f32;
+            for p in 0..c {
+                let w = sc.ew_own[p * d + j] * inv;
+                sc.ew_own[p * d + j] = w;
+                ss += w * w;
+                if with_prev {
+                    let w = sc.ew_prev[p * d + j] * inv;
+                    sc.ew_prev[p * d + j] = w;
+                    ss += w * w;
+                }
+            }
+            sc.sd_entry[j] = self.chan_scale[j] * ss.sqrt();
+        }
     }
 
     /// Entry keys `entries` (drawn in entry order, finished: normalised and rotated) into the
@@ -347,38 +588,60 @@ impl VectorModel {
                 next_special += 1;
             }
             let row = i - start;
+            let token_gate = self.gate_token_sd > 0.0;
+            if token_gate {
+                self.entry_gate(i, rng, sc);
+            }
             let key = &mut sc.keys[row * d..row * d + d];
             if special || self.token_path {
-                self.entry_from_tokens(i, rng, &sc.u, &sc.w_first, &sc.w_prev, &sc.w_own, &mut sc.tok, &mut sc.acc);
+                let (wf, wp, wo) = if token_gate { (&sc.ew_own, &sc.ew_prev, &sc.ew_own) } else { (&sc.w_first, &sc.w_prev, &sc.w_own) };
+                self.entry_from_tokens(i, rng, &sc.u, wf, wp, wo, &mut sc.tok, &mut sc.acc);
                 key.copy_from_slice(&sc.acc);
             } else {
-                let sd = if i == 0 { &sc.sd_first } else { &sc.sd_rest };
+                let sd = if token_gate {
+                    &sc.sd_entry
+                } else if i == 0 {
+                    &sc.sd_first
+                } else {
+                    &sc.sd_rest
+                };
                 for (x, s) in key.iter_mut().zip(sd) {
                     *x = s * rng.sample::<f32, _>(StandardNormal);
                 }
             }
-            self.finish_key(key);
+            self.finish_key(key, i, &sc.gain);
         }
     }
 
-    /// Rotates the queries (no randomness: may run before or after the keys are drawn).
+    /// RoPE at the query's position and the Hadamard rotation of every head (no randomness: may
+    /// run before or after the keys are drawn).
     fn rotate_queries(&self, sc: &mut Scratch) {
-        if self.hadamard {
-            for row in sc.q.chunks_exact_mut(self.d) {
+        for row in sc.q.chunks_exact_mut(self.d) {
+            if let Some(rope) = &self.rope {
+                rope.rotate_query(row);
+            }
+            if self.hadamard {
                 hadamard::fwht_orthonormal(row);
             }
         }
     }
 
-    /// RMS normalisation and rotation of one entry key.
+    /// RMS normalisation (with the gain), RoPE at entry `i`'s position and the Hadamard rotation
+    /// of one entry key.
     #[inline]
-    fn finish_key(&self, key: &mut [f32]) {
+    fn finish_key(&self, key: &mut [f32], i: usize, gain: &[f32]) {
         if self.key_norm {
             let ss: f32 = key.iter().map(|v| v * v).sum();
             if ss > 0.0 {
                 let s = (key.len() as f32 / ss).sqrt();
                 key.iter_mut().for_each(|v| *v *= s);
             }
+            if self.key_gain_sd > 0.0 {
+                key.iter_mut().zip(gain).for_each(|(v, g)| *v *= g);
+            }
+        }
+        if let Some(rope) = &self.rope {
+            rope.rotate_entry(key, i);
         }
         if self.hadamard {
             hadamard::fwht_orthonormal(key);
@@ -446,7 +709,7 @@ impl VectorModel {
         let (hp, d, n) = (self.hp, self.d, self.n_entries());
         self.transpose_queries(sc);
         sc.scores.resize(n, 0.0);
-        kernel::score(&sc.qt, &self.weights, hp, d, &sc.keys, &mut sc.scores);
+        kernel::score(&sc.qt, &sc.w, hp, d, &sc.keys, &mut sc.scores);
     }
 
     /// `sc.q` into the kernel's padded, transposed layout `sc.qt`.
@@ -491,7 +754,7 @@ impl VectorModel {
             self.draw_keys(rng, sc, start..end);
             let keys = &mut sc.keys[..(end - start) * d];
             quantize_rows(&self.k_format, keys, d);
-            kernel::score(&sc.qt, &self.weights, hp, d, keys, &mut sc.scores[start..end]);
+            kernel::score(&sc.qt, &sc.w, hp, d, keys, &mut sc.scores[start..end]);
             start = end;
         }
         self.rank(&sc.scores)
