@@ -64,11 +64,15 @@ fn print_legacy_fingerprints() {
 const OFF: &[(&str, &str)] =
     &[("head_weights", "fixed"), ("rope_dims", "0"), ("key_gain_sd", "0"), ("gate_pos_sd", "1"), ("gate_token_sd", "0")];
 
-/// With the switches off, scores and ranks are bit-identical to the model before the mechanisms
-/// (fingerprints recorded from commit ef4c5a6, the code before them).
+/// With the switches off, scores and ranks are bit-identical to the model before the mechanisms.
+/// The fingerprints were recorded from commit ef4c5a6 (the code before them) and matched by the
+/// commit that added the mechanisms; the next change summed the key norm's squares in 8 lanes
+/// (faster, a different rounding), which changed the last bits of cases 1 and 2 (case 0's FP4
+/// keys absorb it): those two were re-recorded then.
 #[test]
 fn switches_off_is_bit_identical_to_the_model_before() {
-    let want = [0xe5323c9bd5819147u64, 0xbc807ddd4ae64e42, 0x92edbaf18c14c805];
+    // At ef4c5a6: [0xe5323c9bd5819147, 0xbc807ddd4ae64e42, 0x92edbaf18c14c805].
+    let want = [0xe5323c9bd5819147u64, 0x3f8f3f20ed0ac837, 0xa1b7b7bee65b0bfb];
     for (i, s) in legacy_cases(OFF).iter().enumerate() {
         assert_eq!(fingerprint(s, 7), want[i], "case {i}");
     }
