@@ -88,6 +88,10 @@ fn unquantised_one_head_model_agrees_with_the_scalar_analytic_engine() {
                 ("index_topk", k),
                 ("alignment", &alpha.to_string()),
                 ("depth", "0.3"),
+                // The exact case: a positive head weight, no position (RoPE rotates the needle
+                // away from the query direction by its distance).
+                ("head_weights", "fixed"),
+                ("rope_dims", "0"),
             ],
         );
         let run = simulate(&s, trials, 5);
@@ -112,7 +116,15 @@ fn effective_dprime_of_the_exact_case_is_alpha_chi_mean() {
     let alpha = 0.2;
     let s = vector(
         "",
-        &[("heads", "1"), ("key_norm", "false"), ("hadamard", "false"), ("context_len", "4096"), ("alignment", "0.2")],
+        &[
+            ("heads", "1"),
+            ("key_norm", "false"),
+            ("hadamard", "false"),
+            ("context_len", "4096"),
+            ("alignment", "0.2"),
+            ("head_weights", "fixed"),
+            ("rope_dims", "0"),
+        ],
     );
     let e = effective_params(&s, 400, 3);
     let want = alpha * chi_mean(128.0);

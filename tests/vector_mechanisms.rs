@@ -77,3 +77,59 @@ fn switches_off_is_bit_identical_to_the_model_before() {
         assert_eq!(fingerprint(s, 7), want[i], "case {i}");
     }
 }
+
+fn z_two(a: u64, b: u64, n: u64) -> f64 {
+    let (pa, pb) = (a as f64 / n as f64, b as f64 / n as f64);
+    let p = (pa + pb) / 2.0;
+    let se = (2.0 * p * (1.0 - p) / n as f64).sqrt().max(1e-12);
+    (pa - pb) / se
+}
+
+/// The Gaussian shortcut stays exact with every mechanism on: RoPE on every entry key (the
+/// distractors' per-channel sds differ within a pair), the key gain, and the token-dependent gate
+/// (per-entry variance Σ p²): the needle's rank law agrees with building every entry from tokens.
+#[test]
+fn gaussian_shortcut_matches_the_token_path_with_every_mechanism() {
+    use dsa_sim::progress::Silent;
+    use dsa_sim::trials;
+    let cases = [
+        vector(
+            "deepseek-v4-flash",
+            &[("context_len", "4096"), ("q_format", "fp32"), ("k_format", "fp32"), ("alignment", "0.5"), ("outlier_channels", "3"), ("outlier_scale", "4"), ("key_gain_sd", "0.5"), ("gate_token_sd", "1.5"), ("gate_pos_sd", "0.7")],
+        ),
+        vector(
+            "",
+            &[("context_len", "4096"), ("compress_ratio", "4"), ("alignment", "0.5"), ("rope_at", "first"), ("rope_theta", "10000"), ("rope_factor", "40"), ("rope_original_len", "4096"), ("gate_token_sd", "1"), ("index_topk", "16")],
+        ),
+    ];
+    for (ci, s) in cases.iter().enumerate() {
+        let trials = 800;
+        let fast = trials::run(&VectorModel::new(s), trials, 21, &Silent);
+        let slow = trials::run(&VectorModel::new(s).with_token_path(true), trials, 22, &Silent);
+        let n = VectorModel::new(s).n_entries() as u64;
+        for j in [1u64, 4, 16, 64, 256, n / 4] {
+            let (a, b) = ((fast.ranks.cdf(j) * trials as f64).round() as u64, (slow.ranks.cdf(j) * trials as f64).round() as u64);
+            let z = z_two(a, b, trials);
+            assert!(z.abs() <= 4.5, "case {ci}: P(rank <= {j}) shortcut {a} vs tokens {b} of {trials}: z = {z:.2}");
+        }
+        assert!(fast.ranks.cdf(n / 4) < 0.999 && fast.ranks.cdf(1) < 0.9, "case {ci}: uninformative configuration");
+    }
+}
+
+/// RoPE acts end to end: a needle far from the query (depth 0.02 of 16K tokens) loses the part
+/// of its content match carried by the rotated pairs whose phase f_k·Δ has wrapped, so it is
+/// retrieved less often than with rope_dims = 0, on the same seeds.
+#[test]
+fn rope_lowers_the_far_needle_recall() {
+    use dsa_sim::progress::Silent;
+    use dsa_sim::trials;
+    let base = [("context_len", "16384"), ("q_format", "fp32"), ("k_format", "fp32"), ("alignment", "0.5"), ("depth", "0.02")];
+    let run = |rope: &'static str| {
+        let mut f = base.to_vec();
+        f.push(("rope_dims", rope));
+        trials::run(&VectorModel::new(&vector("deepseek-v4-flash", &f)), 800, 5, &Silent)
+    };
+    let (with, without) = (run("64"), run("0"));
+    let z = z_two(with.successes, without.successes, 800);
+    assert!(z < -3.5, "recall with RoPE {} vs without {} of 800: z = {z:.2}", with.successes, without.successes);
+}

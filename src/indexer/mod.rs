@@ -519,6 +519,7 @@ impl VectorModel {
             sc.sd_rest[j] = (cs * if self.overlap { s2.sqrt() } else { s1.sqrt() }) as f32;
         }
         // The key norm's per-channel gain.
+        sc.gain.clear();
         sc.gain.resize(d, 1.0);
         if self.key_gain_sd > 0.0 {
             for g in sc.gain.iter_mut() {
@@ -842,4 +843,182 @@ pub fn simulate(s: &Scenario, trials: u64, seed: u64) -> Tally {
 /// [`simulate`], reporting each finished chunk of trials to `progress`.
 pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Progress) -> Tally {
     crate::trials::run(&VectorModel::new(s), trials, seed, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn model(fields: &[(&str, &str)]) -> VectorModel {
+        let mut s = Scenario::preset("deepseek-v4-flash").unwrap_or_default();
+        s.model = crate::scenario::Model::Vector;
+        for (f, v) in fields {
+            s.set_text(f.parse().unwrap(), v).unwrap();
+        }
+        s.validate().unwrap();
+        VectorModel::new(&s)
+    }
+
+    /// The YaRN frequencies against the reference formula evaluated independently (Python's
+    /// `math` in f64, the formula of V4 `inference/model.py`:199–228 written out:
+    /// `freqs = 1/base**(arange(0, dim, 2)/dim)`; `low, high = find_correction_range(32, 1, …)`;
+    /// `smooth = 1 − clamp((arange(dim/2) − low)/(high − low), 0, 1)`;
+    /// `freqs = freqs/factor·(1 − smooth) + freqs·smooth`), for V4 (θ = 160000, factor 16, 65536:
+    /// low 15, high 25) and V3.2 (θ = 10000, factor 40, 4096: low 10, high 23).
+    #[test]
+    fn yarn_frequencies_match_the_reference_formula() {
+        let at = [0usize, 7, 8, 12, 16, 20, 24, 31];
+        let v4 = [1.0, 0.07271077167244769, 0.05, 0.011180339887498949, 0.0022656250000000003, 0.00029697777826169085, 1.9531249999999997e-05, 5.680529036909976e-07];
+        let v32 = [1.0, 0.1333521432163324, 0.1, 0.026879360111431223, 0.0055, 0.0007905694150420945, 2.5e-05, 3.3338035804083097e-06];
+        for (f, want) in [(yarn_freqs(64, 160_000.0, 16.0, 65_536), v4), (yarn_freqs(64, 10_000.0, 40.0, 4096), v32)] {
+            assert_eq!(f.len(), 32);
+            for (&k, &w) in at.iter().zip(&want) {
+                assert!((f[k] - w).abs() <= 1e-13 * w, "k = {k}: {} vs {w}", f[k]);
+            }
+        }
+        // Plain RoPE: no original length, or factor 1.
+        let plain = yarn_freqs(64, 160_000.0, 16.0, 0);
+        let one = yarn_freqs(64, 160_000.0, 1.0, 65_536);
+        for k in 0..32 {
+            let want = 160_000f64.powf(-((2 * k) as f64) / 64.0);
+            assert!((plain[k] - want).abs() <= 1e-15 * want && (one[k] - want).abs() <= 1e-15 * want);
+        }
+    }
+
+    /// RoPE preserves norms, rotates the documented channels (V4: the last 64, pairs (2i, 2i+1);
+    /// V3.2: the first 64, pairs (i, i + 32)) and leaves the others alone.
+    #[test]
+    fn rope_rotates_the_documented_pairs_and_preserves_norms() {
+        for (at, pair_of) in [("last", (|k: usize| (64 + 2 * k, 65 + 2 * k)) as fn(usize) -> (usize, usize)), ("first", |k| (k, k + 32))] {
+            let m = model(&[("context_len", "8192"), ("rope_at", at)]);
+            let rope = m.rope.as_ref().unwrap();
+            let x: Vec<f32> = (0..128).map(|j| ((j as f32) * 0.77).sin() + 0.1).collect();
+            for i in [0usize, 1, 777, 2047] {
+                let mut y = x.clone();
+                rope.rotate_entry(&mut y, i);
+                let (nx, ny) = (x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>(), y.iter().map(|v| (*v as f64).powi(2)).sum::<f64>());
+                assert!((nx - ny).abs() < 1e-5 * nx, "{at} entry {i}");
+                let f = yarn_freqs(64, 160_000.0, 16.0, 65_536);
+                let mut touched = vec![false; 128];
+                for (k, &fk) in f.iter().enumerate() {
+                    let (a, b) = pair_of(k);
+                    touched[a] = true;
+                    touched[b] = true;
+                    let ang = (i * 4) as f64 * fk;
+                    let want_a = x[a] as f64 * ang.cos() - x[b] as f64 * ang.sin();
+                    let want_b = x[a] as f64 * ang.sin() + x[b] as f64 * ang.cos();
+                    assert!((y[a] as f64 - want_a).abs() < 1e-5 && (y[b] as f64 - want_b).abs() < 1e-5, "{at} entry {i} pair {k}");
+                }
+                for j in 0..128 {
+                    if !touched[j] {
+                        assert_eq!(x[j].to_bits(), y[j].to_bits());
+                    }
+                }
+            }
+        }
+        // rope_dims 0: no table at all; odd or too large values are clipped.
+        assert!(model(&[("rope_dims", "0")]).rope.is_none());
+        assert_eq!(model(&[("rope_dims", "7")]).rope.as_ref().unwrap().pairs, 3);
+        assert_eq!(model(&[("rope_dims", "1000")]).rope.as_ref().unwrap().pairs, 64);
+    }
+
+    /// The positional mechanism acts: a key equal to the query in its rotated channels is seen
+    /// through cos(Δ f_k) of its true distance Δ = L − i·c. On the fastest pair (f_0 = 1) the
+    /// match swings with Δ; on the slowest (YaRN-scaled) pair it barely moves over 128K tokens.
+    #[test]
+    fn the_match_depends_on_the_true_distance() {
+        let m = model(&[("context_len", "131072")]);
+        let rope = m.rope.as_ref().unwrap();
+        let n = m.n_entries();
+        for (k, swings) in [(0usize, true), (31, false)] {
+            let mut q = vec![0.0f32; 128];
+            q[64 + 2 * k] = 1.0;
+            let mut qr = q.clone();
+            rope.rotate_query(&mut qr);
+            let mut seen = Vec::new();
+            for i in [n - 1, n - 2, n - 100, n / 2, 0] {
+                let mut kr = q.clone();
+                rope.rotate_entry(&mut kr, i);
+                let dot: f64 = qr.iter().zip(&kr).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let delta = 131_072.0 - (i * 4) as f64;
+                let want = (delta * yarn_freqs(64, 160_000.0, 16.0, 65_536)[k]).cos();
+                assert!((dot - want).abs() < 2e-3, "pair {k} entry {i}: {dot} vs {want}");
+                seen.push(dot);
+            }
+            let spread = seen.iter().cloned().fold(f64::MIN, f64::max) - seen.iter().cloned().fold(f64::MAX, f64::min);
+            assert_eq!(spread > 0.5, swings, "pair {k}: {seen:?}");
+        }
+    }
+
+    /// Signed weights: drawn per layer, both signs, sd H^-1/2 d^-1/2, padded heads 0; fixed:
+    /// the model's constants.
+    #[test]
+    fn head_weights_signed_and_fixed() {
+        let m = model(&[("context_len", "4096")]);
+        let mut sc = Scratch::default();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut all = Vec::new();
+        for _ in 0..50 {
+            m.draw_query(&mut rng, &mut sc);
+            assert_eq!(sc.w.len(), m.hp);
+            all.extend_from_slice(&sc.w[..m.heads]);
+            assert!(sc.w[m.heads..].iter().all(|&w| w == 0.0));
+        }
+        let base = 1.0 / (64f64 * 128.0).sqrt();
+        let mean = all.iter().map(|&w| w as f64).sum::<f64>() / all.len() as f64;
+        let sd = (all.iter().map(|&w| (w as f64).powi(2)).sum::<f64>() / all.len() as f64).sqrt();
+        assert!(mean.abs() < 0.1 * base && (sd / base - 1.0).abs() < 0.06, "mean {mean}, sd {sd} vs {base}");
+        let f = model(&[("context_len", "4096"), ("head_weights", "fixed")]);
+        f.draw_query(&mut rng, &mut sc);
+        assert_eq!(sc.w, f.weights);
+        assert!(sc.w[..64].iter().all(|&w| w > 0.0));
+    }
+
+    /// The key norm's gain: exp(σ z) per channel, applied after the normalisation.
+    #[test]
+    fn key_gain_is_lognormal_and_applied_after_the_norm() {
+        let m = model(&[("context_len", "4096"), ("key_gain_sd", "0.5"), ("rope_dims", "0"), ("hadamard", "false")]);
+        let mut sc = Scratch::default();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+        m.draw_query(&mut rng, &mut sc);
+        let logs: Vec<f64> = sc.gain.iter().map(|&g| (g as f64).ln()).collect();
+        let sd = (logs.iter().map(|l| l * l).sum::<f64>() / 128.0).sqrt();
+        assert!((sd - 0.5).abs() < 0.15, "log-gain sd {sd}");
+        let x: Vec<f32> = (0..128).map(|j| (j as f32 * 0.3).cos() * 2.0).collect();
+        let mut y = x.clone();
+        m.finish_key(&mut y, 3, &sc.gain);
+        let s = (128.0 / sum_squares(&x)).sqrt();
+        for j in 0..128 {
+            assert_eq!(y[j].to_bits(), (x[j] * s * sc.gain[j]).to_bits());
+        }
+        let off = model(&[("context_len", "4096")]);
+        off.draw_query(&mut rng, &mut sc);
+        assert!(sc.gain.iter().all(|&g| g == 1.0));
+    }
+
+    /// The token-dependent gate: per-entry pooling weights that sum to 1 per channel, and a
+    /// shortcut variance Σ p² that differs from entry to entry.
+    #[test]
+    fn token_gate_weights_are_per_entry() {
+        let m = model(&[("context_len", "4096"), ("gate_token_sd", "1.5")]);
+        let mut sc = Scratch::default();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+        m.draw_query(&mut rng, &mut sc);
+        let mut sds = Vec::new();
+        for i in [0usize, 1, 2, 3] {
+            m.entry_gate(i, &mut rng, &mut sc);
+            for j in 0..128 {
+                let mut t: f32 = (0..4).map(|p| sc.ew_own[p * 128 + j]).sum();
+                if i > 0 {
+                    t += (0..4).map(|p| sc.ew_prev[p * 128 + j]).sum::<f32>();
+                }
+                assert!((t - 1.0).abs() < 1e-5, "entry {i} channel {j}: {t}");
+            }
+            sds.push(sc.sd_entry[0]);
+        }
+        assert!(sds[1] != sds[2] && sds[2] != sds[3], "{sds:?}");
+        // Entry 0 pools its own block only (4 positions): Σ p² ≥ 1/4.
+        assert!(sds[0] >= 0.5 - 1e-6);
+    }
 }
