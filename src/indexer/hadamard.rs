@@ -6,6 +6,9 @@
 ///
 /// The butterflies run in a fixed order (stride 1, 2, 4, …), so the result is deterministic.
 pub fn fwht_orthonormal(x: &mut [f32]) {
+    if let Ok(a) = <&mut [f32; 128]>::try_from(&mut *x) {
+        return fwht128(a);
+    }
     let n = x.len();
     assert!(n.is_power_of_two(), "Hadamard transform needs a power-of-two length, got {n}");
     let mut h = 1;
@@ -35,6 +38,41 @@ pub fn fwht_orthonormal(x: &mut [f32]) {
     let scale = 1.0 / (n as f32).sqrt();
     for v in x.iter_mut() {
         *v *= scale;
+    }
+}
+
+/// d = 128 (both DeepSeek indexers) with constant bounds, which the compiler unrolls and
+/// vectorises: the same butterflies in the same stage order as the general loop, so the same
+/// bits (tested).
+#[inline]
+fn fwht128(x: &mut [f32; 128]) {
+    for blk in x.chunks_exact_mut(8) {
+        let a: [f32; 8] = [blk[0], blk[1], blk[2], blk[3], blk[4], blk[5], blk[6], blk[7]];
+        let b = [a[0] + a[1], a[0] - a[1], a[2] + a[3], a[2] - a[3], a[4] + a[5], a[4] - a[5], a[6] + a[7], a[6] - a[7]];
+        let c = [b[0] + b[2], b[1] + b[3], b[0] - b[2], b[1] - b[3], b[4] + b[6], b[5] + b[7], b[4] - b[6], b[5] - b[7]];
+        let out = [c[0] + c[4], c[1] + c[5], c[2] + c[6], c[3] + c[7], c[0] - c[4], c[1] - c[5], c[2] - c[6], c[3] - c[7]];
+        blk.copy_from_slice(&out);
+    }
+    stage::<8>(x);
+    stage::<16>(x);
+    stage::<32>(x);
+    stage::<64>(x);
+    let scale = 1.0 / 128f32.sqrt();
+    for v in x.iter_mut() {
+        *v *= scale;
+    }
+}
+
+#[inline(always)]
+fn stage<const H: usize>(x: &mut [f32; 128]) {
+    let mut base = 0;
+    while base < 128 {
+        for j in 0..H {
+            let (u, v) = (x[base + j], x[base + H + j]);
+            x[base + j] = u + v;
+            x[base + H + j] = u - v;
+        }
+        base += 2 * H;
     }
 }
 
