@@ -1,42 +1,55 @@
 //! The vector lightning-indexer model (docs/model.md#vector-model), simulated by Monte Carlo.
 //!
-//! One layer of one trial:
+//! One layer of one trial (its draws in this order, from the trial's generator):
 //! 1. **Queries.** H heads q_h ∈ R^d, iid Normal(0, D²) where D scales the first
-//!    `outlier_channels` channels by `outlier_scale` (1 elsewhere). The **query direction** is
-//!    u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ (the weighted mean of the heads, normalised), taken before
-//!    rotation and quantization.
-//! 2. **Head weights** w_h > 0 are fixed for the model (not redrawn per trial):
-//!    w_h = H^-1/2 · d^-1/2 · exp(0.5 z_h − 0.125), z_h standard normal from the fixed seed
-//!    [`WEIGHT_SEED`] (a log-normal law with mean H^-1/2 d^-1/2, the scale DeepSeek's
-//!    `weights_proj(x) · softmax_scale · H^-1/2` carries; DeepSeek's learned weights are per query and
-//!    signed, which this model does not reproduce).
-//! 3. **Token keys.** A token's key projection is Normal(0, D²). A needle token's projection is
-//!    *planted*: draw g ~ Normal(0, D²) and keep its norm, set its cosine with u to `alignment`:
-//!    x = ‖g‖ (α u + √(1−α²) ĝ⊥), ĝ⊥ the unit part of g orthogonal to u. A hard-negative token
-//!    likewise with `hard_alignment` (one look-alike token in each of `hard_negatives` blocks
-//!    that share no entry with the needle; with overlap only every other block is used, so at
-//!    most N/2).
-//! 4. **Compression** (as V4's `Compressor`): entry i pools its c tokens, and with `overlap` also
-//!    the c tokens of block i−1 through a *second, independent* projection (V4 splits the
-//!    compressor's 2d channels into the overlapping and the current half). Weights per channel:
-//!    `mean` 1/(pooled tokens); `gated` softmax over the pooled positions of gate logits drawn
-//!    once per layer and trial, Normal(0, [`GATE_LOGIT_SD`]²) per (position, channel) — the
-//!    learned positional bias `ape` of V4, the token-dependent part of the gate being left out.
-//!    Then, with `key_norm`, the entry key is RMS-normalised (V4's compressor RMSNorm, V3.2's
-//!    LayerNorm on the key).
-//! 5. **Rotation and quantization.** With `hadamard`, q_h and every entry key are multiplied by
-//!    the orthonormal Hadamard matrix; then q_h (one head vector at a time) and every entry key
-//!    are quantize-dequantized with `q_format` and `k_format` (the indexer cache stores
-//!    compressed keys). A format's block scales run along the head dimension; NVFP4's tensor
-//!    scale is per head vector / per key.
-//! 6. **Scores and rank.** I(q, k) = Σ_h w_h ReLU(q_h · k) for every entry ([`kernel`]); the needle's
+//!    `outlier_channels` channels by `outlier_scale` (1 elsewhere): H·d normals, head by head.
+//! 2. **Head weights** ([`HeadWeights`]). `signed` (default): w_h = z_h · H^-1/2 · d^-1/2, z_h
+//!    standard normal, H draws per layer and trial — DeepSeek's per-query, signed
+//!    `weights_proj(x) · softmax_scale · H^-1/2` (V4 `inference/model.py`:418) of an RMS-normed
+//!    hidden state; one positive factor common to all heads cannot change a rank, so only the
+//!    sign and spread law matter. `fixed`: w_h = H^-1/2 · d^-1/2 · exp(0.5 z_h − 0.125) from
+//!    [`WEIGHT_SEED`], no draw. The **query direction** is u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ with
+//!    the trial's weights, in the unrotated (content) frame.
+//! 3. **Gate logits** (`compressor = "gated"`): Normal(0, `gate_pos_sd`²) per (position,
+//!    channel), the previous half's c·d then the own half's c·d, position-major — V4's learned
+//!    positional bias `ape`. Their softmax gives the pooling weights when `gate_token_sd` is 0.
+//! 4. **Key gain** (`key_gain_sd` σ_g > 0 with `key_norm`): g_j = exp(σ_g z_j), d draws.
+//! 5. **Entries**, in entry order, [`KEY_BLOCK`] at a time. With `gate_token_sd` σ_tok > 0
+//!    (gated), first the entry's token-dependent logits, σ_tok·z per pooled (position, channel),
+//!    previous block then own block (entry 0 or no overlap: own only), added to the positional
+//!    logits before the per-channel softmax. Then the key: a shortcut entry's d normals, or a
+//!    token-built entry's tokens (d normals each, planted for needle and hard tokens: draw
+//!    g ~ Normal(0, D²), keep its norm, set its cosine with u to `alignment` / `hard_alignment`:
+//!    x = ‖g‖ (α u + √(1−α²) ĝ⊥); one look-alike token in each of `hard_negatives` blocks that
+//!    share no entry with the needle; with overlap only every other block, so at most N/2).
+//!    Entry i pools its c tokens, and with `overlap` also the c tokens of block i−1 through a
+//!    *second, independent* projection (V4 splits the compressor's 2d channels into the
+//!    overlapping and the current half); `mean` weighs them 1/(pooled tokens).
+//! 6. **Finishing a key**: with `key_norm`, RMS normalisation (V4's compressor RMSNorm, V3.2's
+//!    LayerNorm) times the gain g; RoPE (`rope_dims` > 0) at the entry's block start
+//!    i·c; with `hadamard`, the orthonormal Hadamard matrix. Queries get RoPE at position
+//!    L = `context_len` and the Hadamard matrix. RoPE rotates the last `rope_dims` channels in
+//!    pairs (2k, 2k+1) (`rope_at = "last"`, V4) or the first in pairs (k, k + r/2) (`"first"`,
+//!    V3.2) by position · f_k, f_k from [`yarn_freqs`]; the cos/sin table per entry position is
+//!    built once per model. Every key is rotated (the shortcut's per-channel sds differ within
+//!    a pair), so the needle's match depends on its true distance L − i·c.
+//! 7. **Quantization.** q_h (one head vector at a time) and every entry key are
+//!    quantize-dequantized with `q_format` and `k_format` (the indexer cache stores compressed
+//!    keys). A format's block scales run along the head dimension; NVFP4's tensor scale is per
+//!    head vector / per key.
+//! 8. **Scores and rank.** I(q, k) = Σ_h w_h ReLU(q_h · k) for every entry ([`kernel`]); the needle's
 //!    rank is 1 + the number of entries scoring strictly above its best covering entry.
+//!
+//! With `head_weights = "fixed"`, `rope_dims = 0`, `key_gain_sd = 0`, `gate_pos_sd = 1` and
+//! `gate_token_sd = 0` the model is the earlier one (tests/vector_mechanisms.rs pins it).
 //!
 //! **Exact shortcut.** An entry without needle or hard-negative tokens has key Σ_t p_t x_t with
 //! fixed weights p and iid Gaussian x_t, hence exactly Normal(0, D² Σ_t p_t²) per channel,
 //! independent across entries (with overlap, neighbouring entries read the shared block through
 //! independent projections). Those entries are drawn directly: d normals per entry instead of
-//! c·d or 2c·d. Entries that pool a needle or hard token are built token by token. The
+//! c·d or 2c·d. With σ_tok > 0 the weights, hence Σ_t p_t², are random per entry: the entry's
+//! logits are drawn exactly first (about 9× the normals at V4's c = 4 with overlap). Entries
+//! that pool a needle or hard token are built token by token. The
 //! explicit token path for every entry is kept for testing ([`VectorModel::with_token_path`]).
 //!
 //! Fields of the scalar model that the vector model ignores: distractor, hard_mean, dprime,
@@ -56,7 +69,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// Standard deviation of the compressor's random gate logits (`compressor = "gated"`).
+/// The default sd of the compressor's positional gate logits (`gate_pos_sd`).
 pub const GATE_LOGIT_SD: f64 = 1.0;
 
 /// Seed of the fixed per-head weights.
