@@ -913,7 +913,7 @@ mod tests {
                 let (nx, ny) = (x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>(), y.iter().map(|v| (*v as f64).powi(2)).sum::<f64>());
                 assert!((nx - ny).abs() < 1e-5 * nx, "{at} entry {i}");
                 let f = yarn_freqs(64, 160_000.0, 16.0, 65_536);
-                let mut touched = vec![false; 128];
+                let mut touched = [false; 128];
                 for (k, &fk) in f.iter().enumerate() {
                     let (a, b) = pair_of(k);
                     touched[a] = true;
