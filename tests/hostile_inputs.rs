@@ -243,7 +243,7 @@ fn invalid_values() -> Vec<(&'static str, Vec<&'static str>)> {
         ("rope_at", vec!["middle", "", "1", "Last"]),
         ("rope_theta", vec!["1", "0", "-1", "nan", "inf", "1e300", ""]),
         ("rope_factor", vec!["0.5", "0", "-1", "nan", "inf", "1e300", ""]),
-        ("rope_original_len", {
+        ("rope_orig_len", {
             let mut v = count.clone();
             v.push("1099511627777");
             v

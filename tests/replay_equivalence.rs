@@ -120,7 +120,7 @@ fn replay_is_identical_across_chunks_and_threads() {
 fn replay_key_keeps_every_field_that_changes_a_draw() {
     let neutral = [Field::Dprime, Field::NeedleSd, Field::PRead, Field::PGuess, Field::Readout];
     let base = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, ..Scenario::preset("deepseek-v4-flash").unwrap() };
-    let candidates = ["0.3", "0.7", "2", "3", "7", "true", "false", "gumbel", "max", "adjacent", "all", "vector", "bf16", "mean", "1000", "64"];
+    let candidates = ["0.3", "0.7", "2", "3", "7", "true", "false", "gumbel", "max", "adjacent", "all", "vector", "bf16", "mean", "1000", "64", "fixed", "first"];
     for &f in Field::ALL {
         let mut changed = None;
         for text in candidates {

@@ -99,7 +99,7 @@ fn gaussian_shortcut_matches_the_token_path_with_every_mechanism() {
         ),
         vector(
             "",
-            &[("context_len", "4096"), ("compress_ratio", "4"), ("alignment", "0.5"), ("rope_at", "first"), ("rope_theta", "10000"), ("rope_factor", "40"), ("rope_original_len", "4096"), ("gate_token_sd", "1"), ("index_topk", "16")],
+            &[("context_len", "4096"), ("compress_ratio", "4"), ("alignment", "0.5"), ("rope_at", "first"), ("rope_theta", "10000"), ("rope_factor", "40"), ("rope_orig_len", "4096"), ("gate_token_sd", "1"), ("index_topk", "16")],
         ),
     ];
     for (ci, s) in cases.iter().enumerate() {

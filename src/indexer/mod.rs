@@ -65,6 +65,7 @@ use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Compressor, Scenario};
 use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
+pub use crate::vector_fields::{HeadWeights, RopeAt};
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -86,61 +87,6 @@ pub const YARN_BETA_FAST: f64 = 32.0;
 
 /// YaRN's `beta_slow` (same sources).
 pub const YARN_BETA_SLOW: f64 = 1.0;
-
-/// How the indexer's head weights are formed (`head_weights`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeadWeights {
-    /// Per query, signed: w_h = z_h · H^-1/2 · d^-1/2, z_h ~ N(0, 1) per layer and trial.
-    Signed,
-    /// Fixed positive constants from [`WEIGHT_SEED`] (log-normal, the model before per-query
-    /// weights).
-    Fixed,
-}
-
-/// Which half of the head dimension RoPE rotates, and how it pairs channels (`rope_at`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopeAt {
-    /// The last `rope_dims` channels, interleaved pairs (2i, 2i+1) (V4).
-    Last,
-    /// The first `rope_dims` channels, half-split pairs (i, i + rope_dims/2) (V3.2).
-    First,
-}
-
-macro_rules! keyword {
-    ($t:ident { $($v:ident => $w:literal),+ }) => {
-        impl std::str::FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s.trim() {
-                    $($w => Ok($t::$v),)+
-                    o => {
-                        let words: &[&str] = &[$($w),+];
-                        let (last, rest) = words.split_last().unwrap_or((&"", &[]));
-                        Err(format!("`{o}`: expected {} or {last}", rest.join(", ")))
-                    }
-                }
-            }
-        }
-        impl std::fmt::Display for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(match self { $($t::$v => $w,)+ })
-            }
-        }
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(&self.to_string())
-            }
-        }
-        impl<'de> serde::Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let text = String::deserialize(d)?;
-                text.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
-keyword!(HeadWeights { Signed => "signed", Fixed => "fixed" });
-keyword!(RopeAt { Last => "last", First => "first" });
 
 /// RoPE frequencies f_k (k < dims/2) with YaRN, in f64: a port of V4's `precompute_freqs_cis`
 /// (DeepSeek-V4-Flash `inference/model.py`:199–228; V3.2's is the same formula). f_k =
@@ -354,7 +300,7 @@ impl VectorModel {
         let gated = s.compressor == Compressor::Gated && (c > 1 || s.overlap);
         let rope_dims = (s.rope_dims as usize).min(d) & !1;
         let rope = (rope_dims > 0).then(|| {
-            let freqs = yarn_freqs(rope_dims, s.rope_theta, s.rope_factor, s.rope_original_len);
+            let freqs = yarn_freqs(rope_dims, s.rope_theta, s.rope_factor, s.rope_orig_len);
             let pairs = rope_dims / 2;
             let (mut q_cos, mut q_sin) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
             Rope::table(&freqs, s.context_len as f64, &mut q_cos, &mut q_sin);

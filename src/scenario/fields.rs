@@ -12,7 +12,7 @@ use super::{
     num, Compressor, Distractor, Model, Pooling, Readout, RepeatLayout, ScenarioError, MAX_CONTEXT_LEN,
 };
 use crate::formats::Format;
-use crate::indexer::{HeadWeights, RopeAt};
+use crate::vector_fields::{HeadWeights, RopeAt};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -644,7 +644,7 @@ scenario_fields! {
         scope Vector, bounds Bounds::real_text(1.0, 1e6, false, "1..=1000000"), unit Plain, fit None,
         symbol "", title "",
         help "Vector model: YaRN frequency-interpolation factor (default 16 as V4; V3.2: 40; 1 = plain RoPE).";
-    rope_original_len / RopeOriginalLen: u64 = 65_536;
+    rope_orig_len / RopeOrigLen: u64 = 65_536;
         scope Vector, bounds Bounds::count(0, MAX_CONTEXT_LEN), unit TokenSpan, fit None,
         symbol "", title "",
         help "Vector model: YaRN's original training length (default 65536 as V4; V3.2: 4096; 0 = plain RoPE).";
