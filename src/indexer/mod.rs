@@ -59,6 +59,7 @@
 pub mod effective;
 pub mod hadamard;
 pub mod kernel;
+pub mod normal;
 
 use crate::formats::Format;
 use crate::geometry::Geometry;
@@ -402,8 +403,9 @@ impl VectorModel {
         sc.acc.resize(d, 0.0);
         // Queries and the query direction.
         for row in sc.q.chunks_exact_mut(d) {
+            normal::fill(rng, row);
             for (x, s) in row.iter_mut().zip(&self.chan_scale) {
-                *x = s * rng.sample::<f32, _>(StandardNormal);
+                *x *= s;
             }
         }
         sc.w.clone_from(&self.weights);
@@ -496,12 +498,14 @@ impl VectorModel {
         let with_prev = self.overlap && i > 0;
         let sd = self.gate_token_sd as f32;
         if with_prev {
+            normal::fill(rng, &mut sc.ew_prev);
             for (e, &l) in sc.ew_prev.iter_mut().zip(&sc.lg_prev) {
-                *e = l + sd * rng.sample::<f32, _>(StandardNormal);
+                *e = l + sd * *e;
             }
         }
+        normal::fill(rng, &mut sc.ew_own);
         for (e, &l) in sc.ew_own.iter_mut().zip(&sc.lg_own) {
-            *e = l + sd * rng.sample::<f32, _>(StandardNormal);
+            *e = l + sd * *e;
         }
         sc.sd_entry.resize(d, 0.0);
         for j in 0..d {
@@ -565,8 +569,9 @@ impl VectorModel {
                 } else {
                     &sc.sd_rest
                 };
+                normal::fill(rng, key);
                 for (x, s) in key.iter_mut().zip(sd) {
-                    *x = s * rng.sample::<f32, _>(StandardNormal);
+                    *x *= s;
                 }
             }
             self.finish_key(key, i, &sc.gain);
@@ -647,8 +652,9 @@ impl VectorModel {
 
     /// One token's key projection (planted for needle and hard tokens), into `out`.
     fn token(&self, t: u64, rng: &mut Xoshiro256PlusPlus, u: &[f64], out: &mut [f32]) {
+        normal::fill(rng, out);
         for (x, s) in out.iter_mut().zip(&self.chan_scale) {
-            *x = s * rng.sample::<f32, _>(StandardNormal);
+            *x *= s;
         }
         let alpha = match self.kind(t) {
             Kind::Plain => return,
