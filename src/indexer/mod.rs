@@ -40,8 +40,18 @@
 //! 8. **Scores and rank.** I(q, k) = Σ_h w_h ReLU(q_h · k) for every entry ([`kernel`]); the needle's
 //!    rank is 1 + the number of entries scoring strictly above its best covering entry.
 //!
+//! **Quest** (`compressor = "quest"`): page i's key is the per-channel max and min of its own c
+//! token keys (2d values, each half quantized with `k_format`), scored Σ_j max(q_j M_j, q_j m_j)
+//! with head 0's query (also the planting direction u); no weights, ReLU, key norm, RoPE or
+//! Hadamard, and every page is built from its tokens.
+//!
+//! The f32 normals (queries, keys, token-gate logits) come from [`normal::fill`] (a ziggurat,
+//! the same stream on every CPU); the f64 ones (head weights, gate logits, gains) from
+//! rand_distr's `StandardNormal`.
+//!
 //! With `head_weights = "fixed"`, `rope_dims = 0`, `key_gain_sd = 0`, `gate_pos_sd = 1` and
-//! `gate_token_sd = 0` the model is the earlier one (tests/vector_mechanisms.rs pins it).
+//! `gate_token_sd = 0` the model is the earlier one in law (and was bit for bit until the
+//! sampler changed; tests/vector_mechanisms.rs pins it).
 //!
 //! **Exact shortcut.** An entry without needle or hard-negative tokens has key Σ_t p_t x_t with
 //! fixed weights p and iid Gaussian x_t, hence exactly Normal(0, D² Σ_t p_t²) per channel,
@@ -223,6 +233,8 @@ pub struct VectorModel {
     rule: ReadoutRule,
     token_path: bool,
     signed_weights: bool,
+    /// `compressor = "quest"`: page keys (max, min) and Quest's score.
+    quest: bool,
     rope: Option<Rope>,
     key_gain_sd: f64,
     gate_pos_sd: f64,
@@ -299,7 +311,8 @@ impl VectorModel {
         special_entries.sort_unstable();
         special_entries.dedup();
         let gated = s.compressor == Compressor::Gated && (c > 1 || s.overlap);
-        let rope_dims = (s.rope_dims as usize).min(d) & !1;
+        let quest = s.compressor == Compressor::Quest;
+        let rope_dims = if quest { 0 } else { (s.rope_dims as usize).min(d) & !1 };
         let rope = (rope_dims > 0).then(|| {
             let freqs = yarn_freqs(rope_dims, s.rope_theta, s.rope_factor, s.rope_orig_len);
             let pairs = rope_dims / 2;
@@ -324,8 +337,8 @@ impl VectorModel {
             chan_scale,
             alignment: s.alignment,
             hard_alignment: s.hard_alignment,
-            hadamard: s.hadamard,
-            key_norm: s.key_norm,
+            hadamard: s.hadamard && !quest,
+            key_norm: s.key_norm && !quest,
             gated,
             q_format: s.q_format,
             k_format: s.k_format,
@@ -334,9 +347,10 @@ impl VectorModel {
             special_entries,
             hard_entries,
             token_path: false,
-            signed_weights: s.head_weights == HeadWeights::Signed,
+            signed_weights: s.head_weights == HeadWeights::Signed && !quest,
+            quest,
             rope,
-            key_gain_sd: if s.key_norm { s.key_gain_sd } else { 0.0 },
+            key_gain_sd: if s.key_norm && !quest { s.key_gain_sd } else { 0.0 },
             gate_pos_sd: s.gate_pos_sd,
             gate_token_sd: if gated { s.gate_token_sd } else { 0.0 },
         }
@@ -388,9 +402,48 @@ impl VectorModel {
     pub fn draw(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
         let n = self.n_entries();
         self.draw_query(rng, sc);
-        sc.keys.resize(n * self.d, 0.0);
+        sc.keys.resize(n * self.key_len(), 0.0);
         self.draw_keys(rng, sc, 0..n);
         self.rotate_queries(sc);
+    }
+
+    /// Values per stored entry key: d, or 2d for Quest's page key (max then min).
+    fn key_len(&self) -> usize {
+        if self.quest {
+            2 * self.d
+        } else {
+            self.d
+        }
+    }
+
+    /// Quest's page key of entry `i`: the per-channel max then min of its c token keys (its own
+    /// block only), into `out` (2d values).
+    fn quest_page(&self, i: usize, rng: &mut Xoshiro256PlusPlus, u: &[f64], tok: &mut [f32], out: &mut [f32]) {
+        let (c, d) = (self.c, self.d);
+        let (hi, lo) = out.split_at_mut(d);
+        hi.iter_mut().for_each(|v| *v = f32::NEG_INFINITY);
+        lo.iter_mut().for_each(|v| *v = f32::INFINITY);
+        for p in 0..c {
+            self.token((i * c + p) as u64, rng, u, tok);
+            for j in 0..d {
+                hi[j] = hi[j].max(tok[j]);
+                lo[j] = lo[j].min(tok[j]);
+            }
+        }
+    }
+
+    /// Quest's page scores Σ_j max(q_j M_j, q_j m_j) with head 0's query, summed in channel
+    /// order.
+    fn quest_scores(&self, q: &[f32], keys: &[f32], out: &mut [f32]) {
+        let d = self.d;
+        for (key, o) in keys.chunks_exact(2 * d).zip(out.iter_mut()) {
+            let (hi, lo) = key.split_at(d);
+            let mut s = 0.0f32;
+            for j in 0..d {
+                s += (q[j] * hi[j]).max(q[j] * lo[j]);
+            }
+            *o = s;
+        }
     }
 
     /// The layer's queries (unrotated), their direction, and the compressor's pooling weights:
@@ -416,9 +469,16 @@ impl VectorModel {
             }
         }
         sc.u.iter_mut().for_each(|v| *v = 0.0);
-        for (row, &w) in sc.q.chunks_exact(d).zip(&sc.w) {
-            for (u, &x) in sc.u.iter_mut().zip(row) {
-                *u += w as f64 * x as f64;
+        if self.quest {
+            // Quest scores with one head: its query is the direction.
+            for (u, &x) in sc.u.iter_mut().zip(&sc.q[..d]) {
+                *u = x as f64;
+            }
+        } else {
+            for (row, &w) in sc.q.chunks_exact(d).zip(&sc.w) {
+                for (u, &x) in sc.u.iter_mut().zip(row) {
+                    *u += w as f64 * x as f64;
+                }
             }
         }
         let norm = sc.u.iter().map(|v| v * v).sum::<f64>().sqrt();
@@ -545,6 +605,14 @@ impl VectorModel {
     fn draw_keys(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch, entries: std::ops::Range<usize>) {
         let d = self.d;
         let start = entries.start;
+        if self.quest {
+            let kl = 2 * d;
+            for i in entries {
+                let row = i - start;
+                self.quest_page(i, rng, &sc.u, &mut sc.tok, &mut sc.keys[row * kl..row * kl + kl]);
+            }
+            return;
+        }
         let mut next_special = self.special_entries.partition_point(|&e| e < start as u64);
         for i in entries {
             let special = self.special_entries.get(next_special) == Some(&(i as u64));
@@ -665,6 +733,7 @@ impl VectorModel {
     }
 
     /// Quantize-dequantizes the queries (per head) and keys (per entry) in place.
+    /// (Quest: its max and min rows separately.)
     pub fn quantize(&self, q_format: &Format, k_format: &Format, sc: &mut Scratch) {
         quantize_rows(q_format, &mut sc.q, self.d);
         quantize_rows(k_format, &mut sc.keys, self.d);
@@ -673,8 +742,12 @@ impl VectorModel {
     /// Scores every entry with the current `sc.q` and `sc.keys` into `sc.scores`.
     pub fn score(&self, sc: &mut Scratch) {
         let (hp, d, n) = (self.hp, self.d, self.n_entries());
-        self.transpose_queries(sc);
         sc.scores.resize(n, 0.0);
+        if self.quest {
+            self.quest_scores(&sc.q[..d], &sc.keys, &mut sc.scores);
+            return;
+        }
+        self.transpose_queries(sc);
         kernel::score(&sc.qt, &sc.w, hp, d, &sc.keys, &mut sc.scores);
     }
 
@@ -713,14 +786,19 @@ impl VectorModel {
         quantize_rows(&self.q_format, &mut sc.q, d);
         self.transpose_queries(sc);
         sc.scores.resize(n, 0.0);
-        sc.keys.resize(KEY_BLOCK.min(n) * d, 0.0);
+        let kl = self.key_len();
+        sc.keys.resize(KEY_BLOCK.min(n) * kl, 0.0);
         let mut start = 0;
         while start < n {
             let end = (start + KEY_BLOCK).min(n);
             self.draw_keys(rng, sc, start..end);
-            let keys = &mut sc.keys[..(end - start) * d];
+            let keys = &mut sc.keys[..(end - start) * kl];
             quantize_rows(&self.k_format, keys, d);
-            kernel::score(&sc.qt, &sc.w, hp, d, keys, &mut sc.scores[start..end]);
+            if self.quest {
+                self.quest_scores(&sc.q[..d], keys, &mut sc.scores[start..end]);
+            } else {
+                kernel::score(&sc.qt, &sc.w, hp, d, keys, &mut sc.scores[start..end]);
+            }
             start = end;
         }
         self.rank(&sc.scores)
@@ -985,5 +1063,47 @@ mod tests {
         assert!(sds[1] != sds[2] && sds[2] != sds[3], "{sds:?}");
         // Entry 0 pools its own block only (4 positions): Σ p² ≥ 1/4.
         assert!(sds[0] >= 0.5 - 1e-6);
+    }
+
+    /// Quest's page score against a direct computation: the largest q·x over the box of the
+    /// page's token keys, Σ_j q_j · (M_j if q_j ≥ 0 else m_j), in f64, from the same tokens;
+    /// it bounds every token's own q·k from above. One head, no key norm, Hadamard or RoPE.
+    #[test]
+    fn quest_scores_match_a_direct_computation() {
+        let mut s = Scenario { model: crate::scenario::Model::Vector, ..Scenario::default() };
+        for (f, v) in [("compressor", "quest"), ("context_len", "3000"), ("compress_ratio", "4"), ("index_topk", "16"), ("alignment", "0.6"), ("hard_negatives", "3")] {
+            s.set_text(f.parse().unwrap(), v).unwrap();
+        }
+        s.validate().unwrap();
+        let m = VectorModel::new(&s);
+        assert!(m.quest && m.rope.is_none() && !m.hadamard && !m.key_norm);
+        let (n, d, c) = (m.n_entries(), m.d, m.c);
+        let mut sc = Scratch::default();
+        let rank = m.layer_rank(&mut Xoshiro256PlusPlus::seed_from_u64(4), &mut sc);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut direct = Scratch::default();
+        m.draw_query(&mut rng, &mut direct);
+        let q: Vec<f64> = direct.q[..d].iter().map(|&v| v as f64).collect();
+        let mut tok = vec![0.0f32; d];
+        for i in 0..n {
+            let toks: Vec<Vec<f32>> = (0..c)
+                .map(|p| {
+                    m.token((i * c + p) as u64, &mut rng, &direct.u, &mut tok);
+                    tok.clone()
+                })
+                .collect();
+            let upper: f64 = (0..d)
+                .map(|j| {
+                    let pick = if q[j] >= 0.0 { toks.iter().map(|t| t[j]).fold(f32::MIN, f32::max) } else { toks.iter().map(|t| t[j]).fold(f32::MAX, f32::min) };
+                    q[j] * pick as f64
+                })
+                .sum();
+            let best = toks.iter().map(|t| t.iter().zip(&q).map(|(&a, &b)| a as f64 * b).sum::<f64>()).fold(f64::MIN, f64::max);
+            assert!((sc.scores[i] as f64 - upper).abs() < 1e-3, "entry {i}: {} vs {upper}", sc.scores[i]);
+            assert!(upper >= best - 1e-9, "entry {i}: the page bound {upper} below a token's {best}");
+        }
+        assert_eq!(rank, m.rank(&sc.scores));
+        // A strongly aligned needle is found.
+        assert!(rank.is_some_and(|r| r <= 16), "{rank:?}");
     }
 }

@@ -623,7 +623,7 @@ scenario_fields! {
     compressor / Compressor: Compressor = Compressor::Gated;
         scope Vector, bounds Bounds::Any, unit Plain, fit None,
         symbol "", title "",
-        help "Vector model: token keys to entry keys, mean or gated (per-channel softmax, V4). Default gated.";
+        help "Vector model: token keys to entry keys, mean, gated (per-channel softmax, V4) or quest (page max/min keys, one head). Default gated.";
     head_weights / HeadWeights: HeadWeights = HeadWeights::Signed;
         scope Vector, bounds Bounds::Any, unit Plain, fit None,
         symbol "", title "",

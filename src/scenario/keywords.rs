@@ -58,6 +58,9 @@ pub enum Compressor {
     Mean,
     /// Per-channel softmax over the pooled positions with random gate logits (V4's compressor).
     Gated,
+    /// Quest's page summary (vector model): per-channel max and min of the c token keys, scored
+    /// Σ_j max(q_j M_j, q_j m_j) with one query head.
+    Quest,
 }
 
 /// How many of the `layers` indexer layers must attend the needle for it to be retrieved.
@@ -117,7 +120,7 @@ macro_rules! keyword_enum {
 }
 keyword_enum!(Pooling { None => "none", Mean => "mean", Max => "max" });
 keyword_enum!(Model { Scalar => "scalar", Vector => "vector" });
-keyword_enum!(Compressor { Mean => "mean", Gated => "gated" });
+keyword_enum!(Compressor { Mean => "mean", Gated => "gated", Quest => "quest" });
 keyword_enum!(RepeatLayout { Spread => "spread", Adjacent => "adjacent" });
 
 impl fmt::Display for Distractor {
