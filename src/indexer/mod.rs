@@ -106,9 +106,9 @@ pub const YARN_BETA_SLOW: f64 = 1.0;
 /// D(β) = dims · ln(original_len / (2π β)) / (2 ln θ) (high += 0.001 when low = high).
 pub fn yarn_freqs(dims: usize, theta: f64, factor: f64, original_len: u64) -> Vec<f64> {
     let half = dims / 2;
-    let mut f: Vec<f64> = (0..half).map(|k| 1.0 / theta.powf((2 * k) as f64 / dims as f64)).collect();
+    let mut f: Vec<f64> = (0..half).map(|k| 1.0 / libm::pow(theta, (2 * k) as f64 / dims as f64)).collect();
     if original_len > 0 {
-        let corr = |rot: f64| dims as f64 * (original_len as f64 / (rot * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln());
+        let corr = |rot: f64| dims as f64 * libm::log(original_len as f64 / (rot * 2.0 * std::f64::consts::PI)) / (2.0 * libm::log(theta));
         let low = corr(YARN_BETA_FAST).floor().max(0.0);
         let mut high = corr(YARN_BETA_SLOW).ceil().min(dims as f64 - 1.0);
         if low == high {
@@ -136,15 +136,25 @@ struct Rope {
     /// cos and sin at the query's position, `pairs` each.
     q_cos: Vec<f32>,
     q_sin: Vec<f32>,
-    /// cos and sin at entry i's position i·c, rows of `pairs`.
+    /// cos and sin at entry i's position i·c, rows of `pairs` (empty beyond [`ROPE_TABLE_MAX`]:
+    /// then computed per entry from `freqs`, the same values).
     cos: Vec<f32>,
     sin: Vec<f32>,
+    freqs: Vec<f64>,
+    /// Tokens per entry c.
+    c: u64,
 }
 
+/// The largest RoPE table (entries × pairs, 2^25: 256 MiB of cos and sin) a model precomputes;
+/// beyond it each entry's angles are computed when its key is finished (slower, same values).
+pub const ROPE_TABLE_MAX: usize = 1 << 25;
+
 impl Rope {
+    /// cos and sin of position · f_k in f64 (the portable `libm`, so the same on every
+    /// platform), stored as f32.
     fn table(freqs: &[f64], pos: f64, cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
         for &f in freqs {
-            let (s, c) = (pos * f).sin_cos();
+            let (s, c) = libm::sincos(pos * f);
             cos.push(c as f32);
             sin.push(s as f32);
         }
@@ -173,6 +183,17 @@ impl Rope {
 
     fn rotate_entry(&self, x: &mut [f32], i: usize) {
         let p = self.pairs;
+        if self.cos.is_empty() {
+            let (mut c, mut s) = ([0.0f32; 2048], [0.0f32; 2048]);
+            let pos = (i as u64 * self.c) as f64;
+            for (k, &f) in self.freqs.iter().enumerate().take(2048) {
+                let (sv, cv) = libm::sincos(pos * f);
+                c[k] = cv as f32;
+                s[k] = sv as f32;
+            }
+            self.rotate(x, &c[..p], &s[..p]);
+            return;
+        }
         let (c, s) = (&self.cos[i * p..i * p + p], &self.sin[i * p..i * p + p]);
         self.rotate(x, c, s);
     }
@@ -318,12 +339,17 @@ impl VectorModel {
             let pairs = rope_dims / 2;
             let (mut q_cos, mut q_sin) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
             Rope::table(&freqs, s.context_len as f64, &mut q_cos, &mut q_sin);
-            let (mut cos, mut sin) = (Vec::with_capacity(n as usize * pairs), Vec::with_capacity(n as usize * pairs));
-            for i in 0..n {
-                Rope::table(&freqs, (i * s.compress_ratio) as f64, &mut cos, &mut sin);
+            let (mut cos, mut sin) = (Vec::new(), Vec::new());
+            if (n as usize).saturating_mul(pairs) <= ROPE_TABLE_MAX {
+                cos.reserve_exact(n as usize * pairs);
+                sin.reserve_exact(n as usize * pairs);
+                for i in 0..n {
+                    Rope::table(&freqs, (i * s.compress_ratio) as f64, &mut cos, &mut sin);
+                }
             }
             let last = s.rope_at == RopeAt::Last;
-            Rope { pairs, start: if last { d - rope_dims } else { 0 }, half_split: !last, q_cos, q_sin, cos, sin }
+            let start = if last { d - rope_dims } else { 0 };
+            Rope { pairs, start, half_split: !last, q_cos, q_sin, cos, sin, freqs, c: s.compress_ratio }
         });
         VectorModel {
             rule: ReadoutRule::new(s, &geometry),
@@ -544,7 +570,7 @@ impl VectorModel {
         sc.gain.resize(d, 1.0);
         if self.key_gain_sd > 0.0 {
             for g in sc.gain.iter_mut() {
-                *g = (self.key_gain_sd * rng.sample::<f64, _>(StandardNormal)).exp() as f32;
+                *g = libm::exp(self.key_gain_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
             }
         }
     }
@@ -575,11 +601,11 @@ impl VectorModel {
             }
             let mut z = 0.0f32;
             for p in 0..c {
-                let e = (sc.ew_own[p * d + j] - m).exp();
+                let e = libm::expf(sc.ew_own[p * d + j] - m);
                 sc.ew_own[p * d + j] = e;
                 z += e;
                 if with_prev {
-                    let e = (sc.ew_prev[p * d + j] - m).exp();
+                    let e = libm::expf(sc.ew_prev[p * d + j] - m);
                     sc.ew_prev[p * d + j] = e;
                     z += e;
                 }
@@ -1105,5 +1131,22 @@ mod tests {
         assert_eq!(rank, m.rank(&sc.scores));
         // A strongly aligned needle is found.
         assert!(rank.is_some_and(|r| r <= 16), "{rank:?}");
+    }
+
+    /// Beyond [`ROPE_TABLE_MAX`] the angles are computed per entry: the same values as the table.
+    #[test]
+    fn rope_without_a_table_rotates_identically() {
+        for at in ["last", "first"] {
+            let m = model(&[("context_len", "8192"), ("rope_at", at)]);
+            let with = m.rope.as_ref().unwrap();
+            let without = Rope { cos: Vec::new(), sin: Vec::new(), ..with.clone() };
+            let x: Vec<f32> = (0..128).map(|j| ((j as f32) * 1.3).cos() * 3.0).collect();
+            for i in [0usize, 5, 1000, 2047] {
+                let (mut a, mut b) = (x.clone(), x.clone());
+                with.rotate_entry(&mut a, i);
+                without.rotate_entry(&mut b, i);
+                assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()), "{at} entry {i}");
+            }
+        }
     }
 }
