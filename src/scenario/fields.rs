@@ -659,7 +659,7 @@ scenario_fields! {
     gate_token_sd / GateTokenSd: f64 = 0.0;
         scope Vector, bounds Bounds::real(0.0, 100.0), unit Plain, fit None,
         symbol "", title "",
-        help "Vector model: sd of the gate logits' token-dependent part wgate(x_t), iid per token and channel (default 0 = positional gate only; a value to calibrate; > 0 is several times slower).";
+        help "Vector model: sd of the gate logits' token-dependent part wgate(x_t), iid per token and channel (default 0 = positional gate only; a value to calibrate; > 0 is about 20× slower).";
 }
 
 impl Field {
