@@ -102,6 +102,7 @@ pub mod harness;
 pub mod scores;
 pub mod trials;
 pub mod indexer;
+pub mod vector_fields;
 pub mod engine;
 pub mod sweep;
 pub mod verdict;

@@ -87,7 +87,7 @@ fn bad_input_is_one_line_and_exit_2() {
     bad(&["recall", "--model", "vector", "--alignment", "1.5"], &["alignment", "1.5", "-1..=1"]);
     bad(&["recall", "--model", "vector", "--head-dim", "96"], &["head_dim", "96", "power of two"]);
     bad(&["recall", "--model", "vector", "--k-format", "nvfp4", "--head-dim", "8"], &["k_format", "16"]);
-    bad(&["recall", "--model", "vector", "--compressor", "max"], &["compressor", "mean or gated"]);
+    bad(&["recall", "--model", "vector", "--compressor", "max"], &["compressor", "mean, gated or quest"]);
     bad(&["recall", "--model", "vector", "--outlier-channels", "500"], &["outlier_channels", "500"]);
     bad(&["recall", "--model", "vector", "--heads", "0"], &["heads"]);
 }

@@ -242,6 +242,19 @@ fn invalid_values() -> Vec<(&'static str, Vec<&'static str>)> {
         ),
         ("k_format", vec!["fp5", "", "mxfp4:16", "fp4-e2m1:33:ue8m0", "nvfp4:floor=inf"]),
         ("compressor", vec!["max", "", "1"]),
+        ("head_weights", vec!["positive", "", "1", "Signed"]),
+        ("rope_dims", vec!["-1", "4097", "4294967296", "nan", "1.5", ""]),
+        ("rope_at", vec!["middle", "", "1", "Last"]),
+        ("rope_theta", vec!["1", "0", "-1", "nan", "inf", "1e300", ""]),
+        ("rope_factor", vec!["0.5", "0", "-1", "nan", "inf", "1e300", ""]),
+        ("rope_orig_len", {
+            let mut v = count.clone();
+            v.push("1099511627777");
+            v
+        }),
+        ("key_gain_sd", vec!["-0.1", "10.5", "nan", "inf", "1e300", ""]),
+        ("gate_pos_sd", vec!["-0.1", "101", "nan", "inf", "1e300", ""]),
+        ("gate_token_sd", vec!["-0.1", "101", "nan", "inf", "1e300", ""]),
     ];
     let names: Vec<&str> = table.iter().map(|(f, _)| *f).collect();
     assert_eq!(names, dsa_sim::scenario::field_names(), "every scenario field has invalid values");

@@ -88,6 +88,10 @@ fn unquantised_one_head_model_agrees_with_the_scalar_analytic_engine() {
                 ("index_topk", k),
                 ("alignment", &alpha.to_string()),
                 ("depth", "0.3"),
+                // The exact case: a positive head weight, no position (RoPE rotates the needle
+                // away from the query direction by its distance).
+                ("head_weights", "fixed"),
+                ("rope_dims", "0"),
             ],
         );
         let run = simulate(&s, trials, 5);
@@ -112,7 +116,15 @@ fn effective_dprime_of_the_exact_case_is_alpha_chi_mean() {
     let alpha = 0.2;
     let s = vector(
         "",
-        &[("heads", "1"), ("key_norm", "false"), ("hadamard", "false"), ("context_len", "4096"), ("alignment", "0.2")],
+        &[
+            ("heads", "1"),
+            ("key_norm", "false"),
+            ("hadamard", "false"),
+            ("context_len", "4096"),
+            ("alignment", "0.2"),
+            ("head_weights", "fixed"),
+            ("rope_dims", "0"),
+        ],
     );
     let e = effective_params(&s, 400, 3);
     let want = alpha * chi_mean(128.0);
@@ -195,6 +207,8 @@ fn streamed_keys_score_exactly_as_drawing_them_all() {
                 ("hadamard", "false"),
             ],
         ),
+        // Quest pages (max and min rows), FP8 page keys.
+        vector("", &[("context_len", "9000"), ("compress_ratio", "4"), ("compressor", "quest"), ("k_format", "fp8-e4m3:128:fp32")]),
     ];
     for s in &cases {
         for token_path in [false, true] {
@@ -211,7 +225,7 @@ fn streamed_keys_score_exactly_as_drawing_them_all() {
             assert_eq!(streamed.scores.len(), whole.scores.len());
             let differ = streamed.scores.iter().zip(&whole.scores).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
             assert_eq!(differ, 0, "{differ} scores differ ({s:?}, token path {token_path})");
-            assert!(streamed.keys.len() <= KEY_BLOCK * m.head_dim());
+            assert!(streamed.keys.len() <= 2 * KEY_BLOCK * m.head_dim()); // Quest: 2d per page
         }
     }
 }

@@ -120,8 +120,10 @@ fn replay_is_identical_across_chunks_and_threads() {
 fn replay_key_keeps_every_field_that_changes_a_draw() {
     let neutral = [Field::Dprime, Field::NeedleSd, Field::PRead, Field::PGuess, Field::DilutedRead, Field::Readout];
     let base = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
-    let candidates =
-        ["0.3", "0.7", "2", "3", "7", "true", "false", "gumbel", "max", "adjacent", "all", "vector", "bf16", "mean", "1000", "64", "sglang-v2", "csa:3,hca:2"];
+    let candidates = [
+        "0.3", "0.7", "2", "3", "7", "true", "false", "gumbel", "max", "adjacent", "all", "vector", "bf16", "mean", "1000", "64", "fixed", "first",
+        "sglang-v2", "csa:3,hca:2",
+    ];
     for &f in Field::ALL {
         let mut changed = None;
         // A stack counts the selecting layers itself (layers must stay 1).

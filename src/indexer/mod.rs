@@ -1,42 +1,66 @@
 //! The vector lightning-indexer model (docs/model.md#vector-model), simulated by Monte Carlo.
 //!
-//! One layer of one trial:
+//! One layer of one trial (its draws in this order, from the trial's generator):
 //! 1. **Queries.** H heads q_h ∈ R^d, iid Normal(0, D²) where D scales the first
-//!    `outlier_channels` channels by `outlier_scale` (1 elsewhere). The **query direction** is
-//!    u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ (the weighted mean of the heads, normalised), taken before
-//!    rotation and quantization.
-//! 2. **Head weights** w_h > 0 are fixed for the model (not redrawn per trial):
-//!    w_h = H^-1/2 · d^-1/2 · exp(0.5 z_h − 0.125), z_h standard normal from the fixed seed
-//!    [`WEIGHT_SEED`] (a log-normal law with mean H^-1/2 d^-1/2, the scale DeepSeek's
-//!    `weights_proj(x) · softmax_scale · H^-1/2` carries; DeepSeek's learned weights are per query and
-//!    signed, which this model does not reproduce).
-//! 3. **Token keys.** A token's key projection is Normal(0, D²). A needle token's projection is
-//!    *planted*: draw g ~ Normal(0, D²) and keep its norm, set its cosine with u to `alignment`:
-//!    x = ‖g‖ (α u + √(1−α²) ĝ⊥), ĝ⊥ the unit part of g orthogonal to u. A hard-negative token
-//!    likewise with `hard_alignment` (one look-alike token in each of `hard_negatives` blocks
-//!    that share no entry with the needle; with overlap only every other block is used, so at
-//!    most N/2).
-//! 4. **Compression** (as V4's `Compressor`): entry i pools its c tokens, and with `overlap` also
-//!    the c tokens of block i−1 through a *second, independent* projection (V4 splits the
-//!    compressor's 2d channels into the overlapping and the current half). Weights per channel:
-//!    `mean` 1/(pooled tokens); `gated` softmax over the pooled positions of gate logits drawn
-//!    once per layer and trial, Normal(0, [`GATE_LOGIT_SD`]²) per (position, channel) — the
-//!    learned positional bias `ape` of V4, the token-dependent part of the gate being left out.
-//!    Then, with `key_norm`, the entry key is RMS-normalised (V4's compressor RMSNorm, V3.2's
-//!    LayerNorm on the key).
-//! 5. **Rotation and quantization.** With `hadamard`, q_h and every entry key are multiplied by
-//!    the orthonormal Hadamard matrix; then q_h (one head vector at a time) and every entry key
-//!    are quantize-dequantized with `q_format` and `k_format` (the indexer cache stores
-//!    compressed keys). A format's block scales run along the head dimension; NVFP4's tensor
-//!    scale is per head vector / per key.
-//! 6. **Scores and rank.** I(q, k) = Σ_h w_h ReLU(q_h · k) for every entry ([`kernel`]); the needle's
+//!    `outlier_channels` channels by `outlier_scale` (1 elsewhere): H·d normals, head by head.
+//! 2. **Head weights** ([`HeadWeights`]). `signed` (default): w_h = z_h · H^-1/2 · d^-1/2, z_h
+//!    standard normal, H draws per layer and trial — DeepSeek's per-query, signed
+//!    `weights_proj(x) · softmax_scale · H^-1/2` (V4 `inference/model.py`:418) of an RMS-normed
+//!    hidden state; one positive factor common to all heads cannot change a rank, so only the
+//!    sign and spread law matter. `fixed`: w_h = H^-1/2 · d^-1/2 · exp(0.5 z_h − 0.125) from
+//!    [`WEIGHT_SEED`], no draw. The **query direction** is u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ with
+//!    the trial's weights, in the unrotated (content) frame.
+//! 3. **Gate logits** (`compressor = "gated"`): Normal(0, `gate_pos_sd`²) per (position,
+//!    channel), the previous half's c·d then the own half's c·d, position-major — V4's learned
+//!    positional bias `ape`. Their softmax gives the pooling weights when `gate_token_sd` is 0.
+//! 4. **Key gain** (`key_gain_sd` σ_g > 0 with `key_norm`): g_j = exp(σ_g z_j), d draws.
+//! 5. **Entries**, in entry order, [`KEY_BLOCK`] at a time. With `gate_token_sd` σ_tok > 0
+//!    (gated), first the entry's token-dependent logits, σ_tok·z per pooled (position, channel),
+//!    previous block then own block (entry 0 or no overlap: own only), added to the positional
+//!    logits before the per-channel softmax. Then the key: a shortcut entry's d normals, or a
+//!    token-built entry's tokens (d normals each, planted for needle and hard tokens: draw
+//!    g ~ Normal(0, D²), keep its norm, set its cosine with u to `alignment` / `hard_alignment`:
+//!    x = ‖g‖ (α u + √(1−α²) ĝ⊥); one look-alike token in each of `hard_negatives` blocks that
+//!    share no entry with the needle; with overlap only every other block, so at most N/2).
+//!    Entry i pools its c tokens, and with `overlap` also the c tokens of block i−1 through a
+//!    *second, independent* projection (V4 splits the compressor's 2d channels into the
+//!    overlapping and the current half); `mean` weighs them 1/(pooled tokens).
+//! 6. **Finishing a key**: with `key_norm`, RMS normalisation (V4's compressor RMSNorm, V3.2's
+//!    LayerNorm) times the gain g; RoPE (`rope_dims` > 0) at the entry's block start
+//!    i·c; with `hadamard`, the orthonormal Hadamard matrix. Queries get RoPE at position
+//!    L = `context_len` and the Hadamard matrix. RoPE rotates the last `rope_dims` channels in
+//!    pairs (2k, 2k+1) (`rope_at = "last"`, V4) or the first in pairs (k, k + r/2) (`"first"`,
+//!    V3.2) by position · f_k, f_k from [`yarn_freqs`]; the cos/sin table per entry position is
+//!    built once per model. Every key is rotated (the shortcut's per-channel sds differ within
+//!    a pair), so the needle's match depends on its true distance L − i·c.
+//! 7. **Quantization.** q_h (one head vector at a time) and every entry key are
+//!    quantize-dequantized with `q_format` and `k_format` (the indexer cache stores compressed
+//!    keys). A format's block scales run along the head dimension; NVFP4's tensor scale is per
+//!    head vector / per key.
+//! 8. **Scores and rank.** I(q, k) = Σ_h w_h ReLU(q_h · k) for every entry ([`kernel`]); the needle's
 //!    rank is 1 + the number of entries scoring strictly above its best covering entry.
+//!
+//! **Quest** (`compressor = "quest"`): page i's key is the per-channel max and min of its own c
+//! token keys (2d values, each half quantized with `k_format`), scored Σ_j max(q_j M_j, q_j m_j)
+//! with head 0's query (also the planting direction u); no weights, ReLU, key norm, RoPE or
+//! Hadamard, and every page is built from its tokens.
+//!
+//! The f32 normals (queries, keys, token-gate logits) come from [`normal::fill`] (a ziggurat,
+//! the same stream on every CPU); the f64 ones (head weights, gate logits, gains) from
+//! rand_distr's `StandardNormal`.
+//!
+//! With `head_weights = "fixed"`, `rope_dims = 0`, `key_gain_sd = 0`, `gate_pos_sd = 1` and
+//! `gate_token_sd = 0` the model is the earlier one in law (and was bit for bit until the
+//! sampler changed; tests/vector_mechanisms.rs pins it).
 //!
 //! **Exact shortcut.** An entry without needle or hard-negative tokens has key Σ_t p_t x_t with
 //! fixed weights p and iid Gaussian x_t, hence exactly Normal(0, D² Σ_t p_t²) per channel,
 //! independent across entries (with overlap, neighbouring entries read the shared block through
 //! independent projections). Those entries are drawn directly: d normals per entry instead of
-//! c·d or 2c·d. Entries that pool a needle or hard token are built token by token. The
+//! c·d or 2c·d. With σ_tok > 0 the weights, hence Σ_t p_t², are random per entry: the entry's
+//! logits are drawn exactly first (about 9× the normals at V4's c = 4 with overlap, and 2c·d
+//! exponentials: a 128K V4 layer about 20× slower). Entries
+//! that pool a needle or hard token are built token by token. The
 //! explicit token path for every entry is kept for testing ([`VectorModel::with_token_path`]).
 //!
 //! Fields of the scalar model that the vector model ignores: distractor, hard_mean, dprime,
@@ -46,17 +70,19 @@
 pub mod effective;
 pub mod hadamard;
 pub mod kernel;
+pub mod normal;
 
 use crate::formats::Format;
 use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Compressor, Scenario};
 use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
+pub use crate::vector_fields::{HeadWeights, RopeAt};
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// Standard deviation of the compressor's random gate logits (`compressor = "gated"`).
+/// The default sd of the compressor's positional gate logits (`gate_pos_sd`).
 pub const GATE_LOGIT_SD: f64 = 1.0;
 
 /// Seed of the fixed per-head weights.
@@ -67,6 +93,116 @@ const CHUNK: u64 = 4;
 
 /// Entry keys a trial holds at once (512 KiB at d = 128).
 pub const KEY_BLOCK: usize = 1024;
+
+/// YaRN's `beta_fast` (V4-Flash `inference/config.json`; V3.2 `ModelArgs.beta_fast`).
+pub const YARN_BETA_FAST: f64 = 32.0;
+
+/// YaRN's `beta_slow` (same sources).
+pub const YARN_BETA_SLOW: f64 = 1.0;
+
+/// RoPE frequencies f_k (k < dims/2) with YaRN, in f64: a port of V4's `precompute_freqs_cis`
+/// (DeepSeek-V4-Flash `inference/model.py`:199–228; V3.2's is the same formula). f_k =
+/// θ^(−2k/dims); with `original_len` > 0, f_k ← f_k/factor · (1 − s_k) + f_k · s_k where s_k =
+/// 1 − clamp((k − low)/(high − low), 0, 1), low = ⌊D(β_fast)⌋ ≥ 0, high = ⌈D(β_slow)⌉ ≤ dims − 1,
+/// D(β) = dims · ln(original_len / (2π β)) / (2 ln θ) (high += 0.001 when low = high).
+pub fn yarn_freqs(dims: usize, theta: f64, factor: f64, original_len: u64) -> Vec<f64> {
+    let half = dims / 2;
+    let mut f: Vec<f64> = (0..half).map(|k| 1.0 / libm::pow(theta, (2 * k) as f64 / dims as f64)).collect();
+    if original_len > 0 {
+        let corr = |rot: f64| dims as f64 * libm::log(original_len as f64 / (rot * 2.0 * std::f64::consts::PI)) / (2.0 * libm::log(theta));
+        let low = corr(YARN_BETA_FAST).floor().max(0.0);
+        let mut high = corr(YARN_BETA_SLOW).ceil().min(dims as f64 - 1.0);
+        if low == high {
+            high += 0.001;
+        }
+        for (k, v) in f.iter_mut().enumerate() {
+            let ramp = ((k as f64 - low) / (high - low)).clamp(0.0, 1.0);
+            let smooth = 1.0 - ramp;
+            *v = *v / factor * (1.0 - smooth) + *v * smooth;
+        }
+    }
+    f
+}
+
+/// RoPE of one layer geometry: which channels, and cos/sin per entry position (computed once
+/// per [`VectorModel`], f64 angles stored as f32).
+#[derive(Debug, Clone)]
+struct Rope {
+    /// Pairs rotated (rope_dims / 2).
+    pairs: usize,
+    /// First rotated channel.
+    start: usize,
+    /// V3.2's half-split pairing (else V4's interleaved).
+    half_split: bool,
+    /// cos and sin at the query's position, `pairs` each.
+    q_cos: Vec<f32>,
+    q_sin: Vec<f32>,
+    /// cos and sin at entry i's position i·c, rows of `pairs` (empty beyond [`ROPE_TABLE_MAX`]:
+    /// then computed per entry from `freqs`, the same values).
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    freqs: Vec<f64>,
+    /// Tokens per entry c.
+    c: u64,
+}
+
+/// The largest RoPE table (entries × pairs, 2^25: 256 MiB of cos and sin) a model precomputes;
+/// beyond it each entry's angles are computed when its key is finished (slower, same values).
+pub const ROPE_TABLE_MAX: usize = 1 << 25;
+
+impl Rope {
+    /// cos and sin of position · f_k in f64 (the portable `libm`, so the same on every
+    /// platform), stored as f32.
+    fn table(freqs: &[f64], pos: f64, cos: &mut Vec<f32>, sin: &mut Vec<f32>) {
+        for &f in freqs {
+            let (s, c) = libm::sincos(pos * f);
+            cos.push(c as f32);
+            sin.push(s as f32);
+        }
+    }
+
+    /// Rotates channel pairs of `x` by the angles whose cos and sin are given
+    /// ((a, b) → (a cos − b sin, a sin + b cos), the complex product of `apply_rotary_emb`).
+    #[inline]
+    fn rotate(&self, x: &mut [f32], cos: &[f32], sin: &[f32]) {
+        let (p, s0) = (self.pairs, self.start);
+        if self.half_split {
+            let (a, b) = x[s0..s0 + 2 * p].split_at_mut(p);
+            for k in 0..p {
+                let (u, v) = (a[k], b[k]);
+                a[k] = u * cos[k] - v * sin[k];
+                b[k] = u * sin[k] + v * cos[k];
+            }
+        } else {
+            for (k, pair) in x[s0..s0 + 2 * p].chunks_exact_mut(2).enumerate() {
+                let (u, v) = (pair[0], pair[1]);
+                pair[0] = u * cos[k] - v * sin[k];
+                pair[1] = u * sin[k] + v * cos[k];
+            }
+        }
+    }
+
+    fn rotate_entry(&self, x: &mut [f32], i: usize) {
+        let p = self.pairs;
+        if self.cos.is_empty() {
+            let (mut c, mut s) = ([0.0f32; 2048], [0.0f32; 2048]);
+            let pos = (i as u64 * self.c) as f64;
+            for (k, &f) in self.freqs.iter().enumerate().take(2048) {
+                let (sv, cv) = libm::sincos(pos * f);
+                c[k] = cv as f32;
+                s[k] = sv as f32;
+            }
+            self.rotate(x, &c[..p], &s[..p]);
+            return;
+        }
+        let (c, s) = (&self.cos[i * p..i * p + p], &self.sin[i * p..i * p + p]);
+        self.rotate(x, c, s);
+    }
+
+    fn rotate_query(&self, x: &mut [f32]) {
+        self.rotate(x, &self.q_cos, &self.q_sin);
+    }
+}
 
 /// The fixed per-head weights w_h (see the module docs).
 pub(crate) fn head_weights(heads: usize, head_dim: usize) -> Vec<f32> {
@@ -118,6 +254,14 @@ pub struct VectorModel {
     hard_entries: Vec<u64>,
     rule: ReadoutRule,
     token_path: bool,
+    signed_weights: bool,
+    /// `compressor = "quest"`: page keys (max, min) and Quest's score.
+    quest: bool,
+    rope: Option<Rope>,
+    key_gain_sd: f64,
+    gate_pos_sd: f64,
+    /// sd of the token-dependent gate logits; 0 unless the compressor is gated.
+    gate_token_sd: f64,
 }
 
 /// Per-thread buffers, reused across trials: N scores and [`KEY_BLOCK`] keys in a trial,
@@ -140,6 +284,14 @@ pub struct Scratch {
     w_own: Vec<f32>,
     sd_first: Vec<f32>,
     sd_rest: Vec<f32>,
+    /// This layer's head weights (padded with zeros to the kernel's head count).
+    pub w: Vec<f32>,
+    gain: Vec<f32>,
+    lg_prev: Vec<f32>,
+    lg_own: Vec<f32>,
+    ew_prev: Vec<f32>,
+    ew_own: Vec<f32>,
+    sd_entry: Vec<f32>,
 }
 
 impl VectorModel {
@@ -180,6 +332,26 @@ impl VectorModel {
         let mut special_entries: Vec<u64> = needle_entries.iter().chain(&hard_entries).copied().collect();
         special_entries.sort_unstable();
         special_entries.dedup();
+        let gated = s.compressor == Compressor::Gated && (c > 1 || s.overlap);
+        let quest = s.compressor == Compressor::Quest;
+        let rope_dims = if quest { 0 } else { (s.rope_dims as usize).min(d) & !1 };
+        let rope = (rope_dims > 0).then(|| {
+            let freqs = yarn_freqs(rope_dims, s.rope_theta, s.rope_factor, s.rope_orig_len);
+            let pairs = rope_dims / 2;
+            let (mut q_cos, mut q_sin) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+            Rope::table(&freqs, s.context_len as f64, &mut q_cos, &mut q_sin);
+            let (mut cos, mut sin) = (Vec::new(), Vec::new());
+            if (n as usize).saturating_mul(pairs) <= ROPE_TABLE_MAX {
+                cos.reserve_exact(n as usize * pairs);
+                sin.reserve_exact(n as usize * pairs);
+                for i in 0..n {
+                    Rope::table(&freqs, (i * s.compress_ratio) as f64, &mut cos, &mut sin);
+                }
+            }
+            let last = s.rope_at == RopeAt::Last;
+            let start = if last { d - rope_dims } else { 0 };
+            Rope { pairs, start, half_split: !last, q_cos, q_sin, cos, sin, freqs, c: s.compress_ratio }
+        });
         VectorModel {
             rule: ReadoutRule::new(s, &geometry),
             geometry,
@@ -192,9 +364,9 @@ impl VectorModel {
             chan_scale,
             alignment: s.alignment,
             hard_alignment: s.hard_alignment,
-            hadamard: s.hadamard,
-            key_norm: s.key_norm,
-            gated: s.compressor == Compressor::Gated && (c > 1 || s.overlap),
+            hadamard: s.hadamard && !quest,
+            key_norm: s.key_norm && !quest,
+            gated,
             q_format: s.q_format,
             k_format: s.k_format,
             needle_spans,
@@ -202,6 +374,12 @@ impl VectorModel {
             special_entries,
             hard_entries,
             token_path: false,
+            signed_weights: s.head_weights == HeadWeights::Signed && !quest,
+            quest,
+            rope,
+            key_gain_sd: if s.key_norm && !quest { s.key_gain_sd } else { 0.0 },
+            gate_pos_sd: s.gate_pos_sd,
+            gate_token_sd: if gated { s.gate_token_sd } else { 0.0 },
         }
     }
 
@@ -251,9 +429,48 @@ impl VectorModel {
     pub fn draw(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
         let n = self.n_entries();
         self.draw_query(rng, sc);
-        sc.keys.resize(n * self.d, 0.0);
+        sc.keys.resize(n * self.key_len(), 0.0);
         self.draw_keys(rng, sc, 0..n);
         self.rotate_queries(sc);
+    }
+
+    /// Values per stored entry key: d, or 2d for Quest's page key (max then min).
+    fn key_len(&self) -> usize {
+        if self.quest {
+            2 * self.d
+        } else {
+            self.d
+        }
+    }
+
+    /// Quest's page key of entry `i`: the per-channel max then min of its c token keys (its own
+    /// block only), into `out` (2d values).
+    fn quest_page(&self, i: usize, rng: &mut Xoshiro256PlusPlus, u: &[f64], tok: &mut [f32], out: &mut [f32]) {
+        let (c, d) = (self.c, self.d);
+        let (hi, lo) = out.split_at_mut(d);
+        hi.iter_mut().for_each(|v| *v = f32::NEG_INFINITY);
+        lo.iter_mut().for_each(|v| *v = f32::INFINITY);
+        for p in 0..c {
+            self.token((i * c + p) as u64, rng, u, tok);
+            for j in 0..d {
+                hi[j] = hi[j].max(tok[j]);
+                lo[j] = lo[j].min(tok[j]);
+            }
+        }
+    }
+
+    /// Quest's page scores Σ_j max(q_j M_j, q_j m_j) with head 0's query, summed in channel
+    /// order.
+    fn quest_scores(&self, q: &[f32], keys: &[f32], out: &mut [f32]) {
+        let d = self.d;
+        for (key, o) in keys.chunks_exact(2 * d).zip(out.iter_mut()) {
+            let (hi, lo) = key.split_at(d);
+            let mut s = 0.0f32;
+            for j in 0..d {
+                s += (q[j] * hi[j]).max(q[j] * lo[j]);
+            }
+            *o = s;
+        }
     }
 
     /// The layer's queries (unrotated), their direction, and the compressor's pooling weights:
@@ -266,36 +483,52 @@ impl VectorModel {
         sc.acc.resize(d, 0.0);
         // Queries and the query direction.
         for row in sc.q.chunks_exact_mut(d) {
+            normal::fill(rng, row);
             for (x, s) in row.iter_mut().zip(&self.chan_scale) {
-                *x = s * rng.sample::<f32, _>(StandardNormal);
+                *x *= s;
+            }
+        }
+        sc.w.clone_from(&self.weights);
+        if self.signed_weights {
+            let base = 1.0 / ((h as f64).sqrt() * (d as f64).sqrt());
+            for w in &mut sc.w[..h] {
+                *w = (base * rng.sample::<f64, _>(StandardNormal)) as f32;
             }
         }
         sc.u.iter_mut().for_each(|v| *v = 0.0);
-        for (row, &w) in sc.q.chunks_exact(d).zip(&self.weights) {
-            for (u, &x) in sc.u.iter_mut().zip(row) {
-                *u += w as f64 * x as f64;
+        if self.quest {
+            // Quest scores with one head: its query is the direction.
+            for (u, &x) in sc.u.iter_mut().zip(&sc.q[..d]) {
+                *u = x as f64;
+            }
+        } else {
+            for (row, &w) in sc.q.chunks_exact(d).zip(&sc.w) {
+                for (u, &x) in sc.u.iter_mut().zip(row) {
+                    *u += w as f64 * x as f64;
+                }
             }
         }
         let norm = sc.u.iter().map(|v| v * v).sum::<f64>().sqrt();
         sc.u.iter_mut().for_each(|v| *v /= norm);
         // Pooling weights: entry 0 (own block only) and the others (previous + own block).
         let own_positions = c;
-        for buf in [&mut sc.w_first, &mut sc.w_prev, &mut sc.w_own] {
+        for buf in [&mut sc.w_first, &mut sc.w_prev, &mut sc.w_own, &mut sc.lg_prev, &mut sc.lg_own, &mut sc.ew_prev, &mut sc.ew_own] {
             buf.resize(c * d, 0.0);
         }
         if self.gated {
-            // Logits per (position, channel), previous half then own half, held in the weight
-            // buffers until the softmax below replaces them.
+            // Positional logits per (position, channel), previous half then own half.
             for pos in 0..c {
                 for j in 0..d {
-                    sc.w_prev[pos * d + j] = (GATE_LOGIT_SD * rng.sample::<f64, _>(StandardNormal)) as f32;
+                    sc.lg_prev[pos * d + j] = (self.gate_pos_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
                 }
             }
             for pos in 0..c {
                 for j in 0..d {
-                    sc.w_own[pos * d + j] = (GATE_LOGIT_SD * rng.sample::<f64, _>(StandardNormal)) as f32;
+                    sc.lg_own[pos * d + j] = (self.gate_pos_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
                 }
             }
+            sc.w_prev.copy_from_slice(&sc.lg_prev);
+            sc.w_own.copy_from_slice(&sc.lg_own);
             for j in 0..d {
                 // Entry 0 (and every entry without overlap): softmax over its own c positions.
                 let m_own = (0..c).map(|p| sc.w_own[p * d + j] as f64).fold(f64::NEG_INFINITY, f64::max);
@@ -333,6 +566,82 @@ impl VectorModel {
             sc.sd_first[j] = (cs * s1.sqrt()) as f32;
             sc.sd_rest[j] = (cs * if self.overlap { s2.sqrt() } else { s1.sqrt() }) as f32;
         }
+        // The key norm's per-channel gain.
+        sc.gain.clear();
+        sc.gain.resize(d, 1.0);
+        if self.key_gain_sd > 0.0 {
+            for g in sc.gain.iter_mut() {
+                *g = libm::exp(self.key_gain_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
+            }
+        }
+    }
+
+    /// Entry `i`'s pooling weights with the token-dependent gate: softmax per channel of the
+    /// positional logits plus σ_tok·z, z ~ N(0, 1) per pooled (position, channel), drawn
+    /// previous block then own block, position-major, into `ew_prev` / `ew_own` (entry 0, or no
+    /// overlap: own block only, in `ew_own`); and the shortcut's sd per channel into `sd_entry`.
+    fn entry_gate(&self, i: usize, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
+        let (c, d) = (self.c, self.d);
+        let with_prev = self.overlap && i > 0;
+        let sd = self.gate_token_sd as f32;
+        if with_prev {
+            normal::fill(rng, &mut sc.ew_prev);
+            for (e, &l) in sc.ew_prev.iter_mut().zip(&sc.lg_prev) {
+                *e = l + sd * *e;
+            }
+        }
+        normal::fill(rng, &mut sc.ew_own);
+        for (e, &l) in sc.ew_own.iter_mut().zip(&sc.lg_own) {
+            *e = l + sd * *e;
+        }
+        // Per channel j, row by row (the same operations in the same order per channel as a
+        // channel-by-channel loop): the max over the pooled positions, then the exponentials
+        // and their sum (own then previous block at each position), then the weights and Σ p².
+        let (m, z, ss) = (&mut sc.acc, &mut sc.tok, &mut sc.sd_entry);
+        ss.resize(d, 0.0);
+        m.copy_from_slice(&sc.ew_own[..d]);
+        for p in 1..c {
+            for (mj, &e) in m.iter_mut().zip(&sc.ew_own[p * d..p * d + d]) {
+                *mj = mj.max(e);
+            }
+        }
+        if with_prev {
+            for p in 0..c {
+                for (mj, &e) in m.iter_mut().zip(&sc.ew_prev[p * d..p * d + d]) {
+                    *mj = mj.max(e);
+                }
+            }
+        }
+        z.iter_mut().for_each(|v| *v = 0.0);
+        for p in 0..c {
+            for ((e, zj), &mj) in sc.ew_own[p * d..p * d + d].iter_mut().zip(z.iter_mut()).zip(m.iter()) {
+                *e = libm::expf(*e - mj);
+                *zj += *e;
+            }
+            if with_prev {
+                for ((e, zj), &mj) in sc.ew_prev[p * d..p * d + d].iter_mut().zip(z.iter_mut()).zip(m.iter()) {
+                    *e = libm::expf(*e - mj);
+                    *zj += *e;
+                }
+            }
+        }
+        z.iter_mut().for_each(|v| *v = 1.0 / *v);
+        ss.iter_mut().for_each(|v| *v = 0.0);
+        for p in 0..c {
+            for ((w, s2), &inv) in sc.ew_own[p * d..p * d + d].iter_mut().zip(ss.iter_mut()).zip(z.iter()) {
+                *w *= inv;
+                *s2 += *w * *w;
+            }
+            if with_prev {
+                for ((w, s2), &inv) in sc.ew_prev[p * d..p * d + d].iter_mut().zip(ss.iter_mut()).zip(z.iter()) {
+                    *w *= inv;
+                    *s2 += *w * *w;
+                }
+            }
+        }
+        for (s2, &cs) in ss.iter_mut().zip(&self.chan_scale) {
+            *s2 = cs * s2.sqrt();
+        }
     }
 
     /// Entry keys `entries` (drawn in entry order, finished: normalised and rotated) into the
@@ -340,6 +649,14 @@ impl VectorModel {
     fn draw_keys(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch, entries: std::ops::Range<usize>) {
         let d = self.d;
         let start = entries.start;
+        if self.quest {
+            let kl = 2 * d;
+            for i in entries {
+                let row = i - start;
+                self.quest_page(i, rng, &sc.u, &mut sc.tok, &mut sc.keys[row * kl..row * kl + kl]);
+            }
+            return;
+        }
         let mut next_special = self.special_entries.partition_point(|&e| e < start as u64);
         for i in entries {
             let special = self.special_entries.get(next_special) == Some(&(i as u64));
@@ -347,38 +664,61 @@ impl VectorModel {
                 next_special += 1;
             }
             let row = i - start;
+            let token_gate = self.gate_token_sd > 0.0;
+            if token_gate {
+                self.entry_gate(i, rng, sc);
+            }
             let key = &mut sc.keys[row * d..row * d + d];
             if special || self.token_path {
-                self.entry_from_tokens(i, rng, &sc.u, &sc.w_first, &sc.w_prev, &sc.w_own, &mut sc.tok, &mut sc.acc);
+                let (wf, wp, wo) = if token_gate { (&sc.ew_own, &sc.ew_prev, &sc.ew_own) } else { (&sc.w_first, &sc.w_prev, &sc.w_own) };
+                self.entry_from_tokens(i, rng, &sc.u, wf, wp, wo, &mut sc.tok, &mut sc.acc);
                 key.copy_from_slice(&sc.acc);
             } else {
-                let sd = if i == 0 { &sc.sd_first } else { &sc.sd_rest };
+                let sd = if token_gate {
+                    &sc.sd_entry
+                } else if i == 0 {
+                    &sc.sd_first
+                } else {
+                    &sc.sd_rest
+                };
+                normal::fill(rng, key);
                 for (x, s) in key.iter_mut().zip(sd) {
-                    *x = s * rng.sample::<f32, _>(StandardNormal);
+                    *x *= s;
                 }
             }
-            self.finish_key(key);
+            self.finish_key(key, i, &sc.gain);
         }
     }
 
-    /// Rotates the queries (no randomness: may run before or after the keys are drawn).
+    /// RoPE at the query's position and the Hadamard rotation of every head (no randomness: may
+    /// run before or after the keys are drawn).
     fn rotate_queries(&self, sc: &mut Scratch) {
-        if self.hadamard {
-            for row in sc.q.chunks_exact_mut(self.d) {
+        for row in sc.q.chunks_exact_mut(self.d) {
+            if let Some(rope) = &self.rope {
+                rope.rotate_query(row);
+            }
+            if self.hadamard {
                 hadamard::fwht_orthonormal(row);
             }
         }
     }
 
-    /// RMS normalisation and rotation of one entry key.
+    /// RMS normalisation (with the gain), RoPE at entry `i`'s position and the Hadamard rotation
+    /// of one entry key.
     #[inline]
-    fn finish_key(&self, key: &mut [f32]) {
+    fn finish_key(&self, key: &mut [f32], i: usize, gain: &[f32]) {
         if self.key_norm {
-            let ss: f32 = key.iter().map(|v| v * v).sum();
+            let ss = sum_squares(key);
             if ss > 0.0 {
                 let s = (key.len() as f32 / ss).sqrt();
                 key.iter_mut().for_each(|v| *v *= s);
             }
+            if self.key_gain_sd > 0.0 {
+                key.iter_mut().zip(gain).for_each(|(v, g)| *v *= g);
+            }
+        }
+        if let Some(rope) = &self.rope {
+            rope.rotate_entry(key, i);
         }
         if self.hadamard {
             hadamard::fwht_orthonormal(key);
@@ -424,8 +764,9 @@ impl VectorModel {
 
     /// One token's key projection (planted for needle and hard tokens), into `out`.
     fn token(&self, t: u64, rng: &mut Xoshiro256PlusPlus, u: &[f64], out: &mut [f32]) {
+        normal::fill(rng, out);
         for (x, s) in out.iter_mut().zip(&self.chan_scale) {
-            *x = s * rng.sample::<f32, _>(StandardNormal);
+            *x *= s;
         }
         let alpha = match self.kind(t) {
             Kind::Plain => return,
@@ -436,6 +777,7 @@ impl VectorModel {
     }
 
     /// Quantize-dequantizes the queries (per head) and keys (per entry) in place.
+    /// (Quest: its max and min rows separately.)
     pub fn quantize(&self, q_format: &Format, k_format: &Format, sc: &mut Scratch) {
         quantize_rows(q_format, &mut sc.q, self.d);
         quantize_rows(k_format, &mut sc.keys, self.d);
@@ -444,9 +786,13 @@ impl VectorModel {
     /// Scores every entry with the current `sc.q` and `sc.keys` into `sc.scores`.
     pub fn score(&self, sc: &mut Scratch) {
         let (hp, d, n) = (self.hp, self.d, self.n_entries());
-        self.transpose_queries(sc);
         sc.scores.resize(n, 0.0);
-        kernel::score(&sc.qt, &self.weights, hp, d, &sc.keys, &mut sc.scores);
+        if self.quest {
+            self.quest_scores(&sc.q[..d], &sc.keys, &mut sc.scores);
+            return;
+        }
+        self.transpose_queries(sc);
+        kernel::score(&sc.qt, &sc.w, hp, d, &sc.keys, &mut sc.scores);
     }
 
     /// `sc.q` into the kernel's padded, transposed layout `sc.qt`.
@@ -484,14 +830,19 @@ impl VectorModel {
         quantize_rows(&self.q_format, &mut sc.q, d);
         self.transpose_queries(sc);
         sc.scores.resize(n, 0.0);
-        sc.keys.resize(KEY_BLOCK.min(n) * d, 0.0);
+        let kl = self.key_len();
+        sc.keys.resize(KEY_BLOCK.min(n) * kl, 0.0);
         let mut start = 0;
         while start < n {
             let end = (start + KEY_BLOCK).min(n);
             self.draw_keys(rng, sc, start..end);
-            let keys = &mut sc.keys[..(end - start) * d];
+            let keys = &mut sc.keys[..(end - start) * kl];
             quantize_rows(&self.k_format, keys, d);
-            kernel::score(&sc.qt, &self.weights, hp, d, keys, &mut sc.scores[start..end]);
+            if self.quest {
+                self.quest_scores(&sc.q[..d], keys, &mut sc.scores[start..end]);
+            } else {
+                kernel::score(&sc.qt, &sc.w, hp, d, keys, &mut sc.scores[start..end]);
+            }
             start = end;
         }
         self.rank(&sc.scores)
@@ -527,6 +878,25 @@ impl TrialPlan for VectorModel {
     }
 }
 
+/// Σ v² in a fixed order that vectorises: 8 lane sums (lane l takes v[l], v[l+8], …), then
+/// ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)); a remainder of fewer than 8 values is added last, in
+/// order. The same on every CPU.
+#[inline]
+fn sum_squares(v: &[f32]) -> f32 {
+    let mut s = [0.0f32; 8];
+    let mut chunks = v.chunks_exact(8);
+    for c in &mut chunks {
+        for l in 0..8 {
+            s[l] += c[l] * c[l];
+        }
+    }
+    let mut t = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    for x in chunks.remainder() {
+        t += x * x;
+    }
+    t
+}
+
 /// Quantize-dequantizes every row of `d` values in place (one head vector or one entry key:
 /// block scales run along it). Block sizes divide d and every value is finite (validated), so
 /// the format cannot fail here.
@@ -560,4 +930,241 @@ pub fn simulate(s: &Scenario, trials: u64, seed: u64) -> Tally {
 /// [`simulate`], reporting each finished chunk of trials to `progress`.
 pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Progress) -> Tally {
     crate::trials::run(&VectorModel::new(s), trials, seed, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn model(fields: &[(&str, &str)]) -> VectorModel {
+        let mut s = Scenario::preset("deepseek-v4-flash").unwrap_or_default();
+        s.model = crate::scenario::Model::Vector;
+        for (f, v) in fields {
+            s.set_text(f.parse().unwrap(), v).unwrap();
+        }
+        s.validate().unwrap();
+        VectorModel::new(&s)
+    }
+
+    /// The YaRN frequencies against the reference formula evaluated independently (Python's
+    /// `math` in f64, the formula of V4 `inference/model.py`:199–228 written out:
+    /// `freqs = 1/base**(arange(0, dim, 2)/dim)`; `low, high = find_correction_range(32, 1, …)`;
+    /// `smooth = 1 − clamp((arange(dim/2) − low)/(high − low), 0, 1)`;
+    /// `freqs = freqs/factor·(1 − smooth) + freqs·smooth`), for V4 (θ = 160000, factor 16, 65536:
+    /// low 15, high 25) and V3.2 (θ = 10000, factor 40, 4096: low 10, high 23).
+    #[test]
+    fn yarn_frequencies_match_the_reference_formula() {
+        let at = [0usize, 7, 8, 12, 16, 20, 24, 31];
+        let v4 = [1.0, 0.07271077167244769, 0.05, 0.011180339887498949, 0.0022656250000000003, 0.00029697777826169085, 1.9531249999999997e-05, 5.680529036909976e-07];
+        let v32 = [1.0, 0.1333521432163324, 0.1, 0.026879360111431223, 0.0055, 0.0007905694150420945, 2.5e-05, 3.3338035804083097e-06];
+        for (f, want) in [(yarn_freqs(64, 160_000.0, 16.0, 65_536), v4), (yarn_freqs(64, 10_000.0, 40.0, 4096), v32)] {
+            assert_eq!(f.len(), 32);
+            for (&k, &w) in at.iter().zip(&want) {
+                assert!((f[k] - w).abs() <= 1e-13 * w, "k = {k}: {} vs {w}", f[k]);
+            }
+        }
+        // Plain RoPE: no original length, or factor 1.
+        let plain = yarn_freqs(64, 160_000.0, 16.0, 0);
+        let one = yarn_freqs(64, 160_000.0, 1.0, 65_536);
+        for k in 0..32 {
+            let want = 160_000f64.powf(-((2 * k) as f64) / 64.0);
+            assert!((plain[k] - want).abs() <= 1e-15 * want && (one[k] - want).abs() <= 1e-15 * want);
+        }
+    }
+
+    /// RoPE preserves norms, rotates the documented channels (V4: the last 64, pairs (2i, 2i+1);
+    /// V3.2: the first 64, pairs (i, i + 32)) and leaves the others alone.
+    #[test]
+    fn rope_rotates_the_documented_pairs_and_preserves_norms() {
+        for (at, pair_of) in [("last", (|k: usize| (64 + 2 * k, 65 + 2 * k)) as fn(usize) -> (usize, usize)), ("first", |k| (k, k + 32))] {
+            let m = model(&[("context_len", "8192"), ("rope_at", at)]);
+            let rope = m.rope.as_ref().unwrap();
+            let x: Vec<f32> = (0..128).map(|j| ((j as f32) * 0.77).sin() + 0.1).collect();
+            for i in [0usize, 1, 777, 2047] {
+                let mut y = x.clone();
+                rope.rotate_entry(&mut y, i);
+                let (nx, ny) = (x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>(), y.iter().map(|v| (*v as f64).powi(2)).sum::<f64>());
+                assert!((nx - ny).abs() < 1e-5 * nx, "{at} entry {i}");
+                let f = yarn_freqs(64, 160_000.0, 16.0, 65_536);
+                let mut touched = [false; 128];
+                for (k, &fk) in f.iter().enumerate() {
+                    let (a, b) = pair_of(k);
+                    touched[a] = true;
+                    touched[b] = true;
+                    let ang = (i * 4) as f64 * fk;
+                    let want_a = x[a] as f64 * ang.cos() - x[b] as f64 * ang.sin();
+                    let want_b = x[a] as f64 * ang.sin() + x[b] as f64 * ang.cos();
+                    assert!((y[a] as f64 - want_a).abs() < 1e-5 && (y[b] as f64 - want_b).abs() < 1e-5, "{at} entry {i} pair {k}");
+                }
+                for j in 0..128 {
+                    if !touched[j] {
+                        assert_eq!(x[j].to_bits(), y[j].to_bits());
+                    }
+                }
+            }
+        }
+        // rope_dims 0: no table at all; odd or too large values are clipped.
+        assert!(model(&[("rope_dims", "0")]).rope.is_none());
+        assert_eq!(model(&[("rope_dims", "7")]).rope.as_ref().unwrap().pairs, 3);
+        assert_eq!(model(&[("rope_dims", "1000")]).rope.as_ref().unwrap().pairs, 64);
+    }
+
+    /// The positional mechanism acts: a key equal to the query in its rotated channels is seen
+    /// through cos(Δ f_k) of its true distance Δ = L − i·c. On the fastest pair (f_0 = 1) the
+    /// match swings with Δ; on the slowest (YaRN-scaled) pair it barely moves over 128K tokens.
+    #[test]
+    fn the_match_depends_on_the_true_distance() {
+        let m = model(&[("context_len", "131072")]);
+        let rope = m.rope.as_ref().unwrap();
+        let n = m.n_entries();
+        for (k, swings) in [(0usize, true), (31, false)] {
+            let mut q = vec![0.0f32; 128];
+            q[64 + 2 * k] = 1.0;
+            let mut qr = q.clone();
+            rope.rotate_query(&mut qr);
+            let mut seen = Vec::new();
+            for i in [n - 1, n - 2, n - 100, n / 2, 0] {
+                let mut kr = q.clone();
+                rope.rotate_entry(&mut kr, i);
+                let dot: f64 = qr.iter().zip(&kr).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let delta = 131_072.0 - (i * 4) as f64;
+                let want = (delta * yarn_freqs(64, 160_000.0, 16.0, 65_536)[k]).cos();
+                assert!((dot - want).abs() < 2e-3, "pair {k} entry {i}: {dot} vs {want}");
+                seen.push(dot);
+            }
+            let spread = seen.iter().cloned().fold(f64::MIN, f64::max) - seen.iter().cloned().fold(f64::MAX, f64::min);
+            assert_eq!(spread > 0.5, swings, "pair {k}: {seen:?}");
+        }
+    }
+
+    /// Signed weights: drawn per layer, both signs, sd H^-1/2 d^-1/2, padded heads 0; fixed:
+    /// the model's constants.
+    #[test]
+    fn head_weights_signed_and_fixed() {
+        let m = model(&[("context_len", "4096")]);
+        let mut sc = Scratch::default();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut all = Vec::new();
+        for _ in 0..50 {
+            m.draw_query(&mut rng, &mut sc);
+            assert_eq!(sc.w.len(), m.hp);
+            all.extend_from_slice(&sc.w[..m.heads]);
+            assert!(sc.w[m.heads..].iter().all(|&w| w == 0.0));
+        }
+        let base = 1.0 / (64f64 * 128.0).sqrt();
+        let mean = all.iter().map(|&w| w as f64).sum::<f64>() / all.len() as f64;
+        let sd = (all.iter().map(|&w| (w as f64).powi(2)).sum::<f64>() / all.len() as f64).sqrt();
+        assert!(mean.abs() < 0.1 * base && (sd / base - 1.0).abs() < 0.06, "mean {mean}, sd {sd} vs {base}");
+        let f = model(&[("context_len", "4096"), ("head_weights", "fixed")]);
+        f.draw_query(&mut rng, &mut sc);
+        assert_eq!(sc.w, f.weights);
+        assert!(sc.w[..64].iter().all(|&w| w > 0.0));
+    }
+
+    /// The key norm's gain: exp(σ z) per channel, applied after the normalisation.
+    #[test]
+    fn key_gain_is_lognormal_and_applied_after_the_norm() {
+        let m = model(&[("context_len", "4096"), ("key_gain_sd", "0.5"), ("rope_dims", "0"), ("hadamard", "false")]);
+        let mut sc = Scratch::default();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+        m.draw_query(&mut rng, &mut sc);
+        let logs: Vec<f64> = sc.gain.iter().map(|&g| (g as f64).ln()).collect();
+        let sd = (logs.iter().map(|l| l * l).sum::<f64>() / 128.0).sqrt();
+        assert!((sd - 0.5).abs() < 0.15, "log-gain sd {sd}");
+        let x: Vec<f32> = (0..128).map(|j| (j as f32 * 0.3).cos() * 2.0).collect();
+        let mut y = x.clone();
+        m.finish_key(&mut y, 3, &sc.gain);
+        let s = (128.0 / sum_squares(&x)).sqrt();
+        for j in 0..128 {
+            assert_eq!(y[j].to_bits(), (x[j] * s * sc.gain[j]).to_bits());
+        }
+        let off = model(&[("context_len", "4096")]);
+        off.draw_query(&mut rng, &mut sc);
+        assert!(sc.gain.iter().all(|&g| g == 1.0));
+    }
+
+    /// The token-dependent gate: per-entry pooling weights that sum to 1 per channel, and a
+    /// shortcut variance Σ p² that differs from entry to entry.
+    #[test]
+    fn token_gate_weights_are_per_entry() {
+        let m = model(&[("context_len", "4096"), ("gate_token_sd", "1.5")]);
+        let mut sc = Scratch::default();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+        m.draw_query(&mut rng, &mut sc);
+        let mut sds = Vec::new();
+        for i in [0usize, 1, 2, 3] {
+            m.entry_gate(i, &mut rng, &mut sc);
+            for j in 0..128 {
+                let mut t: f32 = (0..4).map(|p| sc.ew_own[p * 128 + j]).sum();
+                if i > 0 {
+                    t += (0..4).map(|p| sc.ew_prev[p * 128 + j]).sum::<f32>();
+                }
+                assert!((t - 1.0).abs() < 1e-5, "entry {i} channel {j}: {t}");
+            }
+            sds.push(sc.sd_entry[0]);
+        }
+        assert!(sds[1] != sds[2] && sds[2] != sds[3], "{sds:?}");
+        // Entry 0 pools its own block only (4 positions): Σ p² ≥ 1/4.
+        assert!(sds[0] >= 0.5 - 1e-6);
+    }
+
+    /// Quest's page score against a direct computation: the largest q·x over the box of the
+    /// page's token keys, Σ_j q_j · (M_j if q_j ≥ 0 else m_j), in f64, from the same tokens;
+    /// it bounds every token's own q·k from above. One head, no key norm, Hadamard or RoPE.
+    #[test]
+    fn quest_scores_match_a_direct_computation() {
+        let mut s = Scenario { model: crate::scenario::Model::Vector, ..Scenario::default() };
+        for (f, v) in [("compressor", "quest"), ("context_len", "3000"), ("compress_ratio", "4"), ("index_topk", "16"), ("alignment", "0.6"), ("hard_negatives", "3")] {
+            s.set_text(f.parse().unwrap(), v).unwrap();
+        }
+        s.validate().unwrap();
+        let m = VectorModel::new(&s);
+        assert!(m.quest && m.rope.is_none() && !m.hadamard && !m.key_norm);
+        let (n, d, c) = (m.n_entries(), m.d, m.c);
+        let mut sc = Scratch::default();
+        let rank = m.layer_rank(&mut Xoshiro256PlusPlus::seed_from_u64(4), &mut sc);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut direct = Scratch::default();
+        m.draw_query(&mut rng, &mut direct);
+        let q: Vec<f64> = direct.q[..d].iter().map(|&v| v as f64).collect();
+        let mut tok = vec![0.0f32; d];
+        for i in 0..n {
+            let toks: Vec<Vec<f32>> = (0..c)
+                .map(|p| {
+                    m.token((i * c + p) as u64, &mut rng, &direct.u, &mut tok);
+                    tok.clone()
+                })
+                .collect();
+            let upper: f64 = (0..d)
+                .map(|j| {
+                    let pick = if q[j] >= 0.0 { toks.iter().map(|t| t[j]).fold(f32::MIN, f32::max) } else { toks.iter().map(|t| t[j]).fold(f32::MAX, f32::min) };
+                    q[j] * pick as f64
+                })
+                .sum();
+            let best = toks.iter().map(|t| t.iter().zip(&q).map(|(&a, &b)| a as f64 * b).sum::<f64>()).fold(f64::MIN, f64::max);
+            assert!((sc.scores[i] as f64 - upper).abs() < 1e-3, "entry {i}: {} vs {upper}", sc.scores[i]);
+            assert!(upper >= best - 1e-9, "entry {i}: the page bound {upper} below a token's {best}");
+        }
+        assert_eq!(rank, m.rank(&sc.scores));
+        // A strongly aligned needle is found.
+        assert!(rank.is_some_and(|r| r <= 16), "{rank:?}");
+    }
+
+    /// Beyond [`ROPE_TABLE_MAX`] the angles are computed per entry: the same values as the table.
+    #[test]
+    fn rope_without_a_table_rotates_identically() {
+        for at in ["last", "first"] {
+            let m = model(&[("context_len", "8192"), ("rope_at", at)]);
+            let with = m.rope.as_ref().unwrap();
+            let without = Rope { cos: Vec::new(), sin: Vec::new(), ..with.clone() };
+            let x: Vec<f32> = (0..128).map(|j| ((j as f32) * 1.3).cos() * 3.0).collect();
+            for i in [0usize, 5, 1000, 2047] {
+                let (mut a, mut b) = (x.clone(), x.clone());
+                with.rotate_entry(&mut a, i);
+                without.rotate_entry(&mut b, i);
+                assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()), "{at} entry {i}");
+            }
+        }
+    }
 }

@@ -13,6 +13,7 @@ use super::{
     MAX_CONTEXT_LEN,
 };
 use crate::formats::Format;
+use crate::vector_fields::{HeadWeights, RopeAt};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -207,6 +208,10 @@ pub enum Value {
     TopkKernel(TopkKernel),
     /// `stack`.
     Stack(Stack),
+    /// `head_weights`.
+    HeadWeights(HeadWeights),
+    /// `rope_at`.
+    RopeAt(RopeAt),
 }
 
 impl Value {
@@ -251,6 +256,8 @@ impl fmt::Display for Value {
             Value::Compressor(v) => write!(f, "{v}"),
             Value::TopkKernel(v) => write!(f, "{v}"),
             Value::Stack(v) => write!(f, "{v}"),
+            Value::HeadWeights(v) => write!(f, "{v}"),
+            Value::RopeAt(v) => write!(f, "{v}"),
         }
     }
 }
@@ -381,6 +388,8 @@ field_type! {
     Compressor => Compressor, Keyword, parse_keyword;
     TopkKernel => TopkKernel, Keyword, parse_keyword;
     Stack => Stack, Keyword, parse_keyword;
+    HeadWeights => HeadWeights, Keyword, parse_keyword;
+    RopeAt => RopeAt, Keyword, parse_keyword;
 }
 
 /// u32 fields share [`Value::Count`] with u64 ones and are range-checked on the way in.
@@ -641,7 +650,43 @@ scenario_fields! {
     compressor / Compressor: Compressor = Compressor::Gated;
         scope Vector, bounds Bounds::Any, unit Plain, fit None,
         symbol "", title "",
-        help "Vector model: token keys to entry keys, mean or gated (per-channel softmax, V4). Default gated.";
+        help "Vector model: token keys to entry keys, mean, gated (per-channel softmax, V4) or quest (page max/min keys, one head). Default gated.";
+    head_weights / HeadWeights: HeadWeights = HeadWeights::Signed;
+        scope Vector, bounds Bounds::Any, unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: indexer head weights, signed (per query: w_h = z_h H^-1/2 d^-1/2, z_h ~ N(0, 1) per layer and trial, as weights_proj(x)) or fixed (the model's log-normal positive constants). Default signed.";
+    rope_dims / RopeDims: u32 = 64;
+        scope Vector, bounds Bounds::count(0, 4096), unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: head dimensions rotated by RoPE (default 64 as V3.2 and V4; 0 = no RoPE; clipped to head_dim and rounded down to an even count).";
+    rope_at / RopeAt: RopeAt = RopeAt::Last;
+        scope Vector, bounds Bounds::Any, unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: which dimensions RoPE rotates, last (V4: the last rope_dims, interleaved pairs 2i, 2i+1) or first (V3.2: the first rope_dims, pairs i, i + rope_dims/2). Default last.";
+    rope_theta / RopeTheta: f64 = 160_000.0;
+        scope Vector, bounds Bounds::real_text(1.0, 1e12, true, "(1, 1e12]"), unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: RoPE base θ (default 160000, V4's compress_rope_theta; V3.2: 10000).";
+    rope_factor / RopeFactor: f64 = 16.0;
+        scope Vector, bounds Bounds::real_text(1.0, 1e6, false, "1..=1000000"), unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: YaRN frequency-interpolation factor (default 16 as V4; V3.2: 40; 1 = plain RoPE).";
+    rope_orig_len / RopeOrigLen: u64 = 65_536;
+        scope Vector, bounds Bounds::count(0, MAX_CONTEXT_LEN), unit TokenSpan, fit None,
+        symbol "", title "",
+        help "Vector model: YaRN's original training length (default 65536 as V4; V3.2: 4096; 0 = plain RoPE).";
+    key_gain_sd / KeyGainSd: f64 = 0.0;
+        scope Vector, bounds Bounds::real(0.0, 10.0), unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: spread σ of the key norm's learned per-channel gain g_j = exp(σ z_j), drawn per layer and trial (default 0: gain 1, the initial value; the trained gains are in the checkpoint: calibrate).";
+    gate_pos_sd / GatePosSd: f64 = 1.0;
+        scope Vector, bounds Bounds::real(0.0, 100.0), unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: sd of the gated compressor's positional gate logits (V4's ape), per (position, channel), drawn per layer and trial (default 1).";
+    gate_token_sd / GateTokenSd: f64 = 0.0;
+        scope Vector, bounds Bounds::real(0.0, 100.0), unit Plain, fit None,
+        symbol "", title "",
+        help "Vector model: sd of the gate logits' token-dependent part wgate(x_t), iid per token and channel (default 0 = positional gate only; a value to calibrate; > 0 is about 20× slower).";
 }
 
 impl Field {

@@ -58,6 +58,9 @@ pub enum Compressor {
     Mean,
     /// Per-channel softmax over the pooled positions with random gate logits (V4's compressor).
     Gated,
+    /// Quest's page summary (vector model): per-channel max and min of the c token keys, scored
+    /// Σ_j max(q_j M_j, q_j m_j) with one query head.
+    Quest,
 }
 
 /// The top-k kernel a serving stack selects with: the largest k it supports (a property of the
@@ -166,7 +169,7 @@ macro_rules! keyword_enum {
 }
 keyword_enum!(Pooling { None => "none", Mean => "mean", Max => "max" });
 keyword_enum!(Model { Scalar => "scalar", Vector => "vector" });
-keyword_enum!(Compressor { Mean => "mean", Gated => "gated" });
+keyword_enum!(Compressor { Mean => "mean", Gated => "gated", Quest => "quest" });
 keyword_enum!(RepeatLayout { Spread => "spread", Adjacent => "adjacent" });
 keyword_enum!(TopkKernel { Any => "any", SglangV1 => "sglang-v1", SglangV2 => "sglang-v2", Aiter => "aiter" });
 
