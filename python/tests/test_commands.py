@@ -38,7 +38,7 @@ def without(d: dict, *keys) -> dict:
 @pytest.mark.parametrize(
     "fields",
     [
-        dict(preset="deepseek-v4-flash", context_len=131072, dprime=3),
+        dict(preset="deepseek-v4-flash", stack="none", context_len=131072, dprime=3),
         dict(context_len=1000000, index_topk=1024, dprime=4, score_noise=0.5),
         # Field values of every Python type: a suffixed count, a keyword, a bool, a numpy scalar.
         dict(preset="deepseek-v3.2", context_len="128Ki", depth=np.float64(0.25), distractor="normal", overlap=False),
@@ -53,15 +53,15 @@ def test_recall_equals_the_cli(cli, fields):
 
 def test_monte_carlo_recall_equals_the_cli_for_the_same_seed(cli):
     fields = dict(pooling="mean", context_len=32768)
-    py = dsa_sim.recall(preset="deepseek-v4-flash", trials=3000, seed=7, threads=2, **fields)
+    py = dsa_sim.recall(preset="deepseek-v4-flash", stack="none", trials=3000, seed=7, threads=2, **fields)
     assert py["engine"] == "montecarlo" and py["trials"] == 3000
-    assert_same(py, cli.json("recall", "--preset", "deepseek-v4-flash", "--trials", "3000", "--seed", "7", *flags(**fields)))
+    assert_same(py, cli.json("recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--trials", "3000", "--seed", "7", *flags(**fields)))
 
 
 def test_rank_equals_the_cli_and_its_arrays_are_its_columns(cli):
     fields = dict(context_len=131072, dprime=1.5)
-    py = dsa_sim.rank(preset="deepseek-v4-flash", **fields)
-    c = cli.json("rank", "--preset", "deepseek-v4-flash", *flags(**fields))
+    py = dsa_sim.rank(preset="deepseek-v4-flash", stack="none", **fields)
+    c = cli.json("rank", "--preset", "deepseek-v4-flash", "--stack", "none", *flags(**fields))
     assert_same(without(py, "cdf_j", "cdf_p", "quantile_p", "quantile_j"), c)
     assert py["cdf_j"].dtype == np.uint64 and py["cdf_p"].dtype == np.float64
     assert py["cdf_j"].tolist() == [j for j, _ in c["cdf"]]
@@ -83,8 +83,8 @@ def test_rank_never_reached_is_inf_in_the_array(cli):
 @pytest.mark.parametrize("rank", [True, False])
 def test_sweep_equals_the_cli(cli, rank):
     vary = {"context_len": [1024, "4Ki", 65536], "dprime": "1..3:3"}
-    py = dsa_sim.sweep(vary, rank=rank, preset="deepseek-v4-flash", score_noise=0.3)
-    args = ["--vary", "context_len=1024,4Ki,65536", "--vary", "dprime=1..3:3", "--preset", "deepseek-v4-flash", "--score-noise", "0.3"]
+    py = dsa_sim.sweep(vary, rank=rank, preset="deepseek-v4-flash", stack="none", score_noise=0.3)
+    args = ["--vary", "context_len=1024,4Ki,65536", "--vary", "dprime=1..3:3", "--preset", "deepseek-v4-flash", "--stack", "none", "--score-noise", "0.3"]
     c = cli.json("sweep", *args, *([] if rank else ["--no-rank"]))
     assert_same(without(py, "arrays"), c)
     assert list(py["arrays"]) == c["columns"]
@@ -101,15 +101,15 @@ def test_sweep_equals_the_cli(cli, rank):
 
 def test_sweep_rows_make_a_dataframe():
     pd = pytest.importorskip("pandas")
-    py = dsa_sim.sweep("index_topk=512,1024", preset="deepseek-v4-flash", context_len=131072, dprime=2)
+    py = dsa_sim.sweep("index_topk=512,1024", preset="deepseek-v4-flash", stack="none", context_len=131072, dprime=2)
     df = pd.DataFrame(py["rows"])
     assert list(df.columns) == py["columns"] and len(df) == 2
     assert pd.DataFrame(py["arrays"])["recall"].tolist() == [r["recall"] for r in py["rows"]]
 
 
 def test_monte_carlo_sweep_equals_the_cli(cli):
-    py = dsa_sim.sweep(["depth=0.2,0.8"], preset="deepseek-v4-flash", pooling="mean", context_len=16384, trials=2000, seed=3)
-    c = cli.json("sweep", "--vary", "depth=0.2,0.8", "--preset", "deepseek-v4-flash", "--pooling", "mean", "--context-len", "16384",
+    py = dsa_sim.sweep(["depth=0.2,0.8"], preset="deepseek-v4-flash", stack="none", pooling="mean", context_len=16384, trials=2000, seed=3)
+    c = cli.json("sweep", "--vary", "depth=0.2,0.8", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "16384",
                  "--trials", "2000", "--seed", "3")
     assert_same(without(py, "arrays"), c)
     assert py["arrays"]["trials"].tolist() == [2000.0, 2000.0]
@@ -124,8 +124,8 @@ def test_monte_carlo_sweep_equals_the_cli(cli):
     ],
 )
 def test_calibrate_equals_the_cli(cli, kw, args):
-    py = dsa_sim.calibrate(DATA, preset="deepseek-v4-flash", **kw)
-    assert_same(py, cli.json("calibrate", "--data", DATA, "--preset", "deepseek-v4-flash", *args))
+    py = dsa_sim.calibrate(DATA, preset="deepseek-v4-flash", stack="none", **kw)
+    assert_same(py, cli.json("calibrate", "--data", DATA, "--preset", "deepseek-v4-flash", "--stack", "none", *args))
 
 
 @pytest.mark.parametrize(
@@ -138,21 +138,21 @@ def test_calibrate_equals_the_cli(cli, kw, args):
     ],
 )
 def test_verdict_equals_the_cli(cli, kw, args):
-    py = dsa_sim.verdict(preset="deepseek-v4-flash", context_len=16000, **kw)
-    assert_same(py, cli.json("verdict", "--preset", "deepseek-v4-flash", "--context-len", "16000", *args))
+    py = dsa_sim.verdict(preset="deepseek-v4-flash", stack="none", context_len=16000, **kw)
+    assert_same(py, cli.json("verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", *args))
 
 
 def test_plan_equals_the_cli(cli):
-    py = dsa_sim.plan(DATA, budget=500, preset="deepseek-v4-flash", context_len=16000)
-    c = cli.json("plan", "--data", DATA, "--budget", "500", "--preset", "deepseek-v4-flash", "--context-len", "16000")
+    py = dsa_sim.plan(DATA, budget=500, preset="deepseek-v4-flash", stack="none", context_len=16000)
+    c = cli.json("plan", "--data", DATA, "--budget", "500", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000")
     assert_same(py, c)
     assert py["total_trials"] <= 500
 
 
 def test_plan_of_named_hypotheses_equals_the_cli(cli):
     hyps = ["discrimination", "effective-k"]
-    py = dsa_sim.plan(DATA, hypotheses=hyps, preset="deepseek-v4-flash")
-    assert_same(py, cli.json("plan", "--data", DATA, "--hypotheses", ",".join(hyps), "--preset", "deepseek-v4-flash"))
+    py = dsa_sim.plan(DATA, hypotheses=hyps, preset="deepseek-v4-flash", stack="none")
+    assert_same(py, cli.json("plan", "--data", DATA, "--hypotheses", ",".join(hyps), "--preset", "deepseek-v4-flash", "--stack", "none"))
 
 
 # Bad input: the ValueError's message is the command line's error line.
@@ -169,8 +169,8 @@ def test_plan_of_named_hypotheses_equals_the_cli(cli):
         (lambda: dsa_sim.recall(trials=0), ["recall", "--trials", "0"]),
         (lambda: dsa_sim.recall(threads=0), ["recall", "--threads", "0"]),
         (lambda: dsa_sim.recall(scenario="no/such.toml"), ["recall", "--scenario", "no/such.toml"]),
-        (lambda: dsa_sim.recall(engine="analytic", preset="deepseek-v4-flash", pooling="mean"),
-         ["recall", "--engine", "analytic", "--preset", "deepseek-v4-flash", "--pooling", "mean"]),
+        (lambda: dsa_sim.recall(engine="analytic", preset="deepseek-v4-flash", stack="none", pooling="mean"),
+         ["recall", "--engine", "analytic", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean"]),
         (lambda: dsa_sim.sweep("dprime=1..x"), ["sweep", "--vary", "dprime=1..x"]),
         (lambda: dsa_sim.sweep("nonsense=1,2"), ["sweep", "--vary", "nonsense=1,2"]),
         (lambda: dsa_sim.calibrate(DATA, "index_topk"), ["calibrate", "--data", DATA, "--fit", "index_topk"]),

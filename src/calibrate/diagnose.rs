@@ -1,5 +1,6 @@
 //! Row checks and the diagnosis (docs/model.md#verdict): per measured row the random-indexer
-//! floor (dprime = 0, every other field as given) with a one-sided binomial test of whether the
+//! floor (dprime = 0, every other field as given; with several selecting layers the lowest of it
+//! at layer_corr 0, as given and 1) with a one-sided binomial test of whether the
 //! row lies below it, and the rows where every candidate is selected yet the needle is missed;
 //! then, with the named hypotheses ranked by AIC, the call (`saturated`, `coverage-limited`,
 //! `discrimination-limited`, `read-limited`, `implementation-suspect`) and its signatures.
@@ -161,7 +162,17 @@ pub fn row_checks(data: &Dataset, base: &Scenario, model: &dyn RecallModel) -> R
                 set_field(&mut f, Field::PRead, hi)?;
             }
         }
-        let floor = recall(&f)?;
+        let mut floor = recall(&f)?;
+        if f.selecting_layers() > 1 {
+            // How much the selecting layers share the needle's difficulty is not known from
+            // recall: the floor is the lowest over layer_corr's limits (independent layers, and
+            // layers that see one needle score), so a row below it is below whatever they share.
+            for rho in [0.0, 1.0] {
+                let mut g = f.clone();
+                set_field(&mut g, Field::LayerCorr, rho)?;
+                floor = floor.min(recall(&g)?);
+            }
+        }
         let p_below = binom_cdf(r.hits, r.trials, floor);
         let p_miss = if all_selected { binom_cdf(r.hits, r.trials, ris) } else { 1.0 };
         rows.push(RowCheck {

@@ -469,9 +469,12 @@ pub fn compare_hypotheses(
 ) -> Result<Vec<HypothesisResult>, CalibError> {
     let mut nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
-    if data.is_selection() && !nuisance.iter().any(|p| p.field == Field::LayerCorr) {
+    if (data.is_selection() || base.selecting_layers() > 1) && !nuisance.iter().any(|p| p.field == Field::LayerCorr) {
         // Per-layer patterns measure how the layers agree: layer_corr is free in every
-        // hypothesis (without it, a shared difficulty looks like broken queries).
+        // hypothesis (without it, a shared difficulty looks like broken queries). With several
+        // selecting layers (a preset's stack) recall alone depends on it as much as on dprime:
+        // 21 independent layers retrieve what one layer misses, 21 that share the needle's
+        // difficulty do not. Fixing it at a guess would decide the call; it is fitted instead.
         nuisance.extend(default_param(Field::LayerCorr));
     }
     let mut all = specs();

@@ -266,6 +266,13 @@ impl Scenario {
                 }
             }
         }
+        if s.compressor == Compressor::Quest && s.overlap {
+            return Err(range_err(
+                Field::Compressor,
+                s.compressor,
+                "quest pages pool their own block only: set overlap = false",
+            ));
+        }
         if s.model == Model::Vector {
             let n = s.n_candidates();
             if n > MAX_VECTOR_ENTRIES {

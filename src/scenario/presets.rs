@@ -63,6 +63,12 @@ const FLASH: &[PresetValue] = &[
     v(Field::Hadamard, "true", "V4-Flash model.py:247–251 rotate_activation: hadamard_transform(x, scale = d^-½), on q (:414) and keys (:369)"),
     v(Field::KeyNorm, "true", "V4-Flash model.py:362 kv = self.norm(kv): RMSNorm of the compressed key (:299)"),
     v(Field::Compressor, "gated", "V4-Flash model.py:324–342: per-channel softmax over the pooled positions of wgate(x) + ape"),
+    v(Field::HeadWeights, "signed", "V4-Flash model.py:418 weights = weights_proj(x) · (softmax_scale · n_heads^-½): per query token, signed (the law of weights_proj(x) is a modelling choice; its positive scale changes no rank)"),
+    v(Field::RopeDims, "64", "V4-Flash config.json:16 \"rope_head_dim\": 64; q: model.py:413 apply_rotary_emb(q[..., -rd:]) at the query's position; keys: :364–366 at each block's start position i·c"),
+    v(Field::RopeAt, "last", "V4-Flash model.py:413 (the last rope_head_dim dims), interleaved pairs (view_as_complex of (…, 2) pairs, :232–235)"),
+    v(Field::RopeTheta, "160000", "V4-Flash config.json:33 \"compress_rope_theta\": 160000 (layers with a compressor use it, model.py:475–476)"),
+    v(Field::RopeFactor, "16", "V4-Flash config.json:22 \"rope_factor\": 16 (YaRN, precompute_freqs_cis model.py:200–229; beta_fast 32, beta_slow 1 at config.json:23–24)"),
+    v(Field::RopeOrigLen, "65536", "V4-Flash config.json:20 \"original_seq_len\": 65536"),
 ];
 
 const PRO: &[PresetValue] = &[
@@ -118,6 +124,11 @@ pub const PRESETS: &[Preset] = &[
             v(Field::KFormat, "fp8-e4m3:128:ue8m0:floor=0.0001", "V3.2 model.py:475 act_quant(k, block_size, scale_fmt); k_cache fp8 e4m3 with fp32 scale storage (:453–454)"),
             v(Field::Hadamard, "true", "V3.2 model.py:472–473 rotate_activation on q and k"),
             v(Field::KeyNorm, "true", "V3.2 model.py:447, 467 k_norm = LayerNorm(head_dim) on each token's key (dsa-sim's key_norm RMS-normalises: the same for zero-mean keys)"),
+            v(Field::RopeAt, "first", "V3.2 model.py:462–464 q_pe, q_nope = split(q, [rope_head_dim, …]); \"rope in indexer is not interleaved\": apply_rotary_emb(q_pe, freqs_cis, False) (:405, 418–419 pairs the halves); keys alike (:468–470)"),
+            v(Field::RopeDims, "64", "V3.2 config_671B_v3.2.json:19 \"qk_rope_head_dim\": 64 (model.py:442 the indexer's rope_head_dim)"),
+            v(Field::RopeTheta, "10000", "V3.2 model.py:82 rope_theta = 10000.0 (the config does not set it)"),
+            v(Field::RopeFactor, "40", "V3.2 model.py:83 rope_factor = 40 (YaRN; beta_fast 32, beta_slow 1 at :84–85)"),
+            v(Field::RopeOrigLen, "4096", "V3.2 model.py:81 original_seq_len = 4096"),
         ],
     },
     Preset {
@@ -131,6 +142,10 @@ pub const PRESETS: &[Preset] = &[
             v(Field::MinTopk, "3", "Quest evaluation/quest_attention.py:55–56 topk(k = min(max(3, token_budget // chunk_size), …)); the CUDA path instead always keeps the last page (quest/utils/controller.py:114–115)"),
             v(Field::MaxTopk, "4096", "not a kernel limit: the largest page count of the paper's passkey budgets (4096 tokens at 100K = 256 pages); Quest selects with torch.topk"),
             v(Field::Pooling, "max", "scalar model: the page score is an upper bound over its tokens (decode_attn.cuh:155 max(q·max_k, q·min_k)), modelled as the max of the token scores"),
+            v(Field::Compressor, "quest", "vector model: the page key is the channel-wise max and min of its tokens' keys, scored Σ_j max(q_j·M_j, q_j·m_j) (decode_attn.cuh:155; quest_attention.py:146–184)"),
+            v(Field::Hadamard, "false", "Quest scores pages with the attention's own q and keys: no rotation, no quantization (quest_attention.py:146–184)"),
+            v(Field::KeyNorm, "false", "Quest's page bound takes the raw keys' max and min (quest_attention.py:166–172)"),
+            v(Field::RopeDims, "0", "not modelled: Quest's cached keys are rotated before their max and min are taken; dsa-sim's Quest page keys are not rotated"),
         ],
     },
 ];
