@@ -24,8 +24,9 @@
 //! ```
 //! use dsa_sim::{Scenario, engine::{estimate, RunOptions}};
 //!
-//! // DeepSeek-V4-Flash geometry at 128K tokens, a needle 3 sd above a typical distractor.
-//! let mut s = Scenario::preset("deepseek-v4-flash").unwrap();
+//! // One DeepSeek-V4-Flash indexer layer at 128K tokens, a needle 3 sd above a typical
+//! // distractor (the preset itself is the whole model: 21 selecting layers).
+//! let mut s = Scenario::preset("deepseek-v4-flash").unwrap().one_layer();
 //! s.context_len = 131_072;
 //! s.dprime = 3.0;
 //! let e = estimate(&s, &RunOptions::default()).unwrap();
@@ -50,7 +51,7 @@
 //!
 //! // A table measured on a system whose needle sits 2.5 sd above a typical distractor: the
 //! // expected hits of 400 trials per cell, as a harness would report them.
-//! let mut truth = Scenario::preset("deepseek-v4-flash").unwrap();
+//! let mut truth = Scenario::preset("deepseek-v4-flash").unwrap().one_layer();
 //! truth.dprime = 2.5;
 //! let mut csv = String::from("context_len,index_topk,trials,hits\n");
 //! for (l, k) in [(16384, 512), (65536, 512), (262144, 512), (262144, 1024)] {
@@ -62,7 +63,7 @@
 //! let data = parse_csv(&csv, "example").unwrap();
 //!
 //! // Fit dprime by maximum likelihood with a 95% profile interval: it recovers the truth.
-//! let base = Scenario::preset("deepseek-v4-flash").unwrap();
+//! let base = Scenario::preset("deepseek-v4-flash").unwrap().one_layer();
 //! let model = EngineModel::new(EngineChoice::Analytic, 4000, 1);
 //! let free = parse_fit_spec("dprime", Some(&data)).unwrap();
 //! let fit = calibrate(&data, &base, free, &model, true, false).unwrap();

@@ -985,7 +985,7 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("experiment out is the working folder", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "."]), vec!["holds this run's input"]),
         ("experiment name escaping its folder", os_strings(&["calibrate", "--experiment", "escape.toml"]), vec!["name"]),
         ("experiment with zero trials", os_strings(&["calibrate", "--experiment", "zero.toml", "--out", "keep_dir"]), vec!["trials"]),
-        ("experiment with 2^64 - 1 trials", os_strings(&["calibrate", "--experiment", "huge.toml", "--out", "keep_dir"]), vec!["trials", "line 25"]),
+        ("experiment with 2^64 - 1 trials", os_strings(&["calibrate", "--experiment", "huge.toml", "--out", "keep_dir"]), vec!["trials", "line 28"]),
         ("experiment with a vector scenario", os_strings(&["calibrate", "--experiment", "vector.toml", "--out", "keep_dir"]), vec!["vector"]),
         ("calibration experiment through run", os_strings(&["run", "zero.toml", "--out", "keep_dir"]), vec!["trials"]),
         ("verdict target 0", os_strings(&["verdict", "--target", "0"]), vec!["target"]),

@@ -102,7 +102,7 @@ fn resume_after_an_interruption_gives_the_uninterrupted_file() {
     p2.extend(["--out", "p2.csv", "--limit", "3", "--quiet"]);
     ok(&dsa(&p2, d.path()));
     let mut other: Vec<&str> = GRID.to_vec();
-    other[4] = "2.5";
+    other[6] = "2.5";
     other.extend(["--out", "p2.csv", "--resume"]);
     let e = bad(&dsa(&other, d.path()));
     assert!(e.contains("different sweep"), "{e}");

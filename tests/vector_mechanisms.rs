@@ -7,7 +7,7 @@ use dsa_sim::Scenario;
 use rand::SeedableRng;
 
 fn vector(base: &str, fields: &[(&str, &str)]) -> Scenario {
-    let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap() };
+    let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap().one_layer() };
     s.model = dsa_sim::scenario::Model::Vector;
     for (f, v) in fields {
         s.set_text(f.parse().unwrap(), v).unwrap();
@@ -45,7 +45,17 @@ fn legacy_cases(off: &[(&'static str, &'static str)]) -> Vec<Scenario> {
     };
     vec![
         with("deepseek-v4-flash", &[("context_len", "8192"), ("hard_negatives", "5"), ("needle_tokens", "3")]),
-        with("deepseek-v3.2", &[("context_len", "5000"), ("depth", "0.9")]),
+        // V3.2's formats as the preset had them before its scales became ue8m0 (the preset moved,
+        // not the model).
+        with(
+            "deepseek-v3.2",
+            &[
+                ("context_len", "5000"),
+                ("depth", "0.9"),
+                ("q_format", "fp8-e4m3:128:fp32:floor=0.0001"),
+                ("k_format", "fp8-e4m3:128:fp32:floor=0.0001"),
+            ],
+        ),
         with("", &[("context_len", "6000"), ("compress_ratio", "4"), ("compressor", "mean"), ("outlier_channels", "4")]),
     ]
 }

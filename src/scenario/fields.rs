@@ -183,6 +183,9 @@ pub struct FieldSpec {
 
 /// A typed field value.
 #[derive(Debug, Clone, Copy, PartialEq)]
+// A `Stack` is a fixed array (every value is `Copy`), so this enum is ~450 bytes; values are
+// built when a field is read or set, never in a trial's loop, so the size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Value {
     /// An integer (count) field.
     Count(u64),
