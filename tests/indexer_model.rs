@@ -11,17 +11,9 @@ use dsa_sim::indexer::effective::{chi_mean, compare_formats, effective_params};
 use dsa_sim::indexer::{simulate, VectorModel};
 use dsa_sim::progress::Silent;
 use dsa_sim::trials::{self, Tally};
-use dsa_sim::Scenario;
 
-fn vector(base: &str, fields: &[(&str, &str)]) -> Scenario {
-    let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap().one_layer() };
-    s.model = dsa_sim::scenario::Model::Vector;
-    for (f, v) in fields {
-        s.set_text(f.parse().unwrap(), v).unwrap();
-    }
-    s.validate().unwrap();
-    s
-}
+mod common;
+use common::vector_scenario as vector;
 
 /// Two-proportion z statistic.
 fn z_two(a: u64, b: u64, n: u64) -> f64 {

@@ -6,15 +6,8 @@ use dsa_sim::indexer::{Scratch, VectorModel};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
 
-fn vector(base: &str, fields: &[(&str, &str)]) -> Scenario {
-    let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap().one_layer() };
-    s.model = dsa_sim::scenario::Model::Vector;
-    for (f, v) in fields {
-        s.set_text(f.parse().unwrap(), v).unwrap();
-    }
-    s.validate().unwrap();
-    s
-}
+mod common;
+use common::vector_scenario as vector;
 
 /// FNV-1a over the bits of every score of three layers and their ranks.
 fn fingerprint(s: &Scenario, seed: u64) -> u64 {

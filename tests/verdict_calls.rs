@@ -61,7 +61,7 @@ fn run(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn cli_json_contract_and_explanation() {
-    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--dprime", "0", "--json"]);
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash-sglang", "--stack", "none", "--context-len", "16000", "--dprime", "0", "--json"]);
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     for k in [

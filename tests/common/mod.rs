@@ -71,3 +71,17 @@ pub fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(data);
     out
 }
+
+/// A vector-model scenario: one layer of preset `base` (the defaults when empty) with `fields`
+/// set from text, validated.
+#[allow(dead_code)] // not every test file that includes this module uses it
+pub fn vector_scenario(base: &str, fields: &[(&str, &str)]) -> dsa_sim::Scenario {
+    use dsa_sim::Scenario;
+    let mut s = if base.is_empty() { Scenario::default() } else { Scenario::preset(base).unwrap().one_layer() };
+    s.model = dsa_sim::scenario::Model::Vector;
+    for (f, v) in fields {
+        s.set_text(f.parse().unwrap(), v).unwrap();
+    }
+    s.validate().unwrap();
+    s
+}
