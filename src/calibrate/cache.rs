@@ -59,6 +59,9 @@ impl RecallModel for CachedModel<'_> {
     fn parallel_rows(&self) -> bool {
         self.inner.parallel_rows()
     }
+    fn shares_across_layers(&self) -> bool {
+        self.inner.shares_across_layers()
+    }
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
         // Not memoised: selection fits evaluate each distinct cell once per likelihood anyway,
         // and only the exact engine computes it.

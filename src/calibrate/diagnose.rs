@@ -163,7 +163,7 @@ pub fn row_checks(data: &Dataset, base: &Scenario, model: &dyn RecallModel) -> R
             }
         }
         let mut floor = recall(&f)?;
-        if f.selecting_layers() > 1 {
+        if f.selecting_layers() > 1 && model.shares_across_layers() {
             // How much the selecting layers share the needle's difficulty is not known from
             // recall: the floor is the lowest over layer_corr's limits (independent layers, and
             // layers that see one needle score), so a row below it is below whatever they share.

@@ -469,7 +469,8 @@ pub fn compare_hypotheses(
 ) -> Result<Vec<HypothesisResult>, CalibError> {
     let mut nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
-    if (data.is_selection() || base.selecting_layers() > 1) && !nuisance.iter().any(|p| p.field == Field::LayerCorr) {
+    let shared = base.selecting_layers() > 1 && model.shares_across_layers();
+    if (data.is_selection() || shared) && !nuisance.iter().any(|p| p.field == Field::LayerCorr) {
         // Per-layer patterns measure how the layers agree: layer_corr is free in every
         // hypothesis (without it, a shared difficulty looks like broken queries). With several
         // selecting layers (a preset's stack) recall alone depends on it as much as on dprime:

@@ -131,6 +131,11 @@ impl EmpiricalModel {
 }
 
 impl RecallModel for EmpiricalModel {
+    /// The captured law is per layer and per draw: no component shared across layers.
+    fn shares_across_layers(&self) -> bool {
+        false
+    }
+
     fn recall(&self, s: &Scenario) -> Result<f64, EngineError> {
         s.validate()?;
         if let Some(why) = Self::unsupported(s) {

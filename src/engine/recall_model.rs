@@ -30,6 +30,11 @@ pub trait RecallModel: Sync {
     fn parallel_rows(&self) -> bool {
         true
     }
+    /// Whether the model evaluates a needle component shared by several layers (`layer_corr`
+    /// > 0 with more than one selecting layer); hypotheses free `layer_corr` only then.
+    fn shares_across_layers(&self) -> bool {
+        true
+    }
     /// P(exactly m of the scenario's layers select the needle), m = 0..=layers (the
     /// likelihood of captured per-layer selections); by default not available.
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
