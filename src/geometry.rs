@@ -176,6 +176,15 @@ impl Geometry {
         p_guess + (p_read - p_guess) * self.delivered
     }
 
+    /// P(correct answer) when the selecting layers attend the needle with probability
+    /// `attended`: p_u + (p_read − p_u)·attended, p_u = [`Geometry::p_unselected`]. The one
+    /// formula of every exact recall (the analytic engine, the captured-score law and its
+    /// predictions); Monte Carlo draws it through the readout rule.
+    pub fn answer_probability(&self, p_read: f64, p_guess: f64, attended: f64) -> f64 {
+        let p_u = self.p_unselected(p_read, p_guess);
+        p_u + (p_read - p_u) * attended
+    }
+
     /// The needle's tokens as sorted, disjoint [start, end) spans (copies merged).
     pub fn needle_spans(&self, needle_tokens: u64) -> Vec<(u64, u64)> {
         merge_spans(&self.copy_starts, needle_tokens)

@@ -149,8 +149,7 @@ impl RecallModel for EmpiricalModel {
         } else {
             crate::engine::analytic::readout_probability(self.p_selected(s, &g), s.selecting_layers(), s.readout)
         };
-        let p_u = g.p_unselected(s.p_read, s.p_guess);
-        Ok((p_u + (s.p_read - p_u) * attended).clamp(0.0, 1.0))
+        Ok(g.answer_probability(s.p_read, s.p_guess, attended).clamp(0.0, 1.0))
     }
 
     fn describe(&self) -> String {

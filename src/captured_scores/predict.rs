@@ -173,8 +173,7 @@ fn mean_recall(survival: &[Vec<f64>], weights: Option<&[u32]>, cells: &[(Scenari
                     .sum::<f64>()
                     / total
             };
-            let p_u = g.p_unselected(s.p_read, s.p_guess);
-            p_u + (s.p_read - p_u) * attended
+            g.answer_probability(s.p_read, s.p_guess, attended)
         })
         .collect()
 }

@@ -32,8 +32,7 @@ pub struct Analytic {
     layers: u32,
     readout: Readout,
     p_read: f64,
-    /// P(correct | the selecting layers miss): the guess, or a non-selecting layer's delivery.
-    p_unselected: f64,
+    p_guess: f64,
 }
 
 /// The support and location of T_j, the j-th largest distractor score.
@@ -53,8 +52,7 @@ impl Analytic {
     pub fn new(s: &Scenario) -> Result<Analytic, NotExact> {
         let geometry = Geometry::new(s);
         let model = ScoreModel::new(s, &geometry)?;
-        let p_unselected = geometry.p_unselected(s.p_read, s.p_guess);
-        Ok(Analytic { model, geometry, layers: s.selecting_layers(), readout: s.readout, p_read: s.p_read, p_unselected })
+        Ok(Analytic { model, geometry, layers: s.selecting_layers(), readout: s.readout, p_read: s.p_read, p_guess: s.p_guess })
     }
 
     /// The resolved geometry.
@@ -284,11 +282,10 @@ impl Analytic {
     }
 
     /// P(correct answer) = p_u + (p_read − p_u)·P(attended), p_u the answer's probability when
-    /// the selecting layers miss ([`Geometry::p_unselected`]: p_guess without non-selecting
-    /// layers).
+    /// the selecting layers miss ([`Geometry::answer_probability`]; p_u is p_guess without
+    /// non-selecting layers).
     pub fn recall(&self) -> f64 {
-        let p = self.p_unselected + (self.p_read - self.p_unselected) * self.p_attended();
-        p.clamp(0.0, 1.0)
+        self.geometry.answer_probability(self.p_read, self.p_guess, self.p_attended()).clamp(0.0, 1.0)
     }
 
     /// P(rank ≤ j) in one layer: the rank is 1 + the number of candidates scoring above the

@@ -30,6 +30,11 @@ pub const MAX_STACK_ENTRIES: usize = 8;
 /// Most layers one entry may count.
 pub const MAX_STACK_LAYERS: u32 = 4096;
 
+/// `n` as an entry's layer count, when it is one (1..=[`MAX_STACK_LAYERS`]).
+fn layer_count(n: u64) -> Option<u32> {
+    u32::try_from(n).ok().filter(|c| (1..=MAX_STACK_LAYERS).contains(c))
+}
+
 /// The compression ratio of an `hca` entry without an override (DeepSeek-V4's heavily
 /// compressed layers: `compress_ratios` 128 in the released configs).
 pub const HCA_DEFAULT_RATIO: u64 = 128;
@@ -169,7 +174,7 @@ impl FromStr for StackEntry {
             .trim()
             .parse()
             .ok()
-            .filter(|c| (1..=MAX_STACK_LAYERS).contains(c))
+            .and_then(layer_count)
             .ok_or_else(|| format!("`{}`: the layer count must be an integer in 1..={MAX_STACK_LAYERS}", crate::input::echo(s.trim())))?;
         let mut e = StackEntry { kind, count, ..StackEntry::default() };
         for item in parts {
@@ -212,7 +217,7 @@ impl Stack {
         }
         let mut s = Stack::default();
         for e in entries {
-            if e.count == 0 || e.count > MAX_STACK_LAYERS {
+            if layer_count(e.count as u64).is_none() {
                 return Err(format!("{e}: the layer count must be in 1..={MAX_STACK_LAYERS}"));
             }
             s.entries[s.len as usize] = *e;
@@ -355,7 +360,7 @@ impl Stack {
     fn from_docs(docs: &[EntryDoc]) -> Result<Stack, String> {
         let mut entries = Vec::with_capacity(docs.len());
         for d in docs {
-            let count = u32::try_from(d.count).ok().filter(|c| (1..=MAX_STACK_LAYERS).contains(c)).ok_or_else(|| {
+            let count = layer_count(d.count).ok_or_else(|| {
                 format!("{}: the layer count must be in 1..={MAX_STACK_LAYERS}, not {}", crate::input::echo(&d.kind), d.count)
             })?;
             let mut e = StackEntry { kind: d.kind.parse()?, count, ..StackEntry::default() };
