@@ -10,10 +10,12 @@
 //! outer integral against the standard normal density.
 
 use crate::geometry::Geometry;
-use crate::quadrature::{integrate, integrate_vec};
+use crate::quadrature::{adaptive_panels, integrate, integrate_vec, kronrod_nodes};
 use crate::scenario::{Readout, Scenario};
 use crate::scores::{EntryLaw, NotExact, ScoreModel};
 use crate::stats::{ln_binom_pmf, ln_norm_pdf};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Absolute tolerance of each inner integral (the engine promises 1e-6 on recall).
 const TOL_INNER: f64 = 1e-9;
@@ -23,6 +25,37 @@ const TOL_OUTER: f64 = 1e-9;
 const Z_MAX: f64 = 10.0;
 /// Density ratio (in nats) below which the order statistic's tails are cut off.
 const TAIL_NATS: f64 = 46.0;
+/// Absolute tolerance to which an [`OrderTable`]'s panels resolve T_j's density (its integral
+/// is 1): well below [`TOL_INNER`], so that the tabulated inner integral is as exact as the
+/// adaptive one.
+const TOL_TABLE: f64 = 1e-13;
+/// Widest panel of an [`OrderTable`] in units of the needle law's scale (where its survival
+/// function bends): 15 Kronrod nodes over half a scale resolve a normal cdf to ~1e-16.
+const PANEL_PER_SCALE: f64 = 0.5;
+/// Most panels of an [`OrderTable`]: a needle law too sharp for that many (a needle score
+/// shared by nearly every layer, no score noise) runs the inner integral per z instead.
+const MAX_TABLE_PANELS: usize = 1000;
+/// T_j's mass below which a table panel is dropped (the panels dropped hold at most
+/// [`MAX_TABLE_PANELS`] times it).
+const NEGLIGIBLE_MASS: f64 = 1e-18;
+/// Most identical needle entries whose joint survival [`needle_sf`] sums as a series.
+const SUM_FORM_ENTRIES: f64 = 64.0;
+/// Most order statistics [`TABLES`] keeps before starting over (each some kilobytes).
+const MAX_TABLES: usize = 4096;
+
+/// The order statistics and their tables, shared by every scenario with the same distractors,
+/// j and table resolution: a fit's parameter vectors, its profiles and the hypotheses evaluate
+/// each row at many needle parameters, and T_j does not depend on them. A table is a
+/// deterministic function of its key (the resolution is a power of two, not the scale that
+/// asked for it), so which scenario built it first changes no result.
+static TABLES: OnceLock<Mutex<HashMap<String, Arc<Prepared>>>> = OnceLock::new();
+
+/// An order statistic with its table (`None`: nothing to tabulate, or a needle law too sharp).
+#[derive(Debug)]
+struct Prepared {
+    os: OrderStat,
+    table: Option<OrderTable>,
+}
 
 /// A scenario prepared for exact evaluation.
 #[derive(Debug, Clone)]
@@ -45,6 +78,39 @@ struct OrderStat {
     /// the range into panels matched to the density's scale (a single panel over a heavy tail
     /// would miss the bulk between its nodes).
     breaks: Vec<f64>,
+}
+
+/// T_j's density at fixed quadrature nodes: the part of P(rank ≤ j | z) that does not depend on
+/// the needle, computed once per order statistic and reused at every z of the outer integral
+/// (the layers' shared component), where the per-z adaptive inner integral would evaluate the
+/// density (a binomial pmf) afresh at every node. Panels resolve the density to [`TOL_TABLE`]
+/// and are no wider than [`PANEL_PER_SCALE`] needle-law scales, so Σ w·f(t)·S(t | z) is the
+/// inner integral to the same accuracy for every z.
+#[derive(Debug, Clone)]
+struct OrderTable {
+    /// Panel edges, increasing; 15 nodes each.
+    panels: Vec<(f64, f64)>,
+    /// Node positions, panel by panel.
+    t: Vec<f64>,
+    /// Kronrod weight × f_{T_j}(t) at each node.
+    wf: Vec<f64>,
+}
+
+/// The scale over which a needle law's survival function bends (0 for a point mass): the panel
+/// width an [`OrderTable`] needs for it.
+fn needle_scale(law: &EntryLaw) -> f64 {
+    match *law {
+        EntryLaw::Gauss { sd, .. } => sd,
+        // The max of a few distractor tokens bends over a fraction of a token sd.
+        EntryLaw::Token(_) => 0.25,
+        EntryLaw::Max { n_needle, needle_sd, .. } => if n_needle > 0 { needle_sd.min(0.25) } else { 0.25 },
+    }
+}
+
+/// The widest table panel for a needle law of `scale`, rounded down to a power of two (a
+/// table's resolution is then one of few values, and part of its key); `None` for a point mass.
+fn panel_width(scale: f64) -> Option<f64> {
+    (scale > 0.0 && scale.is_finite()).then(|| 2f64.powi((PANEL_PER_SCALE * scale).log2().floor().clamp(-1000.0, 1000.0) as i32))
 }
 
 impl Analytic {
@@ -167,6 +233,124 @@ impl Analytic {
         OrderStat { j, lo, hi, breaks }
     }
 
+    /// f_{T_j}(t), 0 where its logarithm is −∞.
+    fn order_density(&self, j: u64, t: f64) -> f64 {
+        let d = self.ln_order_density(j, t);
+        if d == f64::NEG_INFINITY {
+            0.0
+        } else {
+            d.exp()
+        }
+    }
+
+    /// The needle's law of each kind of entry given z, with the entries of that kind.
+    fn needle_laws(&self, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) {
+        let m = &self.model;
+        laws.clear();
+        laws.extend(m.needle_groups.iter().map(|(e, n)| (m.needle_law(e, z), *n as f64)));
+    }
+
+    /// The narrowest scale of the needle's laws given z (`Some(0.0)` stands for every z: the
+    /// shared component moves the laws, it does not change their shape).
+    fn needle_law_scale(&self, z: Option<f64>) -> f64 {
+        let m = &self.model;
+        m.needle_groups.iter().map(|(e, _)| needle_scale(&m.needle_law(e, z))).fold(f64::INFINITY, f64::min)
+    }
+
+    /// T_j and its table for needle laws of scale `scale`, from [`TABLES`] or made and kept
+    /// there.
+    fn prepared(&self, j: u64, scale: f64) -> Arc<Prepared> {
+        let m = &self.model;
+        let width = panel_width(scale);
+        let hard = if m.n_hard > 0 { format!("{:?}", m.hard) } else { String::new() };
+        let key = format!("{:?}|{}|{hard}|{}|{j}|{width:?}", m.distractor, m.n_regular, m.n_hard);
+        let memo = TABLES.get_or_init(Default::default);
+        if let Some(p) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Arc::clone(p);
+        }
+        let os = self.order_stat(j);
+        let table = self.order_table(&os, width);
+        let p = Arc::new(Prepared { os, table });
+        let mut map = memo.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_TABLES {
+            map.clear();
+        }
+        map.insert(key, Arc::clone(&p));
+        p
+    }
+
+    /// The table of T_j with panels no wider than `width` (unbounded for `None`), or `None`
+    /// when there is nothing to tabulate or it would take more than [`MAX_TABLE_PANELS`].
+    fn order_table(&self, os: &OrderStat, width: Option<f64>) -> Option<OrderTable> {
+        let m = &self.model;
+        if m.needle_entries.is_empty() || os.j > self.n_distractors() {
+            return None;
+        }
+        let coarse = adaptive_panels(|t| self.order_density(os.j, t), os.lo, os.hi, &os.breaks, TOL_TABLE);
+        let mut panels = Vec::with_capacity(coarse.len());
+        // A panel holding less of T_j's mass than NEGLIGIBLE_MASS adds less than that to any
+        // P(rank ≤ j | z) (the needle's survival is at most 1): dropped, so that the refinement
+        // to the needle's scale covers only where T_j lies.
+        for (a, b, _) in coarse.into_iter().filter(|p| p.2.abs() >= NEGLIGIBLE_MASS) {
+            let n = width.map_or(1.0, |w| ((b - a) / w).ceil().max(1.0));
+            if !n.is_finite() || panels.len() as f64 + n > MAX_TABLE_PANELS as f64 {
+                return None;
+            }
+            let n = n as usize;
+            for i in 0..n {
+                let lo = if i == 0 { a } else { a + (b - a) * i as f64 / n as f64 };
+                let hi = if i + 1 == n { b } else { a + (b - a) * (i + 1) as f64 / n as f64 };
+                panels.push((lo, hi));
+            }
+        }
+        let mut nodes = Vec::with_capacity(15 * panels.len());
+        for &(a, b) in &panels {
+            kronrod_nodes(a, b, &mut nodes);
+        }
+        let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
+        let wf = nodes.iter().map(|&(t, w)| w * self.order_density(os.j, t)).collect();
+        Some(OrderTable { panels, t, wf })
+    }
+
+    /// [`Analytic::rank_le_given`] from a table of T_j: Σ w·f(t)·S(t | z) over its nodes; a
+    /// panel that holds a point mass of the needle's law at z (a jump of S) is integrated
+    /// adaptively, split at the jump.
+    fn rank_le_tabled(&self, os: &OrderStat, table: &OrderTable, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
+        self.needle_laws(z, laws);
+        let laws = &*laws;
+        let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
+        let needle_sf = |t: f64| needle_sf(laws, t);
+        let mut total = 0.0;
+        for (p, &(a, b)) in table.panels.iter().enumerate() {
+            if has_jump && laws.iter().filter_map(|(l, _)| l.breakpoint()).any(|x| x > a && x < b) {
+                let jumps: Vec<f64> = laws.iter().filter_map(|(l, _)| l.breakpoint()).collect();
+                total += integrate(|t| self.order_density(os.j, t) * needle_sf(t), a, b, &jumps, TOL_TABLE);
+            } else {
+                let at = 15 * p;
+                for (t, wf) in table.t[at..at + 15].iter().zip(&table.wf[at..at + 15]) {
+                    total += wf * needle_sf(*t);
+                }
+            }
+        }
+        total
+    }
+
+    /// P(rank ≤ j) in one layer given the needle's shared component z, through `table` when
+    /// there is one.
+    fn rank_le(&self, os: &OrderStat, table: Option<&OrderTable>, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
+        let m = &self.model;
+        if m.needle_entries.is_empty() {
+            return 0.0;
+        }
+        if os.j > self.n_distractors() {
+            return 1.0;
+        }
+        match table {
+            Some(t) => self.rank_le_tabled(os, t, z, laws),
+            None => self.rank_le_given(os, z, laws),
+        }
+    }
+
     /// P(rank ≤ j) in one layer given the needle's shared component z.
     fn rank_le_given(&self, os: &OrderStat, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         let m = &self.model;
@@ -178,50 +362,26 @@ impl Analytic {
         }
         // Entries that pool alike have one law: a group of n contributes n·ln F(t), so the cost
         // is per kind of entry (a handful), not per entry (up to 2^24 with many long copies).
-        laws.clear();
-        laws.extend(m.needle_groups.iter().map(|(e, n)| (m.needle_law(e, z), *n as f64)));
+        self.needle_laws(z, laws);
         let mut breaks: Vec<f64> = laws.iter().filter_map(|(l, _)| l.breakpoint()).collect();
         breaks.extend_from_slice(&os.breaks);
         let laws = &*laws;
-        let needle_sf = |t: f64| {
-            if let [(law, n)] = &laws[..] {
-                if *n == 1.0 {
-                    return law.sf(t);
-                }
-            }
-            let ln_f: f64 = laws.iter().map(|(l, n)| n * l.ln_cdf(t)).sum();
-            -ln_f.exp_m1()
-        };
-        integrate(
-            |t| {
-                let d = self.ln_order_density(os.j, t);
-                if d == f64::NEG_INFINITY {
-                    0.0
-                } else {
-                    d.exp() * needle_sf(t)
-                }
-            },
-            os.lo,
-            os.hi,
-            &breaks,
-            TOL_INNER,
-        )
+        integrate(|t| self.order_density(os.j, t) * needle_sf(laws, t), os.lo, os.hi, &breaks, TOL_INNER)
     }
 
-    /// E_z[g(P(rank ≤ j | z))] when the shared component matters, else g(P(rank ≤ j)).
-    fn over_shared(&self, j: u64, g: impl Fn(f64) -> f64) -> f64 {
-        let os = self.order_stat(j.max(1));
+    /// E_z[g(P(rank ≤ j | z))] when the shared component matters, else g(P(rank ≤ j)). With
+    /// `across_layers` false only the sharing within one layer counts (several needle entries
+    /// or pooled needle tokens): one layer's rank has the needle's marginal law otherwise.
+    fn over_shared(&self, j: u64, across_layers: bool, g: impl Fn(f64) -> f64) -> f64 {
         let mut laws = Vec::with_capacity(self.model.needle_groups.len());
-        if self.model.shared {
-            integrate(
-                |z| ln_norm_pdf(z).exp() * g(self.rank_le_given(&os, Some(z), &mut laws)),
-                -Z_MAX,
-                Z_MAX,
-                &[0.0],
-                TOL_OUTER,
-            )
+        let shared = if across_layers { self.model.shared } else { self.model.shared_within_layer() };
+        let z0 = shared.then_some(0.0);
+        let p = self.prepared(j.max(1), self.needle_law_scale(z0));
+        let (os, table) = (&p.os, p.table.as_ref());
+        if shared {
+            integrate(|z| ln_norm_pdf(z).exp() * g(self.rank_le(os, table, Some(z), &mut laws)), -Z_MAX, Z_MAX, &[0.0], TOL_OUTER)
         } else {
-            g(self.rank_le_given(&os, None, &mut laws))
+            g(self.rank_le(os, table, None, &mut laws))
         }
     }
 
@@ -234,7 +394,7 @@ impl Analytic {
             return 0.0;
         }
         let (n, readout) = (self.layers, self.readout);
-        self.over_shared(self.geometry.k_eff, |a| readout_probability(a, n, readout))
+        self.over_shared(self.geometry.k_eff, true, |a| readout_probability(a, n, readout))
     }
 
     /// P(exactly m of the scenario's layers select the needle), m = 0..=layers: each layer's
@@ -249,7 +409,9 @@ impl Analytic {
         }
         // One integral over the shared component for all m at once: the per-layer selection
         // probability at each z (an inner integral) is the expensive part.
-        let os = self.order_stat(self.geometry.k_eff.max(1));
+        let shared = self.model.shared;
+        let p = self.prepared(self.geometry.k_eff.max(1), self.needle_law_scale(shared.then_some(0.0)));
+        let (os, table) = (&p.os, p.table.as_ref());
         let mut laws = Vec::with_capacity(self.model.needle_groups.len());
         let fill = |a: f64, w: f64, out: &mut [f64]| {
             let a = a.clamp(0.0, 1.0);
@@ -257,10 +419,10 @@ impl Analytic {
                 *o = w * ln_binom_pmf(n, m as u64, a, 1.0 - a).exp();
             }
         };
-        if self.model.shared {
+        if shared {
             out = integrate_vec(
                 |z, o| {
-                    let a = self.rank_le_given(&os, Some(z), &mut laws);
+                    let a = self.rank_le(os, table, Some(z), &mut laws);
                     fill(a, ln_norm_pdf(z).exp(), o)
                 },
                 n as usize + 1,
@@ -270,7 +432,7 @@ impl Analytic {
                 TOL_OUTER,
             );
         } else {
-            let a = self.rank_le_given(&os, None, &mut laws);
+            let a = self.rank_le(os, table, None, &mut laws);
             fill(a, 1.0, &mut out);
         }
         // Quadrature leaves the total within its tolerance of 1: normalise.
@@ -294,7 +456,7 @@ impl Analytic {
         if j == 0 || self.model.needle_entries.is_empty() {
             return 0.0;
         }
-        self.over_shared(j, |a| a).clamp(0.0, 1.0)
+        self.over_shared(j, false, |a| a).clamp(0.0, 1.0)
     }
 
     /// The smallest j with P(rank ≤ j) ≥ p, or `None` when the needle is in no entry.
@@ -317,6 +479,31 @@ impl Analytic {
         }
         Some(hi)
     }
+}
+
+/// P(the needle's best entry scores above t), its entries' laws given by kind with their counts.
+#[inline]
+fn needle_sf(laws: &[(EntryLaw, f64)], t: f64) -> f64 {
+    if let [(law, n)] = laws {
+        if *n == 1.0 {
+            return law.sf(t);
+        }
+        if *n <= SUM_FORM_ENTRIES {
+            // 1 − (1 − q)^n = q · Σ_{i<n} (1 − q)^i: a sum of positive terms, exact to rounding
+            // for every q (no cancellation), and one tail probability instead of a logarithm
+            // and an exponential.
+            let q = law.sf(t);
+            let c = 1.0 - q;
+            let (mut sum, mut pow) = (0.0, 1.0);
+            for _ in 0..*n as u32 {
+                sum += pow;
+                pow *= c;
+            }
+            return q * sum;
+        }
+    }
+    let ln_f: f64 = laws.iter().map(|(l, n)| n * l.ln_cdf(t)).sum();
+    -ln_f.exp_m1()
 }
 
 /// Σ_i P[Bin(n_b, p_b) = i] · P[Bin(n_a, p_a) = m − i]: the pmf of a sum of two binomials at m.

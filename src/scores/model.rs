@@ -42,6 +42,9 @@ pub struct ScoreModel {
     /// Whether the needle's shared component must be integrated (or sampled) explicitly: it
     /// couples several needle entries or tokens, or several layers.
     pub shared: bool,
+    /// Whether it couples several needle entries or tokens within one layer (one layer's rank
+    /// then needs it too; otherwise one layer sees the needle's marginal law).
+    within_layer: bool,
     pooling: Pooling,
     dprime: f64,
     needle_sd: f64,
@@ -96,9 +99,8 @@ impl ScoreModel {
         };
         let hard = EntryLaw::Gauss { mean: s.hard_mean, sd: (1.0 + sigma * sigma).sqrt() };
         let e = g.needle_entries.len();
-        let single = s.selecting_layers() == 1
-            && e == 1
-            && (s.pooling == Pooling::None || g.needle_entries[0].needle_tokens == 1);
+        let one_entry = e == 1 && (s.pooling == Pooling::None || g.needle_entries[0].needle_tokens == 1);
+        let single = s.selecting_layers() == 1 && one_entry;
         Ok(ScoreModel {
             token,
             distractor,
@@ -108,12 +110,19 @@ impl ScoreModel {
             needle_entries: g.needle_entries.clone(),
             needle_groups: group_entries(&g.needle_entries),
             shared: s.layer_corr > 0.0 && !single,
+            within_layer: s.layer_corr > 0.0 && !one_entry,
             pooling: s.pooling,
             dprime: s.dprime,
             needle_sd: s.needle_sd,
             rho: s.layer_corr,
             noise: sigma,
         })
+    }
+
+    /// Whether one layer's needle entries or tokens share the needle's component (see
+    /// [`ScoreModel::shared`]).
+    pub fn shared_within_layer(&self) -> bool {
+        self.within_layer
     }
 
     /// Mean and sd of one needle token score given the shared component z (`None`: marginal,
