@@ -225,11 +225,14 @@ pub fn stratified_test(strata: &[Stratum]) -> (f64, bool, bool) {
 /// The cell of a row: its scenario overrides and its needle.
 type Cell = (RowKey, Option<String>);
 
+/// One cell's pooled (trials, hits) per value index.
+type CellCounts = HashMap<usize, (u64, u64)>;
+
 /// Pooled (trials, hits) per cell and value index of one column, cells in order of first
 /// appearance; and the number of rows with an empty value.
-fn tabulate(data: &Dataset, col: usize, values: &mut Vec<String>) -> (Vec<HashMap<usize, (u64, u64)>>, Vec<usize>, usize) {
+fn tabulate(data: &Dataset, col: usize, values: &mut Vec<String>) -> (Vec<CellCounts>, Vec<usize>, usize) {
     let mut cell_index: HashMap<Cell, usize> = HashMap::new();
-    let mut cells: Vec<HashMap<usize, (u64, u64)>> = Vec::new();
+    let mut cells: Vec<CellCounts> = Vec::new();
     let mut rows_in: Vec<usize> = Vec::new();
     let mut value_index: HashMap<String, usize> = HashMap::new();
     let mut missing = 0;
