@@ -121,7 +121,7 @@ def verdict(
     Returns call, target, recall_now, recall_2k, k_2x, recall_max_k, index_topk, max_topk,
     k_needed, dprime, dprime_needed_now, dprime_needed_max_k, score_noise,
     score_noise_allowed_now, score_noise_allowed_max_k, coverage_horizon_tokens, n_candidates,
-    explanation, notes; with `data` the diagnosis (signatures, row_checks, hypotheses, …), with
+    explanation, notes; with `data` the diagnosis (signatures, conditions, row_checks, hypotheses, …), with
     `data` and `fit` the intervals and the calibration.
     """
 

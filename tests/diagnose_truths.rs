@@ -56,11 +56,12 @@ fn simulate(cells: &[(u64, u64, f64)], trials: u64, seed: u64, truth: &dyn Fn(&S
                 label: None,
                 needle: None,
                 layer_counts: None,
+                conditions: vec![],
                 line: i as u64 + 2,
             }
         })
         .collect();
-    Dataset { source: "simulated".into(), rows, notes: vec![], provenance: None, transcribed: false }
+    Dataset { source: "simulated".into(), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
 }
 
 fn recall(s: &Scenario) -> f64 {

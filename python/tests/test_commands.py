@@ -177,8 +177,8 @@ def test_plan_of_named_hypotheses_equals_the_cli(cli):
         (lambda: dsa_sim.calibrate("no/such.csv", "dprime"), ["calibrate", "--data", "no/such.csv", "--fit", "dprime"]),
         (lambda: dsa_sim.verdict(target=1.5), ["verdict", "--target", "1.5"]),
         (lambda: dsa_sim.plan(DATA), ["plan", "--data", DATA]),
-        (lambda: dsa_sim.plan(DATA, budget=0, preset="nsa"), ["plan", "--data", DATA, "--budget", "0", "--preset", "nsa"]),
-        (lambda: dsa_sim.plan(DATA, hypotheses=["nope"], preset="nsa"), ["plan", "--data", DATA, "--hypotheses", "nope", "--preset", "nsa"]),
+        (lambda: dsa_sim.plan(DATA, budget=0, preset="quest-16"), ["plan", "--data", DATA, "--budget", "0", "--preset", "quest-16"]),
+        (lambda: dsa_sim.plan(DATA, hypotheses=["nope"], preset="quest-16"), ["plan", "--data", DATA, "--hypotheses", "nope", "--preset", "quest-16"]),
     ],
 )
 def test_errors_carry_the_cli_message(cli, call, args):
@@ -203,7 +203,7 @@ def test_an_unknown_field_or_a_wrong_type_is_refused():
         dsa_sim.recall(trials=-5)
     assert str(e.value).startswith("--trials -5: allowed 1..=")
     with pytest.raises(ValueError, match="^--budget -1: allowed ≥ 1 trial$"):
-        dsa_sim.plan(DATA, budget=-1, preset="nsa")
+        dsa_sim.plan(DATA, budget=-1, preset="quest-16")
     with pytest.raises(ValueError, match="^--fit needs --data"):
         dsa_sim.verdict(fit="dprime")
     with pytest.raises(ValueError, match="at least one axis"):

@@ -5,6 +5,7 @@
 //! then, with the named hypotheses ranked by AIC, the call (`saturated`, `coverage-limited`,
 //! `discrimination-limited`, `read-limited`, `implementation-suspect`) and its signatures.
 
+use super::conditions::{condition_tests, ConditionTest};
 use super::hypotheses::{compare_hypotheses, HypothesisResult, NEVER_SELECTED_DPRIME};
 use super::likelihood::set_field;
 use super::{CalibError, FreeParam, RecallModel};
@@ -214,6 +215,8 @@ pub enum Signature {
     LengthPeriodic,
     /// The broken-fraction hypothesis is preferred.
     BrokenFraction,
+    /// Recall differs between the values of a condition column at identical cells.
+    ConditionDependent,
 }
 
 impl Signature {
@@ -228,6 +231,7 @@ impl Signature {
             Signature::EffectiveK => "effective_k",
             Signature::LengthPeriodic => "length_periodic",
             Signature::BrokenFraction => "broken_fraction",
+            Signature::ConditionDependent => "condition_dependent",
         }
     }
     /// What it means.
@@ -241,6 +245,7 @@ impl Signature {
             Signature::EffectiveK => "recall follows a k different from the configured index_topk: the kernel selects another number of candidates",
             Signature::LengthPeriodic => "failures concentrate in one residue class of the context length modulo the compression ratio",
             Signature::BrokenFraction => "a fraction of queries never selects the needle while the rest behave normally",
+            Signature::ConditionDependent => "recall differs between values of a condition column at identical cells: the same model loses needles under one condition, which no property of the indexer explains",
         }
     }
     /// What to check next.
@@ -254,6 +259,7 @@ impl Signature {
             Signature::EffectiveK => "log the number of entries the top-k kernel actually returns and compare with index_topk (a hard-coded k, a clamp to the kernel maximum)",
             Signature::LengthPeriodic => "vary the prompt length mod 4 (the compression ratio) at a fixed depth; check the compressor's padding and the indexer key cache layout for partial blocks",
             Signature::BrokenFraction => "rerun the failing prompts with and without prefix-cache hits and compare the indexer's top-k between them",
+            Signature::ConditionDependent => "diff the two conditions (code base, backend, batch/concurrency, prefix cache): rerun a failing cell under each and compare the indexer's top-k",
         }
     }
 }
@@ -276,6 +282,8 @@ pub struct Diagnosis {
     pub numbers_from: String,
     /// The scenario the numbers come from.
     pub scenario: Scenario,
+    /// The condition columns' tests (`calibrate::conditions`).
+    pub conditions: Vec<ConditionTest>,
 }
 
 /// Diagnoses `data`: row checks, every hypothesis, signatures, the call and the verdict's numbers.
@@ -318,8 +326,13 @@ pub fn diagnose(
         "broken-fraction" => sig.push(Signature::BrokenFraction),
         _ => {}
     }
+    let conditions = condition_tests(data);
+    if conditions.iter().any(|c| c.significant) {
+        sig.push(Signature::ConditionDependent);
+    }
     let has = |s: Signature| sig.contains(&s);
-    let suspect = has(Signature::BelowRandomFloor)
+    let suspect = has(Signature::ConditionDependent)
+        || has(Signature::BelowRandomFloor)
         || best.is_implementation()
         || (has(Signature::PoorFit) && has(Signature::ParameterOnBound));
     let read = has(Signature::MissesWhenAllSelected) || best.name == "read-failure";
@@ -340,7 +353,7 @@ pub fn diagnose(
         v.call
     };
     v.call = call;
-    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen })
+    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions })
 }
 
 impl Diagnosis {
@@ -365,9 +378,20 @@ impl Diagnosis {
             ),
         };
         for g in &self.signatures {
-            s.push_str(&format!("\n- {}: {}. Check: {}.", g.name(), g.explanation(), g.check()));
+            s.push_str(&format!("\n- {}: {}. Check: {}.", g.name(), self.explain(*g), g.check()));
         }
         s
+    }
+
+    /// A signature's explanation, naming the significant condition columns for
+    /// `condition_dependent`.
+    fn explain(&self, g: Signature) -> String {
+        let cols: Vec<String> = self.conditions.iter().filter(|c| c.significant).map(|c| format!("`{}`", c.column)).collect();
+        if g == Signature::ConditionDependent && !cols.is_empty() {
+            g.explanation().replace("a condition column", &cols.join(", "))
+        } else {
+            g.explanation().to_string()
+        }
     }
 
     /// The JSON of the signatures: `[{"name", "explanation", "check"}]`.
@@ -375,7 +399,7 @@ impl Diagnosis {
         serde_json::Value::Array(
             self.signatures
                 .iter()
-                .map(|g| serde_json::json!({"name": g.name(), "explanation": g.explanation(), "check": g.check()}))
+                .map(|g| serde_json::json!({"name": g.name(), "explanation": self.explain(*g), "check": g.check()}))
                 .collect(),
         )
     }

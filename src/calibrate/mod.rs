@@ -8,6 +8,7 @@
 //! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
 pub mod cache;
+pub mod conditions;
 pub mod diagnose;
 pub mod fit;
 pub mod hypotheses;
@@ -20,6 +21,7 @@ pub mod predict;
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
+pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
 pub use diagnose::{diagnose, row_checks, Diagnosis, RowCheck, RowChecks, Signature};
 pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult, HYPOTHESIS_NAMES};
 pub use likelihood::Problem;

@@ -140,6 +140,7 @@ fn candidates(base: &Scenario) -> Vec<Observation> {
                     label: None,
                     needle: None,
                     layer_counts: None,
+                    conditions: Vec::new(),
                     line: out.len() as u64 + 2,
                 });
             }
@@ -187,7 +188,7 @@ pub fn plan(
         }
     }
     let cand = candidates(base);
-    let cells_ds = Dataset { source: "candidates".into(), rows: cand.clone(), notes: vec![], provenance: None, transcribed: false };
+    let cells_ds = Dataset { source: "candidates".into(), rows: cand.clone(), notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] };
     let preds: Vec<Vec<f64>> =
         leading.iter().map(|h| hypothesis_recall(h, &cells_ds, base, user_free, model)).collect::<Result<_, _>>()?;
     let m = leading.len();

@@ -137,8 +137,12 @@ pub struct ScenarioArgs {
     pub fields: Vec<(Field, String)>,
 }
 
-const PRESET_HELP: &str = "Start from a named preset: deepseek-v3.2, deepseek-v4-flash, deepseek-v4-pro, \
-deepseek-v4-flash-fp8cache, deepseek-v4-pro-fp8cache, quest-16, nsa";
+/// The `--preset` help: the names of the preset table ([`crate::scenario::PRESETS`]),
+/// so that it lists exactly the presets that exist.
+fn preset_help() -> String {
+    let names: Vec<&str> = crate::scenario::PRESETS.iter().map(|p| p.name).collect();
+    format!("Start from a named preset: {} (`dsa-sim presets` shows their values)", names.join(", "))
+}
 
 impl clap::Args for ScenarioArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
@@ -147,7 +151,7 @@ impl clap::Args for ScenarioArgs {
                 clap::Arg::new("preset")
                     .long("preset")
                     .value_name("NAME")
-                    .help(PRESET_HELP)
+                    .help(preset_help())
                     .help_heading("Scenario"),
             )
             .arg(

@@ -159,6 +159,7 @@ impl VerdictResult {
                 let mut j = verdict_json(&d.verdict, &d.scenario);
                 j["explanation"] = serde_json::json!(d.explanation());
                 j["signatures"] = d.signatures_json();
+                j["conditions"] = serde_json::json!(d.conditions);
                 j["numbers_from"] = serde_json::json!(d.numbers_from);
                 j["row_checks"] = serde_json::json!(d.checks);
                 j["hypotheses"] = hypotheses_json(&d.hypotheses);
@@ -186,6 +187,7 @@ impl VerdictResult {
                 }
                 text.push_str(&format!("diagnosed {} rows of {}\n", data.rows.len(), data.source));
                 text.push_str(&d.checks.text());
+                text.push_str(&crate::calibrate::conditions::conditions_text(&d.conditions));
                 text.push_str(&hypotheses_text(&d.hypotheses));
                 text.push_str(&format!("numbers at the fit of `{}`:\n", d.numbers_from));
                 let body = verdict_text(&d.verdict, None);

@@ -187,6 +187,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             let mut j = crate::verdict::verdict_json(&d.verdict, &d.scenario);
             j["explanation"] = serde_json::json!(d.explanation());
             j["signatures"] = d.signatures_json();
+            j["conditions"] = serde_json::json!(d.conditions);
             j["numbers_from"] = serde_json::json!(d.numbers_from);
             j["row_checks"] = serde_json::json!(d.checks);
             j["hypotheses"] = crate::calibrate::output::hypotheses_json(&d.hypotheses);
@@ -422,6 +423,7 @@ fn diagnosis_text(d: &crate::calibrate::Diagnosis) -> String {
     let mut t = String::new();
     t.push_str(&format!("call: {}\n", d.call));
     t.push_str(&d.checks.text());
+    t.push_str(&crate::calibrate::conditions::conditions_text(&d.conditions));
     t.push_str(&crate::calibrate::output::hypotheses_text(&d.hypotheses));
     t.push('\n');
     t.push_str(&d.explanation());

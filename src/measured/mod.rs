@@ -11,7 +11,13 @@
 //!   compress_ratio,window,label`; each optional column a row gives overrides the base scenario
 //!   for that row. `needle` or `sample` ([`INFORMATIONAL_COLUMNS`]) names the needle whose
 //!   trials the row counts: calibration then fits needle-level overdispersion. Any other column
-//!   is ignored with a note. A table with `request`, `layer` and `selected` columns is selection
+//!   is a **condition** ([`Dataset::condition_columns`], [`Observation::conditions`]): a
+//!   setting the model does not see (`build`, `backend`, `concurrency`, `batch`, `prefix_cache`,
+//!   …), kept per row as text and compared across its values at identical cells
+//!   (`calibrate::conditions`); an empty value is a row that does not record it. A column named
+//!   as a scenario field that a row cannot set (`dprime`, `q_format`, …) is an error: its values
+//!   would be compared as if they changed nothing. The columns dsa-sim's own row output adds
+//!   ([`DERIVED_COLUMNS`]: computed from the counts) are ignored with a note. A table with `request`, `layer` and `selected` columns is selection
 //!   data (`dsa-sim import topk`), read per cell with its layer counts.
 //! - The header may come in any order, with any case, surrounding spaces, `-` or ` ` for `_`.
 //!   A column named twice is an error.
@@ -69,6 +75,10 @@ pub const OPTIONAL_COLUMNS: &[&str] =
 /// every trial as independent (docs/model.md#overdispersion).
 pub const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
 
+/// Columns computed from a row's counts or from a fit (`calibrate`'s row output): a table read
+/// back from it ignores them (as conditions they would predict the counts they come from).
+pub const DERIVED_COLUMNS: &[&str] = &["observed", "fitted", "pearson_residual", "deviance_residual"];
+
 /// A table that could not be loaded: one line naming the file, row, column and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MeasuredError {
@@ -114,6 +124,17 @@ pub enum MeasuredError {
         column: String,
         /// What is wrong and what is allowed.
         message: String,
+    },
+    /// A column named as a scenario field that a row cannot set (as a condition, rows differing
+    /// in it would be compared as if at the same scenario).
+    #[error("{source_name}: column `{column}` is a scenario field, which a measured row cannot set (a row sets context_len, index_topk, depth, repeat, compress_ratio, window): give it as {flag} with one table per value, or rename the column if it records something else (any other column is a condition)")]
+    FieldColumn {
+        /// The file.
+        source_name: String,
+        /// The field's name.
+        column: String,
+        /// Its flag (`--dprime`).
+        flag: String,
     },
     /// A row that the CSV reader rejects (wrong number of fields, bad quoting).
     #[error("{source_name}: line {line}: {message}")]
@@ -163,11 +184,16 @@ pub struct Observation {
     /// exactly m of the layers selected the needle (length layers + 1); `trials` is the
     /// number of requests and `hits` those selected by at least one layer.
     pub layer_counts: Option<Vec<u64>>,
+    /// The row's value of each condition column ([`Dataset::condition_columns`], in that
+    /// order; "" where the row does not record it). Empty for tables without condition columns.
+    pub conditions: Vec<String>,
     /// 1-based line of the row in its file (for messages).
     pub line: u64,
 }
 
-/// The scenario overrides of a row: two rows with the same key describe the same scenario.
+/// The scenario overrides of a row: two rows with the same key describe the same scenario. The
+/// key leaves out the needle and the conditions, which the model does not see: rows that differ
+/// only in them are evaluated once, each with its own counts in the likelihood.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RowKey {
     context_len: u64,
@@ -266,6 +292,10 @@ pub struct Dataset {
     /// True when that provenance says the counts are transcribed / not measured: every output
     /// that uses the table must say so.
     pub transcribed: bool,
+    /// The condition columns (header order, names as normalised): every column that is not a
+    /// required, optional, needle or derived one. Each row's values are
+    /// [`Observation::conditions`], aligned with this list.
+    pub condition_columns: Vec<String>,
 }
 
 impl Dataset {

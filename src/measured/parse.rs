@@ -2,7 +2,7 @@
 //! line of each record is found by counting line ends from the previous record, not from the
 //! start of the file.
 
-use super::{Dataset, MeasuredError, Observation, INFORMATIONAL_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
+use super::{Dataset, MeasuredError, Observation, DERIVED_COLUMNS, INFORMATIONAL_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
 use std::collections::HashSet;
 use crate::scenario::Field;
 
@@ -241,19 +241,28 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
         let found: Vec<&str> = header.iter().map(String::as_str).collect();
         return Err(MeasuredError::MissingColumns { source_name: src.clone(), missing: missing.join(","), found: list(&found, false) });
     }
-    let extra: Vec<&str> = header
-        .iter()
-        .map(String::as_str)
-        .filter(|h| !REQUIRED_COLUMNS.contains(h) && !OPTIONAL_COLUMNS.contains(h) && !INFORMATIONAL_COLUMNS.contains(h))
-        .collect();
+    let known = |h: &str| REQUIRED_COLUMNS.contains(&h) || OPTIONAL_COLUMNS.contains(&h) || INFORMATIONAL_COLUMNS.contains(&h);
+    // A scenario field a row cannot set is no condition: read as one, rows differing in it
+    // would be compared as if at the same scenario.
+    if let Some(f) = header.iter().filter(|h| !known(h)).find_map(|h| Field::from_name(h).ok()) {
+        return Err(MeasuredError::FieldColumn { source_name: src.clone(), column: f.name().to_string(), flag: format!("--{}", f.flag()) });
+    }
+    let derived: Vec<&str> = header.iter().map(String::as_str).filter(|h| DERIVED_COLUMNS.contains(h)).collect();
+    let conditions: Vec<usize> = (0..header.len()).filter(|&i| !known(&header[i]) && !DERIVED_COLUMNS.contains(&header[i].as_str())).collect();
     let mut notes = Vec::new();
-    if !extra.is_empty() {
+    if !conditions.is_empty() {
+        let names: Vec<&str> = conditions.iter().map(|&i| header[i].as_str()).collect();
+        let (what, their) = if names.len() == 1 { ("column", "its") } else { ("columns", "their") };
+        let verb = if names.len() == 1 { "is a condition" } else { "are conditions" };
         notes.push(format!(
-            "ignored column(s) {} (known: {},{})",
-            list(&extra, true),
+            "{what} {} {verb}: rows are compared across {their} values at identical cells (scenario columns: {},{})",
+            list(&names, true),
             REQUIRED_COLUMNS.join(","),
             OPTIONAL_COLUMNS.join(",")
         ));
+    }
+    if !derived.is_empty() {
+        notes.push(format!("ignored column(s) {} (computed from the counts or a fit)", list(&derived, true)));
     }
     let req = |name: &str| col(name).unwrap_or(0);
     let (i_l, i_k, i_t, i_h) = (req(CONTEXT_LEN), req(INDEX_TOPK), req("trials"), req("hits"));
@@ -296,6 +305,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
         let window = rec.opt_int(i_w, WINDOW)?;
         let label = i_lab.map(|i| rec.get(i)).filter(|s| !s.is_empty()).map(str::to_string);
         let needle = i_needle.map(|i| rec.get(i)).filter(|s| !s.is_empty()).map(|s| clip(s, 200));
+        let conditions = conditions.iter().map(|&i| clip(rec.get(i), 200)).collect();
         rows.push(Observation {
             context_len,
             index_topk,
@@ -308,6 +318,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             label,
             needle,
             layer_counts: None,
+            conditions,
             line: rec.line,
         });
         Ok(())
@@ -321,7 +332,8 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     if let Some(p) = &provenance {
         notes.push(format!("provenance (header): {p}"));
     }
-    Ok(Dataset { source: src, rows, notes, provenance, transcribed })
+    let condition_columns = conditions.iter().map(|&i| header[i].clone()).collect();
+    Ok(Dataset { source: src, rows, notes, provenance, transcribed, condition_columns })
 }
 
 #[cfg(test)]
@@ -350,6 +362,27 @@ mod tests {
         let e = parse_csv(without, "m.csv").unwrap();
         let strip = |d: &Dataset| d.rows.iter().map(|r| (r.context_len, r.index_topk, r.depth, r.trials, r.hits)).collect::<Vec<_>>();
         assert_eq!(strip(&d), strip(&e));
+    }
+
+    #[test]
+    fn other_columns_are_conditions() {
+        let t = "context_len,index_topk,trials,hits,Build,backend,label\n4000,512,10,9,a,sglang,x\n4000,512,10,3,b,,y\n";
+        let d = parse_csv(t, "t.csv").unwrap();
+        assert_eq!(d.condition_columns, ["build", "backend"]);
+        assert_eq!(d.rows[0].conditions, ["a", "sglang"]);
+        assert_eq!(d.rows[1].conditions, ["b", ""]);
+        assert_eq!(d.rows[1].label.as_deref(), Some("y"));
+        let note = "columns `build`, `backend` are conditions: rows are compared across their values at identical cells";
+        assert!(d.notes.iter().any(|n| n.starts_with(note)), "{:?}", d.notes);
+        // Different conditions, same scenario: one group for the model.
+        assert_eq!(d.groups().len(), 1);
+        // calibrate's own row output read back: its computed columns are no conditions.
+        let d = parse_csv("context_len,index_topk,trials,hits,observed,fitted\n4000,512,10,9,0.9,0.8\n", "t.csv").unwrap();
+        assert!(d.condition_columns.is_empty() && d.rows[0].conditions.is_empty());
+        assert!(d.notes.iter().any(|n| n.starts_with("ignored column(s) `observed`, `fitted`")), "{:?}", d.notes);
+        // A scenario field a row cannot set is refused, naming its flag.
+        let e = parse_csv("context_len,index_topk,trials,hits,Q-Format\n4000,512,10,9,bf16\n", "t.csv").unwrap_err().to_string();
+        assert!(e.starts_with("t.csv: column `q_format` is a scenario field") && e.contains("--q-format"), "{e}");
     }
 
     #[test]

@@ -129,6 +129,7 @@ pub(super) fn parse_records(
                 label: None,
                 needle: None,
                 layer_counts: Some(vec![0; layers + 1]),
+                conditions: Vec::new(),
                 line: r.line,
             });
             cells.len() - 1
@@ -149,7 +150,7 @@ pub(super) fn parse_records(
     if let Some(p) = &provenance {
         notes.push(format!("provenance (header): {p}"));
     }
-    Ok(Dataset { source: src.to_string(), rows: cells, notes, provenance, transcribed })
+    Ok(Dataset { source: src.to_string(), rows: cells, notes, provenance, transcribed, condition_columns: Vec::new() })
 }
 
 #[cfg(test)]
