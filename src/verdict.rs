@@ -48,6 +48,8 @@ pub enum Call {
     /// Neither k nor precision: the data lie below the random-indexer floor, or a positional /
     /// effective-k / length-periodic / broken-fraction hypothesis wins, or nothing smooth fits.
     ImplementationSuspect,
+    /// No call meets its error-rate targets on this design: measure the cells the plan proposes.
+    Undecided,
 }
 
 impl std::fmt::Display for Call {
@@ -58,6 +60,7 @@ impl std::fmt::Display for Call {
             Call::DiscriminationLimited => "discrimination-limited",
             Call::ReadLimited => "read-limited",
             Call::ImplementationSuspect => "implementation-suspect",
+            Call::Undecided => "undecided",
         })
     }
 }
@@ -325,6 +328,10 @@ pub fn explain(v: &Verdict) -> String {
         ),
         Call::ImplementationSuspect => format!(
             "Recall is {:.3} at k = {}, below the target {t}, in a pattern that neither the budget nor the indexer's precision explains: the implementation is suspect (see the signatures).",
+            v.recall_now, v.index_topk
+        ),
+        Call::Undecided => format!(
+            "Recall is {:.3} at k = {}; on this table no call meets its error-rate targets (see the error rates): measure the cells `dsa-sim plan` proposes before acting.",
             v.recall_now, v.index_topk
         ),
     }

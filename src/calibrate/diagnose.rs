@@ -61,6 +61,79 @@ pub struct RowChecks {
     /// Pooled hits / trials over the rows where every candidate is selected, with its Wilson
     /// 95% upper end: the read rate the floor uses (None when there is no such row).
     pub read_rate: Option<(f64, f64)>,
+    /// All rows together against the floor (None when no row can be tested).
+    pub joint: Option<JointFloor>,
+}
+
+/// All rows tested together against the random-indexer floor: the total hits H of the rows
+/// where not every candidate is selected, against their law Σ Bin(trials_i, floor_i(ρ)) when
+/// the indexer picks at random, for every admissible sharing ρ = layer_corr of the selecting
+/// layers (recall does not say what they share): the p-value is the largest, the worst case.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct JointFloor {
+    /// Rows tested.
+    pub rows: usize,
+    /// Their hits.
+    pub hits: u64,
+    /// Their trials.
+    pub trials: u64,
+    /// Expected hits at the floor, at the worst-case ρ.
+    pub expected: f64,
+    /// The worst-case layer_corr (the one giving the largest p-value).
+    pub layer_corr: f64,
+    /// P(H ≤ hits) at the floor, at the worst case: the one-sided joint p-value.
+    pub p_value: f64,
+    /// p_value < [`JOINT_ALPHA`].
+    pub below_floor: bool,
+    /// The rows tested (indices into the table).
+    #[serde(skip)]
+    pub tested: Vec<usize>,
+    /// Their (trials, floor) at each layer_corr tried.
+    #[serde(skip)]
+    pub laws: Vec<Vec<(u64, f64)>>,
+}
+
+/// Level of the joint floor test.
+pub const JOINT_ALPHA: f64 = 0.01;
+/// The layer_corr values the joint floor test tries (with several selecting layers).
+pub const JOINT_LAYER_CORR: &[f64] = &[0.0, 0.25, 0.5, 0.75, 0.9, 1.0];
+/// Most multiply-adds the exact law of the total hits may take; beyond, a continuity-corrected
+/// normal approximation.
+const JOINT_EXACT_WORK: u64 = 50_000_000;
+
+/// P(Σ X_i ≤ h), X_i ~ Bin(n_i, p_i) independent: the exact convolution truncated at h, or a
+/// continuity-corrected normal approximation when that would exceed [`JOINT_EXACT_WORK`].
+pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
+    let total: u64 = rows.iter().map(|r| r.0).sum();
+    if h >= total {
+        return 1.0;
+    }
+    let work: u64 = rows.iter().map(|&(n, _)| (h + 1).saturating_mul(n.min(h) + 1)).fold(0u64, |a, b| a.saturating_add(b));
+    if work > JOINT_EXACT_WORK {
+        let mean: f64 = rows.iter().map(|&(n, p)| n as f64 * p).sum();
+        let var: f64 = rows.iter().map(|&(n, p)| n as f64 * p * (1.0 - p)).sum();
+        if var <= 0.0 {
+            return if (h as f64) >= mean { 1.0 } else { 0.0 };
+        }
+        return crate::stats::norm_cdf((h as f64 + 0.5 - mean) / var.sqrt());
+    }
+    let h = h as usize;
+    let mut dist = vec![0.0; h + 1];
+    dist[0] = 1.0;
+    let mut pmf = Vec::new();
+    for &(n, p) in rows {
+        let top = (n as usize).min(h);
+        pmf.clear();
+        pmf.extend((0..=top).map(|x| crate::stats::ln_binom_pmf(n, x as u64, p, 1.0 - p).exp()));
+        for s in (0..=h).rev() {
+            let mut v = 0.0;
+            for x in 0..=top.min(s) {
+                v += dist[s - x] * pmf[x];
+            }
+            dist[s] = v;
+        }
+    }
+    dist.iter().sum::<f64>().min(1.0)
 }
 
 impl RowChecks {
@@ -76,9 +149,22 @@ impl RowChecks {
     pub fn text(&self) -> String {
         let mut s = String::new();
         let nums = |v: &[&RowCheck]| v.iter().map(|r| r.row.to_string()).collect::<Vec<_>>().join(", ");
+        if let Some(j) = &self.joint {
+            let rho = if j.layer_corr.is_nan() { String::new() } else { format!(", worst case over layer_corr at {}", j.layer_corr) };
+            s.push_str(&format!(
+                "random-indexer floor, all {} tested rows together: {}/{} found where a random indexer would find {:.1}{rho}: P(≤ {} | floor) = {:.2e}{}\n",
+                j.rows,
+                j.hits,
+                j.trials,
+                j.expected,
+                j.hits,
+                j.p_value,
+                if j.below_floor { " — BELOW THE FLOOR: an imprecise but working indexer cannot get there" } else { "" }
+            ));
+        }
         let below = self.below_floor();
         if below.is_empty() {
-            s.push_str("random-indexer floor: no row lies significantly below it\n");
+            s.push_str("random-indexer floor: no row lies significantly below it on its own\n");
         } else {
             s.push_str(&format!(
                 "BELOW THE RANDOM-INDEXER FLOOR: rows {} — a random pick (dprime 0) would find the needle more often than measured; an imprecise but working indexer cannot get there\n",
@@ -155,6 +241,7 @@ pub fn row_checks(data: &Dataset, base: &Scenario, model: &dyn RecallModel) -> R
         (h as f64 / n as f64, hi)
     });
     let mut rows = Vec::with_capacity(data.rows.len());
+    let mut floor_scenarios = Vec::with_capacity(data.rows.len());
     for (i, (r, (s, all_selected, ris))) in data.rows.iter().zip(pre).enumerate() {
         let mut f = s.clone();
         set_field(&mut f, Field::Dprime, 0.0)?;
@@ -163,6 +250,7 @@ pub fn row_checks(data: &Dataset, base: &Scenario, model: &dyn RecallModel) -> R
                 set_field(&mut f, Field::PRead, hi)?;
             }
         }
+        floor_scenarios.push(f.clone());
         let mut floor = recall(&f)?;
         if f.selecting_layers() > 1 && model.shares_across_layers() {
             // How much the selecting layers share the needle's difficulty is not known from
@@ -192,7 +280,62 @@ pub fn row_checks(data: &Dataset, base: &Scenario, model: &dyn RecallModel) -> R
             selection_independent_miss: all_selected && p_miss * n_rows < ROW_ALPHA,
         });
     }
-    Ok(RowChecks { rows, read_rate })
+    let shares = model.shares_across_layers() && floor_scenarios.iter().any(|f| f.selecting_layers() > 1);
+    let floors_at = |rho: Option<f64>| -> Result<Vec<f64>, CalibError> {
+        floor_scenarios
+            .iter()
+            .map(|f| match rho {
+                Some(r) if f.selecting_layers() > 1 => {
+                    let mut g = f.clone();
+                    set_field(&mut g, Field::LayerCorr, r)?;
+                    recall(&g)
+                }
+                _ => recall(f),
+            })
+            .collect()
+    };
+    let joint = joint_floor(data, &rows, shares, &floors_at)?;
+    Ok(RowChecks { rows, read_rate, joint })
+}
+
+/// The joint floor test of the rows (see [`JointFloor`]), `floors_at(ρ)` giving each row's
+/// floor at layer_corr ρ (`None`: one value only).
+fn joint_floor(
+    data: &Dataset,
+    rows: &[RowCheck],
+    shares: bool,
+    floors_at: &dyn Fn(Option<f64>) -> Result<Vec<f64>, CalibError>,
+) -> Result<Option<JointFloor>, CalibError> {
+    let tested: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].all_selected).collect();
+    if tested.is_empty() {
+        return Ok(None);
+    }
+    let hits: u64 = tested.iter().map(|&i| data.rows[i].hits).sum();
+    let trials: u64 = tested.iter().map(|&i| data.rows[i].trials).sum();
+    let rhos: Vec<Option<f64>> = if shares { JOINT_LAYER_CORR.iter().map(|&r| Some(r)).collect() } else { vec![None] };
+    let mut worst: Option<JointFloor> = None;
+    let mut laws = Vec::with_capacity(rhos.len());
+    for rho in rhos {
+        let floors = floors_at(rho)?;
+        let law: Vec<(u64, f64)> = tested.iter().map(|&i| (data.rows[i].trials, floors[i].clamp(0.0, 1.0))).collect();
+        let p = sum_of_binomials_cdf(hits, &law);
+        let expected = law.iter().map(|&(n, f)| n as f64 * f).sum();
+        if worst.as_ref().is_none_or(|w| p > w.p_value) {
+            worst = Some(JointFloor {
+                rows: tested.len(),
+                hits,
+                trials,
+                expected,
+                layer_corr: rho.unwrap_or(f64::NAN),
+                p_value: p,
+                below_floor: p < JOINT_ALPHA,
+                tested: Vec::new(),
+                laws: Vec::new(),
+            });
+        }
+        laws.push(law);
+    }
+    Ok(worst.map(|w| JointFloor { tested, laws, ..w }))
 }
 
 /// A pattern in the data that points at something other than k or the indexer's precision.
@@ -217,6 +360,12 @@ pub enum Signature {
     BrokenFraction,
     /// Recall differs between the values of a condition column at identical cells.
     ConditionDependent,
+    /// The indexer ranks the needle below a typical distractor (fitted dprime significantly < 0).
+    WorseThanRandom,
+    /// The candidate-count-limit hypothesis is preferred.
+    CandidateCountLimit,
+    /// The first-k-unscored hypothesis is preferred.
+    FirstKUnscored,
 }
 
 impl Signature {
@@ -232,6 +381,9 @@ impl Signature {
             Signature::LengthPeriodic => "length_periodic",
             Signature::BrokenFraction => "broken_fraction",
             Signature::ConditionDependent => "condition_dependent",
+            Signature::WorseThanRandom => "worse_than_random",
+            Signature::CandidateCountLimit => "candidate_count_limit",
+            Signature::FirstKUnscored => "first_k_unscored",
         }
     }
     /// What it means.
@@ -246,6 +398,9 @@ impl Signature {
             Signature::LengthPeriodic => "failures concentrate in one residue class of the context length modulo the compression ratio",
             Signature::BrokenFraction => "a fraction of queries never selects the needle while the rest behave normally",
             Signature::ConditionDependent => "recall differs between values of a condition column at identical cells: the same model loses needles under one condition, which no property of the indexer explains",
+            Signature::WorseThanRandom => "the fitted separation is significantly below 0 (the random-indexer hypothesis rejected in favour of it): the indexer ranks the needle below a typical distractor, which is not imprecision but a defect (scores of the wrong sign, a wrong query or key, positions swapped)",
+            Signature::CandidateCountLimit => "recall follows the model up to a number of candidates N0 and falls to what the window holds beyond it: something stops at N0 candidates (a buffer, a kernel's tile count, a cache page limit)",
+            Signature::FirstKUnscored => "the needle is found exactly when one of its entries is among the first k by position: the kernel returns the first k candidates unscored",
         }
     }
     /// What to check next.
@@ -260,8 +415,25 @@ impl Signature {
             Signature::LengthPeriodic => "vary the prompt length mod 4 (the compression ratio) at a fixed depth; check the compressor's padding and the indexer key cache layout for partial blocks",
             Signature::BrokenFraction => "rerun the failing prompts with and without prefix-cache hits and compare the indexer's top-k between them",
             Signature::ConditionDependent => "diff the two conditions (code base, backend, batch/concurrency, prefix cache): rerun a failing cell under each and compare the indexer's top-k",
+            Signature::WorseThanRandom => "capture the indexer's scores at a failing length and check the needle's sign and rank against a reference implementation (same prompt, same weights); check q/k layouts, RoPE on the indexer path and the dequantisation scales",
+            Signature::CandidateCountLimit => "measure just below and just above N0 candidates (N0 × compress_ratio tokens) and log how many candidates the indexer scores and the top-k kernel sees; a power of two points at a fixed-size buffer",
+            Signature::FirstKUnscored => "capture the top-k at a failing length: indices 0..k−1 in order whatever the scores mean the scoring output is not reaching the top-k kernel",
         }
     }
+}
+
+/// χ²₁ quantile at 0.99: twice the log-likelihood gain of one free parameter that rejects the
+/// simpler hypothesis at level 0.01.
+pub const CHI2_1_99: f64 = 6.634_896_601_021_214;
+
+/// The fitted separation of `discrimination` when it lies below 0 and the random-indexer
+/// hypothesis (dprime = 0) is rejected in its favour by the likelihood-ratio test at level
+/// 0.01: an indexer worse than random.
+pub fn worse_than_random(hypotheses: &[HypothesisResult]) -> Option<f64> {
+    let disc = hypotheses.iter().find(|h| h.name == "discrimination")?;
+    let rand = hypotheses.iter().find(|h| h.name == "random-indexer")?;
+    let d = disc.estimate("dprime")?;
+    (d < 0.0 && 2.0 * (disc.loglik - rand.loglik) > CHI2_1_99).then_some(d)
 }
 
 /// The diagnosis of a table: row checks, ranked hypotheses, signatures and the call.
@@ -284,6 +456,8 @@ pub struct Diagnosis {
     pub scenario: Scenario,
     /// The condition columns' tests (`calibrate::conditions`).
     pub conditions: Vec<ConditionTest>,
+    /// The rule's simulated error rates at this table's design (recall tables).
+    pub error_rates: Option<super::error_rates::ErrorRates>,
 }
 
 /// Diagnoses `data`: row checks, every hypothesis, signatures, the call and the verdict's numbers.
@@ -307,8 +481,12 @@ pub fn diagnose(
     }
     let best = &hypotheses[0];
     let mut sig = Vec::new();
-    if !checks.below_floor().is_empty() {
+    if !checks.below_floor().is_empty() || checks.joint.as_ref().is_some_and(|j| j.below_floor) {
         sig.push(Signature::BelowRandomFloor);
+    }
+    if let Some(w) = worse_than_random(&hypotheses) {
+        let _ = w;
+        sig.push(Signature::WorseThanRandom);
     }
     if !checks.selection_independent_misses().is_empty() {
         sig.push(Signature::MissesWhenAllSelected);
@@ -324,6 +502,8 @@ pub fn diagnose(
         "effective-k" => sig.push(Signature::EffectiveK),
         "length-periodic" => sig.push(Signature::LengthPeriodic),
         "broken-fraction" => sig.push(Signature::BrokenFraction),
+        "candidate-count-limit" => sig.push(Signature::CandidateCountLimit),
+        "first-k-unscored" => sig.push(Signature::FirstKUnscored),
         _ => {}
     }
     let conditions = condition_tests(data);
@@ -331,7 +511,8 @@ pub fn diagnose(
         sig.push(Signature::ConditionDependent);
     }
     let has = |s: Signature| sig.contains(&s);
-    let suspect = has(Signature::ConditionDependent)
+    let suspect_by_aic = has(Signature::ConditionDependent)
+        || has(Signature::WorseThanRandom)
         || has(Signature::BelowRandomFloor)
         || best.is_implementation()
         || (has(Signature::PoorFit) && has(Signature::ParameterOnBound));
@@ -345,15 +526,34 @@ pub fn diagnose(
         e => CalibError::Input(e.to_string()),
     })?;
     v.dprime_on_bound = from.on_bound.iter().any(|n| n == "dprime");
+    let rates = super::error_rates::error_rates(data, &hypotheses, checks.joint.as_ref());
+    // The hypotheses' evidence decides only through the simulated threshold: a defect preferred
+    // by a margin that tables from a working indexer reach more than 5% of the time is no call.
+    let by_evidence = match &rates {
+        Some(r) => r.evidence > r.threshold,
+        None => best.is_implementation(),
+    };
+    let exact_signature = has(Signature::ConditionDependent)
+        || has(Signature::WorseThanRandom)
+        || has(Signature::BelowRandomFloor)
+        || (has(Signature::PoorFit) && has(Signature::ParameterOnBound));
+    let suspect = exact_signature || by_evidence;
+    let _ = suspect_by_aic;
     let call = if suspect {
-        Call::ImplementationSuspect
+        match &rates {
+            Some(r) if !exact_signature && r.false_alarm > super::error_rates::MAX_FALSE_ALARM => Call::Undecided,
+            _ => Call::ImplementationSuspect,
+        }
     } else if read {
         Call::ReadLimited
     } else {
-        v.call
+        match &rates {
+            Some(r) if r.defect_distinguishable() && r.power.is_some_and(|p| p < super::error_rates::MIN_POWER) => Call::Undecided,
+            _ => v.call,
+        }
     };
     v.call = call;
-    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions })
+    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions, error_rates: rates })
 }
 
 impl Diagnosis {
@@ -363,6 +563,10 @@ impl Diagnosis {
         let mut s = match self.call {
             Call::ImplementationSuspect => format!(
                 "Neither raising k nor improving the indexer's precision explains these data: the implementation is suspect. Preferred hypothesis: {} (Akaike weight {:.3}).",
+                best.name, best.weight
+            ),
+            Call::Undecided => format!(
+                "Undecided: the preferred hypothesis is {} (Akaike weight {:.3}), but on tables like this one the procedure would not tell a working indexer from the preferred defect reliably enough to act on. Measure the cells `dsa-sim plan` proposes (with this table as --data), then run the verdict on both tables.",
                 best.name, best.weight
             ),
             Call::ReadLimited => format!(
@@ -377,6 +581,9 @@ impl Diagnosis {
                 crate::verdict::explain(&self.verdict)
             ),
         };
+        if let Some(r) = &self.error_rates {
+            s.push_str(&format!("\n{}.", r.sentence()));
+        }
         for g in &self.signatures {
             s.push_str(&format!("\n- {}: {}. Check: {}.", g.name(), self.explain(*g), g.check()));
         }

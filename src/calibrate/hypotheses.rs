@@ -35,11 +35,17 @@ pub const HYPOTHESIS_NAMES: &[&str] = &[
     "broken-fraction",
     "read-failure",
     "length-periodic",
+    "candidate-count-limit",
+    "first-k-unscored",
 ];
 
 /// The hypotheses that, when preferred, point to a broken implementation rather than to the
 /// indexer's precision or the budget.
-pub const IMPLEMENTATION_HYPOTHESES: &[&str] = &["positional", "effective-k", "broken-fraction", "length-periodic"];
+pub const IMPLEMENTATION_HYPOTHESES: &[&str] =
+    &["positional", "effective-k", "broken-fraction", "length-periodic", "candidate-count-limit", "first-k-unscored"];
+
+/// The name of `candidate-count-limit`'s threshold N0 among its estimates (candidates).
+pub const CANDIDATE_LIMIT: &str = "candidate_limit";
 
 /// The dprime used for "the indexer never selects the needle" (the bottom of the search range:
 /// below every distractor, so only the window, the sink or N ≤ k bring it in).
@@ -93,6 +99,10 @@ impl HypothesisResult {
     /// The scenario this hypothesis's fit describes, when it is a plain scenario (its parameters
     /// are scenario fields): `base` with the fixed values and the estimates substituted.
     pub fn scenario(&self, base: &Scenario) -> Option<Scenario> {
+        if self.is_implementation() {
+            // A defect is not a scenario, whatever its estimates are named.
+            return None;
+        }
         let mut s = base.clone();
         for (f, v) in &self.fixed {
             s.set_real(*f, *v).ok()?;
@@ -159,6 +169,10 @@ enum Kind {
     BrokenFraction,
     ReadFailure,
     LengthPeriodic(u64),
+    /// Rows with more candidates than the threshold (the surface's `residue`) select nothing.
+    CandidateLimit,
+    /// The first k_eff entries by position are selected whatever their scores.
+    FirstKUnscored,
 }
 
 struct Spec {
@@ -191,9 +205,9 @@ fn specs() -> Vec<Spec> {
         },
         Spec {
             name: "hard-negatives",
-            description: "hard_negatives (fraction of candidates) and hard_mean free, dprime at the scenario's value: look-alike distractors outrank the needle",
+            description: "hard_negatives (fraction of candidates), hard_mean and dprime free: look-alike distractors outrank the needle",
             kind: Kind::HardNegatives,
-            params: vec![F(Field::HardNegatives), F(Field::HardMean)],
+            params: vec![F(Field::Dprime), F(Field::HardNegatives), F(Field::HardMean)],
         },
         Spec {
             name: "positional",
@@ -212,6 +226,12 @@ fn specs() -> Vec<Spec> {
             description: "a fraction f of queries never selects the needle (a corrupted indexer state), the rest follow dprime (f and dprime fitted)",
             kind: Kind::BrokenFraction,
             params: vec![Param::Broken, F(Field::Dprime)],
+        },
+        Spec {
+            name: "first-k-unscored",
+            description: "the kernel returns the first k candidates by position without scoring them: the needle is found iff one of its entries is among the first k_eff (absolute position, not distance from the query), only the window otherwise",
+            kind: Kind::FirstKUnscored,
+            params: vec![],
         },
         Spec {
             name: "read-failure",
@@ -247,6 +267,24 @@ fn bounds_of(p: Param, user_free: &[FreeParam]) -> Result<(f64, f64), CalibError
 /// The needle's distance from the query in tokens: (1 − depth) · context_len (at least 1).
 pub fn distance_from_query(s: &Scenario) -> f64 {
     ((1.0 - s.depth) * s.context_len as f64).max(1.0)
+}
+
+/// Whether one of the needle's covering entries is among the first k_eff entries by position
+/// (the `first-k-unscored` defect selects exactly those).
+fn first_k_covers(s: &Scenario) -> bool {
+    let g = crate::geometry::Geometry::new(s);
+    g.needle_entries.iter().any(|e| e.index < g.k_eff)
+}
+
+/// The distinct candidate counts of the rows but the largest: the thresholds of
+/// `candidate-count-limit` (rows with more candidates select nothing). Empty when all rows have
+/// the same count.
+fn candidate_thresholds(data: &Dataset, base: &Scenario) -> Vec<u64> {
+    let mut n: Vec<u64> = data.rows.iter().filter_map(|r| r.apply(base).ok()).map(|s| s.n_candidates()).collect();
+    n.sort_unstable();
+    n.dedup();
+    n.pop();
+    n
 }
 
 /// The rows' context lengths modulo c take at least two values (c > 1): `length-periodic`
@@ -308,6 +346,8 @@ impl Surface<'_> {
         let broken = match self.kind {
             Kind::BrokenFraction => broken,
             Kind::LengthPeriodic(c) if s.context_len % c == self.residue => broken,
+            Kind::CandidateLimit if s.n_candidates() > self.residue => 1.0,
+            Kind::FirstKUnscored if !first_k_covers(&s) => 1.0,
             _ => 0.0,
         };
         Ok((s, broken))
@@ -315,6 +355,11 @@ impl Surface<'_> {
 
     fn row_recall(&self, g: usize, theta: &[f64]) -> Result<f64, CalibError> {
         let (s, broken) = self.row_setup(g, theta)?;
+        if self.kind == Kind::FirstKUnscored && broken == 0.0 {
+            // Selected whatever the scores: the answer as when every selecting layer attends.
+            let geo = crate::geometry::Geometry::new(&s);
+            return Ok(geo.answer_probability(s.p_read, s.p_guess, 1.0));
+        }
         let r = self.recall(&s)?;
         if broken > 0.0 {
             let mut never = s.clone();
@@ -329,6 +374,13 @@ impl Surface<'_> {
     /// in no layer).
     fn row_pmf(&self, g: usize, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
         let (s, broken) = self.row_setup(g, theta)?;
+        if self.kind == Kind::FirstKUnscored && broken == 0.0 {
+            // Every layer selects it.
+            let n = s.selecting_layers() as usize;
+            let mut pmf = vec![0.0; n + 1];
+            pmf[n] = 1.0;
+            return Ok(pmf);
+        }
         let mut pmf = self.model.layer_count_pmf(&s).map_err(CalibError::Model)?;
         if broken > 0.0 {
             let mut never = s.clone();
@@ -446,6 +498,8 @@ pub fn hypothesis_recall(
     let (kind, params) = if h.name == "length-periodic" {
         let c = cells.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio).max(1);
         (Kind::LengthPeriodic(c), vec![Param::Broken, Param::Field(Field::Dprime)])
+    } else if h.name == "candidate-count-limit" {
+        (Kind::CandidateLimit, vec![Param::Field(Field::Dprime)])
     } else {
         let spec = specs()
             .into_iter()
@@ -453,8 +507,8 @@ pub fn hypothesis_recall(
             .ok_or_else(|| CalibError::Input(format!("hypothesis `{}`: unknown (known: {})", h.name, HYPOTHESIS_NAMES.join(", "))))?;
         (spec.kind, spec.params)
     };
-    let theta: Vec<f64> = h.estimates.iter().filter(|(n, _)| n != "residue").map(|(_, v)| *v).collect();
-    let residue = h.estimate("residue").unwrap_or(0.0) as u64;
+    let theta: Vec<f64> = h.estimates.iter().filter(|(n, _)| n != "residue" && n != CANDIDATE_LIMIT).map(|(_, v)| *v).collect();
+    let residue = h.estimate("residue").or(h.estimate(CANDIDATE_LIMIT)).unwrap_or(0.0) as u64;
     let (row_base, group_of_row) = row_bases(cells, base, &h.fixed)?;
     let surface = Surface { data: cells, kind, params, nuisance, row_base, group_of_row, model, residue };
     surface.fitted(&theta)
@@ -491,11 +545,19 @@ pub fn compare_hypotheses(
             params: vec![Param::Broken, Param::Field(Field::Dprime)],
         });
     }
+    let thresholds = candidate_thresholds(data, base);
+    if !thresholds.is_empty() {
+        all.push(Spec {
+            name: "candidate-count-limit",
+            description: "recall as modelled up to N0 candidates and only the window beyond (a buffer, a kernel or a cache that stops at N0; N0 and dprime fitted)",
+            kind: Kind::CandidateLimit,
+            params: vec![Param::Field(Field::Dprime)],
+        });
+    }
     let mut out = Vec::new();
     for spec in all {
         let fixed: Vec<(Field, f64)> = match spec.kind {
             Kind::RandomIndexer => vec![(Field::Dprime, 0.0)],
-            Kind::HardNegatives => vec![(Field::Dprime, base.dprime)],
             _ => vec![],
         };
         let (row_base, group_of_row) = row_bases(data, base, &fixed)?;
@@ -537,6 +599,7 @@ pub fn compare_hypotheses(
                 r.dedup();
                 r
             }
+            Kind::CandidateLimit => thresholds.clone(),
             _ => vec![0],
         };
         let mut best: Option<(Vec<f64>, f64, u64)> = None;
@@ -574,7 +637,8 @@ pub fn compare_hypotheses(
             data.rows.iter().zip(&fitted).map(|(r, &p)| unit_deviance(r.hits, r.trials, p)).sum()
         };
         let periodic = matches!(spec.kind, Kind::LengthPeriodic(_));
-        let k = theta.len() + usize::from(periodic);
+        let limited = spec.kind == Kind::CandidateLimit;
+        let k = theta.len() + usize::from(periodic || limited);
         let mut estimates: Vec<(String, f64)> = spec
             .params
             .iter()
@@ -594,6 +658,9 @@ pub fn compare_hypotheses(
         }
         if periodic {
             estimates.push(("residue".into(), residue as f64));
+        }
+        if limited {
+            estimates.push((CANDIDATE_LIMIT.into(), residue as f64));
         }
         let df = super::likelihood::observations(data) - k as i64;
         out.push(HypothesisResult {

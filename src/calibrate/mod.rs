@@ -10,6 +10,7 @@
 pub mod cache;
 pub mod conditions;
 pub mod diagnose;
+pub mod error_rates;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;

@@ -159,6 +159,7 @@ impl VerdictResult {
                 let mut j = verdict_json(&d.verdict, &d.scenario);
                 j["explanation"] = serde_json::json!(d.explanation());
                 j["signatures"] = d.signatures_json();
+                j["error_rates"] = serde_json::json!(d.error_rates);
                 j["conditions"] = serde_json::json!(d.conditions);
                 j["numbers_from"] = serde_json::json!(d.numbers_from);
                 j["row_checks"] = serde_json::json!(d.checks);
