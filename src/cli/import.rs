@@ -170,7 +170,9 @@ fn topk(a: &TopkArgs) -> Result<(), CliError> {
         overlap: a.overlap,
     };
     let imp = dsa_sim::capture::import(&a.manifest, &options)?;
-    write_owned(&a.out, dsa_sim::capture::CSV_HEADER, &imp.csv())?;
+    // Read back with the one reader before it is written (request names made unique first).
+    let csv = imp.checked_csv(&a.out.display().to_string())?;
+    write_owned(&a.out, dsa_sim::capture::CSV_HEADER, &csv)?;
     if a.json {
         let mut j = imp.json();
         j["out"] = serde_json::json!(a.out.display().to_string());
@@ -184,10 +186,8 @@ fn topk(a: &TopkArgs) -> Result<(), CliError> {
 fn niah(a: &NiahArgs) -> Result<(), CliError> {
     let options = dsa_sim::harness::Options { min_score: a.min_score, index_topk: a.index_topk };
     let imp = dsa_sim::harness::import(&a.paths, &options)?;
-    let csv = imp.csv();
     // The table must be one that calibrate and verdict accept: checked with the one reader.
-    dsa_sim::measured::parse_csv(&csv, &a.out.display().to_string())
-        .map_err(|e| CliError::failure(format!("internal: the imported table does not parse: {e}")))?;
+    let csv = imp.checked_csv(&a.out.display().to_string())?;
     write_owned(&a.out, "# provenance: dsa-sim import niah", &csv)?;
     if a.json {
         let mut j = imp.json();
@@ -205,6 +205,9 @@ fn niah(a: &NiahArgs) -> Result<(), CliError> {
     );
     if imp.skipped > 0 {
         t.push_str(&format!("{} file(s) matched no format and were skipped\n", imp.skipped));
+    }
+    for n in &imp.notes {
+        t.push_str(&format!("note: {n}\n"));
     }
     t.push_str(&format!("wrote {}\n", a.out.display()));
     emit(&t)
