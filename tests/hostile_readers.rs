@@ -243,7 +243,7 @@ fn a_part_row_no_sweep_writes_is_refused() {
     let cases: Vec<(&str, &str, &str)> = vec![
         ("recall", "2.5", "allowed 0..=1"),
         ("recall", "NaN", "allowed 0..=1"),
-        ("ci_low", "0.99999", "outside its interval"),
+        ("ci_high", "0", "outside its interval"),
         ("engine", "magic", "engine `magic`"),
         ("trials", "100", "an analytic row is exact"),
     ];
@@ -295,7 +295,7 @@ fn an_experiment_refused_for_its_name_leaves_no_results_folder() {
     let d = tempfile::tempdir().unwrap();
     let name = "n".repeat(250);
     let exp = format!(
-        "name = \"{name}\"\n[scenario]\ncontext_len = 4096\n[[figure]]\nname = \"f\"\nx = \"context_len\"\nvalues = [\"1024\", \"2048\"]\n"
+        "name = \"{name}\"\n[scenario]\ncontext_len = 4096\n[[figure]]\nname = \"f\"\nkind = \"recall_curves\"\nx = \"context_len=1024,2048\"\n"
     );
     std::fs::write(d.path().join("e.toml"), &exp).unwrap();
     let before = common::snapshot(d.path());
@@ -303,7 +303,7 @@ fn an_experiment_refused_for_its_name_leaves_no_results_folder() {
     assert!(!d.path().join("results").exists());
     assert_eq!(common::snapshot(d.path()), before);
     // A calibration experiment likewise.
-    let cal = format!("name = \"{name}\"\ndata = \"d.csv\"\nfit = [\"dprime\"]\n");
+    let cal = format!("name = \"{name}\"\ndata = \"d.csv\"\nfit = \"dprime\"\n");
     std::fs::write(d.path().join("c.toml"), cal).unwrap();
     std::fs::write(d.path().join("d.csv"), "context_len,index_topk,trials,hits\n4096,512,10,5\n").unwrap();
     let before = common::snapshot(d.path());
