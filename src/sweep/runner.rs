@@ -348,7 +348,8 @@ mod tests {
         // Deterministic and uneven in cost so that points finish out of order.
         let x = s.context_len as f64 * 1e-6 + s.index_topk as f64;
         std::thread::sleep(std::time::Duration::from_millis((s.context_len % 7) * 2));
-        Ok(PointResult { recall: 1.0 / x, ci_low: 0.5 / x, ci_high: 1.0 / x, engine: "analytic".into(), trials: None, rank: None })
+        // A row a sweep could write (sweep::check_result): resumed rows are checked against it.
+        Ok(PointResult { recall: 1.0 / x, ci_low: 0.5 / x, ci_high: 1.0 / x, engine: "montecarlo".into(), trials: Some(1000), rank: None })
     }
 
     fn grid() -> Grid {
