@@ -367,3 +367,32 @@ fn unknown_columns_of_a_selection_table_get_the_recall_tables_note() {
     let d = dsa_sim::measured::parse_csv(plain, "sel.csv").unwrap();
     assert!(!d.notes.iter().any(|n| n.contains("ignored")), "{:?}", d.notes);
 }
+
+#[test]
+fn sweep_never_replaces_a_users_file_but_replaces_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let sweep = |out: &str| dsa(dir, &["sweep", "--vary", "context_len=1000,2000", "--out", out, "-q"]);
+    for (name, bytes) in [("notes.csv", &b"my notes\n"[..]), ("notes.json", &b"{\"mine\": 1}\n"[..])] {
+        std::fs::write(dir.join(name), bytes).unwrap();
+        refused(&sweep(name), &[name, "not a sweep file dsa-sim wrote"]);
+        assert_eq!(std::fs::read(dir.join(name)).unwrap(), bytes);
+    }
+    std::fs::write(dir.join("x.csv.meta.json"), "{}\n").unwrap();
+    refused(&sweep("x.csv"), &["x.csv.meta.json", "not a sweep file dsa-sim wrote"]);
+    assert!(!dir.join("x.csv").exists());
+    for out in ["mine.csv", "mine.json"] {
+        ok(&sweep(out));
+        let first = std::fs::read(dir.join(out)).unwrap();
+        ok(&sweep(out));
+        assert_eq!(std::fs::read(dir.join(out)).unwrap(), first);
+    }
+}
+
+#[test]
+fn unknown_manifest_columns_are_named_in_a_note() {
+    let d = tempfile::tempdir().unwrap();
+    capture(d.path());
+    let out = ok(&import_topk(d.path(), "file,row,context_len,needle_start,needle_tokens,lable\ncap.npy,0,64,8,2,x\n"));
+    assert!(out.contains("note: m.csv: ignored column(s) `lable`"), "{out}");
+}

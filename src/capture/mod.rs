@@ -274,9 +274,9 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
     let name = manifest.display().to_string();
     let text = crate::input::read_to_string(manifest).map_err(|e| CaptureError::io(format!("{name}: cannot read: {e}"), &e))?;
     let dir = manifest.parent().unwrap_or(Path::new("."));
-    let lines = manifest::parse(&text, &name, dir)?;
-    let c = options.compress_ratio;
     let mut warnings = Vec::new();
+    let lines = manifest::parse(&text, &name, dir, &mut warnings)?;
+    let c = options.compress_ratio;
     let mut selections: Vec<Selection> = lines.into_iter().map(|line| Selection::new(line, options, &name, &mut warnings)).collect();
     assign_names(&mut selections, &name, "row", &mut warnings);
 

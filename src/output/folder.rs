@@ -68,13 +68,23 @@ fn split(out: &Path) -> Result<(PathBuf, OsString), OutputError> {
     Ok((parent, leaf))
 }
 
-/// The ancestors of `dir` (itself included) that do not exist yet, deepest first.
-fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
+/// The ancestors of `dir` (itself included) that do not exist yet, deepest first: what
+/// `create_dir_all(dir)` creates, and what a refused output removes again
+/// ([`remove_empty_dirs`]).
+pub fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
     dir.ancestors()
         .filter(|a| !a.as_os_str().is_empty())
         .take_while(|a| std::fs::symlink_metadata(a).is_err())
         .map(Path::to_path_buf)
         .collect()
+}
+
+/// Removes the folders `dirs` (deepest first, as [`missing_ancestors`] lists them) that are still
+/// empty: those a refused output created and left nothing in.
+pub fn remove_empty_dirs(dirs: &[PathBuf]) {
+    for d in dirs {
+        let _ = std::fs::remove_dir(d); // fails, and keeps it, unless empty
+    }
 }
 
 /// Whether an existing output folder may be replaced: it must be a folder, hold none of the
@@ -123,9 +133,7 @@ impl StagedDir {
         std::fs::create_dir_all(&parent).map_err(|e| OutputError::setup(out, e))?;
         let begun = Self::begin_in(out, opts, parent, leaf, target);
         if begun.is_err() {
-            for d in &created {
-                let _ = std::fs::remove_dir(d); // only if still empty
-            }
+            remove_empty_dirs(&created);
         }
         begun
     }

@@ -183,7 +183,9 @@ fn rows_of(part: &Part, grid: &Grid) -> Result<Vec<Row>, SweepError> {
         return Err(input(format!("{p}: its columns differ from those its sidecar names")));
     }
     let want = part.shard.len(grid.len());
-    let mut rows = Vec::with_capacity(want);
+    // Sized by what the file can hold, not by what its sidecar declares (a row is more than a
+    // few bytes): a forged point count allocates nothing.
+    let mut rows = Vec::with_capacity(want.min(text.len() / 8));
     for (pos, rec) in records.enumerate() {
         let line = pos + 2;
         let rec = rec.map_err(|e| input(format!("{p}: line {line}: {}", e.to_string().replace('\n', " "))))?;
@@ -309,9 +311,9 @@ fn is_sweep_file(path: &Path) -> bool {
     }
 }
 
-/// Refuses to write `path` (the merge's `out` or its sidecar) over a file that is not a sweep
-/// file: dsa-sim replaces only what it created (a user's notes.csv is never replaced).
-fn check_ours(path: &Path, out: &Path) -> Result<(), SweepError> {
+/// Refuses to write `path` (a sweep's or a merge's `out`, or its sidecar) over a file that is not
+/// a sweep file: dsa-sim replaces only what it created (a user's notes.csv is never replaced).
+pub fn check_replaceable(path: &Path, out: &Path) -> Result<(), SweepError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Ok(m) if m.is_file() && !is_sweep_file(path) => {
@@ -349,7 +351,7 @@ pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
         }
     }
     for w in &writes {
-        check_ours(w, out)?;
+        check_replaceable(w, out)?;
     }
     let Joined { grid, run, rows, shards: count, .. } = join(parts)?;
     let nparts = parts.len();
