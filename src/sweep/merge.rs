@@ -90,7 +90,7 @@ fn read_part(path: &Path) -> Result<Part, SweepError> {
             // The count sizes the merge's table of shards: bounded as the --shard flag is, before
             // anything is allocated from it.
             match (n("index"), n("count")) {
-                (Some(index), Some(count)) if count >= 1 && count <= MAX_SHARDS && index < count => Shard { index, count },
+                (Some(index), Some(count)) if (1..=MAX_SHARDS).contains(&count) && index < count => Shard { index, count },
                 (_, Some(count)) if count > MAX_SHARDS => {
                     return Err(input(format!(
                         "{}: {} declares {count} shards: at most {MAX_SHARDS}",
