@@ -107,14 +107,9 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
         meta,
         shard,
         sidecar,
+        // As merge and the importers: an existing --out is replaced only if a sweep wrote it.
+        replace_only_ours: args.out.is_some(),
     };
-    if let Some(p) = &args.out {
-        // As merge and the importers: an existing file is replaced only if a sweep wrote it.
-        merge::check_replaceable(p, p)?;
-        if format == Format::Csv {
-            merge::check_replaceable(&crate::sweep::meta_path(p), p)?;
-        }
-    }
     let eval = engine_evaluator(opts);
     let (rows, complete) = run_grid(&grid, |s| eval(s, rank), &out, &sweep, &Bar::points(!args.quiet))?;
     if let Some(p) = &args.out {

@@ -66,6 +66,7 @@ fn shard_grids(
             meta: meta.clone(),
             shard,
             sidecar: Some(merge::sidecar(&fig.grid, &meta, shard)),
+            replace_only_ours: false,
         };
         let out = data.join(format!("{}.csv", fig.spec.name));
         let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(out), &opts, progress)?;
