@@ -409,7 +409,9 @@ pub fn import_capture(data: &[u8]) {
     let manifest = root.join("m.csv");
     std::fs::write(
         &manifest,
-        "file,request,row,context_len,needle_start,needle_tokens\nf.bin,0,0,64,8,2\nf.bin,0,1,64,8,2\nf.bin,1,0,64,8,2\n",
+        // Two lines under one label and one starting with `#`: the names must come out unique and
+        // the table must read back whole.
+        "file,request,row,context_len,needle_start,needle_tokens,label\nf.bin,0,0,64,8,2,a\nf.bin,0,1,64,8,2,a\nf.bin,1,0,64,8,2,#b\n",
     )
     .expect("write the manifest");
     let first = dsa_sim::capture::import(&manifest, &options);
@@ -420,6 +422,11 @@ pub fn import_capture(data: &[u8]) {
                 assert_eq!(s.selected.len() as u64, options.layers, "one selection per layer");
             }
             assert_eq!(imp.csv().lines().count() as u64, 1 + 3 * options.layers);
+            let csv = imp.checked_csv("sel.csv").expect("the selection table reads back with the one reader");
+            let ds = dsa_sim::measured::parse_csv(&csv, "sel.csv").expect("and parses");
+            assert_eq!(ds.total_trials(), 3);
+            let names: Vec<&str> = imp.selections.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(names, ["a", "a (2)", "#b"]);
             let j = imp.json();
             assert_eq!(j["requests"], 3);
             if let Some((p, k)) = imp.agreement() {
@@ -461,7 +468,7 @@ pub fn import_niah(data: &[u8]) {
     let options = dsa_sim::harness::Options { min_score: f64::from(b % 11), index_topk: 512 };
     match dsa_sim::harness::import(std::slice::from_ref(&root), &options) {
         Ok(imp) => {
-            let csv = imp.csv();
+            let csv = imp.checked_csv("measured.csv").expect("the imported table reads back with the one reader");
             let ds = dsa_sim::measured::parse_csv(&csv, "measured.csv").expect("the imported table parses with the one reader");
             let t: u64 = imp.cells.iter().map(|c| c.trials).sum();
             let h: u64 = imp.cells.iter().map(|c| c.hits).sum();

@@ -174,5 +174,10 @@ def import_topk(
     `context_len`, `needle_start`, `needle_tokens`: one int for all queries or one per query.
     Returns the `import topk --json` dict (requests, by_context, layers with Wilson intervals,
     per_request, agreement; `files` empty) plus `selected` (bool array, queries × layers) and
-    `csv` (the selections.csv text `calibrate` reads). Bad input raises ValueError.
+    `csv` (the selections.csv text `calibrate` reads, read back with that reader first).
+    Request names are unique: a repeated label is numbered (`a`, `a (2)`), with a note in
+    `warnings`. Bad input raises ValueError, checked before anything is copied: an array other
+    than (queries, layers, index_topk) of integers (a float array is refused, not truncated), more
+    than 2^27 indices in all (a broadcast view is not copied to find out), an index outside the
+    context's entries (a uint64 past 2^63 − 1 included), an int out of range (`10**30`).
     """

@@ -46,7 +46,9 @@ fn printable_line(message: &str) -> String {
 }
 
 /// The kind of an I/O error on a path the user named: a path that does not exist, may not be
-/// written, or is a folder where a file is expected (or the reverse) is bad input; anything
+/// written, or is a folder where a file is expected (or the reverse) is bad input, and so is a
+/// file whose content cannot be read as what it should be (`InvalidData`: not UTF-8, or past
+/// the 64 MiB bound of [`crate::input::read_to_string`]; `UnexpectedEof`: truncated); anything
 /// else (a full disk, a device error) is a failure.
 pub fn io_kind(e: &io::Error) -> ErrorKind {
     use io::ErrorKind as K;
@@ -58,7 +60,9 @@ pub fn io_kind(e: &io::Error) -> ErrorKind {
         | K::NotADirectory
         | K::ReadOnlyFilesystem
         | K::InvalidInput
-        | K::InvalidFilename => ErrorKind::Input,
+        | K::InvalidFilename
+        | K::InvalidData
+        | K::UnexpectedEof => ErrorKind::Input,
         _ => ErrorKind::Failure,
     }
 }

@@ -557,27 +557,73 @@ fn import_topk<'py>(
     labels: Option<Vec<String>>,
 ) -> PyResult<Py<PyAny>> {
     let np = py.import("numpy")?;
-    let kw = PyDict::new(py);
-    kw.set_item("dtype", "int64")?;
-    let arr = np.call_method("asarray", (topk,), Some(&kw))?;
-    let arr = arr.cast::<numpy::PyArrayDyn<i64>>()?.readonly();
-    let shape = arr.shape().to_vec();
+    // No dtype here: asarray converts nothing (a broadcast view stays a view), so the shape and
+    // the dtype are checked before a single index is copied.
+    let arr = np.call_method1("asarray", (topk,))?;
+    let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
     if shape.len() != 3 {
         return Err(PyValueError::new_err(format!(
             "topk: shape {shape:?}: expected (queries, layers, index_topk)"
         )));
     }
     let (n, layers, k) = (shape[0], shape[1], shape[2]);
-    let per_query = |name: &str, v: &Bound<'py, PyAny>| -> PyResult<Vec<u64>> {
-        if let Ok(x) = v.extract::<u64>() {
-            return Ok(vec![x; n]);
+    let options = dsa_sim::capture::Options {
+        layers: layers as u64,
+        index_topk: k as u64,
+        compress_ratio: uint("compress_ratio", compress_ratio)?,
+        overlap,
+    };
+    options.check().map_err(|e| py_err(CommandError::from(e)))?;
+    let total = (n as u64).checked_mul(layers as u64 * k as u64);
+    if total.is_none_or(|t| t > dsa_sim::capture::MAX_ARRAY_VALUES) {
+        return Err(PyValueError::new_err(format!(
+            "topk: shape {shape:?}: {n} queries × {layers} layers × {k} indices exceed the bound of {} indices in all (import the queries in batches)",
+            dsa_sim::capture::MAX_ARRAY_VALUES
+        )));
+    }
+    let unsigned64 = integer_dtype("topk", &arr)?;
+    // One copy, query by query, into the rows the import reads (strides and broadcasting as
+    // numpy has them).
+    let mut rows: Vec<Vec<i64>> = Vec::with_capacity(n);
+    if unsigned64 {
+        // uint64 past i64::MAX is no entry index: kept as i64::MAX, refused as out of range
+        // (asarray to int64 would wrap 2^64 − 1 to −1, padding).
+        let a = np.call_method1("asarray", (&arr, "uint64"))?;
+        let a = a.cast::<numpy::PyArrayDyn<u64>>()?.readonly();
+        let v = a.as_array();
+        for i in 0..n {
+            rows.push(v.index_axis(numpy::ndarray::Axis(0), i).iter().map(|&x| i64::try_from(x).unwrap_or(i64::MAX)).collect());
         }
-        let a = np.call_method("asarray", (v,), Some(&kw))?;
+    } else {
+        let a = np.call_method1("asarray", (&arr, "int64"))?;
         let a = a.cast::<numpy::PyArrayDyn<i64>>()?.readonly();
-        let xs: Vec<i64> = a.as_array().iter().copied().collect();
-        if a.shape().len() != 1 || xs.len() != n {
+        let v = a.as_array();
+        for i in 0..n {
+            rows.push(v.index_axis(numpy::ndarray::Axis(0), i).iter().copied().collect());
+        }
+    }
+    let per_query = |name: &str, v: &Bound<'py, PyAny>| -> PyResult<Vec<u64>> {
+        if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
+            return per_query_scalar(name, v, n);
+        }
+        let a = np.call_method1("asarray", (v,))?;
+        let dims: Vec<usize> = a.getattr("shape")?.extract()?;
+        if dims.is_empty() {
+            // A numpy scalar: an integer one, as its Python int.
+            integer_dtype(name, &a)?;
+            return per_query_scalar(name, &a.call_method0("item")?, n);
+        }
+        if dims.len() != 1 || dims[0] != n {
             return Err(PyValueError::new_err(format!("{name}: expected one integer, or one per query ({n})")));
         }
+        if integer_dtype(name, &a)? {
+            let a = np.call_method1("asarray", (&a, "uint64"))?;
+            let a = a.cast::<numpy::PyArrayDyn<u64>>()?.readonly();
+            return Ok(a.as_array().iter().copied().collect());
+        }
+        let a = np.call_method1("asarray", (&a, "int64"))?;
+        let a = a.cast::<numpy::PyArrayDyn<i64>>()?.readonly();
+        let xs: Vec<i64> = a.as_array().iter().copied().collect();
         xs.into_iter()
             .map(|x| u64::try_from(x).map_err(|_| PyValueError::new_err(format!("{name}: {x} is negative"))))
             .collect()
@@ -586,22 +632,17 @@ fn import_topk<'py>(
     if labels.as_ref().is_some_and(|l| l.len() != n) {
         return Err(PyValueError::new_err(format!("labels: expected one per query ({n})")));
     }
-    let flat: Vec<i64> = arr.as_array().iter().copied().collect();
-    let queries: Vec<dsa_sim::capture::ArrayQuery> = (0..n)
-        .map(|i| dsa_sim::capture::ArrayQuery {
-            indices: flat[i * layers * k..(i + 1) * layers * k].to_vec(),
+    let queries: Vec<dsa_sim::capture::ArrayQuery> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, indices)| dsa_sim::capture::ArrayQuery {
+            indices,
             context_len: ls[i],
             needle_start: ss[i],
             needle_tokens: ms[i],
             label: labels.as_ref().map(|l| l[i].clone()),
         })
         .collect();
-    let options = dsa_sim::capture::Options {
-        layers: layers as u64,
-        index_topk: k as u64,
-        compress_ratio: uint("compress_ratio", compress_ratio)?,
-        overlap,
-    };
     let imp = py
         .detach(|| dsa_sim::capture::import_arrays(&queries, &options, "topk"))
         .map_err(|e| py_err(CommandError::from(e)))?;
@@ -609,8 +650,37 @@ fn import_topk<'py>(
     let d = d.bind(py).cast::<PyDict>()?.clone();
     let selected: Vec<bool> = imp.selections.iter().flat_map(|s| s.selected.iter().copied()).collect();
     d.set_item("selected", PyArray1::from_vec(py, selected).reshape([n, layers])?)?;
-    d.set_item("csv", imp.csv())?;
+    // The table is read back with the one reader before it is handed out, as the command
+    // line does before writing it.
+    let csv = imp.checked_csv("topk").map_err(|e| py_err(CommandError::from(e)))?;
+    d.set_item("csv", csv)?;
     Ok(d.into_any().unbind())
+}
+
+/// One Python int for every one of `n` queries; one of any size out of range is a ValueError
+/// (not OverflowError), as every other bad value.
+fn per_query_scalar(name: &str, v: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<u64>> {
+    let x = v.extract::<u64>().map_err(|_| {
+        PyValueError::new_err(format!("{name} = {}: allowed 0..={}", one_line(&v.str().map(|s| s.to_string()).unwrap_or_default()), u64::MAX))
+    })?;
+    Ok(vec![x; n])
+}
+
+/// Checks that `a` is an integer array (indices and token counts are integers: a float array
+/// would be truncated, as the command line refuses float captures); true when it is uint64,
+/// whose values past i64::MAX need care.
+fn integer_dtype(name: &str, a: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let dtype = a.getattr("dtype")?;
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    let size: usize = dtype.getattr("itemsize")?.extract()?;
+    match kind.as_str() {
+        "i" => Ok(false),
+        "u" => Ok(size == 8),
+        _ => Err(PyValueError::new_err(format!(
+            "{name}: dtype {}: expected integers (entry indices and token counts; a float array is refused, not truncated)",
+            dtype.str().map(|s| s.to_string()).unwrap_or_default()
+        ))),
+    }
 }
 
 /// dsa-sim: sparse-attention needle retrieval (DeepSeek DSA / V4 CSA and relatives), to tell a

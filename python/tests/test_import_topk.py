@@ -62,3 +62,68 @@ def test_calibrate_with_captured_scores_equals_the_cli(cli):
                             scores="tests/data/scores/demo.npz")
     assert got == want
     assert "captured distractor law" in got["engine"]
+
+
+def _request_names(csv_text):
+    import csv as _csv
+    import io
+    rows = list(_csv.DictReader(io.StringIO(csv_text)))
+    return [r["request"].strip() for r in rows]
+
+
+def test_import_topk_repeated_labels_are_made_unique_and_read_back(cli, tmp_path):
+    topk = np.zeros((3, 2, 4), dtype=np.int64)
+    got = dsa_sim.import_topk(topk, context_len=800, needle_start=40, needle_tokens=3, compress_ratio=4, overlap=True,
+                              labels=["a", "a", "#c"])
+    names = _request_names(got["csv"])
+    assert sorted(set(names)) == ["#c", "a", "a (2)"]
+    assert any("request name(s) changed" in w for w in got["warnings"])
+    # The table calibrate reads: every request back, none lost to a comment line.
+    path = tmp_path / "sel.csv"
+    path.write_text(got["csv"])
+    p = cli.run("verdict", "--data", str(path), "--json")
+    assert p.returncode == 0, p.stderr
+    assert sum(r["trials"] for r in json.loads(p.stdout)["row_checks"]["rows"]) == 3
+
+
+def test_import_topk_refuses_float_and_out_of_range_indices():
+    kw = dict(context_len=800, needle_start=40, needle_tokens=3, compress_ratio=4, overlap=True)
+    with pytest.raises(ValueError, match="dtype float64: expected integers"):
+        dsa_sim.import_topk(np.full((1, 2, 4), 10.7), **kw)
+    big = np.zeros((1, 2, 4), dtype=np.uint64)
+    big[0, 1, 3] = 2**64 - 1
+    with pytest.raises(ValueError, match=r"outside 0\.\.200"):
+        dsa_sim.import_topk(big, **kw)
+    # Small uint64 values are indices like any other.
+    assert dsa_sim.import_topk(np.full((1, 2, 4), 10, dtype=np.uint64), **kw)["selected"].all()
+    with pytest.raises(ValueError, match="expected integers"):
+        dsa_sim.import_topk(np.zeros((1, 2, 4), dtype=np.int64), **dict(kw, context_len=[800.5]))
+    with pytest.raises(ValueError, match="expected integers"):
+        dsa_sim.import_topk(np.zeros((1, 2, 4), dtype=np.int64), **dict(kw, needle_start=np.float64(40)))
+
+
+def test_import_topk_huge_ints_raise_value_error_not_overflow():
+    topk = np.zeros((1, 2, 4), dtype=np.int64)
+    for name in ["context_len", "needle_start", "needle_tokens"]:
+        kw = dict(context_len=800, needle_start=40, needle_tokens=3, compress_ratio=4, overlap=True)
+        kw[name] = 10**30
+        with pytest.raises(ValueError, match=name):
+            dsa_sim.import_topk(topk, **kw)
+        kw[name] = [10**30]
+        with pytest.raises(ValueError, match=name):
+            dsa_sim.import_topk(topk, **kw)
+    with pytest.raises(ValueError):
+        dsa_sim.import_topk(topk, context_len=800, needle_start=40, needle_tokens=3, compress_ratio=10**30, overlap=True)
+
+
+def test_import_topk_checks_the_size_before_copying():
+    import time
+    # 10^7 x 61 x 2048 int32 as a broadcast view: 5 TB if copied.
+    huge = np.broadcast_to(np.int32(0), (10**7, 61, 2048))
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="exceed the bound"):
+        dsa_sim.import_topk(huge, context_len=800, needle_start=40, needle_tokens=3, compress_ratio=4, overlap=True)
+    assert time.monotonic() - start < 5
+    with pytest.raises(ValueError, match="--layers"):
+        dsa_sim.import_topk(np.broadcast_to(np.int32(0), (1, 5000, 4)), context_len=800, needle_start=40, needle_tokens=3,
+                            compress_ratio=4, overlap=True)

@@ -54,7 +54,9 @@ const COLUMNS: &[&str] = &["file", "row", "context_len", "needle_start", "needle
 /// Parses a manifest's text (`name` for messages; files resolve against `dir`). Every line is
 /// checked before any capture is read: counts, the needle span inside the context, files that
 /// exist.
-pub fn parse(text: &str, name: &str, dir: &Path) -> Result<Vec<ManifestLine>, CaptureError> {
+/// A column the manifest does not use (a misspelt `lable`) is named in a note in `notes`, as the
+/// measured reader names a table's.
+pub fn parse(text: &str, name: &str, dir: &Path, notes: &mut Vec<String>) -> Result<Vec<ManifestLine>, CaptureError> {
     let err = |m: String| CaptureError::input(format!("{name}: {m}"));
     let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
     let header: Vec<String> = rdr
@@ -79,6 +81,15 @@ pub fn parse(text: &str, name: &str, dir: &Path) -> Result<Vec<ManifestLine>, Ca
         if header[..i].contains(h) {
             return Err(err(format!("column `{}` appears more than once in the header", crate::input::echo(h))));
         }
+    }
+    let extra: Vec<String> = header
+        .iter()
+        .filter(|h| !h.is_empty() && !COLUMNS.contains(&h.as_str()) && !["request", "label"].contains(&h.as_str()))
+        .take(8)
+        .map(|h| format!("`{}`", crate::input::echo(h)))
+        .collect();
+    if !extra.is_empty() {
+        notes.push(format!("{name}: ignored column(s) {} (known: {},request,label)", extra.join(", "), COLUMNS.join(",")));
     }
     let (i_f, i_r, i_l, i_s, i_m) = (col("file").unwrap_or(0), col("row").unwrap_or(0), col("context_len").unwrap_or(0), col("needle_start").unwrap_or(0), col("needle_tokens").unwrap_or(0));
     let (i_q, i_lab) = (col("request"), col("label"));

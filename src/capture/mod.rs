@@ -67,6 +67,10 @@ impl Classify for CaptureError {
 /// Most layers × index_topk per row (a row buffer stays ≤ 16 MiB of i64).
 pub const MAX_ROW_VALUES: u64 = 1 << 21;
 
+/// Most indices of queries given in memory ([`import_arrays`]: queries × layers × index_topk),
+/// 1 GiB as i64; the Python package checks an array's shape against it before copying it.
+pub const MAX_ARRAY_VALUES: u64 = 1 << 27;
+
 /// How the captures were made: their shape and the compression geometry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -83,8 +87,11 @@ pub struct Options {
 impl Options {
     /// Checks the ranges (before any file is read).
     pub fn check(&self) -> Result<(), CaptureError> {
-        if self.layers == 0 || self.layers > 4096 {
-            return Err(CaptureError::input(format!("--layers {}: allowed 1..=4096", self.layers)));
+        // The selection table's reader takes at most this many layers: a larger capture would
+        // be imported into a table that calibrate refuses.
+        let max_layers = crate::measured::MAX_SELECTION_LAYERS;
+        if self.layers == 0 || self.layers > max_layers {
+            return Err(CaptureError::input(format!("--layers {}: allowed 1..={max_layers}", self.layers)));
         }
         if self.index_topk == 0 || self.index_topk > 1 << 20 {
             return Err(CaptureError::input(format!("--index-topk {}: allowed 1..=1048576", self.index_topk)));
@@ -119,6 +126,9 @@ pub struct Selection {
     pub needle_entries: Range<u64>,
     /// Per layer: whether a needle entry was among the layer's indices.
     pub selected: Vec<bool>,
+    /// The request's name in outputs: the line's label (else `row N`), made unique and safe by
+    /// [`assign_names`].
+    pub name: String,
 }
 
 impl Selection {
@@ -135,7 +145,8 @@ impl Selection {
                 line.needle_start + line.needle_tokens
             ));
         }
-        Selection { line, n_entries: n, needle_entries, selected: Vec::new() }
+        let name = line.name();
+        Selection { line, n_entries: n, needle_entries, selected: Vec::new(), name }
     }
 
     /// Records, per layer, whether one of `vals` (layers × k entry indices of capture row `row`,
@@ -185,6 +196,12 @@ pub struct ArrayQuery {
 pub fn import_arrays(queries: &[ArrayQuery], options: &Options, source: &str) -> Result<Import, CaptureError> {
     options.check()?;
     let per = options.layers as usize * options.index_topk as usize;
+    if (queries.len() as u64).checked_mul(per as u64).is_none_or(|t| t > MAX_ARRAY_VALUES) {
+        return Err(CaptureError::input(format!(
+            "{source}: {} queries × {per} indices exceed the bound of {MAX_ARRAY_VALUES} indices in all (import the queries in batches)",
+            queries.len()
+        )));
+    }
     let mut warnings = Vec::new();
     let mut selections = Vec::with_capacity(queries.len());
     for (i, q) in queries.iter().enumerate() {
@@ -228,6 +245,7 @@ pub fn import_arrays(queries: &[ArrayQuery], options: &Options, source: &str) ->
     if selections.is_empty() {
         return Err(CaptureError::input(format!("{source}: no query")));
     }
+    assign_names(&mut selections, source, "query", &mut warnings);
     Ok(Import { manifest: source.to_string(), options: *options, selections, files: Vec::new(), warnings })
 }
 
@@ -256,10 +274,11 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
     let name = manifest.display().to_string();
     let text = crate::input::read_to_string(manifest).map_err(|e| CaptureError::io(format!("{name}: cannot read: {e}"), &e))?;
     let dir = manifest.parent().unwrap_or(Path::new("."));
-    let lines = manifest::parse(&text, &name, dir)?;
-    let c = options.compress_ratio;
     let mut warnings = Vec::new();
+    let lines = manifest::parse(&text, &name, dir, &mut warnings)?;
+    let c = options.compress_ratio;
     let mut selections: Vec<Selection> = lines.into_iter().map(|line| Selection::new(line, options, &name, &mut warnings)).collect();
+    assign_names(&mut selections, &name, "row", &mut warnings);
 
     // Files in order of first mention; each read once.
     let mut by_file: BTreeMap<usize, (String, std::path::PathBuf, read::Wants)> = BTreeMap::new();
@@ -302,6 +321,50 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
     Ok(Import { manifest: name, options: *options, selections, files, warnings })
 }
 
+/// Most renamed requests listed in the note about them.
+const RENAMES_SHOWN: usize = 5;
+
+/// Gives every selection a request name that selections.csv keeps apart and reads back as
+/// written: the label (else `row N`) with control characters as spaces and the ends trimmed (the
+/// reader trims them), `row N` when nothing is left, and ` (2)`, ` (3)`, … after a name an
+/// earlier line already has (two answer rows of one needle under one label, a label equal to
+/// another line's `row N`). A table with one name twice would be refused by the reader (a
+/// request's layer twice), so each change is reported in one note. `what` names a line in it.
+fn assign_names(selections: &mut [Selection], source: &str, what: &str, warnings: &mut Vec<String>) {
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::with_capacity(selections.len());
+    let mut renamed: Vec<String> = Vec::new();
+    for s in selections.iter_mut() {
+        let given = s.line.name();
+        let clean: String = given.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        let clean = clean.trim();
+        let base = if clean.is_empty() { format!("row {}", s.line.row_no) } else { clean.to_string() };
+        let mut name = base.clone();
+        let mut n = 1u64;
+        while taken.contains(&name) {
+            n += 1;
+            name = format!("{base} ({n})");
+        }
+        if name != given {
+            renamed.push(format!(
+                "{what} {} `{}` → `{}`",
+                s.line.row_no,
+                crate::input::echo(&given.escape_debug().to_string()),
+                crate::input::echo(&name)
+            ));
+        }
+        taken.insert(name.clone());
+        s.name = name;
+    }
+    if !renamed.is_empty() {
+        let more = if renamed.len() > RENAMES_SHOWN { format!(", and {} more", renamed.len() - RENAMES_SHOWN) } else { String::new() };
+        warnings.push(format!(
+            "{source}: {} request name(s) changed so that each request has one name of its own that selections.csv reads back as written (repeated labels numbered, control characters and surrounding spaces removed): {}{more}",
+            renamed.len(),
+            renamed[..renamed.len().min(RENAMES_SHOWN)].join(", ")
+        ));
+    }
+}
+
 /// Per-layer selection counts, Wilson intervals, per-request fractions and cross-layer
 /// agreement of an import.
 impl Import {
@@ -313,7 +376,9 @@ impl Import {
         for s in &self.selections {
             for (layer, &hit) in s.selected.iter().enumerate() {
                 let _ = w.write_record([
-                    s.line.name(),
+                    // A name starting with `#` would begin its line and read as a comment: the
+                    // reader trims the space again.
+                    if s.name.starts_with('#') { format!(" {}", s.name) } else { s.name.clone() },
                     s.line.context_len.to_string(),
                     s.line.depth().to_string(),
                     layer.to_string(),
@@ -324,6 +389,21 @@ impl Import {
         }
         out.push_str(&String::from_utf8_lossy(&w.into_inner().unwrap_or_default()));
         out
+    }
+
+    /// [`Import::csv`], read back with the one reader of selection tables
+    /// ([`crate::measured::parse_csv`]) and checked to hold every request and layer: the table
+    /// an importer writes is one `calibrate --data` takes as written. A table that does not read
+    /// back is a failure of the importer, not of its input.
+    pub fn checked_csv(&self, out: &str) -> Result<String, CaptureError> {
+        let text = self.csv();
+        let internal = |m: String| CaptureError { kind: ErrorKind::Failure, message: format!("internal: {out}: the selection table does not read back: {m}") };
+        let d = crate::measured::parse_csv(&text, out).map_err(|e| internal(e.to_string()))?;
+        let layers = self.options.layers as usize;
+        if d.total_trials() != self.selections.len() as u64 || d.rows.iter().any(|r| r.layer_counts.as_ref().is_none_or(|c| c.len() != layers + 1)) {
+            return Err(internal(format!("{} requests × {layers} layers written, {} requests read", self.selections.len(), d.total_trials())));
+        }
+        Ok(text)
     }
 
     /// Selections per layer: (selected, trials).
@@ -396,7 +476,7 @@ impl Import {
             .iter()
             .map(|s| {
                 let a = s.selected.iter().filter(|&&x| x).count();
-                json!({"request": s.line.name(), "context_len": s.line.context_len, "depth": s.line.depth(),
+                json!({"request": s.name, "context_len": s.line.context_len, "depth": s.line.depth(),
                        "layers_selected": a, "fraction": a as f64 / s.selected.len().max(1) as f64})
             })
             .collect();

@@ -334,7 +334,15 @@ fn read_npz(
     let mut zip = zip::ZipArchive::new(r)
         .map_err(|e| CaptureError::input(format!("{name}: not a complete .npz (zip) archive: {e} (truncated?)")))?;
     let names: Vec<String> = zip.file_names().take(9).map(str::to_string).collect();
-    let entry = zip.by_name("topk_index.npy").map_err(|_| {
+    let entry = zip.by_name("topk_index.npy").map_err(|e| {
+        if !matches!(e, zip::result::ZipError::FileNotFound) {
+            // The member is there but cannot be opened: say why (a bzip2 or lzma member, which
+            // np.savez never writes, reads "compression method not supported"), as import scores does.
+            let why = crate::error::one_line(&e.to_string());
+            return CaptureError::input(format!(
+                "{name}: topk_index.npy: {why}: save the capture with np.savez or np.savez_compressed (stored or deflate members)"
+            ));
+        }
         let mut shown = names.iter().take(8).map(|n| crate::input::echo(n).into_owned()).collect::<Vec<_>>().join(", ");
         if names.len() > 8 {
             shown.push_str(", …");

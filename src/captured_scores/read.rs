@@ -39,7 +39,12 @@ fn member<'a, R: Read + std::io::Seek>(
     let file = match zip.by_name(&format!("{name}.npy")) {
         Ok(f) => f,
         Err(zip::result::ZipError::FileNotFound) => return Ok(None),
-        Err(e) => return Err(err(path, format!("{name}: {e}"))),
+        Err(e) => {
+            return Err(err(
+                path,
+                format!("{name}.npy: {}: save the capture with numpy.savez or numpy.savez_compressed (stored or deflate members)", crate::error::one_line(&e.to_string())),
+            ))
+        }
     };
     // The header goes through the capture reader's checks first (its size, its nesting, a
     // shape whose element count overflows: npyz would allocate or multiply unchecked).
@@ -120,11 +125,28 @@ pub fn read_file(path: &Path) -> Result<CapturedScores, ScoresError> {
     if zip.file_names().any(|n| n == "scores.npy") {
         names.push("scores".into());
     } else {
-        let mut per_layer: Vec<(usize, String)> = zip
-            .file_names()
-            .filter_map(|n| n.strip_suffix(".npy")?.strip_prefix("indexer_scores_")?.parse::<usize>().ok())
-            .map(|i| (i, format!("indexer_scores_{i}")))
-            .collect();
+        // A layer number is looked up as it is spelled here (`indexer_scores_{i}`), so a name
+        // that parses to one but is spelled otherwise (`_00`, `_+1`) is refused, not guessed at.
+        let mut per_layer: Vec<(usize, String)> = Vec::new();
+        for n in zip.file_names() {
+            let Some(digits) = n.strip_suffix(".npy").and_then(|m| m.strip_prefix("indexer_scores_")) else { continue };
+            let numeric = digits.trim_start_matches(['+', '-']);
+            if numeric.is_empty() || !numeric.bytes().all(|b| b.is_ascii_digit()) {
+                continue; // another array (indexer_scores_meta): not a layer
+            }
+            match digits.parse::<usize>() {
+                Ok(i) if i.to_string() == digits => per_layer.push((i, format!("indexer_scores_{i}"))),
+                _ => {
+                    return Err(err(
+                        path,
+                        format!(
+                            "{}: not a per-layer array name: layers are named indexer_scores_0, indexer_scores_1, … (decimal, no sign or leading zeros)",
+                            crate::input::echo(n)
+                        ),
+                    ))
+                }
+            }
+        }
         per_layer.sort();
         if per_layer.is_empty() {
             return Err(err(path, "no `scores` array and no per-layer `indexer_scores_0`, `indexer_scores_1`, … arrays"));
@@ -136,7 +158,7 @@ pub fn read_file(path: &Path) -> Result<CapturedScores, ScoresError> {
     }
     let mut layers = Vec::with_capacity(names.len());
     for (l, name) in names.iter().enumerate() {
-        let npy = member(path, &mut zip, name)?.expect("listed above");
+        let npy = member(path, &mut zip, name)?.ok_or_else(|| err(path, format!("{name}: listed in the archive but not readable by that name")))?;
         let a = floats(path, name, npy, &mut budget)?;
         let (rows, cols) = rows_cols(path, name, &a.shape)?;
         if cols < 3 {

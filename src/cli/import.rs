@@ -41,7 +41,9 @@ base64 of int32), vLLM replies (choices[i].indexer_topk, base64 of .npy bytes); 
 For each line and layer the needle counts as selected when an entry that pools one of its tokens \
 is among the indices (entry i pools tokens i*c..i*c+c-1, with --overlap true also the c before). \
 selections.csv has one row per line and layer: request,context_len,depth,layer,index_topk,selected \
-(depth = needle_start / (context_len - needle_tokens), as the depth field). Files are streamed: a \
+(depth = needle_start / (context_len - needle_tokens), as the depth field); request names are made \
+unique (a repeated label becomes `LABEL (2)`, with a note) and the table is read back with the \
+measured reader before it is written. Files are streamed: a \
 multi-gigabyte reply is read in bounded memory. Any bad input (a missing file, a shape other than \
 (rows, --layers, --index-topk), base64 that does not decode, an index outside the context's \
 entries, a needle outside the context) stops with one line and writes nothing. Formats: \
@@ -91,7 +93,9 @@ RULER, lm-eval and NeedleBench trials when every expected answer occurs in the p
 (case-insensitive, RULER's string_match_all). Depth is in [0, 1]; RULER and lm-eval record none, \
 so it is recovered from where the answer sits in the prompt (rounded to tenths), or left empty. \
 The table starts with a `# provenance:` line naming the format and paths; calibrate --data and \
-verdict --data read it as written. A folder with no recognisable file is refused.
+verdict --data read it as written. A gkamradt score outside 1-10 is refused; files that cannot be \
+read as text (binary, larger than 64 MiB) are skipped with a note. A folder with no recognisable \
+file is refused.
 
 Example:
   dsa-sim import niah results/ --index-topk 512 --out measured.csv
@@ -170,7 +174,9 @@ fn topk(a: &TopkArgs) -> Result<(), CliError> {
         overlap: a.overlap,
     };
     let imp = dsa_sim::capture::import(&a.manifest, &options)?;
-    write_owned(&a.out, dsa_sim::capture::CSV_HEADER, &imp.csv())?;
+    // Read back with the one reader before it is written (request names made unique first).
+    let csv = imp.checked_csv(&a.out.display().to_string())?;
+    write_owned(&a.out, dsa_sim::capture::CSV_HEADER, &csv)?;
     if a.json {
         let mut j = imp.json();
         j["out"] = serde_json::json!(a.out.display().to_string());
@@ -184,10 +190,8 @@ fn topk(a: &TopkArgs) -> Result<(), CliError> {
 fn niah(a: &NiahArgs) -> Result<(), CliError> {
     let options = dsa_sim::harness::Options { min_score: a.min_score, index_topk: a.index_topk };
     let imp = dsa_sim::harness::import(&a.paths, &options)?;
-    let csv = imp.csv();
     // The table must be one that calibrate and verdict accept: checked with the one reader.
-    dsa_sim::measured::parse_csv(&csv, &a.out.display().to_string())
-        .map_err(|e| CliError::failure(format!("internal: the imported table does not parse: {e}")))?;
+    let csv = imp.checked_csv(&a.out.display().to_string())?;
     write_owned(&a.out, "# provenance: dsa-sim import niah", &csv)?;
     if a.json {
         let mut j = imp.json();
@@ -205,6 +209,9 @@ fn niah(a: &NiahArgs) -> Result<(), CliError> {
     );
     if imp.skipped > 0 {
         t.push_str(&format!("{} file(s) matched no format and were skipped\n", imp.skipped));
+    }
+    for n in &imp.notes {
+        t.push_str(&format!("note: {n}\n"));
     }
     t.push_str(&format!("wrote {}\n", a.out.display()));
     emit(&t)

@@ -107,6 +107,8 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
         meta,
         shard,
         sidecar,
+        // As merge and the importers: an existing --out is replaced only if a sweep wrote it.
+        replace_only_ours: args.out.is_some(),
     };
     let eval = engine_evaluator(opts);
     let (rows, complete) = run_grid(&grid, |s| eval(s, rank), &out, &sweep, &Bar::points(!args.quiet))?;

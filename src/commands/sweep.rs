@@ -44,6 +44,7 @@ pub fn sweep_json(p: &PreparedSweep, threads: Option<usize>, progress: &dyn Prog
         meta: p.meta.clone(),
         shard: Shard::WHOLE,
         sidecar: None,
+        replace_only_ours: false,
     };
     let rank = p.grid.rank;
     let eval = engine_evaluator(p.opts.clone());

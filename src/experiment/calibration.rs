@@ -95,10 +95,13 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let exp: CalibrationExperiment = toml::from_str(text)
         .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), text))))?;
     let name = exp.name.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));
-    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+    // The folder's staging name and lock must be file names too (as for figures experiments).
+    if name.is_empty() || name.contains(['/', '\\', '\0']) || name.starts_with('.') || name.len() > super::MAX_NAME_BYTES {
         return Err(CalibError::Input(format!(
-            "{}: name = {name:?}: a folder name without slashes, not starting with '.'",
-            path.display()
+            "{}: name = {}: a folder name without slashes or NUL, not starting with '.', at most {} bytes",
+            path.display(),
+            crate::input::echo_quoted(&name),
+            super::MAX_NAME_BYTES
         )));
     }
     if let Some(t) = exp.trials {

@@ -198,7 +198,7 @@ pub struct Experiment {
 
 /// Longest figure name and data file name (bytes): their outputs and temporaries
 /// (`.measured-NAME.tmp-PID`, `NAME.csv.partial`) must stay within a file system's 255.
-const MAX_NAME_BYTES: usize = 200;
+pub(crate) const MAX_NAME_BYTES: usize = 200;
 
 fn input(msg: String) -> SweepError {
     SweepError::Input(msg)
@@ -221,8 +221,13 @@ impl Experiment {
             Some(n) => n,
             None => path.file_stem().and_then(|s| s.to_str()).unwrap_or("experiment").to_string(),
         };
-        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
-            return Err(input(format!("{at}: name = {name:?}: a folder name without slashes, not starting with '.'")));
+        // The folder's staging name and lock (`.NAME.partial`, `.NAME.lock`) must be file names
+        // too: a longer name is refused here, before anything is created.
+        if name.is_empty() || name.contains(['/', '\\', '\0']) || name.starts_with('.') || name.len() > MAX_NAME_BYTES {
+            return Err(input(format!(
+                "{at}: name = {}: a folder name without slashes or NUL, not starting with '.', at most {MAX_NAME_BYTES} bytes",
+                crate::input::echo_quoted(&name)
+            )));
         }
         let engine = raw.engine;
         if raw.trials == 0 || raw.trials > MAX_TRIALS {

@@ -140,6 +140,7 @@ fn write_all(
             meta: meta.clone(),
             shard: crate::sweep::Shard::WHOLE,
             sidecar: None,
+            replace_only_ours: false,
         };
         let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(csv), &opts, progress)?;
         let json = stage.join("data").join(format!("{}.json", fig.spec.name));

@@ -34,7 +34,25 @@ pub(crate) fn run_shard(
     progress: &dyn Progress,
 ) -> Result<(usize, usize), SweepError> {
     let data = folder.join("data");
+    // A shard refused before it wrote anything (a lock held, another shard's partial file)
+    // leaves no folders behind.
+    let created = crate::output::missing_ancestors(&data);
     std::fs::create_dir_all(&data).map_err(|e| SweepError::write(&data, &e))?;
+    let done = shard_grids(exp, &data, shard, eval, settings, progress);
+    if done.is_err() {
+        crate::output::remove_empty_dirs(&created);
+    }
+    done
+}
+
+fn shard_grids(
+    exp: &Experiment,
+    data: &Path,
+    shard: Shard,
+    eval: &(dyn Fn(&Scenario, bool) -> Result<PointResult, EngineError> + Sync),
+    settings: &RunSettings,
+    progress: &dyn Progress,
+) -> Result<(usize, usize), SweepError> {
     let (mut points, mut files) = (0, 0);
     for fig in &exp.figures {
         let rank = fig.grid.rank;
@@ -48,6 +66,7 @@ pub(crate) fn run_shard(
             meta: meta.clone(),
             shard,
             sidecar: Some(merge::sidecar(&fig.grid, &meta, shard)),
+            replace_only_ours: false,
         };
         let out = data.join(format!("{}.csv", fig.spec.name));
         let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(out), &opts, progress)?;

@@ -141,7 +141,13 @@ pub struct Import {
     pub paths: Vec<String>,
     /// Files that matched no format (skipped).
     pub skipped: usize,
+    /// Notes for the user: the files skipped because they could not be read as text (not UTF-8,
+    /// larger than the 64 MiB bound), with the reason.
+    pub notes: Vec<String>,
 }
+
+/// Most skipped files named in the note about them.
+const SKIPS_SHOWN: usize = 5;
 
 /// One aggregated cell.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,11 +178,12 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
     let mut trials: Vec<Trial> = Vec::new();
     let mut files: BTreeMap<Format, Vec<PathBuf>> = BTreeMap::new();
     let mut skipped = 0;
+    let mut unreadable: Vec<String> = Vec::new();
     for root in paths {
         let list = walk(root)?;
         let mut found = 0;
         for f in &list {
-            if let Some(fmt) = read_file(f, options, &mut trials)? {
+            if let Some(fmt) = read_file(f, options, &mut trials, &mut unreadable)? {
                 files.entry(fmt).or_default().push(f.clone());
                 found += 1;
             } else {
@@ -204,6 +211,15 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
         .into_iter()
         .map(|((context_len, d, needle), (trials, hits))| Cell { context_len, depth: d.map(f64::from_bits), needle, trials, hits })
         .collect();
+    let mut notes = Vec::new();
+    if !unreadable.is_empty() {
+        let more = if unreadable.len() > SKIPS_SHOWN { format!(", and {} more", unreadable.len() - SKIPS_SHOWN) } else { String::new() };
+        notes.push(format!(
+            "{} file(s) skipped as no harness result (not readable as one): {}{more}",
+            unreadable.len(),
+            unreadable[..unreadable.len().min(SKIPS_SHOWN)].join("; ")
+        ));
+    }
     Ok(Import {
         formats: files.keys().copied().collect(),
         files,
@@ -211,6 +227,7 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
         options: *options,
         paths: paths.iter().map(|p| p.display().to_string()).collect(),
         skipped,
+        notes,
     })
 }
 
@@ -243,8 +260,11 @@ fn walk(root: &Path) -> Result<Vec<PathBuf>, HarnessError> {
     Ok(out)
 }
 
-/// Reads one file if its content is a known format, appending its trials.
-fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>) -> Result<Option<Format>, HarnessError> {
+/// Reads one file if its content is a known format, appending its trials. A file that cannot be
+/// read as text before its format is known (not UTF-8, a first line or a whole JSON file past
+/// the 64 MiB bound: a binary file or an unrelated dump beside the results) is no harness
+/// result: skipped, its reason added to `unreadable`.
+fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>, unreadable: &mut Vec<String>) -> Result<Option<Format>, HarnessError> {
     let name = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|e| HarnessError::io(format!("{name}: cannot open: {e}"), &e))?;
     let mut r = std::io::BufReader::with_capacity(1 << 16, f);
@@ -255,7 +275,14 @@ fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>) -> Result<Option
     }
     // A JSONL file has a complete object on its first line; a JSON file is one object.
     let mut first_line = Vec::new();
-    read_line(&mut r, &mut first_line, &name, 1)?;
+    match read_line(&mut r, &mut first_line, &name, 1) {
+        Ok(_) => {}
+        Err(_) if first_line.len() > MAX_LINE => {
+            unreadable.push(format!("{name} (its first line is longer than 64 MiB)"));
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    }
     let v: Option<serde_json::Value> = serde_json::from_slice(&first_line).ok();
     match v.as_ref().and_then(jsonl_kind) {
         Some(kind) => {
@@ -264,7 +291,15 @@ fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>) -> Result<Option
         }
         None => {
             drop(r);
-            let text = crate::input::read_to_string(path).map_err(|e| HarnessError::io(format!("{name}: cannot read: {e}"), &e))?;
+            let text = match crate::input::read_to_string(path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    let why = if e.to_string().contains("UTF-8") { "not UTF-8 text" } else { "larger than 64 MiB" };
+                    unreadable.push(format!("{name} ({why})"));
+                    return Ok(None);
+                }
+                Err(e) => return Err(HarnessError::io(format!("{name}: cannot read: {e}"), &e)),
+            };
             let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return Ok(None) };
             parse_json(path, &name, &v, o, trials)
         }
@@ -368,6 +403,10 @@ fn parse_json(path: &Path, name: &str, v: &serde_json::Value, o: &Options, trial
         let context_len = count(&obj["context_length"]).ok_or_else(|| at("`context_length` is not a positive integer"))?;
         let pct = obj["depth_percent"].as_f64().filter(|d| (0.0..=100.0).contains(d)).ok_or_else(|| at("`depth_percent` is not a number in 0..=100"))?;
         let score = obj["score"].as_f64().ok_or_else(|| at("`score` is not a number (a failed evaluation?)"))?;
+        // The evaluator's rubric scores 1 to 10: anything else is not a score it gave.
+        if !(1.0..=10.0).contains(&score) {
+            return Err(at(&format!("`score` {score}: outside the evaluator's scale 1..=10")));
+        }
         let needle = obj.get("needle").and_then(|n| n.as_str()).map(clip_needle).unwrap_or_default();
         trials.push(Trial { context_len, depth: Some(pct / 100.0), needle, hit: score >= o.min_score });
         return Ok(Some(Format::Gkamradt));
@@ -466,6 +505,21 @@ impl Import {
         self.formats.iter().map(|f| f.name()).collect::<Vec<_>>().join("+")
     }
 
+    /// [`Import::csv`], read back with the one reader ([`crate::measured::parse_csv`]) and
+    /// checked to hold every cell's trials and hits: `calibrate --data` takes the table as
+    /// written. A table that does not read back is a failure of the importer.
+    pub fn checked_csv(&self, out: &str) -> Result<String, HarnessError> {
+        let text = self.csv();
+        let internal = |m: String| HarnessError { kind: ErrorKind::Failure, message: format!("internal: {out}: the imported table does not read back: {m}") };
+        let d = crate::measured::parse_csv(&text, out).map_err(|e| internal(e.to_string()))?;
+        let (t, h): (u64, u64) = self.cells.iter().fold((0, 0), |(t, h), c| (t + c.trials, h + c.hits));
+        let read_hits: u64 = d.rows.iter().map(|r| r.hits).sum();
+        if d.rows.len() != self.cells.len() || d.total_trials() != t || read_hits != h {
+            return Err(internal(format!("{} cells, {t} trials, {h} hits written; {} rows, {} trials, {read_hits} hits read", self.cells.len(), d.rows.len(), d.total_trials())));
+        }
+        Ok(text)
+    }
+
     /// The measured table: a `# provenance:` header naming the format and the paths, then one
     /// row per cell.
     pub fn csv(&self) -> String {
@@ -523,6 +577,7 @@ impl Import {
             "by_needle": by_needle,
             "files": files,
             "skipped_files": self.skipped,
+            "notes": self.notes,
             "index_topk": self.options.index_topk,
             "min_score": self.options.min_score,
         })

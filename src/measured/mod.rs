@@ -57,6 +57,7 @@ mod provenance;
 mod selections;
 
 pub use parse::parse_csv;
+pub use selections::{MAX_LAYERS as MAX_SELECTION_LAYERS, SELECTION_COLUMNS};
 
 use crate::scenario::{Field, Scenario, ScenarioError};
 use std::collections::HashMap;

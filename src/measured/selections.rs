@@ -6,7 +6,7 @@
 //! many requests had exactly m of their layers select the needle, which is what the exact
 //! likelihood of the layers' patterns needs (docs/model.md#selection-data).
 
-use super::parse::{clip, for_each_record, Lines, QUOTE_MAX};
+use super::parse::{clip, for_each_record, list, Lines, QUOTE_MAX};
 use super::{Dataset, MeasuredError, Observation};
 use crate::scenario::Field;
 use std::collections::HashMap;
@@ -142,11 +142,19 @@ pub(super) fn parse_records(
     }
     let provenance = super::provenance::from_header(text);
     let transcribed = provenance.as_deref().is_some_and(super::provenance::says_transcribed);
-    let mut notes = vec![format!(
+    // As recall tables do: a column the reader does not use is named, so a misspelt one
+    // (`depht`) is not lost silently.
+    let extra: Vec<&str> =
+        header.iter().map(String::as_str).filter(|h| !SELECTION_COLUMNS.contains(h) && *h != Field::Depth.name()).collect();
+    let mut notes = Vec::new();
+    if !extra.is_empty() {
+        notes.push(format!("ignored column(s) {} (known: {},{})", list(&extra, true), SELECTION_COLUMNS.join(","), Field::Depth.name()));
+    }
+    notes.push(format!(
         "selection data: {} requests × {layers} layers in {} cells, fitted by the exact likelihood of the layers' selection patterns; a row's recall counts the requests some layer selected; predictions and verdicts use {layers} layers (readout as given)",
         requests.len(),
         cells.len()
-    )];
+    ));
     if let Some(p) = &provenance {
         notes.push(format!("provenance (header): {p}"));
     }

@@ -68,6 +68,25 @@ fn split(out: &Path) -> Result<(PathBuf, OsString), OutputError> {
     Ok((parent, leaf))
 }
 
+/// The ancestors of `dir` (itself included) that do not exist yet, deepest first: what
+/// `create_dir_all(dir)` creates, and what a refused output removes again
+/// ([`remove_empty_dirs`]).
+pub fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .take_while(|a| std::fs::symlink_metadata(a).is_err())
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// Removes the folders `dirs` (deepest first, as [`missing_ancestors`] lists them) that are still
+/// empty: those a refused output created and left nothing in.
+pub fn remove_empty_dirs(dirs: &[PathBuf]) {
+    for d in dirs {
+        let _ = std::fs::remove_dir(d); // fails, and keeps it, unless empty
+    }
+}
+
 /// Whether an existing output folder may be replaced: it must be a folder, hold none of the
 /// inputs, and be a dsa-sim result (the marker) or empty.
 fn check_existing(target: &Path, shown: &Path, inputs: &[&Path]) -> Result<(), OutputError> {
@@ -108,7 +127,18 @@ impl StagedDir {
         let (parent, leaf) = split(out)?;
         let target = parent.join(&leaf);
         check_existing(&target, out, opts.inputs)?;
+        // A refused output leaves nothing behind: the folders created for it here (`results/`
+        // of a default --out) are removed again when a later step refuses it.
+        let created = missing_ancestors(&parent);
         std::fs::create_dir_all(&parent).map_err(|e| OutputError::setup(out, e))?;
+        let begun = Self::begin_in(out, opts, parent, leaf, target);
+        if begun.is_err() {
+            remove_empty_dirs(&created);
+        }
+        begun
+    }
+
+    fn begin_in(out: &Path, opts: &StageOptions, parent: PathBuf, leaf: OsString, target: PathBuf) -> Result<StagedDir, OutputError> {
         let lock = OutputLock::acquire(&target, out)?;
         // Again under the lock: another run may have swapped its folder in meanwhile.
         check_existing(&target, out, opts.inputs)?;

@@ -27,7 +27,7 @@ mod folder;
 mod lock;
 
 pub use file::{check_regular_target, remove_stale_temporaries, temp_path, write_file_atomic};
-pub use folder::{StageOptions, StagedDir, RESULT_MARKER, RESULT_MARKER_TEXT, STAGE_MARKER};
+pub use folder::{missing_ancestors, remove_empty_dirs, StageOptions, StagedDir, RESULT_MARKER, RESULT_MARKER_TEXT, STAGE_MARKER};
 pub use lock::OutputLock;
 
 use std::collections::HashMap;

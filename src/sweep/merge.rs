@@ -13,7 +13,7 @@
 //! the merge interleaves the parts' rows back into grid order and writes them with the sweep's
 //! own writer.
 
-use super::{meta_path, parse_record, to_csv, to_json, write_atomic, Axis, Format, Grid, Row, Shard, SweepError};
+use super::{meta_path, parse_record, parse_record_unchecked, to_csv, to_json, write_atomic, Axis, Format, Grid, Row, Shard, SweepError, MAX_SHARDS};
 use crate::scenario::Scenario;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -87,8 +87,17 @@ fn read_part(path: &Path) -> Result<Part, SweepError> {
         None | Some(Value::Null) => Shard::WHOLE,
         Some(s) => {
             let n = |k: &str| s.get(k).and_then(Value::as_u64).map(|x| x as usize);
+            // The count sizes the merge's table of shards: bounded as the --shard flag is, before
+            // anything is allocated from it.
             match (n("index"), n("count")) {
-                (Some(index), Some(count)) if count >= 1 && index < count => Shard { index, count },
+                (Some(index), Some(count)) if (1..=MAX_SHARDS).contains(&count) && index < count => Shard { index, count },
+                (_, Some(count)) if count > MAX_SHARDS => {
+                    return Err(input(format!(
+                        "{}: {} declares {count} shards: at most {MAX_SHARDS}",
+                        path.display(),
+                        mp.display()
+                    )))
+                }
                 _ => return Err(bad("shard")),
             }
         }
@@ -174,7 +183,9 @@ fn rows_of(part: &Part, grid: &Grid) -> Result<Vec<Row>, SweepError> {
         return Err(input(format!("{p}: its columns differ from those its sidecar names")));
     }
     let want = part.shard.len(grid.len());
-    let mut rows = Vec::with_capacity(want);
+    // Sized by what the file can hold, not by what its sidecar declares (a row is more than a
+    // few bytes): a forged point count allocates nothing.
+    let mut rows = Vec::with_capacity(want.min(text.len() / 8));
     for (pos, rec) in records.enumerate() {
         let line = pos + 2;
         let rec = rec.map_err(|e| input(format!("{p}: line {line}: {}", e.to_string().replace('\n', " "))))?;
@@ -182,8 +193,14 @@ fn rows_of(part: &Part, grid: &Grid) -> Result<Vec<Row>, SweepError> {
             return Err(input(format!("{p}: line {line}: more rows than shard {} has points ({want})", part.shard)));
         }
         let index = part.shard.point(pos);
-        let row = parse_record(grid, index, &rec)
-            .ok_or_else(|| input(format!("{p}: line {line}: not the row of grid point {index} of shard {}", part.shard)))?;
+        let row = parse_record(grid, index, &rec).ok_or_else(|| {
+            // Name what is wrong when the row is its point's but its result is not one a sweep writes.
+            let why = parse_record_unchecked(grid, index, &rec).and_then(|r| super::check_result(&r.result).err());
+            match why {
+                Some(why) => input(format!("{p}: line {line}: grid point {index}: {why}: not a row a sweep writes")),
+                None => input(format!("{p}: line {line}: not the row of grid point {index} of shard {}", part.shard)),
+            }
+        })?;
         rows.push(row);
     }
     if rows.len() != want {
@@ -259,16 +276,82 @@ pub fn join(parts: &[PathBuf]) -> Result<Joined, SweepError> {
     Ok(Joined { grid, run: first.meta["run"].clone(), rows, shards: count, first: first.path.clone() })
 }
 
+/// Whether `a` and `b` name one file (the same path, or the same file through links or `..`).
+fn same_file(a: &Path, b: &Path) -> bool {
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// Whether the existing file `path` is one a sweep writes, and may be replaced: a sidecar (a JSON
+/// object with `dsa_sim_version`, `columns` and `points`), a JSON sweep (`dsa_sim_version`,
+/// `columns`, `rows`), or a CSV whose sidecar is one and whose header is the sidecar's columns.
+fn is_sweep_file(path: &Path) -> bool {
+    let doc = |p: &Path| crate::input::read_regular_file(p).ok().flatten().and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    let has = |v: &Value, keys: &[&str]| keys.iter().all(|k| v.get(k).is_some()) && v["dsa_sim_version"].is_string();
+    let name = path.to_string_lossy();
+    if name.ends_with(".meta.json") && doc(path).is_some_and(|v| has(&v, &["columns", "points"])) {
+        return true;
+    }
+    match Format::from_path(path) {
+        Format::Json => doc(path).is_some_and(|v| has(&v, &["columns", "rows"])),
+        Format::Csv => {
+            let Some(meta) = doc(&meta_path(path)).filter(|v| has(v, &["columns", "points"])) else { return false };
+            // Only the header is read: a finished sweep may be larger than an input file.
+            let mut header = String::new();
+            let read = std::fs::File::open(path).and_then(|f| {
+                use std::io::{BufRead, Read};
+                std::io::BufReader::new(f.take(1 << 20)).read_line(&mut header)
+            });
+            if read.is_err() {
+                return false;
+            }
+            let header = header.trim_end_matches(['\n', '\r']);
+            let columns: Option<Vec<&str>> = meta["columns"].as_array().and_then(|c| c.iter().map(Value::as_str).collect());
+            columns.is_some_and(|c| c.join(",") == header)
+        }
+    }
+}
+
+/// Refuses to write `path` (a sweep's or a merge's `out`, or its sidecar) over a file that is not
+/// a sweep file: dsa-sim replaces only what it created (a user's notes.csv is never replaced).
+pub fn check_replaceable(path: &Path, out: &Path) -> Result<(), SweepError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(m) if m.is_file() && !is_sweep_file(path) => {
+            let what = if path == out { String::new() } else { format!(" (its sidecar {})", path.display()) };
+            Err(input(format!(
+                "--out {}{what}: the file exists and is not a sweep file dsa-sim wrote: refusing to replace it; choose another --out or remove it yourself",
+                out.display()
+            )))
+        }
+        // A folder, device or link is refused by the writer's own check, with its message.
+        _ => Ok(()),
+    }
+}
+
 /// Merges the parts of a sharded sweep into `out` (CSV with its sidecar, or JSON by the
 /// extension), byte-identical to the unsharded sweep's file (see the module docs). Nothing is
 /// written unless every part checks out.
 pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
     let format = Format::from_path(out);
+    // Every file the merge writes (the output and, for CSV, its sidecar) against every file it
+    // reads (each part and its sidecar): an input is never written over.
+    let mut writes = vec![out.to_path_buf()];
+    if format == Format::Csv {
+        writes.push(meta_path(out));
+    }
     for p in parts {
-        let same = p == out || (p.canonicalize().ok().is_some() && p.canonicalize().ok() == out.canonicalize().ok());
-        if same {
-            return Err(input(format!("--out {} is also a part: write the merge to a new file", out.display())));
+        for (read, what) in [(p.clone(), "a part"), (meta_path(p), "a part's sidecar")] {
+            for w in &writes {
+                if same_file(w, &read) {
+                    let whose = if w == out { String::new() } else { format!(" (its sidecar {} is {what})", w.display()) };
+                    let what = if whose.is_empty() { format!(" is also {what} ({})", read.display()) } else { whose };
+                    return Err(input(format!("--out {}{what}: write the merge to a new file", out.display())));
+                }
+            }
         }
+    }
+    for w in &writes {
+        check_replaceable(w, out)?;
     }
     let Joined { grid, run, rows, shards: count, .. } = join(parts)?;
     let nparts = parts.len();

@@ -251,8 +251,14 @@ pub fn csv_record(grid: &Grid, row: &Row) -> Vec<String> {
     out
 }
 
-/// Parses a CSV record written by [`csv_record`] back into a row of point `index`.
+/// Parses a CSV record written by [`csv_record`] back into a row of point `index`: `None` unless
+/// it is that point's row with a result a sweep writes ([`check_result`]).
 pub fn parse_record(grid: &Grid, index: usize, rec: &csv::StringRecord) -> Option<Row> {
+    parse_record_unchecked(grid, index, rec).filter(|r| check_result(&r.result).is_ok())
+}
+
+/// [`parse_record`] without [`check_result`]: the row as written, to say what is wrong with it.
+pub(crate) fn parse_record_unchecked(grid: &Grid, index: usize, rec: &csv::StringRecord) -> Option<Row> {
     let ncol = grid.columns().len();
     if rec.len() != ncol {
         return None;
@@ -288,6 +294,36 @@ pub fn parse_record(grid: &Grid, index: usize, rec: &csv::StringRecord) -> Optio
         rank,
     };
     Some(Row { index, values, scenario, result })
+}
+
+/// What every row a sweep computes satisfies, whatever its grid point: recall and its 95%
+/// interval finite in [0, 1] with ci_low ≤ recall ≤ ci_high; an `analytic` row exact (no
+/// trials, the interval collapsed on the recall), a `montecarlo` row with 1..=MAX_TRIALS trials;
+/// rank quantiles at least 1 and non-decreasing (`inf` last). A row read back from a file
+/// (a part being merged, a partial file being resumed) that breaks one was not written by a
+/// sweep, and is refused rather than copied.
+pub fn check_result(r: &PointResult) -> Result<(), String> {
+    let unit = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
+    if !(unit(r.recall) && unit(r.ci_low) && unit(r.ci_high)) {
+        return Err(format!("recall {} [{}, {}]: allowed 0..=1", r.recall, r.ci_low, r.ci_high));
+    }
+    if !(r.ci_low <= r.recall && r.recall <= r.ci_high) {
+        return Err(format!("recall {} outside its interval [{}, {}]", r.recall, r.ci_low, r.ci_high));
+    }
+    match (r.engine.as_str(), r.trials) {
+        ("analytic", None) if r.ci_low == r.recall && r.ci_high == r.recall => {}
+        ("analytic", _) => return Err("an analytic row is exact: no trials, ci_low = recall = ci_high".into()),
+        ("montecarlo", Some(t)) if (1..=crate::engine::MAX_TRIALS).contains(&t) => {}
+        ("montecarlo", t) => return Err(format!("a montecarlo row's trials {t:?}: allowed 1..={}", crate::engine::MAX_TRIALS)),
+        (e, _) => return Err(format!("engine `{}`: allowed analytic, montecarlo", crate::input::echo(e))),
+    }
+    if let Some(q) = &r.rank {
+        let v = [q.p05, q.p50, q.p90, q.p95].map(|x| x.unwrap_or(u64::MAX));
+        if v[0] < 1 || v.windows(2).any(|w| w[0] > w[1]) {
+            return Err(format!("rank quantiles {:?}: allowed ≥ 1 and non-decreasing", [q.p05, q.p50, q.p90, q.p95]));
+        }
+    }
+    Ok(())
 }
 
 /// The whole CSV text of a finished sweep.

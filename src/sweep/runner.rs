@@ -31,6 +31,11 @@ pub struct SweepOptions {
     /// For a CSV file output: the JSON document written beside it as `FILE.meta.json`
     /// ([`meta_path`]) when the sweep completes (before FILE itself), or nothing.
     pub sidecar: Option<serde_json::Value>,
+    /// Replace an existing file output (and its sidecar) only when it is a sweep file dsa-sim
+    /// wrote ([`super::merge::check_replaceable`]): the command line's `--out`, a path the user
+    /// chose. Checked after a resumed partial file is read (its own, more specific errors
+    /// first) and before anything is written.
+    pub replace_only_ours: bool,
 }
 
 /// Where rows go.
@@ -180,6 +185,14 @@ where
         if opts.resume {
             if let Some(prev) = read_partial(pp, grid, shard, &opts.fingerprint)? {
                 rows = prev;
+            }
+        }
+        if opts.replace_only_ours {
+            if let Output::File(path) = out {
+                super::merge::check_replaceable(path, path)?;
+                if sidecar.is_some() {
+                    super::merge::check_replaceable(&meta_path(path), path)?;
+                }
             }
         }
         // (Re)write the partial file with the rows kept, then append to it.
@@ -348,7 +361,8 @@ mod tests {
         // Deterministic and uneven in cost so that points finish out of order.
         let x = s.context_len as f64 * 1e-6 + s.index_topk as f64;
         std::thread::sleep(std::time::Duration::from_millis((s.context_len % 7) * 2));
-        Ok(PointResult { recall: 1.0 / x, ci_low: 0.5 / x, ci_high: 1.0 / x, engine: "analytic".into(), trials: None, rank: None })
+        // A row a sweep could write (sweep::check_result): resumed rows are checked against it.
+        Ok(PointResult { recall: 1.0 / x, ci_low: 0.5 / x, ci_high: 1.0 / x, engine: "montecarlo".into(), trials: Some(1000), rank: None })
     }
 
     fn grid() -> Grid {
@@ -370,6 +384,7 @@ mod tests {
             meta: serde_json::Value::Null,
             shard: Shard::WHOLE,
             sidecar: None,
+            replace_only_ours: false,
         }
     }
 
