@@ -548,7 +548,7 @@ pub fn diagnose(
         Call::ReadLimited
     } else {
         match &rates {
-            Some(r) if r.defect_distinguishable() && r.power.is_some_and(|p| p < super::error_rates::MIN_POWER) => Call::Undecided,
+            Some(r) if r.defect_not_ruled_out() => Call::Undecided,
             _ => v.call,
         }
     };

@@ -30,8 +30,6 @@ pub const TABLES: u64 = 400;
 pub const SEED: u64 = 20_261_201;
 /// Largest false-alarm rate at which an implementation-suspect call is made.
 pub const MAX_FALSE_ALARM: f64 = 0.10;
-/// Smallest power against the preferred defect at which a physical call is made.
-pub const MIN_POWER: f64 = 0.90;
 /// The quantile of D on physical tables that sets τ.
 const TAU_QUANTILE: f64 = 0.95;
 
@@ -61,13 +59,28 @@ pub struct ErrorRates {
     /// Mean defect evidence on the defect's tables: below τ, the defect as fitted predicts these
     /// cells too much like the physical fit to be found on this design.
     pub mean_evidence_under_defect: Option<f64>,
+    /// Fraction of the defect's tables whose evidence is at most the data's: how plausible the
+    /// data's evidence is if the defect were true (below [`MAX_DEFECT_P`], the defect is ruled
+    /// out).
+    pub defect_p: Option<f64>,
 }
+
+/// Largest plausibility of the data under the preferred defect ([`ErrorRates::defect_p`]) at
+/// which a physical call is still made.
+pub const MAX_DEFECT_P: f64 = 0.10;
 
 impl ErrorRates {
     /// Whether the preferred defect, as fitted, would be found on this design more often than
     /// not (its mean evidence reaches τ).
     pub fn defect_distinguishable(&self) -> bool {
         self.mean_evidence_under_defect.is_some_and(|e| e >= self.threshold)
+    }
+
+    /// Whether the data leave the preferred defect plausible although the rule did not call it:
+    /// it would be found on this design, yet tables from it show evidence as low as the data's
+    /// at least [`MAX_DEFECT_P`] of the time.
+    pub fn defect_not_ruled_out(&self) -> bool {
+        self.defect_distinguishable() && self.defect_p.is_some_and(|p| p >= MAX_DEFECT_P)
     }
 
     /// One sentence for the text output.
@@ -166,10 +179,12 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
                 .collect();
             let power = alt.iter().filter(|x| x.0 > threshold || x.1).count() as f64 / TABLES as f64;
             let mean = alt.iter().map(|x| x.0).sum::<f64>() / TABLES as f64;
-            (Some(power), Some(mean))
+            let below = alt.iter().filter(|x| x.0 <= evidence).count() as f64 / TABLES as f64;
+            (Some(power), Some((mean, below)))
         }
         None => (None, None),
     };
+    let (mean_evidence_under_defect, defect_p) = (mean_evidence_under_defect.map(|m| m.0), mean_evidence_under_defect.map(|m| m.1));
     Some(ErrorRates {
         physical: physical.name.clone(),
         defect: defect.map(|d| d.name.clone()),
@@ -180,5 +195,6 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
         false_alarm,
         power,
         mean_evidence_under_defect,
+        defect_p,
     })
 }

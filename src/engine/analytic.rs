@@ -375,13 +375,15 @@ impl Analytic {
     fn over_shared(&self, j: u64, across_layers: bool, g: impl Fn(f64) -> f64) -> f64 {
         let mut laws = Vec::with_capacity(self.model.needle_groups.len());
         let shared = if across_layers { self.model.shared } else { self.model.shared_within_layer() };
-        let z0 = shared.then_some(0.0);
-        let p = self.prepared(j.max(1), self.needle_law_scale(z0));
-        let (os, table) = (&p.os, p.table.as_ref());
         if shared {
+            // Many evaluations of one T_j: tabulated (and kept for the next scenario).
+            let p = self.prepared(j.max(1), self.needle_law_scale(Some(0.0)));
+            let (os, table) = (&p.os, p.table.as_ref());
             integrate(|z| ln_norm_pdf(z).exp() * g(self.rank_le(os, table, Some(z), &mut laws)), -Z_MAX, Z_MAX, &[0.0], TOL_OUTER)
         } else {
-            g(self.rank_le(os, table, None, &mut laws))
+            // One evaluation: one adaptive inner integral costs less than a table, and a fit over
+            // distractor fields (hard negatives, k) asks for each T_j once.
+            g(self.rank_le(&self.order_stat(j.max(1)), None, None, &mut laws))
         }
     }
 
@@ -410,7 +412,11 @@ impl Analytic {
         // One integral over the shared component for all m at once: the per-layer selection
         // probability at each z (an inner integral) is the expensive part.
         let shared = self.model.shared;
-        let p = self.prepared(self.geometry.k_eff.max(1), self.needle_law_scale(shared.then_some(0.0)));
+        let p = if shared {
+            self.prepared(self.geometry.k_eff.max(1), self.needle_law_scale(Some(0.0)))
+        } else {
+            Arc::new(Prepared { os: self.order_stat(self.geometry.k_eff.max(1)), table: None })
+        };
         let (os, table) = (&p.os, p.table.as_ref());
         let mut laws = Vec::with_capacity(self.model.needle_groups.len());
         let fill = |a: f64, w: f64, out: &mut [f64]| {
