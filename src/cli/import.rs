@@ -40,8 +40,10 @@ base64 of int32), vLLM replies (choices[i].indexer_topk, base64 of .npy bytes); 
 
 For each line and layer the needle counts as selected when an entry that pools one of its tokens \
 is among the indices (entry i pools tokens i*c..i*c+c-1, with --overlap true also the c before). \
-selections.csv has one row per line and layer: request,context_len,depth,layer,index_topk,selected \
-(depth = needle_start / (context_len - needle_tokens), as the depth field). Files are streamed: a \
+selections.csv has one row per line and layer: request,context_len,depth,layer,index_topk,selected, \
+then the facts the import used: needle_start,needle_tokens,compress_ratio,overlap (depth = \
+needle_start / (context_len - needle_tokens), as the depth field). calibrate, verdict and plan \
+apply each request's facts to its own row; a flag that contradicts them is refused. Files are streamed: a \
 multi-gigabyte reply is read in bounded memory. Any bad input (a missing file, a shape other than \
 (rows, --layers, --index-topk), base64 that does not decode, an index outside the context's \
 entries, a needle outside the context) stops with one line and writes nothing. Formats: \
@@ -91,7 +93,8 @@ RULER, lm-eval and NeedleBench trials when every expected answer occurs in the p
 (case-insensitive, RULER's string_match_all). Depth is in [0, 1]; RULER and lm-eval record none, \
 so it is recovered from where the answer sits in the prompt (rounded to tenths), or left empty. \
 The table starts with a `# provenance:` line naming the format and paths; calibrate --data and \
-verdict --data read it as written. A folder with no recognisable file is refused.
+verdict --data read it as written (with --out; without it the table is printed on stdout). A folder \
+with no recognisable file is refused.
 
 Example:
   dsa-sim import niah results/ --index-topk 512 --out measured.csv
@@ -110,10 +113,10 @@ pub struct NiahArgs {
     /// The index_topk column of the table: the deployment's k.
     #[arg(long, value_name = "K", default_value_t = 512)]
     pub index_topk: u64,
-    /// Where to write the measured table (replaced only if dsa-sim wrote it).
+    /// Where to write the measured table (replaced only if dsa-sim wrote it); without it the table is printed on stdout.
     #[arg(long, short = 'o', value_name = "measured.csv")]
-    pub out: PathBuf,
-    /// Print one JSON object (format, cells) instead of the summary.
+    pub out: Option<PathBuf>,
+    /// Print one JSON object (format, cells, and the table as `csv` when there is no --out) instead of the summary.
     #[arg(long)]
     pub json: bool,
 }
@@ -186,12 +189,24 @@ fn niah(a: &NiahArgs) -> Result<(), CliError> {
     let imp = dsa_sim::harness::import(&a.paths, &options)?;
     let csv = imp.csv();
     // The table must be one that calibrate and verdict accept: checked with the one reader.
-    dsa_sim::measured::parse_csv(&csv, &a.out.display().to_string())
+    let name = a.out.as_ref().map_or_else(|| "stdout".to_string(), |o| o.display().to_string());
+    dsa_sim::measured::parse_csv(&csv, &name)
         .map_err(|e| CliError::failure(format!("internal: the imported table does not parse: {e}")))?;
-    write_owned(&a.out, "# provenance: dsa-sim import niah", &csv)?;
+    let Some(out) = &a.out else {
+        // No --out: the table itself is the output (`import niah DIR > measured.csv`), or,
+        // with --json, one object that carries it as `csv`.
+        if a.json {
+            let mut j = imp.json();
+            j["out"] = serde_json::Value::Null;
+            j["csv"] = serde_json::json!(csv);
+            return print_json(&j);
+        }
+        return emit(&csv);
+    };
+    write_owned(out, "# provenance: dsa-sim import niah", &csv)?;
     if a.json {
         let mut j = imp.json();
-        j["out"] = serde_json::json!(a.out.display().to_string());
+        j["out"] = serde_json::json!(out.display().to_string());
         return print_json(&j);
     }
     let trials: u64 = imp.cells.iter().map(|c| c.trials).sum();
@@ -206,7 +221,7 @@ fn niah(a: &NiahArgs) -> Result<(), CliError> {
     if imp.skipped > 0 {
         t.push_str(&format!("{} file(s) matched no format and were skipped\n", imp.skipped));
     }
-    t.push_str(&format!("wrote {}\n", a.out.display()));
+    t.push_str(&format!("wrote {}\n", out.display()));
     emit(&t)
 }
 
