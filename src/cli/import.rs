@@ -173,7 +173,7 @@ fn topk(a: &TopkArgs) -> Result<(), CliError> {
         overlap: a.overlap,
     };
     let imp = dsa_sim::capture::import(&a.manifest, &options)?;
-    write_owned(&a.out, dsa_sim::capture::CSV_HEADER, &imp.csv())?;
+    write_owned(&a.out, dsa_sim::capture::CSV_HEADER_PREFIX, &imp.csv())?;
     if a.json {
         let mut j = imp.json();
         j["out"] = serde_json::json!(a.out.display().to_string());

@@ -307,6 +307,8 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             window,
             label,
             needle,
+            needle_tokens: None,
+            overlap: None,
             layer_counts: None,
             line: rec.line,
         });
