@@ -37,7 +37,8 @@ pub fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> 
     if rows.is_empty() {
         return Ok(base);
     }
-    let facts: [(Field, fn(&crate::measured::Observation) -> Option<String>); 3] = [
+    type Fact = fn(&crate::measured::Observation) -> Option<String>;
+    let facts: [(Field, Fact); 3] = [
         (Field::NeedleTokens, |r| r.needle_tokens.map(|v| v.to_string())),
         (Field::CompressRatio, |r| r.compress_ratio.map(|v| v.to_string())),
         (Field::Overlap, |r| r.overlap.map(|v| v.to_string())),
