@@ -54,7 +54,8 @@ def rank(
 ) -> dict[str, Any]:
     """The needle's rank distribution.
 
-    Returns n_candidates, quantiles {"0.05": j or None, …}, cdf [[j, P(rank <= j)], …], engine,
+    Returns layer (0: the first selecting layer's rank), selecting_layers, not_in_rank (window,
+    sink, p_read, p_guess, readout), n_candidates, quantiles {"0.05": j or None, …}, cdf [[j, P(rank <= j)], …], engine,
     trials, seed, scenario, version, and numpy arrays: cdf_j (uint64), cdf_p (float64),
     quantile_p (0.05, 0.5, 0.9, 0.95), quantile_j (float64; inf where never reached).
     """

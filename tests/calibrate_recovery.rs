@@ -26,7 +26,7 @@ fn simulate(model: &dyn RecallModel, truth: &Scenario, trials: u64, seed: u64) -
             let s = Scenario { context_len: l, index_topk: k, ..truth.clone() };
             let p = model.recall(&s).unwrap();
             let hits = Binomial::new(trials, p).unwrap().sample(&mut rng);
-            Observation { context_len: l, index_topk: k, trials, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, layer_counts: None, conditions: vec![], line: i as u64 + 2 }
+            Observation { context_len: l, index_topk: k, trials, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, needle_tokens: None, overlap: None, layer_counts: None, conditions: vec![], line: i as u64 + 2 }
         })
         .collect();
     Dataset { source: format!("simulated seed {seed}"), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }

@@ -223,3 +223,113 @@ fn a_selection_table_under_the_monte_carlo_only_model_is_refused_in_one_line() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("exact likelihood") && e.trim().lines().count() == 1, "{e}");
 }
+
+/// What `import topk` knows reaches the fit: captures drawn at dprime 1.2, layer_corr 0.6 with
+/// 8-token needles on V4's geometry (c = 4, overlapping blocks), imported and calibrated with the
+/// preset alone. selections.csv carries each request's needle_start, needle_tokens and the
+/// geometry assumed, so the fit uses 8-token needles without `--needle-tokens 8`; a flag that
+/// contradicts the table is refused.
+#[test]
+fn the_imports_needle_and_geometry_reach_the_fit() {
+    let (d, rho, layers, k, m) = (1.2f64, 0.6f64, 4usize, 512usize, 8u64);
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(21);
+    let dir = tempfile::tempdir().unwrap();
+    let mut manifest = String::from("file,row,context_len,needle_start,needle_tokens\n");
+    let mut idx: Vec<i32> = Vec::new();
+    let mut row = 0usize;
+    for &l in &[16_384u64, 65_536] {
+        let n = l / 4;
+        for q in 0..300u64 {
+            // Starts at every residue mod 4: 3 or 4 covering entries (docs/capture.md: blocks
+            // floor(s/4) .. floor((s+7)/4), plus the next entry with overlap).
+            let s = l / 2 + q % 4;
+            let (first, last) = (s / 4, (s + m - 1) / 4 + 1);
+            let e = last - first + 1;
+            let z: f64 = StandardNormal.sample(&mut rng);
+            for _ in 0..layers {
+                // Each covering entry draws its own needle score (pooling none); the best counts.
+                let best = (0..e)
+                    .map(|_| {
+                        let eps: f64 = StandardNormal.sample(&mut rng);
+                        d + rho.sqrt() * z + (1.0 - rho).sqrt() * eps
+                    })
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let above = rand_distr::Binomial::new(n - e, norm_sf(best)).unwrap().sample(&mut rng);
+                let selected = (above as usize) < k;
+                let mut picked: Vec<i32> = Vec::with_capacity(k);
+                if selected {
+                    picked.push(rng.random_range(first..=last) as i32);
+                }
+                while picked.len() < k {
+                    let j = rng.random_range(0..n);
+                    if (j < first || j > last) && !picked.contains(&(j as i32)) {
+                        picked.push(j as i32);
+                    }
+                }
+                let at = rng.random_range(0..k);
+                picked.swap(0, at);
+                idx.extend(picked);
+            }
+            manifest.push_str(&format!("caps.npz,{row},{l},{s},{m}\n"));
+            row += 1;
+        }
+    }
+    let arr = common::npy("<i4", &[row, layers, k], &idx.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+    let mut z = zip::ZipWriter::new(std::fs::File::create(dir.path().join("caps.npz")).unwrap());
+    z.start_file("topk_index.npy", zip::write::SimpleFileOptions::default()).unwrap();
+    z.write_all(&arr).unwrap();
+    z.finish().unwrap();
+    let mpath = dir.path().join("manifest.csv");
+    std::fs::write(&mpath, &manifest).unwrap();
+    let sel = dir.path().join("selections.csv");
+    let o = dsa(&[
+        "import", "topk", "--manifest", mpath.to_str().unwrap(), "--layers", &layers.to_string(), "--index-topk", &k.to_string(),
+        "--compress-ratio", "4", "--overlap", "true", "--out", sel.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = std::fs::read_to_string(&sel).unwrap();
+    assert!(table.starts_with("request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\nrow 1,16384,"), "{table}");
+    assert!(table.lines().nth(1).unwrap().ends_with(",8192,8,4,true"), "{table}");
+
+    let sel_s = sel.to_str().unwrap();
+    let fit = |extra: &[&str]| {
+        let mut a = vec!["calibrate", "--preset", "deepseek-v4-flash", "--data", sel_s, "--fit", "dprime,layer_corr", "--json"];
+        a.extend_from_slice(extra);
+        let o = dsa(&a);
+        assert!(o.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let j = fit(&[]);
+    let e = &j["estimates"];
+    eprintln!("{e}");
+    for (field, truth) in [("dprime", d), ("layer_corr", rho)] {
+        let (lo, hi) = (e[field]["ci_low"].as_f64().unwrap(), e[field]["ci_high"].as_f64().unwrap());
+        assert!(lo <= truth && truth <= hi, "{field}: truth {truth} outside [{lo}, {hi}]");
+    }
+    // The scenario the fit answers for is the captured needle's: 8 tokens.
+    assert_eq!(j["scenario"]["needle_tokens"], 8, "{}", j["scenario"]);
+    // A flag that agrees with the table changes nothing; one that contradicts it is refused.
+    assert_eq!(fit(&["--needle-tokens", "8", "--compress-ratio", "4", "--overlap", "true"])["estimates"], j["estimates"]);
+    for (flag, value, says) in [("--needle-tokens", "1", "needle_tokens = 8"), ("--compress-ratio", "1", "compress_ratio = 4"), ("--overlap", "false", "overlap = true")] {
+        for cmd in ["calibrate", "verdict", "plan"] {
+            let mut a = vec![cmd, "--preset", "deepseek-v4-flash", "--data", sel_s, flag, value];
+            if cmd == "calibrate" {
+                a.extend(["--fit", "dprime"]);
+            }
+            let o = dsa(&a);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {flag} {value}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.trim().lines().count() == 1 && err.contains(&format!("{flag} {value} contradicts")) && err.contains(says), "{cmd}: {err}");
+        }
+    }
+    // The same table without the import's facts (as older versions wrote it) fits the preset's
+    // one-token needle, and its interval misses the truth: the facts are what the fit needed.
+    let legacy = dir.path().join("legacy.csv");
+    let cut: String = table.lines().map(|l| l.splitn(7, ',').take(6).collect::<Vec<_>>().join(",") + "\n").collect();
+    std::fs::write(&legacy, cut).unwrap();
+    let o = dsa(&["calibrate", "--preset", "deepseek-v4-flash", "--data", legacy.to_str().unwrap(), "--fit", "dprime,layer_corr", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let old: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    eprintln!("legacy: {}", old["estimates"]);
+    assert!(old["estimates"]["dprime"]["ci_low"].as_f64().unwrap() > d, "{}", old["estimates"]);
+}

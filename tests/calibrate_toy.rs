@@ -44,7 +44,7 @@ fn simulate(truth: &Scenario, cells: &[(u64, u64)], trials: u64, seed: u64) -> D
             s.index_topk = k;
             let p = toy(&s);
             let hits = Binomial::new(trials, p).unwrap().sample(&mut rng);
-            Observation { context_len: l, index_topk: k, trials, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, layer_counts: None, conditions: vec![], line: i as u64 + 2 }
+            Observation { context_len: l, index_topk: k, trials, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, needle_tokens: None, overlap: None, layer_counts: None, conditions: vec![], line: i as u64 + 2 }
         })
         .collect();
     Dataset { source: "simulated".into(), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }

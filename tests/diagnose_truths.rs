@@ -55,6 +55,8 @@ fn simulate(cells: &[(u64, u64, f64)], trials: u64, seed: u64, truth: &dyn Fn(&S
                 window: None,
                 label: None,
                 needle: None,
+                needle_tokens: None,
+                overlap: None,
                 layer_counts: None,
                 conditions: vec![],
                 line: i as u64 + 2,
@@ -271,4 +273,25 @@ fn plan_cli_contract() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains(needle) && e.trim().lines().count() == 1, "{args:?}: {e}");
     }
+}
+
+#[test]
+fn plan_takes_a_scenario_from_field_flags_alone() {
+    // As calibrate and verdict do: the same fields given as flags or as a scenario file plan
+    // the same cells.
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("s.toml");
+    std::fs::write(&toml, "compress_ratio = 4\noverlap = true\nindex_topk = 512\nwindow = 128\ncontext_len = 16000\n").unwrap();
+    let flags = ["--compress-ratio", "4", "--overlap", "true", "--index-topk", "512", "--window", "128", "--context-len", "16000"];
+    let mut a = vec!["plan", "--data", seed, "--budget", "300", "--json"];
+    a.extend(flags);
+    let by_flags = dsa(&a);
+    assert!(by_flags.status.success(), "{}", String::from_utf8_lossy(&by_flags.stderr));
+    let by_file = dsa(&["plan", "--scenario", toml.to_str().unwrap(), "--data", seed, "--budget", "300", "--json"]);
+    assert!(by_file.status.success(), "{}", String::from_utf8_lossy(&by_file.stderr));
+    let (f, t): (serde_json::Value, serde_json::Value) = (serde_json::from_slice(&by_flags.stdout).unwrap(), serde_json::from_slice(&by_file.stdout).unwrap());
+    assert!(!f["cells"].as_array().unwrap().is_empty());
+    assert_eq!(f["cells"], t["cells"]);
+    assert_eq!(f["leading_hypotheses"], t["leading_hypotheses"]);
 }

@@ -124,3 +124,20 @@ fn the_table_is_accepted_by_calibrate_and_verdict() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "context_len,index_topk,trials,hits\n1,1,1,1\n");
 }
+
+#[test]
+fn without_out_the_table_goes_to_stdout() {
+    // The table printed is the table --out writes, byte for byte; with --json it is the `csv`.
+    let p = niah().join("gkamradt");
+    let (j_out, written) = run("gkamradt", &[]);
+    let o = dsa(&["import", "niah", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), written);
+    let o = dsa(&["import", "niah", p.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["csv"].as_str(), Some(written.as_str()));
+    assert!(j["out"].is_null());
+    assert_eq!(j["cells"], j_out["cells"]);
+    assert_eq!(cells(&j), expected("gkamradt", "hits"));
+}

@@ -47,7 +47,7 @@ fn three_layouts_give_the_same_selections_and_the_constructed_counts() {
             .skip(1)
             .collect::<Vec<_>>()
             .chunks(3)
-            .map(|c| c.iter().map(|l| l.rsplit(',').next().unwrap().parse().unwrap()).collect())
+            .map(|c| c.iter().map(|l| l.split(',').nth(5).unwrap().parse().unwrap()).collect())
             .collect();
         assert_eq!(serde_json::json!(per), expected["per_request"], "{layout}");
         let layout_name = j["files"][0]["layout"].as_str().unwrap().to_string();
@@ -68,9 +68,14 @@ fn three_layouts_give_the_same_selections_and_the_constructed_counts() {
     assert_eq!(csvs[0], csvs[1]);
     assert_eq!(csvs[0], csvs[2]);
     let text = String::from_utf8(csvs[0].clone()).unwrap();
-    assert!(text.starts_with("request,context_len,depth,layer,index_topk,selected\nq0,256,0,0,8,1\n"), "{text}");
+    // Each row carries the facts the import used: the manifest's needle_start and
+    // needle_tokens, and --compress-ratio 4 --overlap true.
+    assert!(
+        text.starts_with("request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\nq0,256,0,0,8,1,0,3,4,true\n"),
+        "{text}"
+    );
     // depth = needle_start / (context_len − needle_tokens): q1 = 101 / 250.
-    assert!(text.contains("\nq1,256,0.404,0,8,1\n"), "{text}");
+    assert!(text.contains("\nq1,256,0.404,0,8,1,101,6,4,true\n"), "{text}");
     assert_eq!(text.lines().count(), 1 + 8 * 3);
 }
 
@@ -127,7 +132,7 @@ fn npy_written_by_hand_and_the_same_array_as_sglang_and_vllm_replies() {
     let layouts: Vec<&str> = j["files"].as_array().unwrap().iter().map(|f| f["layout"].as_str().unwrap()).collect();
     assert_eq!(layouts, ["npy", "npy", "sglang", "vllm"]);
     let text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(text.lines().filter(|l| l.ends_with(",1")).count(), 4, "{text}");
+    assert_eq!(text.lines().filter(|l| l.split(',').nth(5) == Some("1")).count(), 4, "{text}");
 }
 
 #[test]

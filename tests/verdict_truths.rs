@@ -49,6 +49,8 @@ fn table(seed: u64, truth: &dyn Fn(&Scenario) -> f64) -> Dataset {
                     window: None,
                     label: None,
                     needle: None,
+                    needle_tokens: None,
+                    overlap: None,
                     layer_counts: None,
                     conditions: vec![],
                     line: rows.len() as u64 + 2,

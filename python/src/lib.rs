@@ -247,7 +247,7 @@ fn recall(
 /// The needle's rank distribution: quantiles and P(rank ≤ j).
 ///
 /// Keyword arguments as for `recall`. Returns the dict `dsa-sim rank --json` prints
-/// (n_candidates, quantiles {"0.05": j, …}, cdf [[j, P], …], engine, trials, seed, scenario,
+/// (layer, selecting_layers, not_in_rank, n_candidates, quantiles {"0.05": j, …}, cdf [[j, P], …], engine, trials, seed, scenario,
 /// version) and, as numpy arrays: `cdf_j` (uint64) and `cdf_p` (float64), the cdf's columns;
 /// `quantile_p` (0.05, 0.5, 0.9, 0.95) and `quantile_j` (float64, the smallest j with
 /// P(rank ≤ j) ≥ p; inf where never reached).
@@ -446,7 +446,7 @@ fn verdict(
 /// The cells to measure next that best separate the leading hypotheses, within a trial budget.
 ///
 /// `data`: the measured table the hypotheses are fitted to; the deployment's scenario must be
-/// given (`preset` or `scenario`). `budget`: total trials (default 1000); `hypotheses`: names of
+/// given (`preset`, `scenario` or field keyword arguments). `budget`: total trials (default 1000); `hypotheses`: names of
 /// the hypotheses to separate instead of the leading ones. Engine keyword arguments as for
 /// `calibrate`.
 ///

@@ -139,6 +139,8 @@ fn candidates(base: &Scenario) -> Vec<Observation> {
                     window: None,
                     label: None,
                     needle: None,
+                    needle_tokens: None,
+                    overlap: None,
                     layer_counts: None,
                     conditions: Vec::new(),
                     line: out.len() as u64 + 2,

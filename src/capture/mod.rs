@@ -264,8 +264,15 @@ pub struct Import {
     pub warnings: Vec<String>,
 }
 
-/// The header of `selections.csv`.
-pub const CSV_HEADER: &str = "request,context_len,depth,layer,index_topk,selected";
+/// The header of `selections.csv`: the selection of each (request, layer), then the facts of
+/// the request the import used to find the needle's entries (its exact first token and length,
+/// and the geometry assumed), which calibrate, verdict and plan apply to the request's row
+/// scenario (docs/capture.md#the-manifest).
+pub const CSV_HEADER: &str = "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap";
+
+/// The first columns of every selections.csv dsa-sim has written (older versions wrote only
+/// these): what marks a file as one `import topk` may replace.
+pub const CSV_HEADER_PREFIX: &str = "request,context_len,depth,layer,index_topk,selected";
 
 /// Reads the manifest and every capture it names. Nothing is written; every check happens
 /// here, so a caller that writes only on success writes nothing for bad input.
@@ -384,6 +391,10 @@ impl Import {
                     layer.to_string(),
                     self.options.index_topk.to_string(),
                     u8::from(hit).to_string(),
+                    s.line.needle_start.to_string(),
+                    s.line.needle_tokens.to_string(),
+                    self.options.compress_ratio.to_string(),
+                    self.options.overlap.to_string(),
                 ]);
             }
         }

@@ -40,9 +40,11 @@ base64 of int32), vLLM replies (choices[i].indexer_topk, base64 of .npy bytes); 
 
 For each line and layer the needle counts as selected when an entry that pools one of its tokens \
 is among the indices (entry i pools tokens i*c..i*c+c-1, with --overlap true also the c before). \
-selections.csv has one row per line and layer: request,context_len,depth,layer,index_topk,selected \
-(depth = needle_start / (context_len - needle_tokens), as the depth field); request names are made \
-unique (a repeated label becomes `LABEL (2)`, with a note) and the table is read back with the \
+selections.csv has one row per line and layer: request,context_len,depth,layer,index_topk,selected, \
+then the facts the import used: needle_start,needle_tokens,compress_ratio,overlap (depth = \
+needle_start / (context_len - needle_tokens), as the depth field). calibrate, verdict and plan \
+apply each request's facts to its own row; a flag that contradicts them is refused. Request names are \
+made unique (a repeated label becomes `LABEL (2)`, with a note) and the table is read back with the \
 measured reader before it is written. Files are streamed: a \
 multi-gigabyte reply is read in bounded memory. Any bad input (a missing file, a shape other than \
 (rows, --layers, --index-topk), base64 that does not decode, an index outside the context's \
@@ -93,9 +95,9 @@ RULER, lm-eval and NeedleBench trials when every expected answer occurs in the p
 (case-insensitive, RULER's string_match_all). Depth is in [0, 1]; RULER and lm-eval record none, \
 so it is recovered from where the answer sits in the prompt (rounded to tenths), or left empty. \
 The table starts with a `# provenance:` line naming the format and paths; calibrate --data and \
-verdict --data read it as written. A gkamradt score outside 1-10 is refused; files that cannot be \
-read as text (binary, larger than 64 MiB) are skipped with a note. A folder with no recognisable \
-file is refused.
+verdict --data read it as written (with --out; without it the table is printed on stdout). A gkamradt \
+score outside 1-10 is refused; files that cannot be read as text (binary, larger than 64 MiB) are \
+skipped with a note. A folder with no recognisable file is refused.
 
 Example:
   dsa-sim import niah results/ --index-topk 512 --out measured.csv
@@ -114,10 +116,10 @@ pub struct NiahArgs {
     /// The index_topk column of the table: the deployment's k.
     #[arg(long, value_name = "K", default_value_t = 512)]
     pub index_topk: u64,
-    /// Where to write the measured table (replaced only if dsa-sim wrote it).
+    /// Where to write the measured table (replaced only if dsa-sim wrote it); without it the table is printed on stdout.
     #[arg(long, short = 'o', value_name = "measured.csv")]
-    pub out: PathBuf,
-    /// Print one JSON object (format, cells) instead of the summary.
+    pub out: Option<PathBuf>,
+    /// Print one JSON object (format, cells, and the table as `csv` when there is no --out) instead of the summary.
     #[arg(long)]
     pub json: bool,
 }
@@ -176,7 +178,7 @@ fn topk(a: &TopkArgs) -> Result<(), CliError> {
     let imp = dsa_sim::capture::import(&a.manifest, &options)?;
     // Read back with the one reader before it is written (request names made unique first).
     let csv = imp.checked_csv(&a.out.display().to_string())?;
-    write_owned(&a.out, dsa_sim::capture::CSV_HEADER, &csv)?;
+    write_owned(&a.out, dsa_sim::capture::CSV_HEADER_PREFIX, &csv)?;
     if a.json {
         let mut j = imp.json();
         j["out"] = serde_json::json!(a.out.display().to_string());
@@ -191,11 +193,23 @@ fn niah(a: &NiahArgs) -> Result<(), CliError> {
     let options = dsa_sim::harness::Options { min_score: a.min_score, index_topk: a.index_topk };
     let imp = dsa_sim::harness::import(&a.paths, &options)?;
     // The table must be one that calibrate and verdict accept: checked with the one reader.
-    let csv = imp.checked_csv(&a.out.display().to_string())?;
-    write_owned(&a.out, "# provenance: dsa-sim import niah", &csv)?;
+    let name = a.out.as_ref().map_or_else(|| "stdout".to_string(), |o| o.display().to_string());
+    let csv = imp.checked_csv(&name)?;
+    let Some(out) = &a.out else {
+        // No --out: the table itself is the output (`import niah DIR > measured.csv`), or,
+        // with --json, one object that carries it as `csv`.
+        if a.json {
+            let mut j = imp.json();
+            j["out"] = serde_json::Value::Null;
+            j["csv"] = serde_json::json!(csv);
+            return print_json(&j);
+        }
+        return emit(&csv);
+    };
+    write_owned(out, "# provenance: dsa-sim import niah", &csv)?;
     if a.json {
         let mut j = imp.json();
-        j["out"] = serde_json::json!(a.out.display().to_string());
+        j["out"] = serde_json::json!(out.display().to_string());
         return print_json(&j);
     }
     let trials: u64 = imp.cells.iter().map(|c| c.trials).sum();
@@ -213,7 +227,7 @@ fn niah(a: &NiahArgs) -> Result<(), CliError> {
     for n in &imp.notes {
         t.push_str(&format!("note: {n}\n"));
     }
-    t.push_str(&format!("wrote {}\n", a.out.display()));
+    t.push_str(&format!("wrote {}\n", out.display()));
     emit(&t)
 }
 

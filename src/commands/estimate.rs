@@ -26,6 +26,16 @@ pub fn estimate(spec: &ScenarioSpec, engine: &EngineSpec, progress: &dyn Progres
     Ok(Estimated { scenario: s, estimate: e, seed: opts.seed })
 }
 
+/// What the rank of one layer leaves out and recall adds (docs/model.md#rank-and-recall).
+pub const NOT_IN_RANK: [&str; 5] = ["window", "sink", "p_read", "p_guess", "readout"];
+
+/// The line `rank` prints on which layer it reports and what the rank leaves out.
+fn rank_scope(s: &Scenario) -> String {
+    let n = s.selecting_layers();
+    let layer = if n == 1 { "the one selecting layer".to_string() } else { format!("the first of {n} selecting layers") };
+    format!("  in {layer}; the window, sink, p_read, p_guess and readout do not enter the rank (recall adds them)")
+}
+
 fn rank_text(v: Option<u64>) -> String {
     v.map_or("never".into(), |r| r.to_string())
 }
@@ -66,6 +76,9 @@ impl Estimated {
     pub fn rank_json(&self) -> serde_json::Value {
         let e = &self.estimate;
         json!({
+            "layer": 0,
+            "selecting_layers": self.scenario.selecting_layers(),
+            "not_in_rank": NOT_IN_RANK,
             "n_candidates": e.rank.n_candidates,
             "quantiles": e.rank.quantiles.to_json(),
             "cdf": e.rank.cdf,
@@ -128,6 +141,7 @@ impl Estimated {
             e.engine,
             e.trials.map_or(String::new(), |t| format!(", {t} trials, seed {}", self.seed))
         );
+        outln!(out, "{}", rank_scope(s));
         for (p, v) in e.rank.quantiles.pairs() {
             outln!(out, "  {:>4.0}% quantile: {}", p * 100.0, rank_text(v));
         }

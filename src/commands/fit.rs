@@ -25,6 +25,56 @@ fn load(path: &Path) -> Result<Dataset, CommandError> {
     Ok(load_csv(path).map_err(CalibError::from)?)
 }
 
+/// The base scenario with what a selection table says of its requests (`import topk`'s
+/// needle_tokens, compress_ratio and overlap, docs/capture.md#the-manifest). Each row's own
+/// values already make its row scenario ([`crate::measured::Observation::apply`]); here a field
+/// flag that contradicts a row is refused, and a value every row shares becomes the base's, so
+/// that the predictions, the verdict and the planned cells answer for the captured needle and
+/// geometry. Recall tables (no selection rows) are returned unchanged.
+pub fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> Result<Scenario, CommandError> {
+    use crate::scenario::Field;
+    let rows: Vec<_> = data.rows.iter().filter(|r| r.layer_counts.is_some()).collect();
+    if rows.is_empty() {
+        return Ok(base);
+    }
+    type Fact = fn(&crate::measured::Observation) -> Option<String>;
+    let facts: [(Field, Fact); 3] = [
+        (Field::NeedleTokens, |r| r.needle_tokens.map(|v| v.to_string())),
+        (Field::CompressRatio, |r| r.compress_ratio.map(|v| v.to_string())),
+        (Field::Overlap, |r| r.overlap.map(|v| v.to_string())),
+    ];
+    let mut out = base.clone();
+    for (field, of) in facts {
+        let flagged = spec.fields.iter().any(|(f, _)| *f == field);
+        let given = base.text(field);
+        let mut shared: Option<Option<String>> = None;
+        for r in &rows {
+            let v = of(r);
+            if let Some(v) = &v {
+                if flagged && *v != given {
+                    return Err(CommandError::input(format!(
+                        "--{} {given} contradicts {}: line {} says {} = {v} (what import topk used); leave the flag out, each request's own value is used",
+                        field.flag(),
+                        data.source,
+                        r.line,
+                        field.name()
+                    )));
+                }
+            }
+            shared = match shared {
+                None => Some(v),
+                Some(s) if s == v => Some(s),
+                Some(_) => Some(None),
+            };
+        }
+        if let Some(Some(v)) = shared {
+            out.set_text(field, &v).map_err(|e| CommandError::input(format!("{}: {e}", data.source)))?;
+        }
+    }
+    out.validate().map_err(|e| CommandError::input(format!("{}: {e}", data.source)))?;
+    Ok(out)
+}
+
 /// What `calibrate` asks for besides the scenario and the engine.
 #[derive(Debug, Clone, Default)]
 pub struct CalibrateRequest<'a> {
@@ -49,6 +99,7 @@ pub fn calibrate(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &CalibrateReq
     let base = spec.resolve()?;
     let model = engine.model()?;
     let data = load(data_path)?;
+    let base = with_table_facts(spec, base, &data)?;
     check_rows(&data, &base, engine)?;
     let free = parse_fit_spec(fit, Some(&data))?;
     let specs = parse_predict_specs(req.predict)?;
@@ -118,6 +169,7 @@ pub fn verdict(
     match (data, fit) {
         (Some(path), Some(fit)) => {
             let data = load(path)?;
+            let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
             let free = parse_fit_spec(fit, Some(&data))?;
             engine.in_pool(|| -> Result<_, CommandError> {
@@ -138,6 +190,7 @@ pub fn verdict(
         }
         (Some(path), None) => {
             let data = load(path)?;
+            let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
             let d = engine.in_pool(|| diagnose(&data, &base, &[], &engine.cached(&model, observe), opts))??;
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
@@ -249,8 +302,10 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     let Some(path) = req.data else {
         return Err(CommandError::input("plan: --data FILE.csv is required (the measured table the hypotheses are fitted to)"));
     };
-    if spec.preset.is_none() && spec.file.is_none() {
-        return Err(CommandError::input("plan: give the deployment's scenario: --preset NAME or --scenario FILE.toml"));
+    if spec.preset.is_none() && spec.file.is_none() && spec.fields.is_empty() {
+        return Err(CommandError::input(
+            "plan: give the deployment's scenario: --preset NAME, --scenario FILE.toml or its field flags (e.g. --compress-ratio 4 --index-topk 512)",
+        ));
     }
     if req.budget == 0 {
         return Err(CommandError::input("--budget 0: allowed ≥ 1 trial"));
@@ -262,6 +317,7 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     let model = engine.model()?;
     engine.check(&base)?;
     let data = load(path)?;
+    let base = with_table_facts(spec, base, &data)?;
     check_rows(&data, &base, engine)?;
     let p = engine.in_pool(|| {
         crate::calibrate::plan::plan(&data, &base, &[], &engine.cached(&model, observe), req.budget, engine.seed, req.hypotheses)

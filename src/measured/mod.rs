@@ -181,6 +181,10 @@ pub struct Observation {
     /// with one are clusters of correlated trials, and calibration allows for needle-level
     /// variation between them (docs/model.md#overdispersion).
     pub needle: Option<String>,
+    /// Needle length in tokens, if the table gives it (`import topk`'s selections.csv).
+    pub needle_tokens: Option<u64>,
+    /// Overlapping compression, if the table gives it (`import topk`'s selections.csv).
+    pub overlap: Option<bool>,
     /// Selection data (`dsa-sim import topk`): entry m is the number of requests in which
     /// exactly m of the layers selected the needle (length layers + 1); `trials` is the
     /// number of requests and `hits` those selected by at least one layer.
@@ -203,6 +207,8 @@ pub struct RowKey {
     repeat: Option<u32>,
     compress_ratio: Option<u64>,
     window: Option<u64>,
+    needle_tokens: Option<u64>,
+    overlap: Option<bool>,
 }
 
 impl Observation {
@@ -225,11 +231,13 @@ impl Observation {
             repeat: self.repeat,
             compress_ratio: self.compress_ratio,
             window: self.window,
+            needle_tokens: self.needle_tokens,
+            overlap: self.overlap,
         }
     }
 
     /// The scenario of this row: `base` with the row's own context_len, index_topk and optional
-    /// columns substituted, validated.
+    /// columns substituted (a selection table's needle_tokens and overlap too), validated.
     pub fn apply(&self, base: &Scenario) -> Result<Scenario, ScenarioError> {
         let mut s = base.clone();
         s.context_len = self.context_len;
@@ -245,6 +253,12 @@ impl Observation {
         }
         if let Some(w) = self.window {
             s.window = w;
+        }
+        if let Some(m) = self.needle_tokens {
+            s.needle_tokens = m;
+        }
+        if let Some(o) = self.overlap {
+            s.overlap = o;
         }
         s.validate()?;
         Ok(s)

@@ -317,6 +317,8 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             window,
             label,
             needle,
+            needle_tokens: None,
+            overlap: None,
             layer_counts: None,
             conditions,
             line: rec.line,

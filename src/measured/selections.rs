@@ -5,6 +5,12 @@
 //! `trials` the requests, `hits` those selected by at least one layer, and `layer_counts` how
 //! many requests had exactly m of their layers select the needle, which is what the exact
 //! likelihood of the layers' patterns needs (docs/model.md#selection-data).
+//!
+//! The facts the import used to find the needle's entries travel with each request
+//! (`needle_start,needle_tokens,compress_ratio,overlap`, optional, constant per request): they
+//! become the cell's own overrides, so the request's row scenario has its needle length, its
+//! geometry and a depth that places the needle at exactly `needle_start`
+//! ([`exact_depth`]).
 
 use super::parse::{clip, for_each_record, list, Lines, QUOTE_MAX};
 use super::{Dataset, MeasuredError, Observation};
@@ -17,10 +23,39 @@ pub const SELECTION_COLUMNS: &[&str] = &["request", Field::ContextLen.name(), Fi
 /// Most layers a selection table may have (DeepSeek-V3.2 has 61 indexer layers).
 pub const MAX_LAYERS: u64 = 1024;
 
+/// The depth d whose placement floor(d · (L − m)) (docs/model.md#geometry, as
+/// `geometry::copy_starts` computes it in f64) is exactly `start`: start / room, moved by
+/// one ulp at a time when the division rounded it to the other side of the integer.
+pub fn exact_depth(start: u64, room: u64) -> f64 {
+    if room == 0 {
+        return 0.0;
+    }
+    let at = |d: f64| ((d * room as f64).floor() as u64).min(room);
+    let mut d = (start as f64 / room as f64).min(1.0);
+    for _ in 0..64 {
+        match at(d).cmp(&start) {
+            std::cmp::Ordering::Less => d = f64::from_bits(d.to_bits() + 1).min(1.0),
+            std::cmp::Ordering::Greater if d > 0.0 => d = f64::from_bits(d.to_bits() - 1),
+            _ => break,
+        }
+    }
+    d
+}
+
+/// The per-request facts of an import (`None` for a column the table does not have).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Facts {
+    needle_start: Option<u64>,
+    needle_tokens: Option<u64>,
+    compress_ratio: Option<u64>,
+    overlap: Option<bool>,
+}
+
 struct Request {
     context_len: u64,
     index_topk: u64,
     depth: Option<f64>,
+    facts: Facts,
     /// Per layer: None until its row is read.
     selected: Vec<Option<bool>>,
     line: u64,
@@ -48,6 +83,8 @@ pub(super) fn parse_records(
     let (i_req, i_l, i_k, i_layer, i_sel) =
         (at("request"), at(Field::ContextLen.name()), at(Field::IndexTopk.name()), at("layer"), at("selected"));
     let i_d = col(Field::Depth.name());
+    let (i_start, i_m, i_c, i_o) =
+        (col("needle_start"), col(Field::NeedleTokens.name()), col(Field::CompressRatio.name()), col(Field::Overlap.name()));
     let mut requests: Vec<(String, Request)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for_each_record(rdr, &mut lines, header.len(), header_line, src, |rec| {
@@ -71,19 +108,62 @@ pub(super) fn parse_records(
             "0" | "false" => false,
             v => return Err(cell_err("selected", format!("`{}`: allowed 0, 1, true, false", clip(v, QUOTE_MAX)))),
         };
-        let depth = rec.depth(i_d)?;
+        let mut depth = rec.depth(i_d)?;
+        let facts = Facts {
+            needle_start: rec.opt_int(i_start, "needle_start")?,
+            needle_tokens: rec.opt_int(i_m, Field::NeedleTokens.name())?,
+            compress_ratio: rec.opt_int(i_c, Field::CompressRatio.name())?,
+            overlap: match i_o.map(|i| rec.get(i).to_ascii_lowercase()) {
+                None => None,
+                Some(v) if v.is_empty() => None,
+                Some(v) => Some(match v.as_str() {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => return Err(cell_err(Field::Overlap.name(), format!("`{}`: allowed true, false, 1, 0", clip(&v, QUOTE_MAX)))),
+                }),
+            },
+        };
+        if facts.needle_tokens == Some(0) || facts.compress_ratio == Some(0) {
+            let c = if facts.needle_tokens == Some(0) { Field::NeedleTokens.name() } else { Field::CompressRatio.name() };
+            return Err(cell_err(c, "0: allowed ≥ 1".into()));
+        }
+        if let Some(start) = facts.needle_start {
+            let m = facts.needle_tokens.ok_or_else(|| cell_err("needle_start", "needs a needle_tokens column (the needle's length places it)".into()))?;
+            if start.checked_add(m).is_none_or(|end| end > context_len) {
+                return Err(cell_err(
+                    "needle_start",
+                    format!("{start} with needle_tokens {m} ends past context_len {context_len}: the needle must lie inside the context"),
+                ));
+            }
+            let room = context_len - m;
+            let exact = exact_depth(start, room);
+            if let Some(d) = depth {
+                // The depth column is needle_start / (context_len − needle_tokens) as written.
+                if room > 0 && (d - start as f64 / room as f64).abs() > 1e-9 {
+                    return Err(cell_err(
+                        Field::Depth.name(),
+                        format!("{d} does not place the needle at needle_start {start} (needle_start / (context_len − needle_tokens) = {})", start as f64 / room as f64),
+                    ));
+                }
+            }
+            depth = Some(exact);
+        }
         let r = match index.get(&request) {
             Some(&i) => &mut requests[i].1,
             None => {
                 index.insert(request.clone(), requests.len());
-                requests.push((request.clone(), Request { context_len, index_topk, depth, selected: Vec::new(), line: rec.line }));
+                requests.push((request.clone(), Request { context_len, index_topk, depth, facts, selected: Vec::new(), line: rec.line }));
                 &mut requests.last_mut().unwrap().1
             }
         };
-        if (r.context_len, r.index_topk, r.depth.map(f64::to_bits)) != (context_len, index_topk, depth.map(f64::to_bits)) {
+        if (r.context_len, r.index_topk, r.depth.map(f64::to_bits), r.facts) != (context_len, index_topk, depth.map(f64::to_bits), facts) {
             return Err(cell_err(
                 "request",
-                format!("request `{}` changes its context_len, index_topk or depth from line {}", clip(&request, QUOTE_MAX), r.line),
+                format!(
+                    "request `{}` changes its context_len, index_topk, depth, needle_start, needle_tokens, compress_ratio or overlap from line {}",
+                    clip(&request, QUOTE_MAX),
+                    r.line
+                ),
             ));
         }
         let l = layer as usize;
@@ -113,9 +193,10 @@ pub(super) fn parse_records(
     }
     // One observation per cell, in order of first appearance.
     let mut cells: Vec<Observation> = Vec::new();
-    let mut cell_of: HashMap<(u64, u64, Option<u64>), usize> = HashMap::new();
+    let mut cell_of: HashMap<(u64, u64, Option<u64>, Facts), usize> = HashMap::new();
     for (_, r) in &requests {
-        let key = (r.context_len, r.index_topk, r.depth.map(f64::to_bits));
+        // needle_start is in the depth; the rest are the cell's own overrides.
+        let key = (r.context_len, r.index_topk, r.depth.map(f64::to_bits), Facts { needle_start: None, ..r.facts });
         let i = *cell_of.entry(key).or_insert_with(|| {
             cells.push(Observation {
                 context_len: r.context_len,
@@ -124,10 +205,12 @@ pub(super) fn parse_records(
                 hits: 0,
                 depth: r.depth,
                 repeat: None,
-                compress_ratio: None,
+                compress_ratio: r.facts.compress_ratio,
                 window: None,
                 label: None,
                 needle: None,
+                needle_tokens: r.facts.needle_tokens,
+                overlap: r.facts.overlap,
                 layer_counts: Some(vec![0; layers + 1]),
                 conditions: Vec::new(),
                 line: r.line,
@@ -178,6 +261,42 @@ mod tests {
         assert_eq!((b.context_len, b.trials, b.hits, b.layer_counts.clone()), (8192, 1, 1, Some(vec![0, 0, 0, 1])));
         assert_eq!(a.line, 2);
         assert!(d.notes[0].contains("3 requests × 3 layers in 2 cells"), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn the_imports_facts_become_the_cells_overrides() {
+        use super::exact_depth;
+        let t = "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\n\
+                 a,1000,0.5,0,64,1,496,8,4,true\na,1000,0.5,1,64,0,496,8,4,true\n\
+                 b,1000,0.5,0,64,1,496,8,4,true\nb,1000,0.5,1,64,1,496,8,4,true\n\
+                 c,3008,0.1,0,64,0,300,8,4,true\nc,3008,0.1,1,64,0,300,8,4,true\n";
+        let d = parse_csv(t, "sel.csv").unwrap();
+        assert_eq!(d.rows.len(), 2);
+        let r = &d.rows[0];
+        assert_eq!((r.trials, r.needle_tokens, r.compress_ratio, r.overlap), (2, Some(8), Some(4), Some(true)));
+        // The row scenario places the needle at needle_start exactly.
+        let s = r.apply(&crate::scenario::Scenario::default()).unwrap();
+        assert_eq!(crate::geometry::Geometry::new(&s).copy_starts, vec![496]);
+        assert_eq!((s.needle_tokens, s.compress_ratio, s.overlap), (8, 4, true));
+        let s = d.rows[1].apply(&crate::scenario::Scenario::default()).unwrap();
+        assert_eq!(crate::geometry::Geometry::new(&s).copy_starts, vec![300]);
+        // exact_depth inverts the placement wherever the division rounds the wrong way.
+        for room in [3u64, 7, 10, 49, 99, 1001, 98_765, (1 << 40) - 3] {
+            for start in [0, 1, room / 3, room / 2, room - 1, room] {
+                let d = exact_depth(start, room);
+                assert_eq!(((d * room as f64).floor() as u64).min(room), start, "{start}/{room}");
+                assert!((0.0..=1.0).contains(&d));
+            }
+        }
+        let h = "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\n";
+        let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,496,8,4,true\na,1000,0.5,1,64,1,496,4,4,true\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("changes its") && e.contains("line 3"), "{e}");
+        let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,996,8,4,true\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("ends past context_len 1000"), "{e}");
+        let e = parse_csv(&format!("{h}a,1000,0.25,0,64,1,496,8,4,true\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("does not place the needle at needle_start 496"), "{e}");
+        let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,496,8,4,maybe\n"), "s.csv").unwrap_err().to_string();
+        assert!(e.contains("`maybe`: allowed true, false"), "{e}");
     }
 
     #[test]

@@ -101,8 +101,18 @@ impl Figure for Heatmap {
         let xstep = thin_labels(nx, (12 / np).max(4));
         let ystep = thin_labels(ny, 12);
         for (pi, (panel, area)) in self.panels.iter().zip(areas.iter()).enumerate() {
+            // The panel's title, wrapped to the panel's width, each line centred.
+            let style = (FONT, 20).into_font().color(&BLACK).pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Top,
+            ));
+            let aw = area.dim_in_pixel().0;
+            let lines = super::wrap_text(area, &panel.title, &style, aw.saturating_sub(2 * super::TEXT_MARGIN));
+            for (i, line) in lines.iter().enumerate() {
+                area.draw(&Text::new(line.clone(), (aw as i32 / 2, 8 + 24 * i as i32), style.clone())).map_err(e)?;
+            }
+            let area = &area.margin(8 + 24 * lines.len() as u32, 0, 0, 0);
             let mut chart = ChartBuilder::on(area)
-                .caption(&panel.title, (FONT, 20))
                 .margin(8)
                 .x_label_area_size(55)
                 .y_label_area_size(if pi == 0 { 70 } else { 20 })
@@ -184,10 +194,17 @@ impl Figure for Heatmap {
             }
             CellColors::Categorical(cats) => {
                 let key = key.margin(60, 10, 10, 10);
-                for (i, (name, c)) in cats.iter().enumerate() {
-                    let y = i as i32 * 30;
+                let room = key.dim_in_pixel().0.saturating_sub(26 + 4);
+                let style: TextStyle = (FONT, 15).into();
+                let mut y = 0i32;
+                for (name, c) in cats {
                     key.draw(&Rectangle::new([(0, y), (18, y + 18)], c.filled())).map_err(e)?;
-                    key.draw(&Text::new(name.clone(), (26, y + 2), (FONT, 15))).map_err(e)?;
+                    // Each entry wrapped to the key's width, 18 pixels a line.
+                    let lines = super::wrap_text(&key, name, &style, room);
+                    for (j, line) in lines.iter().enumerate() {
+                        key.draw(&Text::new(line.clone(), (26, y + 2 + 18 * j as i32), style.clone())).map_err(e)?;
+                    }
+                    y += 30 + 18 * (lines.len() as i32 - 1);
                 }
             }
         }

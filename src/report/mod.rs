@@ -81,8 +81,59 @@ pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) 
 /// A frame's plotting area and its footer note's area (when there is a note).
 pub type FramedAreas<DB> = (DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>);
 
+/// Pixels kept free at each side of a line of subtitle or footer text.
+pub const TEXT_MARGIN: u32 = 14;
+
+/// The footer note's font size and line height.
+const NOTE_SIZE: u32 = 15;
+const NOTE_LINE: u32 = 19;
+
+/// `text` broken into lines no wider than `max` pixels in `style`, as the embedded font lays
+/// it out (plotters' estimate, the same on every backend): greedily at spaces, and inside a
+/// word only when the word alone is wider than a line. Never drops a character but the
+/// spaces it breaks at.
+pub fn wrap_text<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, text: &str, style: &TextStyle, max: u32) -> Vec<String> {
+    let width = |t: &str| area.estimate_text_size(t, style).map(|(w, _)| w).unwrap_or(u32::MAX);
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let candidate = if line.is_empty() { word.to_string() } else { format!("{line} {word}") };
+        if width(&candidate) <= max {
+            line = candidate;
+            continue;
+        }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        // The word starts a line; split it where it alone is too wide.
+        for c in word.chars() {
+            let mut next = line.clone();
+            next.push(c);
+            if !line.is_empty() && width(&next) > max {
+                lines.push(std::mem::replace(&mut line, c.to_string()));
+            } else {
+                line = next;
+            }
+        }
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+fn note_style() -> TextStyle<'static> {
+    (FONT, NOTE_SIZE).into_font().color(&RGBColor(90, 40, 40))
+}
+
+fn note_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, note: &str) -> Vec<String> {
+    let (w, _) = area.dim_in_pixel();
+    wrap_text(area, note, &note_style(), w.saturating_sub(2 * TEXT_MARGIN))
+}
+
 /// The common frame of every figure: a white background, a titled body and, when `note` is not
-/// empty, a 30-pixel footer strip below it for [`draw_note`].
+/// empty, a footer strip below it for [`draw_note`] (30 pixels, and 19 more for each further
+/// line the note wraps to).
 pub fn frame<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
@@ -94,17 +145,20 @@ pub fn frame<DB: DrawingBackend>(
     let (body, foot) = if note.is_empty() {
         (root.clone(), None)
     } else {
-        let (a, b) = root.split_vertically(h - 30);
+        let lines = note_lines(root, note).len() as u32;
+        let (a, b) = root.split_vertically(h.saturating_sub(30 + NOTE_LINE * (lines - 1)));
         (a, Some(b))
     };
     Ok((body.titled(title, (FONT, 26)).map_err(e)?, foot))
 }
 
-/// Writes a figure's note into the footer strip made by [`frame`].
+/// Writes a figure's note into the footer strip made by [`frame`], wrapped to its width.
 pub fn draw_note<DB: DrawingBackend>(foot: Option<DrawingArea<DB, Shift>>, note: &str) -> Result<(), FigureError> {
     if let Some(foot) = foot {
-        foot.draw(&Text::new(note.to_string(), (14, 6), (FONT, 15).into_font().color(&RGBColor(90, 40, 40))))
-            .map_err(|e| FigureError(e.to_string()))?;
+        for (i, line) in note_lines(&foot, note).into_iter().enumerate() {
+            foot.draw(&Text::new(line, (TEXT_MARGIN as i32, 6 + (NOTE_LINE as i32) * i as i32), note_style()))
+                .map_err(|e| FigureError(e.to_string()))?;
+        }
     }
     Ok(())
 }

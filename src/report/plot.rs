@@ -131,12 +131,16 @@ impl Figure for LineChart {
         let body = if self.subtitle.is_empty() {
             body
         } else {
-            body.draw(&Text::new(self.subtitle.clone(), (w as i32 / 2, 0), (FONT, 16).into_font().color(&RGBColor(70, 70, 70)).pos(plotters::style::text_anchor::Pos::new(
+            // Wrapped to the canvas, each line centred, 20 pixels apart.
+            let style = (FONT, 16).into_font().color(&RGBColor(70, 70, 70)).pos(plotters::style::text_anchor::Pos::new(
                 plotters::style::text_anchor::HPos::Center,
                 plotters::style::text_anchor::VPos::Top,
-            ))))
-            .map_err(e)?;
-            body.margin(22, 0, 0, 0)
+            ));
+            let lines = super::wrap_text(&body, &self.subtitle, &style, w.saturating_sub(2 * super::TEXT_MARGIN));
+            for (i, line) in lines.iter().enumerate() {
+                body.draw(&Text::new(line.clone(), (w as i32 / 2, 20 * i as i32), style.clone())).map_err(e)?;
+            }
+            body.margin(22 + 20 * (lines.len() as u32 - 1), 0, 0, 0)
         };
         let (x0, x1) = self.x_scale.padded(self.x_extent());
         let (y0, y1) = self.y_scale.padded(self.y_extent());
