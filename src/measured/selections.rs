@@ -289,7 +289,7 @@ mod tests {
             }
         }
         let h = "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\n";
-        let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,496,8,4,true\na,1000,0.5,1,64,1,496,4,4,true\n"), "s.csv").unwrap_err().to_string();
+        let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,496,8,4,true\na,1000,0.5,1,64,1,496,8,1,true\n"), "s.csv").unwrap_err().to_string();
         assert!(e.contains("changes its") && e.contains("line 3"), "{e}");
         let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,996,8,4,true\n"), "s.csv").unwrap_err().to_string();
         assert!(e.contains("ends past context_len 1000"), "{e}");
