@@ -30,9 +30,13 @@ fn dsv4_transcribed_observations() {
         assert!(r["observed"].is_number() && r["fitted"].is_number() && r["pearson_residual"].is_number());
     }
     let h = j["hypotheses"].as_array().unwrap();
-    // Eight hypotheses: the seed's context lengths are all ≡ 0 mod 4 (no length-periodic).
-    assert_eq!(h.len(), 8);
-    assert_eq!(h.last().unwrap()["name"], "random-indexer", "{h:?}");
+    // Ten hypotheses: the seed's context lengths are all ≡ 0 mod 4 (no length-periodic); the
+    // rows' candidate counts differ (candidate-count-limit).
+    assert_eq!(h.len(), 10);
+    let pos = |n: &str| h.iter().position(|x| x["name"] == n).unwrap();
+    for physical in ["discrimination", "discrimination-with-spread", "hard-negatives", "read-failure"] {
+        assert!(pos(physical) < pos("random-indexer"), "{h:?}");
+    }
     let wsum: f64 = h.iter().map(|x| x["weight"].as_f64().unwrap()).sum();
     assert!((wsum - 1.0).abs() < 1e-9);
     let p = j["predictions"].as_array().unwrap();
