@@ -93,6 +93,16 @@ pub struct JointFloor {
     pub laws: Vec<Vec<(u64, f64)>>,
 }
 
+impl JointFloor {
+    /// Whether the tested rows with these hits (indexed like the table's rows) lie below the
+    /// floor at every layer_corr tried: the test's rule, for tables other than the one it was
+    /// computed on (the error-rate simulation).
+    pub fn rejects(&self, hits: &[u64]) -> bool {
+        let h: u64 = self.tested.iter().map(|&i| hits[i]).sum();
+        self.laws.iter().all(|law| sum_of_binomials_cdf(h, law) < JOINT_ALPHA)
+    }
+}
+
 /// Level of the joint floor test.
 pub const JOINT_ALPHA: f64 = 0.01;
 /// The layer_corr values the joint floor test tries (with several selecting layers).
@@ -484,8 +494,7 @@ pub fn diagnose(
     if !checks.below_floor().is_empty() || checks.joint.as_ref().is_some_and(|j| j.below_floor) {
         sig.push(Signature::BelowRandomFloor);
     }
-    if let Some(w) = worse_than_random(&hypotheses) {
-        let _ = w;
+    if worse_than_random(&hypotheses).is_some() {
         sig.push(Signature::WorseThanRandom);
     }
     if !checks.selection_independent_misses().is_empty() {
@@ -511,11 +520,6 @@ pub fn diagnose(
         sig.push(Signature::ConditionDependent);
     }
     let has = |s: Signature| sig.contains(&s);
-    let suspect_by_aic = has(Signature::ConditionDependent)
-        || has(Signature::WorseThanRandom)
-        || has(Signature::BelowRandomFloor)
-        || best.is_implementation()
-        || (has(Signature::PoorFit) && has(Signature::ParameterOnBound));
     let read = has(Signature::MissesWhenAllSelected) || best.name == "read-failure";
     let (from, scen) = hypotheses
         .iter()
@@ -538,7 +542,6 @@ pub fn diagnose(
         || has(Signature::BelowRandomFloor)
         || (has(Signature::PoorFit) && has(Signature::ParameterOnBound));
     let suspect = exact_signature || by_evidence;
-    let _ = suspect_by_aic;
     let call = if suspect {
         match &rates {
             Some(r) if !exact_signature && r.false_alarm > super::error_rates::MAX_FALSE_ALARM => Call::Undecided,

@@ -110,7 +110,6 @@ fn loglik(data: &Dataset, hits: &[u64], p: &[f64]) -> f64 {
 }
 
 /// The best (lowest-AIC) hypothesis among `names`.
-#[allow(clippy::type_complexity)]
 fn best_of<'a>(h: &'a [HypothesisResult], names: &dyn Fn(&str) -> bool) -> Option<&'a HypothesisResult> {
     h.iter().filter(|x| names(&x.name)).min_by(|a, b| a.aic.total_cmp(&b.aic))
 }
@@ -146,19 +145,14 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
         }
         best
     };
-    let floor_rejects = |hits: &[u64]| -> bool {
-        joint.is_some_and(|j| {
-            let h: u64 = j.tested.iter().map(|&i| hits[i]).sum();
-            j.laws.iter().all(|law| super::diagnose::sum_of_binomials_cdf(h, law) < super::diagnose::JOINT_ALPHA)
-        })
-    };
+    let floor_rejects = |hits: &[u64]| joint.is_some_and(|j| j.rejects(hits));
     let draw = |p: &[f64], i: u64| -> (Vec<u64>, rand_xoshiro::Xoshiro256PlusPlus) {
         let mut rng = crate::trials::trial_rng(SEED, i);
         let hits = data.rows.iter().zip(p).map(|(r, &p)| crate::engine::binomial::sample(r.trials, p.clamp(0.0, 1.0), &mut rng)).collect();
         (hits, rng)
     };
     // Tables from the physical fit: τ, then the false-alarm rate.
-    let mut null: Vec<(f64, bool)> = (0..TABLES)
+    let null: Vec<(f64, bool)> = (0..TABLES)
         .map(|i| {
             let (hits, mut rng) = draw(&physical.fitted, i);
             (evidence_on(&hits, &mut rng), floor_rejects(&hits))
@@ -168,7 +162,7 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
     d_null.sort_by(|a, b| a.total_cmp(b));
     let q = d_null[((TAU_QUANTILE * TABLES as f64).ceil() as usize).min(d_null.len()) - 1];
     let threshold = if q.is_finite() { q.max(2.0) } else { 2.0 };
-    let false_alarm = null.iter_mut().filter(|x| x.0 > threshold || x.1).count() as f64 / TABLES as f64;
+    let false_alarm = null.iter().filter(|x| x.0 > threshold || x.1).count() as f64 / TABLES as f64;
     let (power, mean_evidence_under_defect) = match defect {
         Some(d) => {
             let alt: Vec<(f64, bool)> = (0..TABLES)
