@@ -9,6 +9,8 @@
 //! The needle's shared component z (layers, or several correlated needle entries) is a further
 //! outer integral against the standard normal density.
 
+use super::gauss_rule::{self, GaussRule, Ladder};
+use super::table_cdf::TableCdf;
 use crate::geometry::Geometry;
 use crate::quadrature::{adaptive_panels, integrate, integrate_vec, kronrod_nodes};
 use crate::scenario::{Readout, Scenario};
@@ -29,6 +31,11 @@ const TAIL_NATS: f64 = 46.0;
 /// is 1): well below [`TOL_INNER`], so that the tabulated inner integral is as exact as the
 /// adaptive one.
 const TOL_TABLE: f64 = 1e-13;
+/// Absolute tolerance to which a Gauss rule ([`OrderTable::rule_for`],
+/// [`OrderTable::needle_side`]) gives the inner integral a whole table gives: three orders below
+/// [`TOL_INNER`], and above the table's own resolution (a check cannot resolve differences
+/// below the [`TableCdf`]'s rounding).
+const TOL_RULE: f64 = 1e-12;
 /// Widest panel of an [`OrderTable`] in units of the needle law's scale (where its survival
 /// function bends): 15 Kronrod nodes over half a scale resolve a normal cdf to ~1e-16.
 const PANEL_PER_SCALE: f64 = 0.5;
@@ -94,6 +101,114 @@ struct OrderTable {
     t: Vec<f64>,
     /// Kronrod weight × f_{T_j}(t) at each node.
     wf: Vec<f64>,
+    /// The widest panel (the table's resolution, a power of two; `None`: unbounded).
+    width: Option<f64>,
+    /// Gauss rules of the table's measure: a needle survival function smooth over T_j's support
+    /// is integrated by a few nodes instead of every node (the same sum to [`TOL_TABLE`]).
+    ladder: Ladder,
+    /// Per sharpness class ([`sharpness_class`]), the rule [`Ladder::choose`] found for it.
+    choices: [OnceLock<Option<usize>>; SHARPNESS_CLASSES],
+    /// F_{T_j} at any point: for a needle sharper than T_j, integrated over the needle's law.
+    cdf: TableCdf,
+    /// Per count c of needle entries (1 ..= [`NEEDLE_SIDE_ENTRIES`]), the rule of the largest of
+    /// c normals that integrates F_{T_j} over the needle's law to [`TOL_TABLE`] at the table's
+    /// broadest needle sd.
+    needle_choices: [OnceLock<Option<usize>>; NEEDLE_SIDE_ENTRIES],
+}
+
+/// Most needle entries (of one law) integrated over the needle's side.
+const NEEDLE_SIDE_ENTRIES: usize = 20;
+/// Most kernel centres a needle-side check takes.
+const MAX_CHECK_CENTRES: usize = 200;
+
+/// Sharpness classes of the needle's survival function relative to one normal law of the
+/// table's scale: one entry; up to [`FEW_ENTRIES`] entries (their maximum bends up to twice as
+/// sharply); up to [`MANY_ENTRIES`] (four times).
+const SHARPNESS_CLASSES: usize = 3;
+/// Most needle entries of sharpness class 1: the maximum of 20 normals has sd 0.52 of theirs.
+const FEW_ENTRIES: f64 = 20.0;
+/// Most needle entries of sharpness class 2: the maximum of 10⁴ normals has sd 0.27 of theirs.
+const MANY_ENTRIES: f64 = 1e4;
+
+/// The sharpness class of needle laws: `None` when a Gauss rule is not tried (a law that is
+/// not normal, a point mass, or too many entries).
+fn sharpness_class(laws: &[(EntryLaw, f64)]) -> Option<usize> {
+    if !laws.iter().all(|(l, _)| matches!(l, EntryLaw::Gauss { sd, .. } if *sd > 0.0)) {
+        return None;
+    }
+    let n: f64 = laws.iter().map(|l| l.1).sum();
+    if n <= 1.0 {
+        Some(0)
+    } else if n <= FEW_ENTRIES {
+        Some(1)
+    } else if n <= MANY_ENTRIES {
+        Some(2)
+    } else {
+        None
+    }
+}
+
+impl OrderTable {
+    /// P(rank ≤ j | z) integrated over the needle's law when it is one law of `c` entries
+    /// sharper than T_j (E[F_{T_j}(max of c needle scores)], a few nodes of the law of the max,
+    /// F from [`TableCdf`]); `None` when the needle's law is of another form or too broad for
+    /// that.
+    fn needle_side(&self, laws: &[(EntryLaw, f64)]) -> Option<f64> {
+        #[cfg(test)]
+        if tests::NO_RULES.with(|c| c.get()) {
+            return None;
+        }
+        let [(EntryLaw::Gauss { mean, sd }, c)] = *laws else { return None };
+        if sd == 0.0 {
+            // A point mass (the largest of c copies is the same point): rank ≤ j ⟺ T_j < mean.
+            return Some(self.cdf.cdf(mean));
+        }
+        if !(c >= 1.0 && c <= NEEDLE_SIDE_ENTRIES as f64 && c.fract() == 0.0) {
+            return None;
+        }
+        let width = self.width?;
+        // The table serves needle sds below 4·width; integrating F over the needle's law is
+        // hardest at the broadest, where the rule is checked.
+        if sd >= 4.0 * width {
+            return None;
+        }
+        let law = gauss_rule::max_of_normals(c as u32);
+        let at = (*self.needle_choices[c as usize - 1].get_or_init(|| {
+            let sd = 4.0 * width;
+            let lo = self.t.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = self.t.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let spread = hi - lo;
+            // Centres every half of the finer of the two scales (the needle's, T_j's support
+            // over 30), at most MAX_CHECK_CENTRES of them.
+            let step = 0.5 * sd.min(spread / 30.0);
+            let (from, to) = (lo - 6.0 * sd, hi + 6.0 * sd);
+            let count = ((to - from) / step).ceil().clamp(2.0, MAX_CHECK_CENTRES as f64) as usize;
+            let centres = gauss_rule::centres(from, to, count);
+            law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| rule.integrate(|x| self.cdf.cdf(m + sd * x)))
+        }))?;
+        let rule = law.ladder.rule(at);
+        Some(rule.integrate(|x| self.cdf.cdf(mean + sd * x)))
+    }
+
+    /// The Gauss rule that integrates the needle's survival for `laws` as the whole table does,
+    /// or `None` (integrate over every node).
+    fn rule_for(&self, laws: &[(EntryLaw, f64)]) -> Option<&GaussRule> {
+        #[cfg(test)]
+        if tests::NO_RULES.with(|c| c.get()) {
+            return None;
+        }
+        let class = sharpness_class(laws)?;
+        let width = self.width?;
+        // The table's resolution holds for laws of sd ≥ 2·width (see `panel_width`); a rule is
+        // checked at the sharpest sd of that range, divided by the class's factor.
+        let sd = laws.iter().map(|(l, _)| if let EntryLaw::Gauss { sd, .. } = l { *sd } else { 0.0 }).fold(f64::INFINITY, f64::min);
+        if sd < 2.0 * width {
+            return None;
+        }
+        let scale = 2.0 * width / (1u32 << class) as f64;
+        let at = (*self.choices[class].get_or_init(|| self.ladder.choose(&self.t, &self.wf, scale, TOL_RULE)))?;
+        Some(self.ladder.rule(at))
+    }
 }
 
 /// The scale over which a needle law's survival function bends (0 for a point mass): the panel
@@ -308,8 +423,9 @@ impl Analytic {
             kronrod_nodes(a, b, &mut nodes);
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
-        let wf = nodes.iter().map(|&(t, w)| w * self.order_density(os.j, t)).collect();
-        Some(OrderTable { panels, t, wf })
+        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * self.order_density(os.j, t)).collect();
+        let cdf = TableCdf::new(&panels, &t, &wf);
+        Some(OrderTable { panels, t, wf, width, ladder: Ladder::new(), choices: Default::default(), cdf, needle_choices: Default::default() })
     }
 
     /// [`Analytic::rank_le_given`] from a table of T_j: Σ w·f(t)·S(t | z) over its nodes; a
@@ -318,8 +434,14 @@ impl Analytic {
     fn rank_le_tabled(&self, os: &OrderStat, table: &OrderTable, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         self.needle_laws(z, laws);
         let laws = &*laws;
-        let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
         let needle_sf = |t: f64| needle_sf(laws, t);
+        if let Some(rule) = table.rule_for(laws) {
+            return rule.integrate(needle_sf);
+        }
+        if let Some(p) = table.needle_side(laws) {
+            return p;
+        }
+        let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
         let mut total = 0.0;
         for (p, &(a, b)) in table.panels.iter().enumerate() {
             if has_jump && laws.iter().filter_map(|(l, _)| l.breakpoint()).any(|x| x > a && x < b) {
@@ -637,6 +759,64 @@ pub fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::Field;
+
+    thread_local! {
+        /// Set by a test: every tabled inner integral runs over the whole table.
+        pub(super) static NO_RULES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// The Gauss rules change no recall and no layer-count pmf beyond 1e-12: stacked rows over
+    /// the needle's spread, its sharing across layers, repeated needles, hard negatives and
+    /// context lengths, each against the same row integrated over every node of T_j's table.
+    #[test]
+    fn gauss_rules_agree_with_the_whole_table() {
+        let mut worst: f64 = 0.0;
+        let (mut used, mut needle_side) = (0, 0);
+        for preset in ["deepseek-v4-flash-sglang", "deepseek-v3.2"] {
+            for (ctx, corr, sd, repeat, hard) in [
+                ("16000", "0.5", "1", "1", "0"),
+                ("4000", "0.95", "0.3", "1", "0"),
+                ("64000", "0.99", "1", "1", "0"),
+                ("16000", "0.2", "3", "8", "0"),
+                ("22000", "0.7", "0.8", "3", "0.2"),
+                ("8000", "0.9", "0.05", "1", "0"),
+                ("128000", "0.6", "1.5", "40", "0"),
+                ("16000", "1", "1", "1", "0"),
+                ("4000", "0.999", "1", "2", "0"),
+                ("22000", "0.98", "0.5", "1", "0.3"),
+            ] {
+                let mut s = Scenario::preset(preset).unwrap();
+                for (f, v) in [(Field::ContextLen, ctx), (Field::LayerCorr, corr), (Field::NeedleSd, sd), (Field::Repeat, repeat), (Field::HardNegatives, hard), (Field::Dprime, "1.5")] {
+                    s.set_text(f, v).unwrap();
+                }
+                s.validate().unwrap();
+                let a = Analytic::new(&s).unwrap();
+                let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+                let mut laws = Vec::new();
+                a.needle_laws(Some(0.0), &mut laws);
+                if p.table.as_ref().is_some_and(|t| t.rule_for(&laws).is_some()) {
+                    used += 1;
+                }
+                if p.table.as_ref().is_some_and(|t| t.rule_for(&laws).is_none() && t.needle_side(&laws).is_some()) {
+                    needle_side += 1;
+                }
+                let (r, pmf) = (a.recall(), a.layer_count_pmf());
+                NO_RULES.with(|c| c.set(true));
+                let (r0, pmf0) = (a.recall(), a.layer_count_pmf());
+                NO_RULES.with(|c| c.set(false));
+                worst = worst.max((r - r0).abs());
+                for (x, y) in pmf.iter().zip(&pmf0) {
+                    worst = worst.max((x - y).abs());
+                }
+                assert!((r - r0).abs() <= 1e-12, "{preset} {ctx} corr {corr} sd {sd} repeat {repeat} hard {hard}: {r} vs {r0}");
+                assert!(pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12), "{preset} {ctx} corr {corr}: layer-count pmf");
+            }
+        }
+        // The rules are what the rows ran on (not a comparison of the table with itself).
+        assert!(used >= 8 && needle_side >= 3, "rules of T_j used on {used} rows, of the needle on {needle_side}");
+        assert!(worst <= 1e-12, "{worst}");
+    }
 
     #[test]
     fn sum_of_binomials_pmf_matches_direct_convolution() {

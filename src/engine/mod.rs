@@ -8,7 +8,9 @@
 
 pub mod analytic;
 pub mod binomial;
+pub mod gauss_rule;
 pub mod montecarlo;
+pub mod table_cdf;
 pub(crate) mod recall_model;
 
 pub use recall_model::{EngineModel, FnModel, RecallModel};
