@@ -564,7 +564,13 @@ pub fn compare_hypotheses(
         let mut lo = Vec::new();
         let mut hi = Vec::new();
         for p in &spec.params {
-            let (a, b) = bounds_of(*p, user_free)?;
+            let (mut a, b) = bounds_of(*p, user_free)?;
+            // A candidate-count limit is one defect: a working indexer (dprime ≥ 0) up to N0.
+            // Below 0 it would be two (a cliff and an anti-selecting indexer), and a table fitted
+            // as well by the first alone would be credited to the pair.
+            if matches!(spec.kind, Kind::CandidateLimit) && *p == Param::Field(Field::Dprime) {
+                a = a.max(0.0).min(b);
+            }
             lo.push(a);
             hi.push(b);
         }
@@ -680,8 +686,33 @@ pub fn compare_hypotheses(
         });
     }
     akaike_weights(&mut out);
-    out.sort_by(|a, b| a.aic.total_cmp(&b.aic));
+    prefer_plausible(&mut out);
     Ok(out)
+}
+
+/// ΔAIC within which hypotheses are equally supported by the data (Burnham & Anderson's
+/// "substantial support"): among them the order follows plausibility, not the last digits of AIC.
+pub const AIC_TIE: f64 = 2.0;
+
+/// Whether a fit's estimates are values the data could come from: none on a search bound, and no
+/// separation below 0 (an indexer ranking the needle below a typical distractor is a defect of
+/// its own, not the hypothesis as stated).
+fn plausible(h: &HypothesisResult) -> bool {
+    h.on_bound.is_empty() && h.estimates.iter().filter(|(n, _)| n.starts_with("dprime")).all(|(_, v)| *v >= 0.0)
+}
+
+/// Orders hypotheses by AIC, except that among those within [`AIC_TIE`] of the lowest the
+/// plausible fits ([`plausible`]) come first, each group in AIC order: on a table that several
+/// hypotheses fit alike (a perfect-then-zero report is fitted exactly by a candidate-count limit
+/// and by a needle of no score noise at a median distractor's score), the preferred hypothesis is
+/// the one that needs no parameter beyond what an indexer can have.
+pub(crate) fn prefer_plausible(h: &mut [HypothesisResult]) {
+    h.sort_by(|a, b| a.aic.total_cmp(&b.aic));
+    let Some(min) = h.first().map(|x| x.aic) else { return };
+    // Δ ≤ 2 (a rounding's worth over, for fits that are exact: two perfect fits whose parameter
+    // counts differ by one differ by exactly 2).
+    let tied = h.iter().take_while(|x| x.aic <= min + AIC_TIE + 1e-9).count();
+    h[..tied].sort_by_key(|x| !plausible(x));
 }
 
 /// Checks a hypothesis name (for options that name one).
