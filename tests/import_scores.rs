@@ -131,7 +131,7 @@ fn the_empirical_region_is_an_exact_binomial() {
     pooled.sort_by(|a, b| b.total_cmp(a));
     let u = pooled[(pooled.len() as f64 * cs::tail::TAIL_FRACTION) as usize];
     let cells = [cell(5000, 100), cell(20_000, 500)];
-    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 1 }).unwrap();
+    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 1, ..Default::default() }).unwrap();
     for (pr, s) in pred.iter().zip(&cells) {
         let direct: f64 = c.layers[0]
             .queries
@@ -166,7 +166,7 @@ fn normal_truth_is_predicted_where_the_sample_runs_out() {
         assert!((o / n - 1.0).abs() < 0.25, "z = {z}: {o} vs {n}");
     }
     let cells = [cell(100_000, 1), cell(100_000, 64), cell(1_000_000, 64), cell(1_000_000, 512), cell(10_000_000, 2048)];
-    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5 }).unwrap();
+    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
     let sf = |x: f64| dsa_sim::stats::norm_sf(x);
     for (pr, s) in pred.iter().zip(&cells) {
         let truth = true_recall(&t, s.context_len, s.index_topk, &sf);
@@ -186,7 +186,7 @@ fn the_tail_fit_corrects_the_empirical_law_beyond_the_sample() {
     one_layer(&t, &p);
     let c = cs::read_file(&p).unwrap();
     let cells = [cell(10_000_000, 1), cell(10_000_000, 8)];
-    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5 }).unwrap();
+    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
     let sf = |x: f64| dsa_sim::stats::norm_sf(x);
     for (pr, s) in pred.iter().zip(&cells) {
         let truth = true_recall(&t, s.context_len, s.index_topk, &sf);
@@ -221,7 +221,7 @@ fn a_heavy_tail_is_fitted_and_predicted() {
     let st = statrs::distribution::StudentsT::new(0.0, 1.0, 4.0).unwrap();
     let sf = |x: f64| st.sf(x);
     let cells = [cell(10_000, 1), cell(10_000, 16), cell(100_000, 256), cell(1_000_000, 2048)];
-    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5 }).unwrap();
+    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
     for (pr, s) in pred.iter().zip(&cells) {
         let truth = true_recall(&t, s.context_len, s.index_topk, &sf);
         assert_truth_in_band(pr, s, truth);
@@ -248,7 +248,7 @@ fn layers_combine_as_independent_resamples() {
     assert_eq!(c2.layers.len(), 2);
     assert_eq!(c1.layers[0].queries[0].rank(), 61);
     let cells = [cell(4000, 200)];
-    let o = PredictOptions { resamples: 0, seed: 1 };
+    let o = PredictOptions { resamples: 0, seed: 1, ..Default::default() };
     let (p1, p2) = (cs::predict(&c1, &cells, o).unwrap()[0].recall, cs::predict(&c2, &cells, o).unwrap()[0].recall);
     assert!((p2 - (1.0 - (1.0 - p1) * (1.0 - p1))).abs() < 1e-12, "{p1} {p2}");
 }
@@ -277,7 +277,7 @@ fn cli_json_and_bad_input() {
     assert_eq!(preds[3]["index_topk"], 64);
     // The same through the library, to the last digit.
     let c = cs::read_file(&p).unwrap();
-    let lib = cs::predict(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 50, seed: dsa_sim::engine::DEFAULT_SEED }).unwrap();
+    let lib = cs::predict(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 50, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() }).unwrap();
     assert_eq!(preds[3]["recall"].as_f64().unwrap(), lib[0].recall);
     // Text output runs too, and repeats exactly.
     let (code, a, _) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--resamples", "20"]);
@@ -339,4 +339,121 @@ fn the_committed_fixtures_read_in_both_layouts() {
     let heavy = cs::tail::summarise(&per.layers[1], &cs::tail::standardised(&per.layers[1])).unwrap();
     let light = cs::tail::summarise(&demo.layers[0], &cs::tail::standardised(&demo.layers[0])).unwrap();
     assert!(heavy.gpd.xi > 0.1 && light.gpd.xi < 0.05, "{:?} {:?}", heavy.gpd, light.gpd);
+}
+
+/// A capture whose queries come from three tail classes (normal, Student-t(6), Student-t(3)
+/// distractors, each query at its own location and scale), the needle of a query drawn in its
+/// own law's sd units from its class's needle law. Returns the capture's truth and, per query,
+/// (class, location, scale).
+fn mixture_capture(queries: usize, cands: usize, seed: u64, weights: [f64; 3]) -> (Truth, Vec<(usize, f64, f64)>) {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let n01 = Normal::new(0.0, 1.0).unwrap();
+    let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
+    let t6 = StudentT::new(6.0).unwrap();
+    let t3 = StudentT::new(3.0).unwrap();
+    let mut t = Truth { rows: vec![], needle_index: vec![], needle_scores: vec![] };
+    let mut who = Vec::new();
+    for q in 0..queries {
+        let v = unif.sample(&mut rng);
+        let class = if v < weights[0] { 0 } else if v < weights[0] + weights[1] { 1 } else { 2 };
+        let loc = -1.0 + 2.0 * unif.sample(&mut rng);
+        let scale = 0.5 + 1.5 * unif.sample(&mut rng);
+        let mut row: Vec<f64> = (0..cands)
+            .map(|_| {
+                let e = match class {
+                    0 => n01.sample(&mut rng),
+                    1 => t6.sample(&mut rng),
+                    _ => t3.sample(&mut rng),
+                };
+                loc + scale * e
+            })
+            .collect();
+        let ni = (q * 7919) % cands;
+        let x = loc + scale * MIX_SD[class] * (MIX_NEEDLE[class] + MIX_NEEDLE_SD * n01.sample(&mut rng));
+        row[ni] = x;
+        t.rows.push(row);
+        t.needle_index.push(ni as i64);
+        t.needle_scores.push(x);
+        who.push((class, loc, scale));
+    }
+    (t, who)
+}
+
+const MIX_WEIGHTS: [f64; 3] = [0.5, 0.3, 0.2];
+/// The classes' distractor sds (normal, t(6), t(3)) and needle means in those units.
+const MIX_SD: [f64; 3] = [1.0, 1.224_744_871_391_589, 1.732_050_807_568_877_2];
+const MIX_NEEDLE: [f64; 3] = [3.8, 4.6, 6.0];
+const MIX_NEEDLE_SD: f64 = 0.5;
+
+/// P(a class's unit distractor exceeds e).
+fn mix_sf(class: usize, e: f64) -> f64 {
+    match class {
+        0 => dsa_sim::stats::norm_sf(e),
+        1 => statrs::distribution::StudentsT::new(0.0, 1.0, 6.0).unwrap().sf(e),
+        _ => statrs::distribution::StudentsT::new(0.0, 1.0, 3.0).unwrap().sf(e),
+    }
+}
+
+/// The captured queries' own recall at (N, k): each needle against N − 1 fresh draws of its
+/// query's true law.
+fn mix_recall_of_captured(t: &Truth, who: &[(usize, f64, f64)], n: u64, k: u64) -> f64 {
+    t.needle_scores.iter().zip(who).map(|(&x, &(c, loc, scale))| dsa_sim::stats::binom_cdf(n - 1, k - 1, mix_sf(c, (x - loc) / scale))).sum::<f64>() / who.len() as f64
+}
+
+/// The population's recall at (N, k): a new query's class, needle and N − 1 distractors drawn
+/// from the truth, integrated exactly over the needle's normal law.
+fn mix_recall_of_population(n: u64, k: u64) -> f64 {
+    (0..3)
+        .map(|c| {
+            let f = |e: f64| {
+                let z = MIX_SD[c] * (MIX_NEEDLE[c] + MIX_NEEDLE_SD * e);
+                (-0.5 * e * e).exp() / (2.0 * std::f64::consts::PI).sqrt() * dsa_sim::stats::binom_cdf(n - 1, k - 1, mix_sf(c, z))
+            };
+            MIX_WEIGHTS[c] * dsa_sim::quadrature::integrate(f, -9.0, 9.0, &[], 1e-10)
+        })
+        .sum()
+}
+
+#[test]
+fn a_mixture_of_query_tails_is_predicted_at_k_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, who) = mixture_capture(400, 2000, 31, MIX_WEIGHTS);
+    let p = dir.path().join("mix.npz");
+    one_layer(&t, &p);
+    let c = cs::read_file(&p).unwrap();
+    let t0 = std::time::Instant::now();
+    let classes = cs::tail_classes(&c, cs::classes::MAX_CLASSES).unwrap();
+    eprintln!("classes {:?} in {:?}", classes[0].choice.heldout, t0.elapsed());
+    for cl in classes[0].classes() {
+        eprintln!("  {cl:?}");
+    }
+    let cells: Vec<Scenario> = [2000u64, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let t0 = std::time::Instant::now();
+    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
+    eprintln!("predicted in {:?}", t0.elapsed());
+    let pooled = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, max_classes: 1 }).unwrap();
+    for ((pr, s), po) in pred.iter().zip(&cells).zip(&pooled) {
+        let own = mix_recall_of_captured(&t, &who, s.context_len, s.index_topk);
+        let pop = mix_recall_of_population(s.context_len, s.index_topk);
+        eprintln!("N={} k={}: captured truth {own:.4} population {pop:.4} predicted {:.4} [{:.4}, {:.4}] pooled {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, po.recall);
+    }
+}
+
+#[test]
+fn explore_single_classes() {
+    let dir = tempfile::tempdir().unwrap();
+    for w in [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]] {
+        let (t, who) = mixture_capture(400, 2000, 31, w);
+        let p = dir.path().join("mix.npz");
+        one_layer(&t, &p);
+        let c = cs::read_file(&p).unwrap();
+        let cells: Vec<Scenario> = [2000u64, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+        let pred = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, ..Default::default() }).unwrap();
+        let classes = cs::tail_classes(&c, cs::classes::MAX_CLASSES).unwrap();
+        eprintln!("weights {w:?}: classes {:?}", classes[0].classes());
+        for (pr, s) in pred.iter().zip(&cells) {
+            let own = mix_recall_of_captured(&t, &who, s.context_len, s.index_topk);
+            eprintln!("N={} k={}: captured truth {own:.4} predicted {:.4}  diff {:+.4}", s.context_len, s.index_topk, pr.recall, pr.recall - own);
+        }
+    }
 }

@@ -14,6 +14,7 @@
 //! Q comes from a generalised-Pareto tail fitted to the pooled standardised exceedances
 //! ([`tail`]).
 
+pub mod classes;
 pub mod law;
 pub mod predict;
 pub mod read;
@@ -22,7 +23,8 @@ pub mod tail;
 use crate::error::{Classify, ErrorKind};
 
 pub use law::{EmpiricalLaw, EmpiricalModel};
-pub use predict::{predict, predict_observed, Prediction, PredictOptions};
+pub use classes::{ClassChoice, TailClass};
+pub use predict::{predict, predict_observed, predict_report, tail_classes, LayerClasses, Prediction, PredictOptions, Report};
 pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};
 
