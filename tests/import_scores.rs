@@ -345,7 +345,7 @@ fn the_committed_fixtures_read_in_both_layouts() {
 /// distractors, each query at its own location and scale), the needle of a query drawn in its
 /// own law's sd units from its class's needle law. Returns the capture's truth and, per query,
 /// (class, location, scale).
-fn mixture_capture(queries: usize, cands: usize, seed: u64, weights: [f64; 3]) -> (Truth, Vec<(usize, f64, f64)>) {
+fn mixture_capture(queries: usize, cands: usize, seed: u64, weights: [f64; 3], needle: [f64; 3]) -> (Truth, Vec<(usize, f64, f64)>) {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let n01 = Normal::new(0.0, 1.0).unwrap();
     let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
@@ -369,7 +369,7 @@ fn mixture_capture(queries: usize, cands: usize, seed: u64, weights: [f64; 3]) -
             })
             .collect();
         let ni = (q * 7919) % cands;
-        let x = loc + scale * MIX_SD[class] * (MIX_NEEDLE[class] + MIX_NEEDLE_SD * n01.sample(&mut rng));
+        let x = loc + scale * MIX_SD[class] * (needle[class] + MIX_NEEDLE_SD * n01.sample(&mut rng));
         row[ni] = x;
         t.rows.push(row);
         t.needle_index.push(ni as i64);
@@ -402,54 +402,64 @@ fn mix_recall_of_captured(t: &Truth, who: &[(usize, f64, f64)], n: u64, k: u64) 
 
 /// The population's recall at (N, k): a new query's class, needle and N − 1 distractors drawn
 /// from the truth, integrated exactly over the needle's normal law.
-fn mix_recall_of_population(n: u64, k: u64) -> f64 {
+fn mix_recall_of_population(n: u64, k: u64, weights: [f64; 3], needle: [f64; 3]) -> f64 {
     (0..3)
         .map(|c| {
             let f = |e: f64| {
-                let z = MIX_SD[c] * (MIX_NEEDLE[c] + MIX_NEEDLE_SD * e);
+                let z = MIX_SD[c] * (needle[c] + MIX_NEEDLE_SD * e);
                 (-0.5 * e * e).exp() / (2.0 * std::f64::consts::PI).sqrt() * dsa_sim::stats::binom_cdf(n - 1, k - 1, mix_sf(c, z))
             };
-            MIX_WEIGHTS[c] * dsa_sim::quadrature::integrate(f, -9.0, 9.0, &[], 1e-10)
+            weights[c] * dsa_sim::quadrature::integrate(f, -9.0, 9.0, &[], 1e-10)
         })
         .sum()
 }
 
 #[test]
 fn a_mixture_of_query_tails_is_predicted_at_k_1() {
-    // 400 queries × 2,000 candidates, half normal, 30% Student-t(6), 20% Student-t(3) tails
-    // (seeded), predicted at the captured 2,000 and at 8,000 and 13,500 candidates, k = 1 … 64.
-    // Two truths: the captured queries' own needles against N − 1 fresh draws of each query's
-    // true law (exact binomial: what the distractor model controls), and a new population of
-    // queries (class, needle and distractors all fresh; exact over the needle's law: what the
-    // band must also cover, since it resamples queries).
+    // 400 queries × 2,000 candidates (seeded), predicted at the captured 2,000 and at 8,000 and
+    // 13,500 candidates, k = 1 … 64. First: half normal, 30% Student-t(6), 20% Student-t(3)
+    // tails, the needles further out (in their own sd) the heavier the tail. Second: 60% normal,
+    // 40% Student-t(6), every needle drawn alike (3.8 ± 0.5 own sd), so only the distractors
+    // tell the classes apart. Two truths: the captured queries' own needles against N − 1
+    // fresh draws of each query's true law (exact binomial: what the distractor model
+    // controls), and a new population of queries (class, needle and distractors all fresh;
+    // exact over the needle's law: what the band must also cover, since it resamples queries).
     let dir = tempfile::tempdir().unwrap();
-    let (t, who) = mixture_capture(400, 2000, 31, MIX_WEIGHTS);
-    let p = dir.path().join("mix.npz");
-    one_layer(&t, &p);
-    let c = cs::read_file(&p).unwrap();
-    let classes = cs::tail_classes(&c, cs::classes::MAX_CLASSES).unwrap();
-    eprintln!("held-out log-likelihood by class count: {:?}", classes[0].choice.heldout);
-    for cl in classes[0].classes() {
-        eprintln!("  {cl:?}");
-    }
-    // Three tails in the truth, three classes chosen (a fourth does not fit in every fold).
-    assert_eq!(classes[0].classes().len(), 3);
-    let cells: Vec<Scenario> = [2000u64, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
-    let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
-    let pooled = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, max_classes: 1 }).unwrap();
-    for ((pr, s), po) in pred.iter().zip(&cells).zip(&pooled) {
-        let own = mix_recall_of_captured(&t, &who, s.context_len, s.index_topk);
-        let pop = mix_recall_of_population(s.context_len, s.index_topk);
-        eprintln!("N={} k={}: captured truth {own:.4} population {pop:.4} predicted {:.4} [{:.4}, {:.4}] one pooled class {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, po.recall);
-        assert!((pr.recall - own).abs() <= 0.02, "N={} k={}: predicted {} vs truth {own}", s.context_len, s.index_topk, pr.recall);
-        assert!(pr.low <= own && own <= pr.high, "N={} k={}: truth {own} outside {pr:?}", s.context_len, s.index_topk);
-        // The population differs from the captured queries by their needles' sampling (1.6
-        // points at N = 2,000, k = 4, seeded): the file's band rule (1.5 half-widths, ≈ 2.9 sd).
-        assert_truth_in_band(pr, s, pop);
-        if s.index_topk == 1 {
-            // What the classes correct: one pooled law under-predicts k = 1 by 20 points here
-            // (0.27 against 0.48 at the captured 2,000 candidates).
-            assert!(own - po.recall > 0.15, "N={}: pooled {} vs truth {own}", s.context_len, po.recall);
+    for (weights, needle, seed, expect_classes, pooled_gap) in [(MIX_WEIGHTS, MIX_NEEDLE, 31u64, 3usize, 0.15), ([0.6, 0.4, 0.0], [3.8, 3.8, 0.0], 47, 2, 0.15)] {
+        let (t, who) = mixture_capture(400, 2000, seed, weights, needle);
+        let p = dir.path().join("mix.npz");
+        one_layer(&t, &p);
+        let c = cs::read_file(&p).unwrap();
+        let classes = cs::tail_classes(&c, cs::classes::MAX_CLASSES).unwrap();
+        eprintln!("{weights:?}: held-out log-likelihood by class count: {:?}", classes[0].choice.heldout);
+        for cl in classes[0].classes() {
+            eprintln!("  {cl:?}");
+        }
+        // As many classes chosen as the truth has tails (one more does not raise the held-out
+        // likelihood by two standard errors, or does not fit in every fold).
+        assert_eq!(classes[0].classes().len(), expect_classes);
+        let cells: Vec<Scenario> = [2000u64, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+        let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
+        let pooled = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, max_classes: 1 }).unwrap();
+        for ((pr, s), po) in pred.iter().zip(&cells).zip(&pooled) {
+            let own = mix_recall_of_captured(&t, &who, s.context_len, s.index_topk);
+            let pop = mix_recall_of_population(s.context_len, s.index_topk, weights, needle);
+            eprintln!("N={} k={}: captured truth {own:.4} population {pop:.4} predicted {:.4} [{:.4}, {:.4}] one pooled class {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, po.recall);
+            assert!((pr.recall - own).abs() <= 0.02, "N={} k={}: predicted {} vs truth {own}", s.context_len, s.index_topk, pr.recall);
+            // (1e-9: rounding where recall is 1 to 13 digits.)
+            assert!(pr.low - 1e-9 <= own && own <= pr.high + 1e-9, "N={} k={}: truth {own} outside {pr:?}", s.context_len, s.index_topk);
+            // The population differs from the captured queries by their needles' sampling (1.6
+            // points at N = 2,000, k = 4 in the first, seeded): the file's band rule (1.5
+            // half-widths, ≈ 2.9 sd), and where every resample predicts 1 (a band of no width)
+            // one query's share, 1/400: a capture of 400 needles cannot see a rarer miss.
+            let half = 0.5 * (pr.high - pr.low);
+            assert!((pr.recall - pop).abs() <= (1.5 * half).max(1.0 / 400.0), "N={} k={}: population {pop} vs {pr:?}", s.context_len, s.index_topk);
+            if s.index_topk == 1 {
+                // What the classes correct: one pooled law under-predicts k = 1 by 20 points
+                // and more here (0.27 against 0.48 at the captured 2,000 candidates in the
+                // first, 0.28 against 0.48 in the second).
+                assert!(own - po.recall > pooled_gap, "N={}: pooled {} vs truth {own}", s.context_len, po.recall);
+            }
         }
     }
 }
@@ -459,7 +469,7 @@ fn a_homogeneous_capture_keeps_one_class() {
     // Every query normal (location and scale vary; tails do not): one class, and the prediction
     // is the pooled law's to the last bit, band included.
     let dir = tempfile::tempdir().unwrap();
-    let (t, who) = mixture_capture(400, 2000, 7, [1.0, 0.0, 0.0]);
+    let (t, who) = mixture_capture(400, 2000, 7, [1.0, 0.0, 0.0], MIX_NEEDLE);
     let p = dir.path().join("normal.npz");
     one_layer(&t, &p);
     let c = cs::read_file(&p).unwrap();
@@ -483,3 +493,4 @@ fn a_homogeneous_capture_keeps_one_class() {
         }
     }
 }
+
