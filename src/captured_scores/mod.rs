@@ -12,7 +12,9 @@
 //! Q the survival of its distractor law. The empirical law alone says Q(x) = 0 once x beats the
 //! whole sample, which over-predicts recall as soon as N outgrows the sample; above a threshold
 //! Q comes from a generalised-Pareto tail fitted to the pooled standardised exceedances
-//! ([`tail`]).
+//! ([`tail`]), one per tail class of queries where the capture's queries differ in tail weight
+//! ([`classes`]: a mixture fitted by EM, the class count chosen by held-out likelihood, the
+//! recall of each query averaged over its class probabilities).
 
 pub mod classes;
 pub mod law;

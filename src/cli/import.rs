@@ -377,7 +377,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     if !classes.is_empty() {
         outln!(out, "tail classes (at most {}, the count chosen by {}-fold held-out log-likelihood over queries):", args.tail_classes, cs::classes::FOLDS);
         for l in &classes {
-            let h: Vec<String> = l.choice.heldout.iter().map(|(k, ll)| format!("{k}: {}", ll.map_or("a class too few exceedances".to_string(), |v| format!("{v:.1}")))).collect();
+            let h: Vec<String> = l.choice.heldout.iter().map(|(k, ll)| format!("{k}: {}", ll.map_or("too few exceedances".to_string(), |v| format!("{v:.1}")))).collect();
             outln!(out, "  layer {}: {} class{} (held-out {})", l.layer, l.classes().len(), if l.classes().len() == 1 { "" } else { "es" }, h.join(", "));
             if l.classes().len() > 1 {
                 for (i, c) in l.classes().iter().enumerate() {
