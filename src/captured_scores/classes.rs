@@ -39,8 +39,8 @@
 //! light to heavy), so it is deterministic.
 //!
 //! The number of classes is chosen by [`FOLDS`]-fold cross-validation over queries (query q in
-//! fold q mod FOLDS): a C-class fit on the other folds scores each held-out query by its
-//! marginal log-likelihood ln Σ_c π_c L_q(c). C + 1 classes replace C only if the held-out
+//! fold q mod FOLDS): a C-class fit on the other folds scores each held-out query by the
+//! marginal log-likelihood of its distractors' tail, ln Σ_c π_c L_q(c) without the needle term. C + 1 classes replace C only if the held-out
 //! log-likelihood rises by more than twice its standard error over queries (the paired
 //! differences' sd times √queries), so a capture whose queries share one tail keeps one class,
 //! and one class is exactly the pooled law and tail the prediction used before classes.
@@ -122,12 +122,16 @@ impl ClassChoice {
     }
 }
 
-/// ln L_q(c), the per-excess log-density floored at `floor`.
-fn ln_lik(q: &QueryTail, c: &TailClass, floor: f64) -> f64 {
+/// ln L_q(c), the per-excess log-density floored at `floor`; without the needle's term where
+/// `needle` is false (the distractors' tail alone).
+fn ln_lik(q: &QueryTail, c: &TailClass, floor: f64, needle: bool) -> f64 {
     let m = q.y.len() as f64;
     let mut l = m * c.p_u.ln() + (q.n as f64 - m) * (-c.p_u).ln_1p();
     for &y in &q.y {
         l += gpd_ln_pdf(&c.gpd, y).max(floor);
+    }
+    if !needle {
+        return l;
     }
     let e = (q.needle - c.needle_mean) / c.needle_sd;
     l - 0.5 * e * e - c.needle_sd.ln()
@@ -142,12 +146,13 @@ fn log_sum_exp(a: &[f64]) -> f64 {
     m + a.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
 }
 
-/// Responsibilities and each query's marginal log-likelihood under `classes`.
-fn e_step(tails: &[QueryTail], classes: &[TailClass], floor: f64) -> (Vec<Vec<f64>>, Vec<f64>) {
+/// Responsibilities and each query's marginal log-likelihood under `classes` (of the needle
+/// too where `needle`).
+fn e_step(tails: &[QueryTail], classes: &[TailClass], floor: f64, needle: bool) -> (Vec<Vec<f64>>, Vec<f64>) {
     let mut resp = Vec::with_capacity(tails.len());
     let mut marg = Vec::with_capacity(tails.len());
     for q in tails {
-        let a: Vec<f64> = classes.iter().map(|c| c.weight.ln() + ln_lik(q, c, floor)).collect();
+        let a: Vec<f64> = classes.iter().map(|c| c.weight.ln() + ln_lik(q, c, floor, needle)).collect();
         let l = log_sum_exp(&a);
         resp.push(if l.is_finite() { a.iter().map(|v| (v - l).exp()).collect() } else { vec![1.0 / classes.len() as f64; classes.len()] });
         marg.push(l);
@@ -239,7 +244,7 @@ pub fn fit(tails: &[QueryTail], mult: &[f64], start: Start) -> Result<Mixture, S
     };
     let mut last = f64::NEG_INFINITY;
     for it in 0..MAX_ITER {
-        let (resp, marg) = e_step(tails, &classes, f64::NEG_INFINITY);
+        let (resp, marg) = e_step(tails, &classes, f64::NEG_INFINITY, true);
         let ll: f64 = marg.iter().zip(mult).filter(|(_, &m)| m > 0.0).map(|(l, m)| l * m).sum();
         // One class: the first M-step is the answer (its GPD is the unweighted fit's, bit for
         // bit, so one class predicts what the pooled law always did).
@@ -249,7 +254,7 @@ pub fn fit(tails: &[QueryTail], mult: &[f64], start: Start) -> Result<Mixture, S
         last = ll;
         classes = m_step(tails, &flat, mult, &resp, Some(&classes))?;
     }
-    let (resp, marg) = e_step(tails, &classes, f64::NEG_INFINITY);
+    let (resp, marg) = e_step(tails, &classes, f64::NEG_INFINITY, true);
     let ll = marg.iter().zip(mult).map(|(l, m)| l * m).sum();
     Ok(Mixture { classes, resp, loglik: ll })
 }
@@ -269,7 +274,11 @@ pub fn choose(tails: &[QueryTail], max_classes: usize) -> Result<ClassChoice, Sc
                 continue; // fewer queries than folds: an empty fold
             }
             let m = fit(tails, &mult, Start::Classes(k)).ok()?;
-            let (_, marg) = e_step(tails, &m.classes, LN_PDF_FLOOR);
+            // Held-out queries are scored by their distractors' tail alone, the needle
+            // marginalised out: more classes must predict held-out tails better. (A needle law
+            // that is not one normal, e.g. needles found and needles lost, would otherwise buy
+            // classes whose tails are the same, each fitted on fewer queries.)
+            let (_, marg) = e_step(tails, &m.classes, LN_PDF_FLOOR, false);
             for q in (0..n).filter(|q| q % FOLDS == f) {
                 h[q] = marg[q];
             }
