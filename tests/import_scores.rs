@@ -490,6 +490,16 @@ fn a_homogeneous_capture_keeps_one_class() {
         eprintln!("N={} k={}: truth {own:.4} predicted {:.4} [{:.4}, {:.4}]", s.context_len, s.index_topk, pr.recall, pr.low, pr.high);
         assert!(pr.low <= own && own <= pr.high, "N={} k={}: truth {own} outside {pr:?}", s.context_len, s.index_topk);
     }
+    // Needles of two kinds (found far out, lost in the bulk) over one normal tail: the class
+    // count is chosen on the distractors' tail alone, so the needles buy no class.
+    let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
+    let n01 = Normal::new(0.0, 1.0).unwrap();
+    let t2 = draw(400, 2000, 9, &|r| n01.sample(r), &|r| if unif.sample(r) < 0.5 { 2.0 } else { 4.5 } + 0.3 * n01.sample(r));
+    let p2 = dir.path().join("bimodal.npz");
+    one_layer(&t2, &p2);
+    let c2 = cs::read_file(&p2).unwrap();
+    let l2 = cs::tail_classes(&c2, cs::classes::MAX_CLASSES).unwrap();
+    assert_eq!(l2[0].classes().len(), 1, "{:?}", l2[0].choice.heldout);
     // The committed demo capture and both layers of the per-layer one keep one class too.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores");
     for f in ["demo.npz", "per-layer.npz"] {
