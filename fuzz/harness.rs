@@ -511,7 +511,7 @@ pub fn import_scores(data: &[u8]) {
                 }
             }
             let cell = dsa_sim::Scenario { context_len: 4096, index_topk: 8, compress_ratio: 1, overlap: false, window: 0, needle_tokens: 1, ..Default::default() };
-            match dsa_sim::captured_scores::predict(&c, &[cell], dsa_sim::captured_scores::PredictOptions { resamples: 3, seed: 1 }) {
+            match dsa_sim::captured_scores::predict(&c, &[cell], dsa_sim::captured_scores::PredictOptions { resamples: 3, seed: 1, ..Default::default() }) {
                 Ok(p) => {
                     let p = &p[0];
                     assert!((0.0..=1.0).contains(&p.recall) && p.low <= p.recall && p.recall <= p.high, "{p:?}");

@@ -12,8 +12,11 @@
 //! Q the survival of its distractor law. The empirical law alone says Q(x) = 0 once x beats the
 //! whole sample, which over-predicts recall as soon as N outgrows the sample; above a threshold
 //! Q comes from a generalised-Pareto tail fitted to the pooled standardised exceedances
-//! ([`tail`]).
+//! ([`tail`]), one per tail class of queries where the capture's queries differ in tail weight
+//! ([`classes`]: a mixture fitted by EM, the class count chosen by held-out likelihood, the
+//! recall of each query averaged over its class probabilities).
 
+pub mod classes;
 pub mod law;
 pub mod predict;
 pub mod read;
@@ -22,7 +25,8 @@ pub mod tail;
 use crate::error::{Classify, ErrorKind};
 
 pub use law::{EmpiricalLaw, EmpiricalModel};
-pub use predict::{predict, predict_observed, Prediction, PredictOptions};
+pub use classes::{ClassChoice, TailClass};
+pub use predict::{predict, predict_observed, predict_report, tail_classes, LayerClasses, Prediction, PredictOptions, Report};
 pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};
 

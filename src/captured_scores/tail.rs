@@ -47,37 +47,47 @@ impl Gpd {
     }
 }
 
-/// −(the profile log-likelihood) at θ, with the ξ̂ it implies; None outside the domain or
-/// where ξ̂ < −1 (there the likelihood is unbounded at the sample maximum: no regular MLE).
-fn profile(y: &[f64], mean: f64, theta: f64) -> Option<(f64, f64)> {
-    let n = y.len() as f64;
+/// −(the weighted profile log-likelihood) at θ, with the ξ̂ it implies; None outside the domain
+/// or where ξ̂ < −1 (there the likelihood is unbounded at the sample maximum: no regular MLE).
+/// `wsum` = Σ w, `mean` the weighted mean excess; unit weights give the ordinary likelihood.
+fn profile(y: &[f64], w: &[f64], wsum: f64, mean: f64, theta: f64) -> Option<(f64, f64)> {
     if theta.abs() * mean < 1e-9 {
         // The exponential limit θ → 0: σ̂ = mean.
-        return Some((n * mean.ln() + n, 0.0));
+        return Some((wsum * mean.ln() + wsum, 0.0));
     }
     let mut s = 0.0;
-    for &v in y {
+    for (&v, &wi) in y.iter().zip(w) {
+        if wi <= 0.0 {
+            continue;
+        }
         let a = theta * v;
         if a <= -1.0 {
             return None;
         }
-        s += a.ln_1p();
+        s += wi * a.ln_1p();
     }
-    let xi = s / n;
+    let xi = s / wsum;
     if xi < -1.0 || xi / theta <= 0.0 {
         return None;
     }
-    Some((n * (xi / theta).ln() + s + n, xi))
+    Some((wsum * (xi / theta).ln() + s + wsum, xi))
 }
 
 /// The maximum-likelihood GPD of the excesses `y` (all > 0).
 pub fn fit_gpd(y: &[f64]) -> Result<Gpd, ScoresError> {
-    if y.len() < MIN_EXCEEDANCES {
-        return Err(ScoresError(format!("{} exceedances: a tail fit needs at least {MIN_EXCEEDANCES}", y.len())));
+    fit_gpd_weighted(y, &vec![1.0; y.len()])
+}
+
+/// The weighted maximum-likelihood GPD: excess i counts `w[i]` times (a query's responsibility
+/// for a tail class in [`super::classes`], a bootstrap multiplicity). Unit weights are
+/// [`fit_gpd`] to the last bit. The effective count Σ w must reach [`MIN_EXCEEDANCES`].
+pub fn fit_gpd_weighted(y: &[f64], w: &[f64]) -> Result<Gpd, ScoresError> {
+    let wsum: f64 = w.iter().sum();
+    if !(wsum >= MIN_EXCEEDANCES as f64) {
+        return Err(ScoresError(format!("{} exceedances: a tail fit needs at least {MIN_EXCEEDANCES}", wsum.round())));
     }
-    let n = y.len() as f64;
-    let mean = y.iter().sum::<f64>() / n;
-    let ymax = y.iter().cloned().fold(0.0, f64::max);
+    let mean = y.iter().zip(w).map(|(v, wi)| v * wi).sum::<f64>() / wsum;
+    let ymax = y.iter().zip(w).filter(|(_, &wi)| wi > 0.0).map(|(v, _)| *v).fold(0.0, f64::max);
     if !(mean > 0.0) {
         return Err(ScoresError("the exceedances are all zero: no tail to fit".into()));
     }
@@ -88,14 +98,14 @@ pub fn fit_gpd(y: &[f64]) -> Result<Gpd, ScoresError> {
     grid.push(0.0);
     grid.extend((0..=120).map(|i| 10f64.powf(-6.0 + i as f64 / 10.0) / mean));
     grid.sort_by(|a, b| a.total_cmp(b));
-    let vals: Vec<f64> = grid.iter().map(|&t| profile(y, mean, t).map_or(f64::INFINITY, |p| p.0)).collect();
+    let f = |t: f64| profile(y, w, wsum, mean, t).map_or(f64::INFINITY, |p| p.0);
+    let vals: Vec<f64> = grid.iter().map(|&t| f(t)).collect();
     let best = (0..grid.len()).min_by(|&a, &b| vals[a].total_cmp(&vals[b])).unwrap();
     if !vals[best].is_finite() {
         return Err(ScoresError("the tail fit found no admissible shape".into()));
     }
     // Golden section between the best grid point's neighbours (the profile is unimodal there).
     let (mut a, mut b) = (grid[best.saturating_sub(1)], grid[(best + 1).min(grid.len() - 1)]);
-    let f = |t: f64| profile(y, mean, t).map_or(f64::INFINITY, |p| p.0);
     const G: f64 = 0.618_033_988_749_894_9;
     let (mut c, mut d) = (b - G * (b - a), a + G * (b - a));
     let (mut fc, mut fd) = (f(c), f(d));
@@ -119,9 +129,99 @@ pub fn fit_gpd(y: &[f64]) -> Result<Gpd, ScoresError> {
     }
     let candidates = [(grid[best], vals[best]), (c, fc), (d, fd)];
     let (theta, _) = candidates.iter().cloned().min_by(|x, y| x.1.total_cmp(&y.1)).unwrap();
-    let (_, xi) = profile(y, mean, theta).unwrap();
+    let (_, xi) = profile(y, w, wsum, mean, theta).unwrap();
     let sigma = if theta.abs() * mean < 1e-9 { mean } else { xi / theta };
     Ok(Gpd { xi, sigma })
+}
+
+/// [`fit_gpd_weighted`] from a nearby fit: Newton's method on the profile in θ = ξ/σ, started
+/// at `start`'s θ, with a halving line search. An EM iteration moves the weights a little, so
+/// the maximum moves a little, and five or so Newton steps (one pass over the excesses each)
+/// replace the grid's ~260 passes; where Newton is not safe (θ near the exponential limit, a
+/// non-convex profile, no descent) the grid search decides.
+pub fn refine_gpd_weighted(y: &[f64], w: &[f64], start: Gpd) -> Result<Gpd, ScoresError> {
+    let wsum: f64 = w.iter().sum();
+    if !(wsum >= MIN_EXCEEDANCES as f64) {
+        return Err(ScoresError(format!("{} exceedances: a tail fit needs at least {MIN_EXCEEDANCES}", wsum.round())));
+    }
+    let mean = y.iter().zip(w).map(|(v, wi)| v * wi).sum::<f64>() / wsum;
+    if !(mean > 0.0) || !(start.sigma > 0.0) {
+        return fit_gpd_weighted(y, w);
+    }
+    // f(θ) = W ln(S/(Wθ)) + S + W, S = Σ w ln(1 + θy): value, first and second derivative.
+    let eval = |theta: f64| -> Option<(f64, f64, f64)> {
+        let (mut s, mut s1, mut s2) = (0.0, 0.0, 0.0);
+        for (&v, &wi) in y.iter().zip(w) {
+            if wi <= 0.0 {
+                continue;
+            }
+            let a = theta * v;
+            if a <= -1.0 {
+                return None;
+            }
+            let r = v / (1.0 + a);
+            s += wi * a.ln_1p();
+            s1 += wi * r;
+            s2 -= wi * r * r;
+        }
+        let xi = s / wsum;
+        if xi < -1.0 || xi / theta <= 0.0 {
+            return None;
+        }
+        let f = wsum * (xi / theta).ln() + s + wsum;
+        let g = wsum * (s1 / s - 1.0 / theta) + s1;
+        let h = wsum * (s2 / s - (s1 / s) * (s1 / s) + 1.0 / (theta * theta)) + s2;
+        Some((f, g, h))
+    };
+    let near_zero = |t: f64| t.abs() * mean < 1e-4;
+    let mut theta = start.xi / start.sigma;
+    if near_zero(theta) {
+        return fit_gpd_weighted(y, w);
+    }
+    let Some(mut cur) = eval(theta) else { return fit_gpd_weighted(y, w) };
+    for _ in 0..50 {
+        let (f, g, h) = cur;
+        if !(h > 0.0) {
+            return fit_gpd_weighted(y, w);
+        }
+        let step = g / h;
+        let mut t = 1.0;
+        let next = loop {
+            let cand = theta - t * step;
+            if !near_zero(cand) {
+                if let Some(e) = eval(cand) {
+                    if e.0 <= f + 1e-12 * f.abs() {
+                        break Some((cand, e));
+                    }
+                }
+            }
+            t *= 0.5;
+            if t < 1e-6 {
+                break None;
+            }
+        };
+        let Some((cand, e)) = next else { return fit_gpd_weighted(y, w) };
+        let moved = (cand - theta).abs();
+        theta = cand;
+        cur = e;
+        if moved <= 1e-9 * theta.abs() {
+            let (_, xi) = profile(y, w, wsum, mean, theta).ok_or_else(|| ScoresError("the tail fit left its domain".into()))?;
+            return Ok(Gpd { xi, sigma: xi / theta });
+        }
+    }
+    fit_gpd_weighted(y, w)
+}
+
+/// ln of the GPD density of the excess y > 0 (−∞ beyond a bounded tail's end).
+pub fn gpd_ln_pdf(g: &Gpd, y: f64) -> f64 {
+    if g.xi.abs() < 1e-12 {
+        return -g.sigma.ln() - y / g.sigma;
+    }
+    let t = g.xi * y / g.sigma;
+    if t <= -1.0 {
+        return f64::NEG_INFINITY;
+    }
+    -g.sigma.ln() - (1.0 / g.xi + 1.0) * t.ln_1p()
 }
 
 /// One layer's tail: the threshold, the normal comparison and the fit.

@@ -238,8 +238,9 @@ one layer:  scores (float32/float64, queries x candidates), needle_index (intege
 per layer:  indexer_scores_0, indexer_scores_1, ... (each queries x candidates), needle_index\n\
 A candidate scored -inf is masked (no candidate). The rank is 1 + the candidates scoring strictly \
 above the needle's. Predictions resample each query's own distractors at the scenario's candidate \
-count (context_len / compress_ratio) with the upper tail from a generalised-Pareto fit; the band is \
-a 95% bootstrap over queries. Reference: docs/capture.md.\n\nExample:\n  \
+count (context_len / compress_ratio) with the upper tail from a generalised-Pareto fit, one per tail \
+class of queries (the class count chosen by held-out likelihood); the band is a 95% bootstrap over \
+queries. Reference: docs/capture.md.\n\nExample:\n  \
 dsa-sim import scores capture.npz --preset deepseek-v4-flash \\\n      \
 --predict context_len=16K,64K,256K --predict index_topk=512,1024,2048")]
 pub struct ScoresArgs {
@@ -258,6 +259,10 @@ pub struct ScoresArgs {
     /// Seed of the bootstrap: resample i draws only from (seed, i).
     #[arg(long, default_value_t = crate::engine::DEFAULT_SEED, value_name = "S")]
     pub seed: u64,
+    /// Most tail classes of queries per layer (the count is chosen by 5-fold held-out
+    /// likelihood up to this); 1 pools every query's tail into one law.
+    #[arg(long, default_value_t = cs::classes::MAX_CLASSES, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=(cs::classes::MAX_CLASSES as u64)))]
+    pub tail_classes: usize,
     /// Print one JSON object on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -294,12 +299,13 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
         .iter()
         .map(|l| cs::tail::summarise(l, &cs::tail::standardised(l)).map_err(|e| CliError::input(format!("{}: {e}", args.file.display()))))
         .collect::<Result<_, _>>()?;
-    let opts = PredictOptions { resamples: args.resamples, seed: args.seed };
-    let predictions = if cells.is_empty() {
-        Vec::new()
+    let opts = PredictOptions { resamples: args.resamples, seed: args.seed, max_classes: args.tail_classes };
+    let (predictions, classes) = if cells.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
-        cs::predict_observed(&capture, &cells, opts, &super::progress::Bar::resamples(!args.json))
-            .map_err(|e| CliError::input(format!("{}: {e}", args.file.display())))?
+        let r = cs::predict_report(&capture, &cells, opts, &super::progress::Bar::resamples(!args.json))
+            .map_err(|e| CliError::input(format!("{}: {e}", args.file.display())))?;
+        (r.predictions, r.classes)
     };
     if args.json {
         return print_json(&json!({
@@ -331,6 +337,12 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
                 "high": p.high,
                 "recall_empirical": p.recall_empirical,
             })).collect::<Vec<_>>(),
+            "tail_classes": classes.iter().map(|l| json!({
+                "layer": l.layer,
+                "classes": l.classes().iter().map(|c| json!({"weight": c.weight, "p_u": c.p_u, "xi": c.gpd.xi, "sigma": c.gpd.sigma})).collect::<Vec<_>>(),
+                "heldout": l.choice.heldout.iter().map(|(k, ll)| json!({"classes": k, "loglik": ll})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "max_tail_classes": args.tail_classes,
             "resamples": args.resamples,
             "seed": args.seed,
             "scenario": scenario_json(&base),
@@ -360,6 +372,18 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
         }
         for (z, o, n) in &t.exceedance {
             outln!(out, "    P(Z > {z}): {o:.3e} (normal {n:.3e}, ratio {:.2})", o / n);
+        }
+    }
+    if !classes.is_empty() {
+        outln!(out, "tail classes (at most {}, the count chosen by {}-fold held-out log-likelihood over queries):", args.tail_classes, cs::classes::FOLDS);
+        for l in &classes {
+            let h: Vec<String> = l.choice.heldout.iter().map(|(k, ll)| format!("{k}: {}", ll.map_or("too few exceedances".to_string(), |v| format!("{v:.1}")))).collect();
+            outln!(out, "  layer {}: {} class{} (held-out {})", l.layer, l.classes().len(), if l.classes().len() == 1 { "" } else { "es" }, h.join(", "));
+            if l.classes().len() > 1 {
+                for (i, c) in l.classes().iter().enumerate() {
+                    outln!(out, "    class {}: weight {:.3}, P(Z > u) = {:.2e}, xi = {:.3}, sigma = {:.3}", i + 1, c.weight, c.p_u, c.gpd.xi, c.gpd.sigma);
+                }
+            }
         }
     }
     if !predictions.is_empty() {
