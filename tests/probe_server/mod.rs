@@ -103,6 +103,8 @@ pub struct Stats {
     pub auth: Mutex<Vec<String>>,
     /// Bodies of generation requests that asked for the top-k.
     pub captured: AtomicU64,
+    /// Generation requests numbered above this get HTTP 503 (0: none; set by a test mid-run).
+    pub fail_from: AtomicU64,
 }
 
 pub struct Server {
@@ -339,6 +341,10 @@ enum Reply {
 
 fn generate(url: &str, v: &Value, model: &Model, stats: &Stats, inflight: usize, n: u64) -> Reply {
     let cfg = &model.cfg;
+    let from = stats.fail_from.load(Ordering::SeqCst);
+    if from > 0 && n > from {
+        return Reply::Json(503, json!({"error": {"message": "overloaded (planted)"}}).to_string(), vec![]);
+    }
     match cfg.bad {
         Bad::Status500(first) if n <= first => return Reply::Json(500, json!({"error": {"message": "internal error (planted)"}}).to_string(), vec![]),
         Bad::TooMany(first, secs) if n <= first => {
