@@ -424,6 +424,9 @@ struct Ctx<'a> {
     words: Mutex<HashMap<usize, usize>>,
     /// Haystack words per token seen so far (the first guess of a cell's search).
     ratio: Mutex<f64>,
+    /// The count of the text before the needle, per (cell, words, skip): it does not depend on
+    /// the needle.
+    before: Mutex<HashMap<(usize, usize, usize), u64>>,
     stop: AtomicBool,
 }
 
@@ -493,7 +496,17 @@ impl Ctx<'_> {
             skip = found.skip;
             self.learn(job.cell, words, found.tokens);
             let p = prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle);
-            let before = self.count(p.before_needle())?;
+            let memo = self.before.lock().ok().and_then(|m| m.get(&(job.cell, words, skip)).copied());
+            let before = match memo {
+                Some(b) => b,
+                None => {
+                    let b = self.count(p.before_needle())?;
+                    if let Ok(mut m) = self.before.lock() {
+                        m.insert((job.cell, words, skip), b);
+                    }
+                    b
+                }
+            };
             let through = self.count(p.through_needle())?;
             counted = Some((found.tokens, before, through.saturating_sub(before).max(1)));
         }
@@ -701,6 +714,7 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
         stage: dir,
         words: Mutex::new(HashMap::new()),
         ratio: Mutex::new(0.75),
+        before: Mutex::new(HashMap::new()),
         stop: AtomicBool::new(false),
     };
     for r in previous.iter().filter(|r| r.counts()) {
