@@ -60,6 +60,53 @@ fn exact_lengths_depths_and_a_table_verdict_reads() {
 }
 
 #[test]
+fn the_same_probe_writes_the_same_table_whatever_the_inflight_count() {
+    let srv = start(Config::healthy());
+    let d = tempfile::tempdir().unwrap();
+    let run = |name: &str, inflight: &str| {
+        let out = d.path().join(name);
+        ok(&["probe", "--url", &srv.url, "--context-len", "4K,16K", "--depth", "0.1,0.9", "--trials", "6", "--max-inflight", inflight, "--out", out.to_str().unwrap()]);
+        let table: Vec<String> = std::fs::read_to_string(out.join("measured.csv")).unwrap().lines().skip(1).map(str::to_string).collect();
+        let mut prompts: Vec<(String, u64, u64)> =
+            transcript(&out).iter().map(|r| (r["id"].as_str().unwrap().to_string(), r["words"].as_u64().unwrap(), r["skip"].as_u64().unwrap())).collect();
+        prompts.sort();
+        (table, prompts)
+    };
+    assert_eq!(run("a", "1"), run("b", "8"));
+}
+
+#[test]
+fn chat_and_usage_only_servers() {
+    // Chat completions: the template's tokens are counted by the server (its /tokenize with
+    // messages), so the lengths still hit the cell.
+    let srv = start(Config::healthy());
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("chat");
+    ok(&["probe", "--url", &srv.url, "--chat", "--context-len", "4K", "--depth", "0.3", "--trials", "3", "--out", out.to_str().unwrap()]);
+    for r in transcript(&out) {
+        assert_eq!(r["prompt_tokens"], 4000, "{r}");
+        assert!((r["depth"].as_f64().unwrap() - 0.3).abs() < 0.02, "{r}");
+    }
+    // No /tokenize (as SGLang's /generate): the reply's count; positions estimated.
+    let mut cfg = Config::healthy();
+    cfg.tokenize = false;
+    let srv = start(cfg);
+    let out = d.path().join("usage");
+    let j: serde_json::Value = serde_json::from_str(&ok(&[
+        "probe", "--url", &srv.url, "--generate", "--context-len", "2K,16K", "--depth", "0.2,0.8", "--trials", "3", "--out", out.to_str().unwrap(), "--json",
+    ]))
+    .unwrap();
+    assert_eq!(j["token_count"], "usage");
+    assert_eq!(j["trials"], 12);
+    for r in transcript(&out).iter().filter(|r| r["discarded"].is_null()) {
+        let (p, t) = (r["prompt_tokens"].as_u64().unwrap(), r["target_tokens"].as_u64().unwrap());
+        assert!(p.abs_diff(t) as f64 <= 0.01 * t as f64, "{r}");
+        assert_eq!(r["positions"], "estimate");
+        assert!((r["depth"].as_f64().unwrap() - r["target_depth"].as_f64().unwrap()).abs() < 0.03, "{r}");
+    }
+}
+
+#[test]
 fn captures_are_read_by_import_topk_as_written() {
     for generate in [true, false] {
         // k = 128 and a weak needle: at 2K-3K tokens (500-750 candidates) some needles are missed.

@@ -427,6 +427,8 @@ struct Ctx<'a> {
     /// The count of the text before the needle, per (cell, words, skip): it does not depend on
     /// the needle.
     before: Mutex<HashMap<(usize, usize, usize), u64>>,
+    /// Where each cell's length search starts ([`Ctx::cell_start`]).
+    starts: Mutex<HashMap<usize, usize>>,
     stop: AtomicBool,
 }
 
@@ -479,22 +481,46 @@ impl Ctx<'_> {
         }
     }
 
-    /// Runs one job: its records in send order.
-    fn run(&self, job: Job, done: &HashSet<String>) -> Result<Vec<Record>, ProbeError> {
+    /// Where a cell's length search starts in tokenize mode: the words found for trial 0's
+    /// needle from a fixed first guess, computed once per cell, so that every trial's search
+    /// (and so its prompt) is the same whatever order the trials run in.
+    fn cell_start(&self, cell: usize) -> Result<usize, ProbeError> {
+        let mut m = self.starts.lock().map_err(|_| ProbeError::failure("internal: a worker panicked"))?;
+        if let Some(&w) = m.get(&cell) {
+            return Ok(w);
+        }
+        let o = self.opts;
+        let c = &o.cells[cell];
+        let needle = Needle::draw(o.seed, 0);
+        let guess = ((c.context_len as f64 * 0.75).round() as usize).max(1);
+        let f = prompt::search(c.context_len, guess, &mut |w, k| self.count(&prompt::build_from(&o.haystack, k, w, c.depth, c.repeat, &needle).text))?;
+        m.insert(cell, f.words);
+        Ok(f.words)
+    }
+
+    /// Runs one job: its records in send order. `done`: the passes already in the transcript,
+    /// with the haystack words and phase their prompt had (a second pass sends that prompt).
+    fn run(&self, job: Job, done: &HashMap<String, (usize, usize)>) -> Result<Vec<Record>, ProbeError> {
         let o = self.opts;
         let cell = &o.cells[job.cell];
         let needle = Needle::draw(o.seed, job.trial);
         let twice = o.prefix_cache_twice;
+        let prior = (0..o.passes()).find_map(|p| done.get(&job.id(twice, p)).copied());
         let mut out = Vec::new();
         // The prompt, and the positions counted by /tokenize.
-        let mut words = self.first_guess(job.cell);
-        let mut skip = 0;
+        let (mut words, mut skip) = prior.unwrap_or((self.first_guess(job.cell), 0));
         let mut counted: Option<(u64, u64, u64)> = None; // (tokens, needle_start, needle_tokens)
         if self.tokenize {
-            let found = prompt::search(cell.context_len, words, &mut |w, k| self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text))?;
-            words = found.words;
-            skip = found.skip;
-            self.learn(job.cell, words, found.tokens);
+            let tokens = match prior {
+                Some(_) => self.count(&prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle).text)?,
+                None => {
+                    let start = self.cell_start(job.cell)?;
+                    let found = prompt::search(cell.context_len, start, &mut |w, k| self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text))?;
+                    (words, skip) = (found.words, found.skip);
+                    found.tokens
+                }
+            };
+            self.learn(job.cell, words, tokens);
             let p = prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle);
             let memo = self.before.lock().ok().and_then(|m| m.get(&(job.cell, words, skip)).copied());
             let before = match memo {
@@ -508,11 +534,11 @@ impl Ctx<'_> {
                 }
             };
             let through = self.count(p.through_needle())?;
-            counted = Some((found.tokens, before, through.saturating_sub(before).max(1)));
+            counted = Some((tokens, before, through.saturating_sub(before).max(1)));
         }
         for pass in 0..o.passes() {
             let id = job.id(twice, pass);
-            if done.contains(&id) {
+            if done.contains_key(&id) {
                 continue;
             }
             let mut tries = 0;
@@ -684,7 +710,7 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     let dir = stage.path();
     let tpath = dir.join(transcript::FILE);
     let previous = if stage.resumed() { transcript::read(&tpath)? } else { Vec::new() };
-    let done: HashSet<String> = previous.iter().filter(|r| r.counts()).map(|r| r.id.clone()).collect();
+    let done: HashMap<String, (usize, usize)> = previous.iter().filter(|r| r.counts()).map(|r| (r.id.clone(), (r.words, r.skip))).collect();
     let model = match &opts.model {
         Some(m) => m.clone(),
         None => match client.model_id() {
@@ -715,6 +741,7 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
         words: Mutex::new(HashMap::new()),
         ratio: Mutex::new(0.75),
         before: Mutex::new(HashMap::new()),
+        starts: Mutex::new(HashMap::new()),
         stop: AtomicBool::new(false),
     };
     for r in previous.iter().filter(|r| r.counts()) {
@@ -723,7 +750,7 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     let jobs = opts.jobs();
     let passes = opts.passes();
     let total = jobs.len() as u64 * passes as u64;
-    let todo: Vec<Job> = jobs.iter().copied().filter(|j| (0..passes).any(|p| !done.contains(&j.id(opts.prefix_cache_twice, p)))).collect();
+    let todo: Vec<Job> = jobs.iter().copied().filter(|j| (0..passes).any(|p| !done.contains_key(&j.id(opts.prefix_cache_twice, p)))).collect();
     progress.start(total, total - (todo.len() as u64 * passes as u64).min(total));
     let mut writer = transcript::Writer::open(&tpath)?;
     let mut records = previous;
