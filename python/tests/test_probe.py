@@ -85,3 +85,12 @@ def test_dry_run_and_bad_input(server, cli, tmp_path):
     with pytest.raises(ValueError) as e:
         dsa_sim.probe(server, tmp_path / "x", context_len=2000, depth=1.5)
     assert str(e.value) == cli.error("probe", "--url", server, "--out", str(tmp_path / "x"), "--context-len", "2000", "--depth", "1.5")
+
+
+def test_verdict_joins_several_tables_as_the_command_line_does(server, cli, tmp_path):
+    a = dsa_sim.probe(server, tmp_path / "a", context_len=[4000, 8000], depth=[0.2, 0.8], trials=4, labels=["build=main"])
+    b = dsa_sim.probe(server, tmp_path / "b", context_len=[4000, 8000], depth=[0.2, 0.8], trials=4, labels=["build=fork"])
+    py = dsa_sim.verdict(data=[a["measured"], b["measured"]], preset="deepseek-v4-flash", stack="none")
+    c = cli.json("verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", a["measured"], "--data", b["measured"])
+    assert py == c
+    assert [t["column"] for t in py["conditions"]] == ["build"]
