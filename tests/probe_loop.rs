@@ -150,7 +150,7 @@ fn a_build_that_loses_needles_is_named_by_its_label() {
 fn concurrency_and_prefix_cache_losses_are_named_by_their_columns() {
     let d = tempfile::tempdir().unwrap();
     let grid = ["--context-len", "4K,16K,64K", "--depth", "0.5", "--trials", "40"];
-    let srv = start(Config::healthy().with(Defect::Concurrency(4)));
+    let srv = start(Config::healthy().with(Defect::Concurrency(2)));
     let t = probe(&srv.url, &d.path().join("conc"), &[&grid[..], &["--concurrency", "1,8"]].concat());
     let v = verdict(&[&t]);
     assert_eq!(v["call"], "implementation-suspect", "{}", summary(&v));

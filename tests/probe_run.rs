@@ -98,6 +98,13 @@ fn chat_and_usage_only_servers() {
     .unwrap();
     assert_eq!(j["token_count"], "usage");
     assert_eq!(j["trials"], 12);
+    // A /tokenize of another shape (TGI, llama.cpp) refuses the probe's fields: usage counts then.
+    let srv2 = start(Config::healthy().bad(probe_server::Bad::OtherTokenize));
+    let j2: serde_json::Value = serde_json::from_str(&ok(&[
+        "probe", "--url", &srv2.url, "--context-len", "2K", "--depth", "0.5", "--trials", "2", "--out", d.path().join("tgi").to_str().unwrap(), "--json",
+    ]))
+    .unwrap();
+    assert_eq!((j2["token_count"].as_str(), j2["trials"].as_u64()), (Some("usage"), Some(2)));
     for r in transcript(&out).iter().filter(|r| r["discarded"].is_null()) {
         let (p, t) = (r["prompt_tokens"].as_u64().unwrap(), r["target_tokens"].as_u64().unwrap());
         assert!(p.abs_diff(t) as f64 <= 0.01 * t as f64, "{r}");

@@ -255,7 +255,8 @@ impl Client {
         };
         match self.send("POST", "/tokenize", Some(&body), None, &|| false) {
             Ok((v, _, _)) => {
-                let n = v["count"].as_u64().or_else(|| v["tokens"].as_array().map(|a| a.len() as u64));
+                // vLLM: {"count", "tokens"}; llama.cpp: {"tokens"}; TGI: a list of tokens.
+                let n = v["count"].as_u64().or_else(|| v["tokens"].as_array().map(|a| a.len() as u64)).or_else(|| v.as_array().map(|a| a.len() as u64));
                 n.map(Some).ok_or_else(|| ProbeError::server(format!("{}/tokenize: the reply has no count or tokens", self.shown)))
             }
             Err(e) if ["HTTP 404", "HTTP 405", "HTTP 501"].iter().any(|c| e.message.starts_with(c)) => Ok(None),

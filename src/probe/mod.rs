@@ -721,7 +721,13 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     };
     let tokenize = match opts.token_count {
         TokenCount::Usage => false,
-        TokenCount::Auto => client.tokenize(&model, opts.api, "hello")?.is_some(),
+        // A /tokenize of another shape (TGI's, llama.cpp's take other fields and refuse ours
+        // with a 4xx) is no /tokenize for the probe: the replies' usage counts instead.
+        TokenCount::Auto => match client.tokenize(&model, opts.api, "hello") {
+            Ok(t) => t.is_some(),
+            Err(e) if e.message.starts_with("HTTP 4") || e.message.contains("no count or tokens") => false,
+            Err(e) => return Err(e),
+        },
         TokenCount::Tokenize => {
             if client.tokenize(&model, opts.api, "hello")?.is_none() {
                 return Err(ProbeError::input(format!("--token-count tokenize: {} has no /tokenize endpoint (use auto or usage)", client.shown())));

@@ -35,7 +35,8 @@ pub enum Defect {
     FirstKUnscored,
     /// Prompts of length ≡ 3 mod 4 lose the needle 80% of the time.
     LengthMod4,
-    /// With at least this many requests in flight, 70% of needles are lost.
+    /// With at least this many requests in flight, 70% of needles are lost (each generation
+    /// request is then held 30 ms, so that a client's concurrent requests do overlap).
     Concurrency(usize),
     /// A prompt seen before (a prefix-cache hit) loses its needle.
     PrefixHit,
@@ -59,6 +60,8 @@ pub enum Bad {
     Slow(Duration),
     /// A generation reply's answer misses `choices` (an unexpected layout).
     WrongLayout,
+    /// /tokenize exists but takes other fields (TGI's `inputs`, llama.cpp's `content`): 422.
+    OtherTokenize,
 }
 
 #[derive(Debug, Clone)]
@@ -303,6 +306,9 @@ fn handle(mut req: tiny_http::Request, model: &Model, stats: &Stats) {
             respond(req, 200, json!({"object": "list", "data": [{"id": cfg.model, "object": "model"}]}).to_string(), &[]);
         }
         "/tokenize" => {
+            if cfg.bad == Bad::OtherTokenize {
+                return respond(req, 422, json!({"error": "Input validation error: `inputs` is required"}).to_string(), &[]);
+            }
             if !cfg.tokenize {
                 return respond(req, 404, json!({"detail": "Not Found"}).to_string(), &[]);
             }
@@ -321,10 +327,13 @@ fn handle(mut req: tiny_http::Request, model: &Model, stats: &Stats) {
             if let Some(a) = req.headers().iter().find(|h| h.field.equiv("Authorization")) {
                 stats.auth.lock().unwrap().push(a.value.as_str().to_string());
             }
-            let inflight = stats.inflight.fetch_add(1, Ordering::SeqCst) + 1;
+            let arrived = stats.inflight.fetch_add(1, Ordering::SeqCst) + 1;
+            // Let requests overlap as they would on a GPU server; in flight is the most seen
+            // while this one was held.
+            let hold = if matches!(cfg.defect, Defect::Concurrency(_)) { 30 } else { 2 };
+            std::thread::sleep(Duration::from_millis(hold));
+            let inflight = arrived.max(stats.inflight.load(Ordering::SeqCst));
             stats.max_inflight.fetch_max(inflight, Ordering::SeqCst);
-            // Let requests overlap as they would on a GPU server.
-            std::thread::sleep(Duration::from_millis(2));
             let reply = generate(&url, &v, model, stats, inflight, n);
             stats.inflight.fetch_sub(1, Ordering::SeqCst);
             match reply {
