@@ -81,6 +81,7 @@ fn healthy_server_loop_is_a_physical_limit_on_both_tables() {
     let d = tempfile::tempdir().unwrap();
     let run1 = probe(&srv.url, &d.path().join("run1"), GRID);
     let v = verdict(&[&run1]);
+    eprintln!("healthy, run1: {}", summary(&v));
     assert!(physical(&v), "{}", summary(&v));
     // plan → probe the planned cells (the server restarted at each k they ask for) → verdict
     // on the tables together.
@@ -88,6 +89,7 @@ fn healthy_server_loop_is_a_physical_limit_on_both_tables() {
     tables.extend(planned_runs(Config::healthy(), &run1, d.path()));
     let refs: Vec<&Path> = tables.iter().map(PathBuf::as_path).collect();
     let v = verdict(&refs);
+    eprintln!("healthy, run1 + planned: {}", summary(&v));
     assert!(physical(&v), "{}", summary(&v));
     assert!(v["warnings"].as_array().unwrap().is_empty());
 }
