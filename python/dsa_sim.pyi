@@ -107,7 +107,7 @@ def calibrate(
 def verdict(
     *,
     target: float = 0.9,
-    data: Optional[Path] = None,
+    data: Optional[Union[Path, Sequence[Path]]] = None,
     fit: Optional[Union[str, Sequence[str]]] = None,
     preset: Optional[str] = None,
     scenario: Optional[Path] = None,
@@ -125,6 +125,43 @@ def verdict(
     explanation, notes; with `data` the diagnosis (signatures, conditions, row_checks, hypotheses, …), with
     `data` and `fit` the intervals and the calibration.
     """
+
+def probe(
+    url: str,
+    out: Optional[Path] = None,
+    *,
+    context_len: Optional[Union[str, int, Sequence[int]]] = None,
+    depth: Optional[Union[str, float, Sequence[float]]] = None,
+    repeat: Optional[Union[str, int, Sequence[int]]] = None,
+    trials: Optional[int] = None,
+    cells: Optional[Path] = None,
+    chat: bool = False,
+    generate: bool = False,
+    model: Optional[str] = None,
+    index_topk: int = 512,
+    labels: Optional[Union[dict[str, str], Sequence[str]]] = None,
+    concurrency: Optional[Union[str, int, Sequence[int]]] = None,
+    prefix_cache_twice: bool = False,
+    seed: Optional[int] = None,
+    max_inflight: int = 4,
+    timeout: float = 600.0,
+    retries: int = 5,
+    backoff: float = 0.5,
+    max_tokens: int = 32,
+    haystack: Optional[Path] = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    capture: bool = False,
+    token_count: Literal["auto", "tokenize", "usage"] = "auto",
+    resume: bool = False,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Measures a live server (OpenAI-compatible, or SGLang's /generate with generate=True):
+    needle prompts of exact token lengths, answers scored with RULER's string_match_all, written
+    to the folder `out` (measured.csv, transcript.jsonl; captures/ and manifest.csv with
+    capture=True). Returns what `dsa-sim probe --json` prints; dry_run=True sends nothing and
+    returns the cells, the number of requests and the prompt tokens. Bad input raises
+    ValueError, a server that fails after the retries RuntimeError."""
+    ...
 
 def plan(
     data: Path,

@@ -106,6 +106,7 @@ pub mod indexer;
 pub mod vector_fields;
 pub mod engine;
 pub mod sweep;
+pub mod probe;
 pub mod verdict;
 pub mod calibrate;
 pub mod captured_scores;

@@ -424,7 +424,7 @@ fn calibrate(
 fn verdict(
     py: Python<'_>,
     target: f64,
-    data: Option<PathBuf>,
+    data: Option<&Bound<'_, PyAny>>,
     fit: Option<&Bound<'_, PyAny>>,
     preset: Option<String>,
     scenario: Option<PathBuf>,
@@ -437,10 +437,111 @@ fn verdict(
     let spec = scenario_spec(preset, scenario, fields)?;
     let engine = fit_engine_spec(engine, trials, seed, threads)?;
     let fit = fit_text(fit)?;
+    let tables: Vec<PathBuf> = match data.filter(|d| !d.is_none()) {
+        None => Vec::new(),
+        Some(d) => match d.extract::<PathBuf>() {
+            Ok(p) => vec![p],
+            Err(_) => d.extract::<Vec<PathBuf>>().map_err(|_| PyTypeError::new_err("data: a path or a list of paths (several tables are joined)"))?,
+        },
+    };
     let v = py
-        .detach(|| commands::fit::verdict(&spec, &engine, target, data.as_deref(), fit.as_deref(), &|_| {}).map(|v| v.to_json()))
+        .detach(|| {
+            let refs: Vec<&std::path::Path> = tables.iter().map(PathBuf::as_path).collect();
+            commands::fit::verdict_tables(&spec, &engine, target, &refs, fit.as_deref(), &|_| {}).map(|v| v.to_json())
+        })
         .map_err(py_err)?;
     to_py(py, &v)
+}
+
+/// A value spec as a flag would carry it: a string as it is, a number, or a list of them
+/// joined with commas.
+fn spec_text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(s.to_string());
+    }
+    if v.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!("{name}: expected a number, a string or a list of them")));
+    }
+    if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() {
+        return Ok(v.str()?.to_string());
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let items: Vec<String> = v.try_iter()?.map(|x| x.and_then(|x| spec_text(name, &x))).collect::<PyResult<_>>()?;
+        return Ok(items.join(","));
+    }
+    Err(PyTypeError::new_err(format!("{name}: expected a number, a string or a list of them")))
+}
+
+/// Measures a live server: needle prompts of exact token lengths (the server's own count) to
+/// an OpenAI-compatible server (`/v1/completions`, `chat=True` for chat completions) or SGLang's
+/// `/generate` (`generate=True`), scored with RULER's string_match_all, written to the folder
+/// `out` (measured.csv, transcript.jsonl, and with `capture=True` captures/ and manifest.csv).
+///
+/// Cells: `context_len` ("2K..64K:x2" or a list), `depth`, `repeat`, `trials`, or `cells` (a
+/// `plan --out` file). Conditions: `labels` ({"build": "fork"} or ["build=fork"]),
+/// `concurrency` ([1, 8]), `prefix_cache_twice`. Requests: `max_inflight`, `timeout`,
+/// `retries`, `backoff` (seconds), `api_key_env`. `dry_run=True` sends nothing and returns the
+/// cells, the requests and the tokens.
+///
+/// Returns the dict `dsa-sim probe --json` prints (out, measured, transcript, manifest, server,
+/// model, token_count, requests_sent, requests_resumed, rows, trials, hits, captures, …).
+#[pyfunction]
+#[pyo3(signature = (url, out=None, *, context_len=None, depth=None, repeat=None, trials=None, cells=None, chat=false, generate=false, model=None, index_topk=512, labels=None, concurrency=None, prefix_cache_twice=false, seed=None, max_inflight=4, timeout=600.0, retries=5, backoff=0.5, max_tokens=32, haystack=None, api_key_env="OPENAI_API_KEY", capture=false, token_count="auto", resume=false, dry_run=false))]
+#[allow(clippy::too_many_arguments)]
+fn probe(
+    py: Python<'_>,
+    url: String,
+    out: Option<PathBuf>,
+    context_len: Option<&Bound<'_, PyAny>>,
+    depth: Option<&Bound<'_, PyAny>>,
+    repeat: Option<&Bound<'_, PyAny>>,
+    trials: Option<u64>,
+    cells: Option<PathBuf>,
+    chat: bool,
+    generate: bool,
+    model: Option<String>,
+    index_topk: u64,
+    labels: Option<&Bound<'_, PyAny>>,
+    concurrency: Option<&Bound<'_, PyAny>>,
+    prefix_cache_twice: bool,
+    seed: Option<u64>,
+    max_inflight: u32,
+    timeout: f64,
+    retries: u32,
+    backoff: f64,
+    max_tokens: u32,
+    haystack: Option<PathBuf>,
+    api_key_env: &str,
+    capture: bool,
+    token_count: &str,
+    resume: bool,
+    dry_run: bool,
+) -> PyResult<Py<PyAny>> {
+    let mut spec = commands::probe::ProbeSpec { url, out, trials, cells, chat, generate, model, index_topk, prefix_cache_twice, max_inflight, timeout, retries, backoff, max_tokens, haystack, capture, resume, ..Default::default() };
+    spec.api_key_env = api_key_env.to_string();
+    spec.token_count = token_count.to_string();
+    if let Some(s) = seed {
+        spec.seed = s;
+    }
+    spec.context_len = context_len.filter(|v| !v.is_none()).map(|v| spec_text("context_len", v)).transpose()?;
+    if let Some(d) = depth.filter(|v| !v.is_none()) {
+        spec.depth = spec_text("depth", d)?;
+    }
+    if let Some(r) = repeat.filter(|v| !v.is_none()) {
+        spec.repeat = spec_text("repeat", r)?;
+    }
+    spec.concurrency = concurrency.filter(|v| !v.is_none()).map(|v| spec_text("concurrency", v)).transpose()?;
+    if let Some(l) = labels.filter(|v| !v.is_none()) {
+        spec.labels = if let Ok(d) = l.cast::<PyDict>() {
+            d.iter().map(|(k, v)| Ok(format!("{}={}", k.str()?, v.str()?))).collect::<PyResult<_>>()?
+        } else {
+            l.extract::<Vec<String>>().map_err(|_| PyTypeError::new_err("labels: a dict {name: value} or a list of \"name=value\""))?
+        };
+    }
+    let j = py
+        .detach(|| if dry_run { spec.dry_run().map(|d| d.to_json()) } else { spec.run(&Silent).map(|p| p.to_json()) })
+        .map_err(py_err)?;
+    to_py(py, &j)
 }
 
 /// The cells to measure next that best separate the leading hypotheses, within a trial budget.
@@ -699,5 +800,6 @@ fn dsa_sim_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(quantize, m)?)?;
     m.add_function(wrap_pyfunction!(import_topk, m)?)?;
+    m.add_function(wrap_pyfunction!(probe, m)?)?;
     Ok(())
 }

@@ -219,7 +219,7 @@ def test_no_scenario_field_is_shadowed_by_a_keyword_argument():
 
 def test_every_function_has_a_docstring_and_a_stub():
     stub = (pathlib.Path(__file__).parents[1] / "dsa_sim.pyi").read_text()
-    for name in ("recall", "rank", "sweep", "calibrate", "verdict", "plan", "quantize"):
+    for name in ("recall", "rank", "sweep", "calibrate", "verdict", "plan", "quantize", "probe"):
         assert len(getattr(dsa_sim, name).__doc__ or "") > 100, name
         assert f"def {name}(" in stub, name
 

@@ -6,6 +6,7 @@ pub mod import;
 pub mod merge;
 pub mod presets;
 pub mod plan;
+pub mod probe;
 pub mod progress;
 pub mod quantize;
 pub mod rank;
@@ -88,6 +89,8 @@ pub enum Command {
     Run(run::RunExperimentArgs),
     /// Import measurements: captured indexer top-k (import topk), captured scores (import scores) or needle-in-a-haystack results (import niah).
     Import(import::ImportArgs),
+    /// Measure a live server (OpenAI-compatible or SGLang): needle prompts of exact token lengths to a measured table, a transcript and indexer captures.
+    Probe(probe::ProbeArgs),
     /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
     Merge(merge::MergeArgs),
     /// List every preset with every field's value.
@@ -115,6 +118,7 @@ impl Command {
             Command::Import(a) => import::run(a),
             Command::Run(a) => run::run(a),
             Command::Merge(a) => merge::run(a),
+            Command::Probe(a) => probe::run(a),
             Command::Presets(a) => presets::run(a),
             Command::Quantize(a) => quantize::run(a),
             Command::Formats(a) => formats::run(a),

@@ -29,6 +29,11 @@ impl Bar {
         Bar::new("{spinner} bootstrap {bar:30} {pos}/{len} resamples, eta {eta}", enabled)
     }
 
+    /// A bar over a probe's requests, with their rate (`enabled = false`: draws nothing).
+    pub fn requests(enabled: bool) -> Bar {
+        Bar::new("{spinner} probe {bar:30} {pos}/{len} requests, {per_sec}, eta {eta}", enabled)
+    }
+
     fn new(template: &'static str, enabled: bool) -> Bar {
         Bar { template, enabled: enabled && std::io::stderr().is_terminal(), bar: Mutex::new(ProgressBar::hidden()) }
     }

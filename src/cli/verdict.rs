@@ -2,7 +2,7 @@
 
 use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::commands::fit::verdict;
+use crate::commands::fit::verdict_tables;
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim verdict`.
@@ -22,11 +22,12 @@ pub struct VerdictArgs {
     pub target: f64,
     /// Diagnose this measured table: without --fit, row checks (random-indexer floor,
     /// selection-independent misses) and every named hypothesis decide the call; with --fit,
-    /// calibrate those fields first and the numbers carry 95% intervals.
+    /// calibrate those fields first and the numbers carry 95% intervals. Repeatable: several
+    /// tables (two probe runs, two builds) are joined into one, their condition columns united.
     #[arg(long, value_name = "FILE.csv")]
-    pub data: Option<PathBuf>,
+    pub data: Vec<PathBuf>,
     /// Fields to fit with --data.
-    #[arg(long, value_name = "FIELD,…", requires = "data")]
+    #[arg(long, value_name = "FIELD,…")]
     pub fit: Option<String>,
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -35,7 +36,8 @@ pub struct VerdictArgs {
 
 /// Runs `dsa-sim verdict`.
 pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
-    let v = verdict(&args.scenario.spec(), &args.engine.spec(), args.target, args.data.as_deref(), args.fit.as_deref(), &spinner())?;
+    let tables: Vec<&std::path::Path> = args.data.iter().map(PathBuf::as_path).collect();
+    let v = verdict_tables(&args.scenario.spec(), &args.engine.spec(), args.target, &tables, args.fit.as_deref(), &spinner())?;
     if args.engine.json {
         print_json(&v.to_json())
     } else {

@@ -25,6 +25,12 @@ fn load(path: &Path) -> Result<Dataset, CommandError> {
     Ok(load_csv(path).map_err(CalibError::from)?)
 }
 
+/// Several tables read and joined into one ([`crate::measured::join`]).
+fn load_all(paths: &[&Path]) -> Result<Dataset, CommandError> {
+    let tables = paths.iter().map(|p| load(p)).collect::<Result<Vec<_>, _>>()?;
+    Ok(crate::measured::join(tables).map_err(CalibError::from)?)
+}
+
 /// The base scenario with what a selection table says of its requests (`import topk`'s
 /// needle_tokens, compress_ratio and overlap, docs/capture.md#the-manifest). Each row's own
 /// values already make its row scenario ([`crate::measured::Observation::apply`]); here a field
@@ -161,14 +167,29 @@ pub fn verdict(
     fit: Option<&str>,
     observe: Evaluations,
 ) -> Result<VerdictResult, CommandError> {
+    let tables: Vec<&Path> = data.into_iter().collect();
+    verdict_tables(spec, engine, target, &tables, fit, observe)
+}
+
+/// [`verdict`] on several measured tables joined into one (`verdict --data a.csv --data b.csv`:
+/// rows in order, condition columns united; [`crate::measured::join`]).
+pub fn verdict_tables(
+    spec: &ScenarioSpec,
+    engine: &FitEngineSpec,
+    target: f64,
+    tables: &[&Path],
+    fit: Option<&str>,
+    observe: Evaluations,
+) -> Result<VerdictResult, CommandError> {
+    let data = (!tables.is_empty()).then_some(tables);
     let base = spec.resolve()?;
     let opts = VerdictOptions { target, max_topk: base.max_topk };
     opts.validate()?;
     let model = engine.model()?;
     engine.check(&base)?;
     match (data, fit) {
-        (Some(path), Some(fit)) => {
-            let data = load(path)?;
+        (Some(paths), Some(fit)) => {
+            let data = load_all(paths)?;
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
             let free = parse_fit_spec(fit, Some(&data))?;
@@ -188,8 +209,8 @@ pub fn verdict(
                 Ok(VerdictResult::Calibrated { report: Box::new(report), verdict: Box::new(cv), scenario, data: data.clone() })
             })?
         }
-        (Some(path), None) => {
-            let data = load(path)?;
+        (Some(paths), None) => {
+            let data = load_all(paths)?;
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
             let d = engine.in_pool(|| diagnose(&data, &base, &[], &engine.cached(&model, observe), opts))??;

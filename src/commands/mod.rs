@@ -12,6 +12,7 @@
 
 pub mod estimate;
 pub mod fit;
+pub mod probe;
 pub mod quantize;
 pub mod sweep;
 

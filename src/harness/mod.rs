@@ -366,7 +366,7 @@ fn parse_jsonl(
                     // RULER writes length −1 when the dataset had none.
                     None => v.get("length").and_then(serde_json::Value::as_u64).filter(|&l| l >= 1).ok_or_else(|| at("no positive integer `length` (and the folder is not {seq}/pred)".into()))?,
                 };
-                Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: match_all(pred, &outputs) }
+                Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: string_match_all(pred, &outputs) }
             }
             _ => {
                 let doc = v.get("doc").ok_or_else(|| at("no `doc`".into()))?;
@@ -375,7 +375,7 @@ fn parse_jsonl(
                 let resp = v.get("filtered_resps").or_else(|| v.get("resps")).ok_or_else(|| at("no `filtered_resps`".into()))?;
                 let pred = first_string(resp).ok_or_else(|| at("`filtered_resps` holds no string".into()))?;
                 let input = str_field(doc, "input").unwrap_or("");
-                Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: match_all(pred, &outputs) }
+                Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: string_match_all(pred, &outputs) }
             }
         };
         if t.context_len == 0 {
@@ -431,7 +431,7 @@ fn parse_json(path: &Path, name: &str, v: &serde_json::Value, o: &Options, trial
                 _ => return Err(HarnessError::input(format!("{name}: sample {}: `gold` is not a string", crate::input::echo(key)))),
             };
             let gold: Vec<&str> = gold.iter().map(String::as_str).collect();
-            trials.push(Trial { context_len: l, depth: Some(d as f64 / 100.0), needle: stem.to_string(), hit: match_all(pred, &gold) });
+            trials.push(Trial { context_len: l, depth: Some(d as f64 / 100.0), needle: stem.to_string(), hit: string_match_all(pred, &gold) });
         }
         return Ok(Some(Format::NeedleBench));
     }
@@ -473,8 +473,8 @@ fn first_string(v: &serde_json::Value) -> Option<&str> {
 }
 
 /// RULER's string_match_all for one sample: every expected string occurs in the prediction,
-/// case-insensitively (and there is at least one).
-fn match_all(pred: &str, outputs: &[&str]) -> bool {
+/// case-insensitively (and there is at least one). `dsa-sim probe` scores its answers with it.
+pub fn string_match_all(pred: &str, outputs: &[&str]) -> bool {
     let p = pred.to_lowercase();
     !outputs.is_empty() && outputs.iter().all(|o| p.contains(&o.to_lowercase()))
 }
@@ -592,7 +592,7 @@ mod tests {
     fn helpers() {
         assert_eq!(length_depth("Length4000Depth50_origin_en_4k"), Some((4000, 50)));
         assert_eq!(length_depth("needlebench_x"), None);
-        assert!(match_all("The Number is 123 and 456", &["123", "456"]) && !match_all("123", &["123", "9"]) && !match_all("x", &[]));
+        assert!(string_match_all("The Number is 123 and 456", &["123", "456"]) && !string_match_all("123", &["123", "9"]) && !string_match_all("x", &[]));
         assert_eq!(locate("aaaaaaaaa 42", &["42"]), Some(0.8));
         assert_eq!(locate("abc", &["42"]), None);
         assert_eq!(clip_needle("a\nb  c"), "a b c");

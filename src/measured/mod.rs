@@ -377,6 +377,53 @@ impl Dataset {
     }
 }
 
+/// Several tables as one (`verdict --data a.csv --data b.csv`): their rows in order, the union
+/// of their condition columns (a row that does not record one has "" there), their notes and
+/// provenance joined; transcribed if any is. Selection tables join only with selection tables.
+pub fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
+    let mut it = tables.into_iter();
+    let Some(first) = it.next() else { return Err(MeasuredError::Empty("no table given".into())) };
+    let rest: Vec<Dataset> = it.collect();
+    if rest.is_empty() {
+        return Ok(first);
+    }
+    let all: Vec<Dataset> = std::iter::once(first).chain(rest).collect();
+    if all.iter().any(|d| d.is_selection()) && !all.iter().all(|d| d.is_selection()) {
+        let sel: Vec<&str> = all.iter().filter(|d| d.is_selection()).map(|d| d.source.as_str()).collect();
+        return Err(MeasuredError::Empty(format!(
+            "{}: a selection table (import topk) cannot be joined with recall tables; give them to separate runs",
+            sel.join(", ")
+        )));
+    }
+    let mut cols: Vec<String> = Vec::new();
+    for d in &all {
+        for c in &d.condition_columns {
+            if !cols.contains(c) {
+                cols.push(c.clone());
+            }
+        }
+    }
+    let source = all.iter().map(|d| d.source.as_str()).collect::<Vec<_>>().join(" + ");
+    let mut out = Dataset { source, rows: Vec::new(), notes: Vec::new(), provenance: None, transcribed: false, condition_columns: cols.clone() };
+    let mut prov = Vec::new();
+    for d in all {
+        out.transcribed |= d.transcribed;
+        if let Some(p) = &d.provenance {
+            prov.push(format!("{}: {p}", d.source));
+        }
+        out.notes.extend(d.notes.iter().map(|n| format!("{}: {n}", d.source)));
+        for mut r in d.rows {
+            r.conditions = cols
+                .iter()
+                .map(|c| d.condition_columns.iter().position(|x| x == c).map(|i| r.conditions[i].clone()).unwrap_or_default())
+                .collect();
+            out.rows.push(r);
+        }
+    }
+    out.provenance = (!prov.is_empty()).then(|| prov.join("; "));
+    Ok(out)
+}
+
 /// Reads a table from a file (bounded: [`crate::input::read_to_string`]), attaching provenance
 /// from a `README.md` in the same folder that mentions the file by name.
 pub fn load_csv(path: &Path) -> Result<Dataset, MeasuredError> {
@@ -414,6 +461,18 @@ mod tests {
         let (lo, hi) = d.rows[0].interval();
         assert!(lo == 0.0 && (hi - 0.2775).abs() < 1e-3, "{hi}");
         assert_eq!(d.rows[1].interval().1, 1.0);
+    }
+
+    #[test]
+    fn tables_join_with_the_union_of_their_conditions() {
+        let a = parse_csv("context_len,index_topk,trials,hits,build\n1000,512,10,9,main\n", "a.csv").unwrap();
+        let b = parse_csv("# provenance: x\ncontext_len,index_topk,trials,hits,concurrency\n1000,512,10,5,8\n", "b.csv").unwrap();
+        let j = join(vec![a, b]).unwrap();
+        assert_eq!(j.source, "a.csv + b.csv");
+        assert_eq!(j.condition_columns, ["build", "concurrency"]);
+        assert_eq!(j.rows[0].conditions, ["main", ""]);
+        assert_eq!(j.rows[1].conditions, ["", "8"]);
+        assert_eq!(j.provenance.as_deref(), Some("b.csv: x"));
     }
 
     #[test]

@@ -199,6 +199,12 @@ impl StagedDir {
         self.resumed
     }
 
+    /// Leaves the staging folder in place, unlocked, as a killed run would (`dsa-sim probe`
+    /// keeps the requests it made for `--resume` when the server fails).
+    pub fn keep(mut self) {
+        self.committed = true;
+    }
+
     /// Marks the staging folder as a result ([`RESULT_MARKER`]) and moves it into place: the
     /// previous result moves aside first, so that a failed rename puts it back.
     pub fn commit(mut self) -> Result<(), OutputError> {

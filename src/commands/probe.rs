@@ -1,0 +1,208 @@
+//! `probe`: the options as text (flags, or the Python package's keyword arguments) to
+//! [`crate::probe::Options`], and the run or the dry run.
+
+use super::CommandError;
+use crate::probe::{self, cells, Api, Haystack, Options, RetryPolicy, TokenCount};
+use crate::progress::Progress;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What `probe` takes, as the front ends give it.
+#[derive(Debug, Clone)]
+pub struct ProbeSpec {
+    /// The server.
+    pub url: String,
+    /// The output folder (not needed for a dry run).
+    pub out: Option<PathBuf>,
+    /// `--context-len` (lengths and ranges).
+    pub context_len: Option<String>,
+    /// `--depth`.
+    pub depth: String,
+    /// `--repeat`.
+    pub repeat: String,
+    /// `--trials` (per cell; with `--cells`, for cells without a trials column).
+    pub trials: Option<u64>,
+    /// `--cells cells.csv` (as `plan --out` writes them).
+    pub cells: Option<PathBuf>,
+    /// `--chat`: `/v1/chat/completions`.
+    pub chat: bool,
+    /// `--generate`: SGLang's native `/generate`.
+    pub generate: bool,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--index-topk`: the deployment's k.
+    pub index_topk: u64,
+    /// `--label NAME=VALUE`, repeatable.
+    pub labels: Vec<String>,
+    /// `--concurrency 1,8`.
+    pub concurrency: Option<String>,
+    /// `--prefix-cache-twice`.
+    pub prefix_cache_twice: bool,
+    /// `--seed`.
+    pub seed: u64,
+    /// `--max-inflight`.
+    pub max_inflight: u32,
+    /// `--timeout` in seconds.
+    pub timeout: f64,
+    /// `--retries`.
+    pub retries: u32,
+    /// `--backoff` in seconds (the first retry's wait).
+    pub backoff: f64,
+    /// `--max-tokens`.
+    pub max_tokens: u32,
+    /// `--haystack FILE`.
+    pub haystack: Option<PathBuf>,
+    /// `--api-key-env`: the environment variable holding the key.
+    pub api_key_env: String,
+    /// `--capture`.
+    pub capture: bool,
+    /// `--token-count auto|tokenize|usage`.
+    pub token_count: String,
+    /// `--resume`.
+    pub resume: bool,
+}
+
+impl Default for ProbeSpec {
+    fn default() -> Self {
+        ProbeSpec {
+            url: String::new(),
+            out: None,
+            context_len: None,
+            depth: "0.1,0.5,0.9".into(),
+            repeat: "1".into(),
+            trials: None,
+            cells: None,
+            chat: false,
+            generate: false,
+            model: None,
+            index_topk: 512,
+            labels: Vec::new(),
+            concurrency: None,
+            prefix_cache_twice: false,
+            seed: crate::engine::DEFAULT_SEED,
+            max_inflight: 4,
+            timeout: 600.0,
+            retries: 5,
+            backoff: 0.5,
+            max_tokens: 32,
+            haystack: None,
+            api_key_env: "OPENAI_API_KEY".into(),
+            capture: false,
+            token_count: "auto".into(),
+            resume: false,
+        }
+    }
+}
+
+/// Default trials per cell of a `--context-len` grid.
+pub const DEFAULT_TRIALS: u64 = 20;
+
+impl ProbeSpec {
+    /// The probe's options, checked (reads `--cells` and `--haystack`; sends nothing). Also the
+    /// notes on planned cells left out.
+    pub fn options(&self) -> Result<(Options, Vec<String>), CommandError> {
+        let mut notes = Vec::new();
+        let api = match (self.chat, self.generate) {
+            (true, true) => return Err(CommandError::input("--chat and --generate: give one of them (chat completions, or SGLang's /generate)")),
+            (true, false) => Api::Chat,
+            (false, true) => Api::Generate,
+            (false, false) => Api::Completions,
+        };
+        let mut cells = match (&self.cells, &self.context_len) {
+            (Some(_), Some(_)) => return Err(CommandError::input("--cells and --context-len: give one of them")),
+            (None, None) => return Err(CommandError::input("give --context-len (e.g. 2K..64K:x2) or --cells cells.csv (as `dsa-sim plan --out` writes it)")),
+            (Some(path), None) => {
+                let text = crate::input::read_to_string(path).map_err(|e| CommandError::input(format!("--cells {}: {e}", path.display())))?;
+                cells::parse_cells_csv(&text, &path.display().to_string(), self.trials)?
+            }
+            (None, Some(spec)) => {
+                let lengths = cells::parse_lengths(spec)?;
+                let depths = cells::parse_depths(&self.depth)?;
+                let repeats = cells::parse_counts("--repeat", &self.repeat, cells::MAX_REPEAT as u64)?;
+                cells::grid(&lengths, &depths, &repeats, self.trials.unwrap_or(DEFAULT_TRIALS))?
+            }
+        };
+        let planned = cells.len();
+        let other_k: Vec<u64> = {
+            let mut v: Vec<u64> = cells.iter().filter_map(|c| c.index_topk).filter(|&k| k != self.index_topk).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        cells.retain(|c| c.index_topk.is_none_or(|k| k == self.index_topk));
+        if !other_k.is_empty() {
+            let ks = other_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+            if cells.is_empty() {
+                return Err(CommandError::input(format!(
+                    "--cells: every cell is planned at index_topk {ks}, and this server runs --index-topk {}: restart the server with that k and give --index-topk K",
+                    self.index_topk
+                )));
+            }
+            notes.push(format!(
+                "{} of {planned} planned cells are at index_topk {ks}, not this server's {}: left out (restart the server with that k and rerun with --index-topk K)",
+                planned - cells.len(),
+                self.index_topk
+            ));
+        }
+        let concurrency = match &self.concurrency {
+            Some(c) => cells::parse_counts("--concurrency", c, 256)?.into_iter().map(|c| c as u32).collect(),
+            None => Vec::new(),
+        };
+        let labels = self.labels.iter().map(|l| probe::parse_label(l)).collect::<Result<Vec<_>, _>>()?;
+        let haystack = match &self.haystack {
+            Some(p) => {
+                let text = crate::input::read_to_string(p).map_err(|e| CommandError::input(format!("--haystack {}: {e}", p.display())))?;
+                Haystack::from_text(&text, &p.display().to_string())?
+            }
+            None => Haystack::noise(),
+        };
+        if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 86_400.0) {
+            return Err(CommandError::input(format!("--timeout {}: allowed (0, 86400] seconds", self.timeout)));
+        }
+        if !(self.backoff.is_finite() && (0.0..=600.0).contains(&self.backoff)) {
+            return Err(CommandError::input(format!("--backoff {}: allowed 0..=600 seconds", self.backoff)));
+        }
+        if self.retries > 100 {
+            return Err(CommandError::input(format!("--retries {}: allowed 0..=100", self.retries)));
+        }
+        let api_key = if self.api_key_env.is_empty() { None } else { std::env::var(&self.api_key_env).ok() };
+        let opts = Options {
+            url: self.url.clone(),
+            api,
+            model: self.model.clone(),
+            cells,
+            index_topk: self.index_topk,
+            labels,
+            concurrency,
+            prefix_cache_twice: self.prefix_cache_twice,
+            seed: self.seed,
+            max_inflight: self.max_inflight,
+            timeout: Duration::from_secs_f64(self.timeout),
+            retry: RetryPolicy { retries: self.retries, base: Duration::from_secs_f64(self.backoff), max: Duration::from_secs(60) },
+            max_tokens: self.max_tokens,
+            haystack,
+            api_key,
+            capture: self.capture,
+            token_count: TokenCount::parse(&self.token_count)?,
+        };
+        opts.check()?;
+        crate::probe::Client::new(&opts.url, opts.timeout, opts.retry, None)?;
+        Ok((opts, notes))
+    }
+
+    /// `--dry-run`: the cells, the requests and the tokens, nothing sent.
+    pub fn dry_run(&self) -> Result<probe::DryRun, CommandError> {
+        let (opts, _) = self.options()?;
+        Ok(probe::dry_run(&opts)?)
+    }
+
+    /// Runs the probe.
+    pub fn run(&self, progress: &dyn Progress) -> Result<probe::Probed, CommandError> {
+        let (opts, notes) = self.options()?;
+        let out = self.out.as_ref().ok_or_else(|| CommandError::input("--out FOLDER is required (where measured.csv, transcript.jsonl and the captures go)"))?;
+        let inputs: Vec<&std::path::Path> = self.haystack.iter().chain(self.cells.iter()).map(PathBuf::as_path).collect();
+        let mut p = probe::run(&opts, out, self.resume, &inputs, progress)?;
+        p.notes.splice(0..0, notes);
+        Ok(p)
+    }
+}
