@@ -90,11 +90,12 @@ fn count(c: &[Call], want: Call) -> usize {
 
 #[test]
 fn coverage_truth_is_called_coverage_limited() {
-    // dprime 2.4, needle_sd 0.8: recall at k = 1024 meets 0.9 where k = 256 does not.
-    assert_eq!(truth_call(&Scenario { dprime: 2.4, needle_sd: 0.8, ..layer() }), Call::CoverageLimited);
-    let (c, _, summary) = calls(&|s| recall(&Scenario { dprime: 2.4, needle_sd: 0.8, ..s.clone() }));
+    // dprime 1.2: recall 0.775 at k = 512 at 16K tokens, 0.914 at the kernel's maximum 1024
+    // (k 942 meets 0.9). (dprime 2.4 with needle_sd 0.8 is already saturated there.)
+    assert_eq!(truth_call(&Scenario { dprime: 1.2, ..layer() }), Call::CoverageLimited);
+    let (c, _, summary) = calls(&|s| recall(&Scenario { dprime: 1.2, ..s.clone() }));
     assert!(count(&c, Call::ImplementationSuspect) <= 1, "{summary}");
-    assert!(count(&c, Call::CoverageLimited) + count(&c, Call::Saturated) >= 8, "{summary}");
+    assert!(count(&c, Call::CoverageLimited) >= 8, "{summary}");
 }
 
 #[test]
