@@ -39,8 +39,9 @@ const TOL_RULE: f64 = 1e-12;
 /// Widest panel of an [`OrderTable`] in units of the needle law's scale (where its survival
 /// function bends): 15 Kronrod nodes over half a scale resolve a normal cdf to ~1e-16.
 const PANEL_PER_SCALE: f64 = 0.5;
-/// Most panels of an [`OrderTable`]: a needle law too sharp for that many (a needle score
-/// shared by nearly every layer, no score noise) runs the inner integral per z instead.
+/// Most panels of an [`OrderTable`] refined to the needle's scale: a needle law too sharp for
+/// that many (a needle score shared by nearly every layer, no score noise) keeps T_j's own panels,
+/// and runs over the needle's law or, failing that, the inner integral per z.
 const MAX_TABLE_PANELS: usize = 1000;
 /// T_j's mass below which a table panel is dropped (the panels dropped hold at most
 /// [`MAX_TABLE_PANELS`] times it).
@@ -57,7 +58,7 @@ const MAX_TABLES: usize = 4096;
 /// asked for it), so which scenario built it first changes no result.
 static TABLES: OnceLock<Mutex<HashMap<String, Arc<Prepared>>>> = OnceLock::new();
 
-/// An order statistic with its table (`None`: nothing to tabulate, or a needle law too sharp).
+/// An order statistic with its table (`None`: nothing to tabulate).
 #[derive(Debug)]
 struct Prepared {
     os: OrderStat,
@@ -101,8 +102,11 @@ struct OrderTable {
     t: Vec<f64>,
     /// Kronrod weight × f_{T_j}(t) at each node.
     wf: Vec<f64>,
-    /// The widest panel (the table's resolution, a power of two; `None`: unbounded).
+    /// The resolution asked for: the widest panel for the needle sds of its key (a power of
+    /// two; `None`: a point mass).
     width: Option<f64>,
+    /// Whether the panels are that narrow (else they resolve T_j alone: see `order_table`).
+    refined: bool,
     /// Gauss rules of the table's measure: a needle survival function smooth over T_j's support
     /// is integrated by a few nodes instead of every node (the same sum to [`TOL_TABLE`]).
     ladder: Ladder,
@@ -198,6 +202,9 @@ impl OrderTable {
             return None;
         }
         let class = sharpness_class(laws)?;
+        if !self.refined {
+            return None;
+        }
         let width = self.width?;
         // The table's resolution holds for laws of sd ≥ 2·width (see `panel_width`); a rule is
         // checked at the sharpest sd of that range, divided by the class's factor.
@@ -394,24 +401,33 @@ impl Analytic {
         p
     }
 
-    /// The table of T_j with panels no wider than `width` (unbounded for `None`), or `None`
-    /// when there is nothing to tabulate or it would take more than [`MAX_TABLE_PANELS`].
+    /// The table of T_j with panels no wider than `width` (unbounded for `None`; T_j's own panels
+    /// when that would take more than [`MAX_TABLE_PANELS`]), or `None` when there is nothing to
+    /// tabulate.
     fn order_table(&self, os: &OrderStat, width: Option<f64>) -> Option<OrderTable> {
         let m = &self.model;
         if m.needle_entries.is_empty() || os.j > self.n_distractors() {
             return None;
         }
         let coarse = adaptive_panels(|t| self.order_density(os.j, t), os.lo, os.hi, &os.breaks, TOL_TABLE);
-        let mut panels = Vec::with_capacity(coarse.len());
         // A panel holding less of T_j's mass than NEGLIGIBLE_MASS adds less than that to any
         // P(rank ≤ j | z) (the needle's survival is at most 1): dropped, so that the refinement
         // to the needle's scale covers only where T_j lies.
-        for (a, b, _) in coarse.into_iter().filter(|p| p.2.abs() >= NEGLIGIBLE_MASS) {
-            let n = width.map_or(1.0, |w| ((b - a) / w).ceil().max(1.0));
-            if !n.is_finite() || panels.len() as f64 + n > MAX_TABLE_PANELS as f64 {
-                return None;
-            }
-            let n = n as usize;
+        let coarse: Vec<(f64, f64)> = coarse.into_iter().filter(|p| p.2.abs() >= NEGLIGIBLE_MASS).map(|p| (p.0, p.1)).collect();
+        let count = |w: f64| coarse.iter().map(|&(a, b)| ((b - a) / w).ceil().max(1.0)).sum::<f64>();
+        // Refined to the needle's scale, unless that takes more than MAX_TABLE_PANELS: then the
+        // table resolves T_j alone and serves only a needle sharper than T_j (`needle_side`,
+        // which reads F_{T_j} from it); any other needle law runs the adaptive inner integral.
+        let refined = width.is_none_or(|w| {
+            let n = count(w);
+            n.is_finite() && n <= MAX_TABLE_PANELS as f64
+        });
+        let mut panels = Vec::with_capacity(coarse.len());
+        for (a, b) in coarse {
+            let n = match width {
+                Some(w) if refined => ((b - a) / w).ceil().max(1.0) as usize,
+                _ => 1,
+            };
             for i in 0..n {
                 let lo = if i == 0 { a } else { a + (b - a) * i as f64 / n as f64 };
                 let hi = if i + 1 == n { b } else { a + (b - a) * (i + 1) as f64 / n as f64 };
@@ -425,7 +441,7 @@ impl Analytic {
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
         let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * self.order_density(os.j, t)).collect();
         let cdf = TableCdf::new(&panels, &t, &wf);
-        Some(OrderTable { panels, t, wf, width, ladder: Ladder::new(), choices: Default::default(), cdf, needle_choices: Default::default() })
+        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf, needle_choices: Default::default() })
     }
 
     /// [`Analytic::rank_le_given`] from a table of T_j: Σ w·f(t)·S(t | z) over its nodes; a
@@ -468,7 +484,14 @@ impl Analytic {
             return 1.0;
         }
         match table {
-            Some(t) => self.rank_le_tabled(os, t, z, laws),
+            Some(t) if t.refined => self.rank_le_tabled(os, t, z, laws),
+            Some(t) => {
+                self.needle_laws(z, laws);
+                match t.needle_side(laws) {
+                    Some(p) => p,
+                    None => self.rank_le_given(os, z, laws),
+                }
+            }
             None => self.rank_le_given(os, z, laws),
         }
     }
@@ -785,6 +808,8 @@ mod tests {
                 ("16000", "1", "1", "1", "0"),
                 ("4000", "0.999", "1", "2", "0"),
                 ("22000", "0.98", "0.5", "1", "0.3"),
+                ("16000", "0.9999", "1", "1", "0"),
+                ("4000", "0.99999", "0.5", "2", "0.1"),
             ] {
                 let mut s = Scenario::preset(preset).unwrap();
                 for (f, v) in [(Field::ContextLen, ctx), (Field::LayerCorr, corr), (Field::NeedleSd, sd), (Field::Repeat, repeat), (Field::HardNegatives, hard), (Field::Dprime, "1.5")] {
