@@ -1,7 +1,7 @@
 //! The HTTP client of `dsa-sim probe`: OpenAI-compatible `/v1/completions`,
 //! `/v1/chat/completions` and `/v1/models`, SGLang's native `/generate`, vLLM-style
 //! `/tokenize`; timeouts, and retries with exponential backoff on 429, 5xx, broken connections
-//! and malformed replies (`Retry-After` honoured). Blocking (ureq), one agent shared by the
+//! and malformed replies (`Retry-After` honoured, in seconds or as an HTTP-date). Blocking (ureq), one agent shared by the
 //! worker threads.
 
 use super::ProbeError;
@@ -64,13 +64,23 @@ impl RetryPolicy {
     }
 }
 
-/// Parses a `Retry-After` value: delay-seconds (an HTTP-date is not honoured: the backoff applies).
+/// Parses a `Retry-After` value (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date, whose delay
+/// is counted from now (a date already past: retry at once).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    parse_retry_after_at(v, std::time::SystemTime::now())
+}
+
+/// [`parse_retry_after`] with the clock given (an HTTP-date's delay is `date − now`).
+pub fn parse_retry_after_at(v: &str, now: std::time::SystemTime) -> Option<Duration> {
     let v = v.trim();
     if let Ok(s) = v.parse::<u64>() {
         return Some(Duration::from_secs(s));
     }
-    v.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64)
+    if let Some(d) = v.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0) {
+        return Some(Duration::from_secs_f64(d));
+    }
+    // The date parser of the `httpdate` crate (IMF-fixdate and the two obsolete forms).
+    httpdate::parse_http_date(v).ok().map(|at| at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// One generated answer.
@@ -370,7 +380,11 @@ mod tests {
         assert_eq!(p.wait(9, None), Duration::from_secs(1));
         assert_eq!(p.wait(1, parse_retry_after("2")), Duration::from_secs(1));
         assert_eq!(parse_retry_after(" 0.25 "), Some(Duration::from_millis(250)));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        // An HTTP-date: the delay from now; a date past means at once; not a date: none.
+        let at = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
+        assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", at - Duration::from_secs(3)), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon"), None);
     }
 
     #[test]
