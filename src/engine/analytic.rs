@@ -179,8 +179,7 @@ impl OrderTable {
         let law = gauss_rule::max_of_normals(c as u32);
         let at = (*self.needle_choices[c as usize - 1].get_or_init(|| {
             let sd = 4.0 * width;
-            let lo = self.t.iter().cloned().fold(f64::INFINITY, f64::min);
-            let hi = self.t.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let (lo, hi) = gauss_rule::span(&self.t);
             let spread = hi - lo;
             // Centres every half of the finer of the two scales (the needle's, T_j's support
             // over 30), at most MAX_CHECK_CENTRES of them.
@@ -414,20 +413,16 @@ impl Analytic {
         // P(rank ≤ j | z) (the needle's survival is at most 1): dropped, so that the refinement
         // to the needle's scale covers only where T_j lies.
         let coarse: Vec<(f64, f64)> = coarse.into_iter().filter(|p| p.2.abs() >= NEGLIGIBLE_MASS).map(|p| (p.0, p.1)).collect();
-        let count = |w: f64| coarse.iter().map(|&(a, b)| ((b - a) / w).ceil().max(1.0)).sum::<f64>();
-        // Refined to the needle's scale, unless that takes more than MAX_TABLE_PANELS: then the
-        // table resolves T_j alone and serves only a needle sharper than T_j (`needle_side`,
-        // which reads F_{T_j} from it); any other needle law runs the adaptive inner integral.
-        let refined = width.is_none_or(|w| {
-            let n = count(w);
-            n.is_finite() && n <= MAX_TABLE_PANELS as f64
-        });
+        // Each panel's split to the needle's scale, unless that takes more than
+        // MAX_TABLE_PANELS in all: then the table resolves T_j alone and serves only a needle
+        // sharper than T_j (`needle_side`, which reads F_{T_j} from it); any other needle law
+        // runs the adaptive inner integral.
+        let splits: Vec<f64> = coarse.iter().map(|&(a, b)| width.map_or(1.0, |w| ((b - a) / w).ceil().max(1.0))).collect();
+        let total: f64 = splits.iter().sum();
+        let refined = total.is_finite() && total <= MAX_TABLE_PANELS as f64;
         let mut panels = Vec::with_capacity(coarse.len());
-        for (a, b) in coarse {
-            let n = match width {
-                Some(w) if refined => ((b - a) / w).ceil().max(1.0) as usize,
-                _ => 1,
-            };
+        for (&(a, b), &split) in coarse.iter().zip(&splits) {
+            let n = if refined { split as usize } else { 1 };
             for i in 0..n {
                 let lo = if i == 0 { a } else { a + (b - a) * i as f64 / n as f64 };
                 let hi = if i + 1 == n { b } else { a + (b - a) * (i + 1) as f64 / n as f64 };
@@ -444,19 +439,25 @@ impl Analytic {
         Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf, needle_choices: Default::default() })
     }
 
-    /// [`Analytic::rank_le_given`] from a table of T_j: Σ w·f(t)·S(t | z) over its nodes; a
-    /// panel that holds a point mass of the needle's law at z (a jump of S) is integrated
-    /// adaptively, split at the jump.
+    /// [`Analytic::rank_le_given`] from a table of T_j: on a Gauss rule of the table, or over
+    /// the needle's law, where either gives the table's sum; else Σ w·f(t)·S(t | z) over its
+    /// nodes (a panel that holds a point mass of the needle's law at z, a jump of S, integrated
+    /// adaptively, split at the jump), or the adaptive integral when the table is not refined
+    /// to the needle's scale.
     fn rank_le_tabled(&self, os: &OrderStat, table: &OrderTable, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         self.needle_laws(z, laws);
-        let laws = &*laws;
-        let needle_sf = |t: f64| needle_sf(laws, t);
         if let Some(rule) = table.rule_for(laws) {
-            return rule.integrate(needle_sf);
+            return rule.integrate(|t| needle_sf(laws, t));
         }
         if let Some(p) = table.needle_side(laws) {
             return p;
         }
+        if !table.refined {
+            // T_j's own panels are too wide for this needle's survival function.
+            return self.rank_le_given(os, z, laws);
+        }
+        let laws = &*laws;
+        let needle_sf = |t: f64| needle_sf(laws, t);
         let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
         let mut total = 0.0;
         for (p, &(a, b)) in table.panels.iter().enumerate() {
@@ -484,14 +485,7 @@ impl Analytic {
             return 1.0;
         }
         match table {
-            Some(t) if t.refined => self.rank_le_tabled(os, t, z, laws),
-            Some(t) => {
-                self.needle_laws(z, laws);
-                match t.needle_side(laws) {
-                    Some(p) => p,
-                    None => self.rank_le_given(os, z, laws),
-                }
-            }
+            Some(t) => self.rank_le_tabled(os, t, z, laws),
             None => self.rank_le_given(os, z, laws),
         }
     }

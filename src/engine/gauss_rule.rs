@@ -35,7 +35,7 @@ impl GaussRule {
             return None;
         }
         // On [−1, 1]: the recurrence coefficients are then O(1), whatever the scale of t.
-        let (lo, hi) = (t.iter().cloned().fold(f64::INFINITY, f64::min), t.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+        let (lo, hi) = span(t);
         let (c, h) = (0.5 * (lo + hi), 0.5 * (hi - lo));
         if !(h > 0.0 && h.is_finite()) {
             return None;
@@ -139,8 +139,7 @@ impl Ladder {
         if !(scale > 0.0 && scale.is_finite()) || t.is_empty() {
             return None;
         }
-        let lo = t.iter().cloned().fold(f64::INFINITY, f64::min);
-        let hi = t.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = span(t);
         let (from, to) = (lo - CENTRES_BEYOND * scale, hi + CENTRES_BEYOND * scale);
         let count = ((to - from) / scale * CENTRES_PER_SCALE).ceil();
         if !(count.is_finite() && count <= MAX_CENTRES as f64) {
@@ -166,6 +165,11 @@ impl Ladder {
     pub fn rule(&self, at: usize) -> &GaussRule {
         self.rules[at].get().and_then(Option::as_ref).expect("a rule that Ladder::choose returned is built")
     }
+}
+
+/// The smallest and largest of `t` (a table's nodes come panel by panel, not in order).
+pub fn span(t: &[f64]) -> (f64, f64) {
+    t.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
 }
 
 /// `count` points from `from` to `to`, the middle ones first.
