@@ -152,8 +152,7 @@ fn with_k(s: &Scenario, k: u64) -> Scenario {
 }
 
 /// Smallest k in [1, hi] with recall ≥ target, given recall(hi) ≥ target.
-fn bisect_k(model: &dyn RecallModel, s: &Scenario, target: f64, hi: u64) -> Result<u64, VerdictError> {
-    let r = |k: u64| recall_of(model, &with_k(s, k));
+fn bisect_k(r: impl Fn(u64) -> Result<f64, VerdictError>, target: f64, hi: u64) -> Result<u64, VerdictError> {
     if r(1)? >= target {
         return Ok(1);
     }
@@ -229,14 +228,16 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
         ));
     }
     let t = opts.target;
-    let rec = |k: u64| recall_of(model, &with_k(s, k));
+    // Every k of one scenario from one curve (Monte Carlo: one run answers every k).
+    let curve = model.recall_in_k(s).map_err(VerdictError::Model)?;
+    let rec = |k: u64| curve(k).map_err(VerdictError::Model);
     let recall_now = rec(s.index_topk)?;
     let k_2x = s.index_topk.saturating_mul(2);
     let recall_2k = rec(k_2x)?;
     let recall_max_k = rec(opts.max_topk)?;
     let n = s.n_candidates().max(1);
     let k_all = n.max(s.index_topk).max(opts.max_topk);
-    let k_needed = if rec(k_all)? >= t { Some(bisect_k(model, s, t, k_all)?) } else { None };
+    let k_needed = if rec(k_all)? >= t { Some(bisect_k(rec, t, k_all)?) } else { None };
     let call = if recall_now >= t {
         Call::Saturated
     } else if recall_max_k >= t {

@@ -4,7 +4,8 @@
 //! searches that restart from known points, the hypotheses that share a scenario (dprime = 0,
 //! the never-selected checks) and the verdict's searches evaluate each distinct scenario once.
 
-use crate::engine::{EngineError, RecallModel};
+use crate::engine::{EngineError, KCurve, RecallModel};
+use std::cell::RefCell;
 use crate::scenario::Scenario;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,14 +37,15 @@ impl<'a> CachedModel<'a> {
     }
 }
 
-impl RecallModel for CachedModel<'_> {
-    fn recall(&self, s: &Scenario) -> Result<f64, EngineError> {
+impl CachedModel<'_> {
+    /// The remembered recall of the scenario whose key is `key`, counting the lookup.
+    fn lookup(&self, key: &str) -> Option<f64> {
         self.lookups.fetch_add(1, Ordering::Relaxed);
-        let key = serde_json::to_string(s).unwrap_or_default();
-        if let Some(v) = self.memo.lock().ok().and_then(|m| m.get(&key).copied()) {
-            return Ok(v);
-        }
-        let v = self.inner.recall(s)?;
+        self.memo.lock().ok().and_then(|m| m.get(key).copied())
+    }
+
+    /// Remembers an evaluation of the inner model and reports it.
+    fn remember(&self, key: String, v: f64) {
         if let Ok(mut m) = self.memo.lock() {
             m.insert(key, v);
         }
@@ -51,7 +53,43 @@ impl RecallModel for CachedModel<'_> {
         if let Some(f) = &self.on_evaluation {
             f(n);
         }
+    }
+}
+
+impl RecallModel for CachedModel<'_> {
+    fn recall(&self, s: &Scenario) -> Result<f64, EngineError> {
+        let key = serde_json::to_string(s).unwrap_or_default();
+        if let Some(v) = self.lookup(&key) {
+            return Ok(v);
+        }
+        let v = self.inner.recall(s)?;
+        self.remember(key, v);
         Ok(v)
+    }
+    /// Each k through the memo; the inner model's curve is made at the first k not in it (for
+    /// Monte Carlo one run that answers every k), so remembered ks cost nothing.
+    fn recall_in_k<'b>(&'b self, s: &Scenario) -> Result<KCurve<'b>, EngineError> {
+        let s = s.clone();
+        let inner: RefCell<Option<KCurve<'b>>> = RefCell::new(None);
+        Ok(Box::new(move |k| {
+            let at_k = Scenario { index_topk: k.max(1), ..s.clone() };
+            let key = serde_json::to_string(&at_k).unwrap_or_default();
+            if let Some(v) = self.lookup(&key) {
+                return Ok(v);
+            }
+            let mut curve = inner.borrow_mut();
+            let v = match curve.as_ref() {
+                Some(c) => c(k)?,
+                None => {
+                    let c = self.inner.recall_in_k(&s)?;
+                    let v = c(k)?;
+                    *curve = Some(c);
+                    v
+                }
+            };
+            self.remember(key, v);
+            Ok(v)
+        }))
     }
     fn describe(&self) -> String {
         self.inner.describe()

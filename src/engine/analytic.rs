@@ -9,12 +9,12 @@
 //! The needle's shared component z (layers, or several correlated needle entries) is a further
 //! outer integral against the standard normal density.
 
-use super::gauss_rule::{self, GaussRule, Ladder};
+use super::gauss_rule::{self, kernel_centres, GaussRule, Ladder};
 use super::table_cdf::TableCdf;
 use crate::geometry::Geometry;
 use crate::quadrature::{adaptive_panels, integrate, integrate_vec, kronrod_nodes};
 use crate::scenario::{Readout, Scenario};
-use crate::scores::{EntryLaw, NotExact, ScoreModel};
+use crate::scores::{EntryLaw, NotExact, ScoreModel, TokenLaw};
 use crate::stats::{ln_binom_pmf, ln_norm_pdf};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -118,6 +118,20 @@ struct OrderTable {
     /// c normals that integrates F_{T_j} over the needle's law to [`TOL_TABLE`] at the table's
     /// broadest needle sd.
     needle_choices: [OnceLock<Option<usize>>; NEEDLE_SIDE_ENTRIES],
+    /// Per max-pooled needle law ([`MaxKind`]), the rule found for it (shared by clones: a
+    /// choice is a function of the table alone).
+    max_choices: Arc<Mutex<Vec<(MaxKind, Option<usize>)>>>,
+}
+
+/// What fixes the shape of a max-pooled needle's survival function apart from its needle
+/// token's mean and sd: 1 − (F_tok(t)^n_dist · Φ((t − μ)/σ)^n_needle)^c for c entries of
+/// one law.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct MaxKind {
+    token: TokenLaw,
+    n_dist: u64,
+    n_needle: u64,
+    entries: f64,
 }
 
 /// Most needle entries (of one law) integrated over the needle's side.
@@ -200,11 +214,14 @@ impl OrderTable {
         if tests::NO_RULES.with(|c| c.get()) {
             return None;
         }
-        let class = sharpness_class(laws)?;
         if !self.refined {
             return None;
         }
         let width = self.width?;
+        if let [(EntryLaw::Max { token, n_dist, n_needle, needle_sd, .. }, entries)] = *laws {
+            return self.max_rule(MaxKind { token, n_dist, n_needle, entries }, needle_sd, width);
+        }
+        let class = sharpness_class(laws)?;
         // The table's resolution holds for laws of sd ≥ 2·width (see `panel_width`); a rule is
         // checked at the sharpest sd of that range, divided by the class's factor.
         let sd = laws.iter().map(|(l, _)| if let EntryLaw::Gauss { sd, .. } = l { *sd } else { 0.0 }).fold(f64::INFINITY, f64::min);
@@ -213,6 +230,39 @@ impl OrderTable {
         }
         let scale = 2.0 * width / (1u32 << class) as f64;
         let at = (*self.choices[class].get_or_init(|| self.ladder.choose(&self.t, &self.wf, scale, TOL_RULE)))?;
+        Some(self.ladder.rule(at))
+    }
+}
+
+impl OrderTable {
+    /// The Gauss rule for a max-pooled needle law of kind `kind` whose needle tokens have sd
+    /// `needle_sd` (Quest and max-pooled layers), or `None`. The rule is checked, once per kind,
+    /// on that law's own family: 1 − (F_tok(t)^n_dist · Φ((t − m)/s)^n_needle)^c at kernel
+    /// centres m over T_j's support, with s = 2·width, the sharpest needle sd the table resolves
+    /// (the distractor tokens' factor is the same for every needle, a broader needle token only
+    /// smoother). A needle token sharper than that, or none, integrates over the whole table.
+    fn max_rule(&self, kind: MaxKind, needle_sd: f64, width: f64) -> Option<&GaussRule> {
+        let scale = 2.0 * width;
+        if kind.n_needle == 0 || !(needle_sd >= scale) {
+            return None;
+        }
+        let known = self.max_choices.lock().ok().and_then(|m| m.iter().find(|(k, _)| *k == kind).map(|&(_, at)| at));
+        let at = match known {
+            Some(at) => at,
+            None => {
+                let at = kernel_centres(&self.t, scale).and_then(|centres| {
+                    let law = |m: f64| EntryLaw::Max { token: kind.token, n_dist: kind.n_dist, n_needle: kind.n_needle, needle_mean: m, needle_sd: scale };
+                    self.ladder.choose_by(&self.t, &self.wf, &centres, TOL_RULE, |rule, m| {
+                        let laws = [(law(m), kind.entries)];
+                        rule.integrate(|x| needle_sf(&laws, x))
+                    })
+                });
+                if let Ok(mut m) = self.max_choices.lock() {
+                    m.push((kind, at));
+                }
+                at
+            }
+        }?;
         Some(self.ladder.rule(at))
     }
 }
@@ -436,7 +486,7 @@ impl Analytic {
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
         let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * self.order_density(os.j, t)).collect();
         let cdf = TableCdf::new(&panels, &t, &wf);
-        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf, needle_choices: Default::default() })
+        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf, needle_choices: Default::default(), max_choices: Default::default() })
     }
 
     /// [`Analytic::rank_le_given`] from a table of T_j: on a Gauss rule of the table, or over
@@ -835,6 +885,41 @@ mod tests {
         // The rules are what the rows ran on (not a comparison of the table with itself).
         assert!(used >= 8 && needle_side >= 3, "rules of T_j used on {used} rows, of the needle on {needle_side}");
         assert!(worst <= 1e-12, "{worst}");
+    }
+
+    /// Max-pooled needles (Quest's pages): the rule checked on the law's own family integrates
+    /// every needle the fits ask for, from sharp (needle_sd at the table's resolution) to broad,
+    /// as the whole table does, to 1e-12; and it is what most rows ran on.
+    #[test]
+    fn max_pooled_needle_rules_agree_with_the_whole_table() {
+        let mut used = 0;
+        let mut rows = 0;
+        for (ctx, k, corr, sd, dprime) in [
+            (10000, 2, 0.26, 0.29, 3.0),
+            (10000, 4, 0.0, 1.0, 1.8),
+            (10000, 32, 0.5, 0.1, 3.5),
+            (10000, 16, 0.9, 2.5, 5.0),
+            (32000, 64, 0.3, 0.5, 2.0),
+            (10000, 8, 0.99, 7.0, 10.0),
+            (4000, 3, 0.7, 0.05, 2.5),
+        ] {
+            let s = Scenario { context_len: ctx, index_topk: k, layer_corr: corr, needle_sd: sd, dprime, ..Scenario::preset("quest-16").unwrap() };
+            s.validate().unwrap();
+            let a = Analytic::new(&s).unwrap();
+            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+            let mut laws = Vec::new();
+            a.needle_laws(Some(0.0), &mut laws);
+            assert!(matches!(laws[..], [(EntryLaw::Max { .. }, _)]), "{laws:?}");
+            used += p.table.as_ref().is_some_and(|t| t.rule_for(&laws).is_some()) as u32;
+            rows += 1;
+            let (r, pmf) = (a.recall(), a.layer_count_pmf());
+            NO_RULES.with(|c| c.set(true));
+            let (r0, pmf0) = (a.recall(), a.layer_count_pmf());
+            NO_RULES.with(|c| c.set(false));
+            assert!((r - r0).abs() <= 1e-12, "{ctx} k {k} corr {corr} sd {sd}: {r} vs {r0}");
+            assert!(pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12), "{ctx} k {k} corr {corr} sd {sd}: layer-count pmf");
+        }
+        assert!(used * 2 > rows, "a max-pooled rule on {used} of {rows} rows");
     }
 
     #[test]

@@ -136,16 +136,7 @@ impl Ladder {
     /// centres run [`CENTRES_PER_SCALE`] per sd over the support and [`CENTRES_BEYOND`] sd past
     /// it (see [`Ladder::choose_by`]).
     pub fn choose(&self, t: &[f64], w: &[f64], scale: f64, tol: f64) -> Option<usize> {
-        if !(scale > 0.0 && scale.is_finite()) || t.is_empty() {
-            return None;
-        }
-        let (lo, hi) = span(t);
-        let (from, to) = (lo - CENTRES_BEYOND * scale, hi + CENTRES_BEYOND * scale);
-        let count = ((to - from) / scale * CENTRES_PER_SCALE).ceil();
-        if !(count.is_finite() && count <= MAX_CENTRES as f64) {
-            return None;
-        }
-        let centres = centres(from, to, count as usize + 1);
+        let centres = kernel_centres(t, scale)?;
         self.choose_by(t, w, &centres, tol, |rule, m| rule.integrate(|x| crate::stats::norm_sf((x - m) / scale)))
     }
 
@@ -165,6 +156,23 @@ impl Ladder {
     pub fn rule(&self, at: usize) -> &GaussRule {
         self.rules[at].get().and_then(Option::as_ref).expect("a rule that Ladder::choose returned is built")
     }
+}
+
+/// The centres at which a rule is checked against kernels of sd `scale` over the support of the
+/// points `t` ([`Ladder::choose`]): [`CENTRES_PER_SCALE`] per sd, [`CENTRES_BEYOND`] sd past
+/// either end, the middle ones first; `None` when more than [`MAX_CENTRES`] would be needed
+/// (the kernel is too sharp for a rule over that support) or there is no support.
+pub fn kernel_centres(t: &[f64], scale: f64) -> Option<Vec<f64>> {
+    if !(scale > 0.0 && scale.is_finite()) || t.is_empty() {
+        return None;
+    }
+    let (lo, hi) = span(t);
+    let (from, to) = (lo - CENTRES_BEYOND * scale, hi + CENTRES_BEYOND * scale);
+    let count = ((to - from) / scale * CENTRES_PER_SCALE).ceil();
+    if !(count.is_finite() && count <= MAX_CENTRES as f64) {
+        return None;
+    }
+    Some(centres(from, to, count as usize + 1))
 }
 
 /// The smallest and largest of `t` (a table's nodes come panel by panel, not in order).

@@ -112,12 +112,32 @@ struct Plan {
     overlap: bool,
     compress_ratio: u64,
     needle_spans: Vec<(u64, u64)>,
+    /// The blocks that meet a needle span (pooled layers), in increasing order: every other
+    /// block is drawn in [`Plan::plain_blocks`]' loop.
+    touching: Vec<u64>,
     dprime: f64,
     needle_sd: f64,
     rho: f64,
     noise: f64,
     hard_mean: f64,
     rule: ReadoutRule,
+}
+
+/// The blocks of `c` tokens among the first `n` that hold a token of one of the sorted, disjoint
+/// `spans`, in increasing order (those for which [`Plan::block_span`] says the needle meets it).
+fn touching_blocks(spans: &[(u64, u64)], c: u64, n: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    for &(a, e) in spans {
+        if e <= a {
+            continue;
+        }
+        for b in a / c..=(e - 1) / c {
+            if b < n && out.last() != Some(&b) {
+                out.push(b);
+            }
+        }
+    }
+    out
 }
 
 /// Per-thread scratch, reused across trials.
@@ -270,6 +290,45 @@ impl Plan {
         self.pool_tokens(start, end, spans, |in_needle| token(in_needle, rng))
     }
 
+    /// Draws every block's pooled statistic into `blocks` (one per candidate), in block order:
+    /// the draws of [`Plan::block_stat`] for each block in turn, a block that meets the needle
+    /// by `touching(b, rng)` and the runs of blocks between them in [`Plan::plain_blocks`]' loop
+    /// (no search for the needle per block: this loop is most of a materialising trial).
+    #[inline(always)]
+    fn fill_blocks<R: Rng + ?Sized>(&self, rng: &mut R, blocks: &mut [f64], mut touching: impl FnMut(u64, &mut R) -> f64) {
+        let mut from = 0usize;
+        for &t in &self.touching {
+            let t = t as usize;
+            self.plain_blocks(rng, &mut blocks[from..t]);
+            blocks[t] = touching(t as u64, rng);
+            from = t + 1;
+        }
+        self.plain_blocks(rng, &mut blocks[from..]);
+    }
+
+    /// Draws the statistics of consecutive blocks that do not meet the needle into `out`, as
+    /// [`Plan::block_stat`] draws each.
+    #[inline(always)]
+    fn plain_blocks<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [f64]) {
+        let c = self.compress_ratio;
+        let max = self.pooling == Pooling::Max;
+        if !max && self.token.is_normal() {
+            let sd = (c as f64).sqrt();
+            for v in out {
+                *v = sd * rng.sample::<f64, _>(StandardNormal);
+            }
+            return;
+        }
+        for v in out {
+            let mut acc = if max { f64::NEG_INFINITY } else { 0.0 };
+            for _ in 0..c {
+                let x = self.token.sample(rng);
+                acc = if max { acc.max(x) } else { acc + x };
+            }
+            *v = acc;
+        }
+    }
+
     /// The score of pooled entry `i` (before noise) from its own block's statistic and, with
     /// overlap and i > 0, the previous block's.
     #[inline(always)]
@@ -297,6 +356,17 @@ impl Plan {
     #[inline(always)]
     fn pooled_distractors(&self, blocks: &[f64], rng: &mut Xoshiro256PlusPlus, mut each: impl FnMut(f64)) {
         let g = &self.geometry;
+        if g.hard_negatives == 0 && self.noise == 0.0 {
+            // No hard negative and no noise (no draw): the runs of entries between needle
+            // entries in loops of their own, each entry's score the general branch's (the
+            // `+ 0.0` is its noise term, kept so that a −0 score stays +0 as there).
+            let mut from = 0u64;
+            for i in g.needle_entries.iter().map(|e| e.index).chain([g.n_candidates]) {
+                self.pooled_run(blocks, from, i, &mut each);
+                from = i + 1;
+            }
+            return;
+        }
         let mut hard_left = g.hard_negatives;
         let mut next_needle = g.needle_entries.iter().map(|e| e.index).peekable();
         for i in 0..g.n_candidates {
@@ -311,6 +381,37 @@ impl Plan {
                 self.pooled_entry(blocks[i as usize], self.pools_previous(i).then(|| blocks[i as usize - 1]))
             } + self.noise(rng);
             each(x);
+        }
+    }
+
+    /// The scores of pooled entries `from..to` (none a needle entry or a hard negative; no
+    /// noise), in order, to `each`: `pooled_entry(..) + 0.0`, with the pooling's case taken
+    /// once for the run.
+    #[inline(always)]
+    fn pooled_run(&self, blocks: &[f64], from: u64, to: u64, each: &mut impl FnMut(f64)) {
+        if from >= to {
+            return;
+        }
+        let (from, to) = (from as usize, to as usize);
+        let mut start = from;
+        if from == 0 || !self.overlap {
+            if !self.overlap {
+                for &b in &blocks[from..to] {
+                    each(self.pooled_entry(b, None) + 0.0);
+                }
+                return;
+            }
+            each(self.pooled_entry(blocks[0], None) + 0.0);
+            start = 1;
+        }
+        let pairs = blocks[start - 1..to].windows(2);
+        match self.pooling {
+            Pooling::Mean => {
+                let size = (2 * self.compress_ratio) as f64;
+                pairs.for_each(|w| each((w[1] + w[0]) / size + 0.0));
+            }
+            Pooling::Max => pairs.for_each(|w| each(w[1].max(w[0]) + 0.0)),
+            _ => pairs.for_each(|w| each((w[1] + w[0]) + 0.0)),
         }
     }
 
@@ -362,15 +463,15 @@ impl Plan {
         // Pooled entries: one statistic per block, then entries from one or two blocks.
         let n = g.n_candidates;
         scratch.blocks.resize(n as usize, 0.0);
-        for b in 0..n {
-            scratch.blocks[b as usize] = self.block_stat(b, rng, |in_needle, rng| {
+        self.fill_blocks(rng, &mut scratch.blocks, |b, rng| {
+            self.block_stat(b, rng, |in_needle, rng| {
                 if in_needle {
                     mu + sd * rng.sample::<f64, _>(StandardNormal)
                 } else {
                     self.token.sample(rng)
                 }
-            });
-        }
+            })
+        });
         let blocks = &scratch.blocks;
         let mut y = f64::NEG_INFINITY;
         for e in &g.needle_entries {
@@ -415,11 +516,14 @@ impl Plan {
             Ok(m) if !m.shared => m.needle_entries.iter().map(|e| m.needle_law(e, None)).collect(),
             _ => Vec::new(),
         };
+        let needle_spans = geometry.needle_spans(s.needle_tokens);
+        let touching = if s.pooling == Pooling::None { Vec::new() } else { touching_blocks(&needle_spans, s.compress_ratio, geometry.n_candidates) };
         let plan = Plan {
             path,
             rule: ReadoutRule::new(s, &geometry),
             fixed_needle_laws,
-            needle_spans: geometry.needle_spans(s.needle_tokens),
+            needle_spans,
+            touching,
             geometry,
             model: model.ok(),
             token: TokenLaw::new(s.distractor),
@@ -468,6 +572,100 @@ pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, path: McPath, pro
     Ok(crate::trials::run(&Plan::new(s, path)?, trials, seed, progress))
 }
 
+
+/// Every Monte Carlo trial's needle rank in each layer, kept to answer the same scenario at
+/// any `index_topk`.
+///
+/// No draw of a trial depends on k: the needle's scores, the distractors' (or their binomial
+/// counts above the needle) and the readout's uniform are drawn the same way whatever k is, and
+/// k enters only through k_eff, which decides which ranks attend. So the ranks of one run, with
+/// each trial's readout uniform, give the counts of [`simulate`]`(s at any k, trials, seed,
+/// McPath::Auto)` exactly: a search over k (the verdict's k needed, recall at 2k and at the
+/// kernel maximum) costs one run instead of one per k. A record is `layers + 1` f64s a trial
+/// (ranks are exact in an f64 up to 2^53; −1 where no entry covers the needle).
+#[derive(Debug)]
+pub struct RankRecord {
+    key: String,
+    layers: usize,
+    trials: u64,
+    records: Vec<f64>,
+}
+
+/// The scenario a [`RankRecord`] of `s` depends on, as a key: `s` with `index_topk` set aside.
+pub fn rank_key(s: &Scenario) -> String {
+    serde_json::to_string(&Scenario { index_topk: 1, ..s.clone() }).unwrap_or_default()
+}
+
+/// Draws a [`RankRecord`]'s trials: [`Plan::trial`]'s draws in its order.
+struct RankRecorder<'a> {
+    plan: &'a Plan,
+}
+
+impl RecordPlan for RankRecorder<'_> {
+    type Scratch = Scratch;
+
+    fn chunk(&self) -> u64 {
+        CHUNK
+    }
+
+    fn stride(&self) -> usize {
+        self.plan.rule.layers() as usize + 1
+    }
+
+    fn record_trial(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch, out: &mut [f64]) {
+        let plan = self.plan;
+        let z = if plan.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
+        let layers = plan.rule.layers() as usize;
+        for slot in &mut out[..layers] {
+            *slot = if plan.geometry.needle_entries.is_empty() {
+                -1.0
+            } else if plan.path == McPath::Materialise {
+                plan.rank_materialised(z, rng, scratch) as f64
+            } else {
+                plan.rank_exact(z, rng) as f64
+            };
+        }
+        // The readout's draw, the trial's last: drawn here even where the outcome is certain
+        // (nothing follows it, so no other draw moves).
+        out[layers] = rng.random::<f64>();
+    }
+}
+
+impl RankRecord {
+    /// f64s a record of `trials` trials of the validated scalar scenario `s` holds.
+    pub fn values(s: &Scenario, trials: u64) -> u64 {
+        (s.selecting_layers() as u64 + 1).saturating_mul(trials)
+    }
+
+    /// Runs `trials` trials of the validated scalar scenario `s` on [`McPath::Auto`], seeded from
+    /// (seed, i), and keeps every layer's rank. The caller bounds the memory
+    /// ([`RankRecord::values`] f64s).
+    pub fn new(s: &Scenario, trials: u64, seed: u64) -> Result<RankRecord, NotExact> {
+        let plan = Plan::new(s, McPath::Auto)?;
+        let records = crate::trials::record(&RankRecorder { plan: &plan }, trials, seed);
+        Ok(RankRecord { key: rank_key(s), layers: plan.rule.layers() as usize, trials, records })
+    }
+
+    /// The successes and attendance of the recorded trials for `s`: those of
+    /// [`simulate`]`(s, trials, seed, McPath::Auto)`, exactly, with the first layer's rank histogram; `None` when `s` differs from the recorded scenario in a
+    /// field other than `index_topk`.
+    pub fn tally(&self, s: &Scenario) -> Option<Tally> {
+        if self.key != rank_key(s) {
+            return None;
+        }
+        let rule = ReadoutRule::new(s, &Geometry::new(s));
+        let mut tally = Tally { trials: self.trials, ..Tally::default() };
+        let rank = |r: f64| (r >= 0.0).then_some(r as u64);
+        for rec in self.records.chunks_exact(self.layers + 1) {
+            if self.layers > 0 {
+                tally.ranks.record(rank(rec[0]));
+            }
+            let attending = rec[..self.layers].iter().filter(|&&r| rule.attends(rank(r))).count() as u32;
+            rule.conclude_with(attending, || rec[self.layers], &mut tally);
+        }
+        Some(tally)
+    }
+}
 
 /// The blocks a needle entry pools, in a replay's layer record.
 #[derive(Debug, Clone, Copy)]
@@ -580,15 +778,15 @@ impl Recorder<'_> {
             let n = g.n_candidates as usize;
             blocks.resize(n, 0.0);
             tokens.clear();
-            for (b, stat) in blocks.iter_mut().enumerate() {
-                // A block meeting the needle keeps its raw draws (its statistic here is not the
-                // needle's: no distractor entry pools it).
-                *stat = plan.block_stat(b as u64, rng, |in_needle, rng| {
+            // A block meeting the needle keeps its raw draws (its statistic here is not the
+            // needle's: no distractor entry pools it).
+            plan.fill_blocks(rng, blocks, |b, rng| {
+                plan.block_stat(b, rng, |in_needle, rng| {
                     let v = if in_needle { rng.sample(StandardNormal) } else { plan.token.sample(rng) };
                     tokens.push(v);
                     v
-                });
-            }
+                })
+            });
             let mut next_token = tokens.iter();
             for h in &layout.hood {
                 if h.touches {
@@ -911,6 +1109,46 @@ mod tests {
             rec.record_trial(&mut trial_rng(9, i), &mut scratch, &mut missed);
             assert_eq!(plain, missed);
             assert!(scratch.scores.guess.is_some_and(f64::is_finite));
+        }
+    }
+
+    /// One run's ranks answer every k: the rank record's tally at k equals a run at k, counts and
+    /// first-layer histogram alike, on materialising and exact paths, one layer and stacks.
+    #[test]
+    fn a_rank_record_equals_a_run_at_every_k() {
+        let v4 = Scenario::preset("deepseek-v4-flash").unwrap();
+        let scenarios = [
+            Scenario { context_len: 3000, pooling: Pooling::Mean, ..v4.clone() },
+            Scenario { context_len: 3000, pooling: Pooling::Mean, layer_corr: 0.5, p_read: 0.9, p_guess: 0.1, ..v4.clone() },
+            Scenario { context_len: 3000, pooling: Pooling::Max, overlap: false, score_noise: 0.3, ..v4.clone() },
+            Scenario { context_len: 3000, readout: Readout::All, ..v4 },
+            Scenario { context_len: 1 << 14, index_topk: 64, dprime: 2.0, ..Scenario::default() },
+        ];
+        for s in &scenarios {
+            s.validate().unwrap();
+            let record = RankRecord::new(s, 300, 5).unwrap();
+            for k in [1, 7, 64, 512, 700, 5000] {
+                let at_k = Scenario { index_topk: k, ..s.clone() };
+                assert_eq!(record.tally(&at_k), Some(simulate(&at_k, 300, 5, McPath::Auto).unwrap()), "{s:?} k {k}");
+            }
+            assert_eq!(record.tally(&Scenario { dprime: s.dprime + 1.0, ..s.clone() }), None);
+        }
+    }
+
+    /// The blocks drawn outside the runs' loop are exactly those that meet the needle.
+    #[test]
+    fn touching_blocks_are_the_blocks_that_meet_the_needle() {
+        let v4 = Scenario::preset("deepseek-v4-flash").unwrap();
+        for s in [
+            Scenario { context_len: 3001, pooling: Pooling::Mean, needle_tokens: 9, ..v4.clone() },
+            Scenario { context_len: 5000, pooling: Pooling::Max, repeat: 8, needle_tokens: 3, ..v4.clone() },
+            Scenario { context_len: 777, pooling: Pooling::Mean, depth: 1.0, needle_tokens: 5, ..v4 },
+        ] {
+            s.validate().unwrap();
+            let plan = Plan::new(&s, McPath::Materialise).unwrap();
+            let by_span: Vec<u64> = (0..plan.geometry.n_candidates).filter(|&b| plan.block_span(b).3).collect();
+            assert_eq!(plan.touching, by_span, "{s:?}");
+            assert!(!by_span.is_empty());
         }
     }
 

@@ -12,7 +12,7 @@
 //! `Replays`) and answers every later evaluation from it in O(trials × needle tokens), with exactly the counts of the
 //! materialising run (`tests/replay_equivalence.rs`).
 
-use super::montecarlo::{replay_key, Replay};
+use super::montecarlo::{replay_key, RankRecord, Replay};
 use super::{check_monte_carlo, route, simulate_successes, EngineChoice, EngineError, Route, RunOptions};
 use crate::scenario::{Model, Scenario};
 use std::collections::{HashMap, HashSet};
@@ -35,12 +35,28 @@ pub trait RecallModel: Sync {
     fn shares_across_layers(&self) -> bool {
         true
     }
+    /// Recall of `s` as a function of `index_topk` alone (every other field as in `s`; k < 1
+    /// read as 1), for the searches over k: by default one [`RecallModel::recall`] per k; a
+    /// model whose one evaluation answers every k (Monte Carlo: no draw depends on k) overrides
+    /// it, with the same values.
+    fn recall_in_k<'a>(&'a self, s: &Scenario) -> Result<KCurve<'a>, EngineError> {
+        Ok(recall_per_k(self, s))
+    }
     /// P(exactly m of the scenario's layers select the needle), m = 0..=layers (the
     /// likelihood of captured per-layer selections); by default not available.
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
         let _ = s;
         Err(EngineError::NeedsExact(format!("per-layer selection data need the exact engine, which {} is not", self.describe())))
     }
+}
+
+/// Recall as a function of `index_topk`: [`RecallModel::recall_in_k`].
+pub type KCurve<'a> = Box<dyn Fn(u64) -> Result<f64, EngineError> + 'a>;
+
+/// [`RecallModel::recall_in_k`] by one [`RecallModel::recall`] per k.
+pub fn recall_per_k<'a, M: RecallModel + ?Sized>(model: &'a M, s: &Scenario) -> KCurve<'a> {
+    let s = s.clone();
+    Box::new(move |k| model.recall(&Scenario { index_topk: k.max(1), ..s.clone() }))
 }
 
 /// A closed-form or test model from a function.
@@ -258,6 +274,33 @@ impl RecallModel for EngineModel {
             }
             Route::MonteCarlo { .. } => self.mc(s),
         }
+    }
+
+    /// Monte Carlo: one run keeps every trial's ranks ([`RankRecord`]) and answers each k from
+    /// them, the counts of a run at that k exactly; analytic (or a record too large for the
+    /// replay budget): one evaluation per k.
+    fn recall_in_k<'a>(&'a self, s: &Scenario) -> Result<KCurve<'a>, EngineError> {
+        s.validate()?;
+        if s.model != Model::Scalar || !matches!(route(s, self.choice)?, Route::MonteCarlo { .. }) {
+            return Ok(recall_per_k(self, s));
+        }
+        check_monte_carlo(s, &RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() })?;
+        if RankRecord::values(s, self.trials) > self.replay_budget {
+            return Ok(recall_per_k(self, s));
+        }
+        let record = RankRecord::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?;
+        let s = s.clone();
+        Ok(Box::new(move |k| {
+            let at_k = Scenario { index_topk: k.max(1), ..s.clone() };
+            at_k.validate()?;
+            match record.tally(&at_k) {
+                Some(tally) => {
+                    self.mc_calls.fetch_add(1, Ordering::Relaxed);
+                    Ok(tally.successes as f64 / self.trials as f64)
+                }
+                None => self.recall(&at_k),
+            }
+        }))
     }
 
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
