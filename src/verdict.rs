@@ -6,7 +6,7 @@
 //! `dprime` and decreases with `score_noise` (for dprime > 0), so each "needed"/"allowed" number
 //! is found by bisection.
 
-use crate::engine::{EngineError, RecallModel};
+use crate::engine::{with_topk, EngineError, RecallModel};
 use crate::scenario::{Field, Scenario, ScenarioError};
 
 /// Why a verdict could not be computed.
@@ -145,11 +145,6 @@ fn recall_of(model: &dyn RecallModel, s: &Scenario) -> Result<f64, VerdictError>
     model.recall(s).map_err(VerdictError::Model)
 }
 
-fn with_k(s: &Scenario, k: u64) -> Scenario {
-    let mut t = s.clone();
-    t.index_topk = k.max(1);
-    t
-}
 
 /// Smallest k in [1, hi] with recall ≥ target, given recall(hi) ≥ target.
 fn bisect_k(r: impl Fn(u64) -> Result<f64, VerdictError>, target: f64, hi: u64) -> Result<u64, VerdictError> {
@@ -245,7 +240,7 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
     } else {
         Call::DiscriminationLimited
     };
-    let smax = with_k(s, opts.max_topk);
+    let smax = with_topk(s, opts.max_topk);
     Ok(Verdict {
         call,
         target: t,

@@ -4,9 +4,9 @@
 //! searches that restart from known points, the hypotheses that share a scenario (dprime = 0,
 //! the never-selected checks) and the verdict's searches evaluate each distinct scenario once.
 
-use crate::engine::{EngineError, KCurve, RecallModel};
-use std::cell::RefCell;
+use crate::engine::{with_topk, EngineError, KCurve, RecallModel};
 use crate::scenario::Scenario;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -72,8 +72,7 @@ impl RecallModel for CachedModel<'_> {
         let s = s.clone();
         let inner: RefCell<Option<KCurve<'b>>> = RefCell::new(None);
         Ok(Box::new(move |k| {
-            let at_k = Scenario { index_topk: k.max(1), ..s.clone() };
-            let key = serde_json::to_string(&at_k).unwrap_or_default();
+            let key = serde_json::to_string(&with_topk(&s, k)).unwrap_or_default();
             if let Some(v) = self.lookup(&key) {
                 return Ok(v);
             }

@@ -120,8 +120,11 @@ struct OrderTable {
     needle_choices: [OnceLock<Option<usize>>; NEEDLE_SIDE_ENTRIES],
     /// Per max-pooled needle law ([`MaxKind`]), the rule found for it (shared by clones: a
     /// choice is a function of the table alone).
-    max_choices: Arc<Mutex<Vec<(MaxKind, Option<usize>)>>>,
+    max_choices: MaxChoices,
 }
+
+/// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]).
+type MaxChoices = Arc<Mutex<Vec<(MaxKind, Option<usize>)>>>;
 
 /// What fixes the shape of a max-pooled needle's survival function apart from its needle
 /// token's mean and sd: 1 − (F_tok(t)^n_dist · Φ((t − μ)/σ)^n_needle)^c for c entries of

@@ -157,21 +157,34 @@ impl Plan {
     /// One trial. Generic over the rank sampler so that the exact path's loop is compiled
     /// without the materialising path's code (which it never runs) inlined into it.
     #[inline(always)]
-    fn trial<F>(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch, tally: &mut Tally, mut rank_of: F)
+    fn trial<F>(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch, tally: &mut Tally, rank_of: F)
+    where
+        F: FnMut(Option<f64>, &mut Xoshiro256PlusPlus, &mut Scratch) -> u64,
+    {
+        let mut layers_attending = 0u32;
+        self.layer_ranks(rng, scratch, rank_of, |layer, rank| {
+            if layer == 0 {
+                tally.ranks.record(rank);
+            }
+            layers_attending += self.rule.attends(rank) as u32;
+        });
+        self.rule.conclude(layers_attending, rng, tally);
+    }
+
+    /// A trial's draws up to its readout: the shared component (when drawn), then each layer's
+    /// rank (`None`: no entry covers the needle), handed to `each` with the layer's index. The
+    /// one order of draws for a trial that is run ([`Plan::trial`]) and one that is recorded
+    /// ([`RankRecord`]).
+    #[inline(always)]
+    fn layer_ranks<F>(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch, mut rank_of: F, mut each: impl FnMut(u32, Option<u64>))
     where
         F: FnMut(Option<f64>, &mut Xoshiro256PlusPlus, &mut Scratch) -> u64,
     {
         let z = if self.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
         let g = &self.geometry;
-        let mut layers_attending = 0u32;
         for layer in 0..self.rule.layers() {
-            let rank = if g.needle_entries.is_empty() { None } else { Some(rank_of(z, rng, scratch)) };
-            if layer == 0 {
-                tally.ranks.record(rank);
-            }
-            layers_attending += self.rule.attends(rank) as u32;
+            each(layer, if g.needle_entries.is_empty() { None } else { Some(rank_of(z, rng, scratch)) });
         }
-        self.rule.conclude(layers_attending, rng, tally);
     }
 
     /// Whether exact trials can run [`BATCH`] at a time: one layer, no shared component, a
@@ -393,14 +406,15 @@ impl Plan {
             return;
         }
         let (from, to) = (from as usize, to as usize);
-        let mut start = from;
-        if from == 0 || !self.overlap {
-            if !self.overlap {
-                for &b in &blocks[from..to] {
-                    each(self.pooled_entry(b, None) + 0.0);
-                }
-                return;
+        if !self.overlap {
+            for &b in &blocks[from..to] {
+                each(self.pooled_entry(b, None) + 0.0);
             }
+            return;
+        }
+        // With overlap, entry 0 pools its own block alone, every later one the previous too.
+        let mut start = from;
+        if from == 0 {
             each(self.pooled_entry(blocks[0], None) + 0.0);
             start = 1;
         }
@@ -614,20 +628,17 @@ impl RecordPlan for RankRecorder<'_> {
 
     fn record_trial(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch, out: &mut [f64]) {
         let plan = self.plan;
-        let z = if plan.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
-        let layers = plan.rule.layers() as usize;
-        for slot in &mut out[..layers] {
-            *slot = if plan.geometry.needle_entries.is_empty() {
-                -1.0
-            } else if plan.path == McPath::Materialise {
-                plan.rank_materialised(z, rng, scratch) as f64
+        let rank_of = |z, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch| {
+            if plan.path == McPath::Materialise {
+                plan.rank_materialised(z, rng, scratch)
             } else {
-                plan.rank_exact(z, rng) as f64
-            };
-        }
+                plan.rank_exact(z, rng)
+            }
+        };
+        plan.layer_ranks(rng, scratch, rank_of, |layer, rank| out[layer as usize] = rank.map_or(-1.0, |r| r as f64));
         // The readout's draw, the trial's last: drawn here even where the outcome is certain
         // (nothing follows it, so no other draw moves).
-        out[layers] = rng.random::<f64>();
+        out[plan.rule.layers() as usize] = rng.random::<f64>();
     }
 }
 

@@ -53,10 +53,15 @@ pub trait RecallModel: Sync {
 /// Recall as a function of `index_topk`: [`RecallModel::recall_in_k`].
 pub type KCurve<'a> = Box<dyn Fn(u64) -> Result<f64, EngineError> + 'a>;
 
+/// `s` at `index_topk` = k (k < 1 read as 1): the scenario a [`KCurve`] evaluates at k.
+pub fn with_topk(s: &Scenario, k: u64) -> Scenario {
+    Scenario { index_topk: k.max(1), ..s.clone() }
+}
+
 /// [`RecallModel::recall_in_k`] by one [`RecallModel::recall`] per k.
-pub fn recall_per_k<'a, M: RecallModel + ?Sized>(model: &'a M, s: &Scenario) -> KCurve<'a> {
+fn recall_per_k<'a, M: RecallModel + ?Sized>(model: &'a M, s: &Scenario) -> KCurve<'a> {
     let s = s.clone();
-    Box::new(move |k| model.recall(&Scenario { index_topk: k.max(1), ..s.clone() }))
+    Box::new(move |k| model.recall(&with_topk(&s, k)))
 }
 
 /// A closed-form or test model from a function.
@@ -291,7 +296,7 @@ impl RecallModel for EngineModel {
         let record = RankRecord::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?;
         let s = s.clone();
         Ok(Box::new(move |k| {
-            let at_k = Scenario { index_topk: k.max(1), ..s.clone() };
+            let at_k = with_topk(&s, k);
             at_k.validate()?;
             match record.tally(&at_k) {
                 Some(tally) => {
