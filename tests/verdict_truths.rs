@@ -163,3 +163,47 @@ fn error_rates_are_reported_and_reproducible() {
     assert!(a.threshold >= 2.0);
     assert!(a.false_alarm <= 0.10, "{a:?}");
 }
+
+/// `verdict --data --fit dprime`'s signatures on the same tables: calibration alone must not
+/// turn a defect into a prescription (an anti-selecting indexer fits dprime < 0, and before the
+/// fit path checked it, was called discrimination-limited), nor raise an alarm on a working one.
+fn fit_forced(data: &Dataset) -> dsa_sim::calibrate::FitSignatures {
+    let free = dsa_sim::calibrate::parse_fit_spec("dprime", Some(data)).unwrap();
+    let report = dsa_sim::calibrate::run_calibration(data, &layer(), free, &model(), false, &[], String::new).unwrap();
+    dsa_sim::calibrate::fit_signatures(data, &layer(), &report.free, &report.fit, report.checks.as_ref(), &model()).unwrap()
+}
+
+#[test]
+fn the_fit_path_calls_an_anti_selecting_indexer_a_defect() {
+    let sigs: Vec<_> = SEEDS.map(|seed| fit_forced(&table(seed, &|s| recall(&Scenario { dprime: -1.5, ..s.clone() })))).collect();
+    for f in &sigs {
+        assert_eq!(f.forced_call, Some(Call::ImplementationSuspect), "{f:?}");
+        assert!(f.signatures.contains(&Signature::WorseThanRandom) || f.signatures.contains(&Signature::BelowRandomFloor), "{f:?}");
+    }
+    // Without the row checks (the floor test not run) the likelihood-ratio test decides alone.
+    for seed in SEEDS {
+        let data = table(seed, &|s| recall(&Scenario { dprime: -1.5, ..s.clone() }));
+        let free = dsa_sim::calibrate::parse_fit_spec("dprime", Some(&data)).unwrap();
+        let report = dsa_sim::calibrate::run_calibration(&data, &layer(), free, &model(), false, &[], String::new).unwrap();
+        let f = dsa_sim::calibrate::fit_signatures(&data, &layer(), &report.free, &report.fit, None, &model()).unwrap();
+        assert_eq!(f.signatures, vec![Signature::WorseThanRandom], "{f:?}");
+        assert_eq!(f.forced_call, Some(Call::ImplementationSuspect));
+        // The statistic is the fit's gain over dprime = 0, computed here independently.
+        let (at0, m) = (Scenario { dprime: 0.0, ..layer() }, model());
+        let p0 = dsa_sim::calibrate::Problem::new(&data, &at0, vec![], &m).unwrap();
+        let stat = 2.0 * (report.fit.loglik - p0.loglik(&[]).unwrap());
+        assert!((f.random_indexer_lr.unwrap() - stat).abs() <= 1e-9 * stat.abs(), "{f:?} vs {stat}");
+        assert!(stat > dsa_sim::calibrate::diagnose::CHI2_1_99);
+    }
+}
+
+#[test]
+fn the_fit_path_forces_no_call_on_a_working_indexer() {
+    for dprime in [0.8, 1.2] {
+        let sigs: Vec<_> = SEEDS.map(|seed| fit_forced(&table(seed, &|s| recall(&Scenario { dprime, ..s.clone() })))).collect();
+        let forced = sigs.iter().filter(|f| f.forced_call.is_some()).count();
+        assert!(forced <= 1, "dprime {dprime}: {sigs:?}");
+        // dprime > 0 fitted: the random-indexer test is not run.
+        assert!(sigs.iter().all(|f| f.random_indexer_lr.is_none()), "dprime {dprime}: {sigs:?}");
+    }
+}

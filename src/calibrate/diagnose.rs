@@ -446,6 +446,131 @@ pub fn worse_than_random(hypotheses: &[HypothesisResult]) -> Option<f64> {
     (d < 0.0 && 2.0 * (disc.loglik - rand.loglik) > CHI2_1_99).then_some(d)
 }
 
+/// The signatures a calibrated fit (`verdict --data --fit`) shows by itself, and the call they
+/// force whatever the fitted numbers would say: rows jointly (or singly) below the
+/// random-indexer floor and a fitted separation significantly below 0 are defects
+/// (implementation-suspect); misses where every candidate is selected are read-limited. The
+/// same rules as [`diagnose`] on the same evidence, so that adding `--fit` cannot turn a defect
+/// into a prescription.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FitSignatures {
+    /// The signatures found.
+    #[serde(skip)]
+    pub signatures: Vec<Signature>,
+    /// The call they force (None: the fitted numbers decide).
+    pub forced_call: Option<Call>,
+    /// Twice the log-likelihood gain of the fitted dprime over dprime = 0 (the other fitted
+    /// fields refitted there), when the fitted dprime is below 0 and the floor test has not
+    /// already decided.
+    pub random_indexer_lr: Option<f64>,
+}
+
+impl FitSignatures {
+    /// Plain lines: one per signature, with what to check.
+    pub fn text(&self) -> String {
+        self.signatures.iter().map(|g| format!("- {}: {}. Check: {}.\n", g.name(), g.explanation(), g.check())).collect()
+    }
+    /// The lines a calibrated verdict's text ends with when a call is forced (empty otherwise).
+    pub fn forced_text(&self) -> String {
+        if self.forced_call.is_none() {
+            return String::new();
+        }
+        format!("the fitted numbers above describe the data, not a fix: the call is forced by\n{}", self.text())
+    }
+    /// `[{"name", "explanation", "check"}]`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.signatures
+                .iter()
+                .map(|g| serde_json::json!({"name": g.name(), "explanation": g.explanation(), "check": g.check()}))
+                .collect(),
+        )
+    }
+}
+
+/// [`FitSignatures`] of a calibration of `data` on `base` with `free` fitted to `fit`.
+pub fn fit_signatures(
+    data: &Dataset,
+    base: &Scenario,
+    free: &[FreeParam],
+    fit: &super::fit::FitResult,
+    checks: Option<&RowChecks>,
+    model: &dyn RecallModel,
+) -> Result<FitSignatures, CalibError> {
+    let mut sig = Vec::new();
+    if let Some(c) = checks {
+        if !c.below_floor().is_empty() || c.joint.as_ref().is_some_and(|j| j.below_floor) {
+            sig.push(Signature::BelowRandomFloor);
+        }
+    }
+    let d = fit.estimates.iter().find(|e| e.field == Field::Dprime).map(|e| e.value);
+    let mut lr = None;
+    // When the floor test has decided, the likelihood-ratio test would only repeat it (a refit of
+    // every other field at dprime = 0 costs as much as the fit itself).
+    let decided = sig.contains(&Signature::BelowRandomFloor);
+    if let Some(d) = d.filter(|d| *d < 0.0 && !decided) {
+        // The random indexer as the null: dprime = 0, every other fitted field refitted.
+        let base = &super::answer_scenario(data, base);
+        let mut at0 = base.clone();
+        set_field(&mut at0, Field::Dprime, 0.0)?;
+        let rest: Vec<FreeParam> = free.iter().filter(|p| p.field != Field::Dprime).cloned().collect();
+        let problem = super::Problem::new(data, &at0, rest, model)?;
+        let l0 = if problem.dim() == 0 { problem.loglik(&[])? } else { super::fit::fit(&problem, false, false)?.loglik };
+        let stat = 2.0 * (fit.loglik - l0);
+        lr = Some(stat);
+        if d < 0.0 && stat > CHI2_1_99 {
+            sig.push(Signature::WorseThanRandom);
+        }
+    }
+    if checks.is_some_and(|c| !c.selection_independent_misses().is_empty()) {
+        sig.push(Signature::MissesWhenAllSelected);
+    }
+    let forced_call = if sig.contains(&Signature::BelowRandomFloor) || sig.contains(&Signature::WorseThanRandom) {
+        Some(Call::ImplementationSuspect)
+    } else if sig.contains(&Signature::MissesWhenAllSelected) {
+        Some(Call::ReadLimited)
+    } else {
+        None
+    };
+    Ok(FitSignatures { signatures: sig, forced_call, random_indexer_lr: lr })
+}
+
+/// A calibrated verdict (`verdict --data --fit`, a calibration experiment's verdict): the
+/// verdict at the fit's estimate and over its 95% region, with the call the fit's own
+/// signatures force ([`fit_signatures`]). The one place such a call is made.
+#[derive(Debug, Clone)]
+pub struct CalibratedCall {
+    /// The verdict at the estimate and over the region (calls replaced by a forced call).
+    pub verdict: crate::verdict::CalibratedVerdict,
+    /// The scenarios at the estimate (first) and the region's points.
+    pub scenarios: Vec<Scenario>,
+    /// The signatures and the call they force.
+    pub signatures: FitSignatures,
+}
+
+/// [`CalibratedCall`] of a calibration `report` of `data` on `base`.
+pub fn calibrated_call(
+    data: &Dataset,
+    base: &Scenario,
+    report: &super::output::CalibrationReport,
+    model: &dyn RecallModel,
+    opts: VerdictOptions,
+) -> Result<CalibratedCall, CalibError> {
+    let scenarios = super::fitted_scenarios(data, base, report, model)?;
+    let mut cv = crate::verdict::calibrated_verdict(&scenarios, model, opts).map_err(|e| match e {
+        crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
+        e => CalibError::Input(e.to_string()),
+    })?;
+    cv.at_estimate.dprime_on_bound = report.fit.estimates.iter().any(|e| e.field == Field::Dprime && e.value_at_bound);
+    let signatures = fit_signatures(data, base, &report.free, &report.fit, report.checks.as_ref(), model)?;
+    if let Some(call) = signatures.forced_call {
+        // A defect is not a prescription: the fitted numbers stay, the call is the defect's.
+        cv.at_estimate.call = call;
+        cv.region.iter_mut().for_each(|v| v.call = call);
+    }
+    Ok(CalibratedCall { verdict: cv, scenarios, signatures })
+}
+
 /// The diagnosis of a table: row checks, ranked hypotheses, signatures and the call.
 #[derive(Debug, Clone)]
 pub struct Diagnosis {

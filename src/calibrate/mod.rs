@@ -23,7 +23,7 @@ pub mod predict;
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
-pub use diagnose::{diagnose, row_checks, Diagnosis, RowCheck, RowChecks, Signature};
+pub use diagnose::{calibrated_call, diagnose, fit_signatures, CalibratedCall, row_checks, Diagnosis, FitSignatures, RowCheck, RowChecks, Signature};
 pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult, HYPOTHESIS_NAMES};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction};

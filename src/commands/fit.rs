@@ -5,9 +5,9 @@ use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
 use crate::calibrate::output::{hypotheses_json, hypotheses_text, CalibrationReport};
 use crate::calibrate::plan::Plan;
 use crate::engine::RecallModel;
-use crate::calibrate::{diagnose, fitted_scenarios, load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset, Diagnosis};
+use crate::calibrate::{calibrated_call, diagnose, load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, CalibratedCall, Dataset, Diagnosis, FitSignatures};
 use crate::scenario::Scenario;
-use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_json, verdict_text, CalibratedVerdict, Verdict, VerdictOptions};
+use crate::verdict::{calibrated_verdict_json, verdict_json, verdict_text, CalibratedVerdict, Verdict, VerdictOptions};
 use std::path::Path;
 
 /// Checks every row of a table, applied to the base scenario, with the engine (see
@@ -154,6 +154,8 @@ pub enum VerdictResult {
         scenario: Scenario,
         /// The table.
         data: Dataset,
+        /// The defect signatures the fit shows, and the call they force.
+        signatures: FitSignatures,
     },
 }
 
@@ -201,12 +203,15 @@ pub fn verdict_tables(
                     let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let scen = fitted_scenarios(&data, &base, &report, model)?;
-                let mut cv = calibrated_verdict(&scen, model, opts)?;
-                cv.at_estimate.dprime_on_bound =
-                    report.fit.estimates.iter().any(|e| e.field == crate::scenario::Field::Dprime && e.value_at_bound);
-                let scenario = scen[0].clone();
-                Ok(VerdictResult::Calibrated { report: Box::new(report), verdict: Box::new(cv), scenario, data: data.clone() })
+                let CalibratedCall { verdict: cv, scenarios, signatures } = calibrated_call(&data, &base, &report, model, opts)?;
+                let scenario = scenarios[0].clone();
+                Ok(VerdictResult::Calibrated {
+                    report: Box::new(report),
+                    verdict: Box::new(cv),
+                    scenario,
+                    data: data.clone(),
+                    signatures,
+                })
             })?
         }
         (Some(paths), None) => {
@@ -241,8 +246,10 @@ impl VerdictResult {
                 j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
                 j
             }
-            VerdictResult::Calibrated { report, verdict, scenario, .. } => {
+            VerdictResult::Calibrated { report, verdict, scenario, signatures, .. } => {
                 let mut j = calibrated_verdict_json(verdict, scenario);
+                j["signatures"] = signatures.json();
+                j["random_indexer_lr"] = serde_json::json!(signatures.random_indexer_lr);
                 j["calibration"] = report.to_json();
                 j["warnings"] = serde_json::json!(report.warnings());
                 j
@@ -272,7 +279,7 @@ impl VerdictResult {
                 text.push_str(&format!("\n\n{}\n", d.explanation()));
                 text
             }
-            VerdictResult::Calibrated { report, verdict, data, .. } => {
+            VerdictResult::Calibrated { report, verdict, data, signatures, .. } => {
                 let mut text = String::new();
                 for w in report.warnings() {
                     text.push_str(&w);
@@ -287,11 +294,18 @@ impl VerdictResult {
                 text.push_str(&format!("calibrated on {}: {}\n", data.source, est.join(", ")));
                 if let Some(c) = &report.checks {
                     text.push_str(&c.text());
-                    if !c.below_floor().is_empty() || !c.selection_independent_misses().is_empty() {
-                        text.push_str("note: these rows are not explained by the fitted fields; `verdict --data` without --fit diagnoses them (implementation-suspect / read-limited)\n");
-                    }
+                }
+                if let Some(lr) = signatures.random_indexer_lr {
+                    text.push_str(&format!(
+                        "random indexer (dprime = 0) against the fitted dprime: 2·Δloglik = {lr:.2} ({} at level 0.01)\n",
+                        if signatures.signatures.contains(&crate::calibrate::Signature::WorseThanRandom) { "rejected" } else { "not rejected" }
+                    ));
                 }
                 text.push_str(&verdict_text(&verdict.at_estimate, Some(verdict)));
+                if signatures.forced_call.is_some() {
+                    text.push_str(&signatures.forced_text());
+                    text.push_str("`verdict --data` without --fit ranks the defect hypotheses on this table.\n");
+                }
                 text
             }
         }

@@ -25,7 +25,7 @@ use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, 
 use crate::output::{StageOptions, StagedDir};
 use crate::report::escape::{md_code, md_line, md_text};
 use crate::scenario::{Field, Scenario};
-use crate::verdict::{calibrated_verdict, calibrated_verdict_json, verdict_text, VerdictError, VerdictOptions};
+use crate::verdict::{calibrated_verdict_json, verdict_text, VerdictError, VerdictOptions};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -163,9 +163,8 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
-    let scen = crate::calibrate::fitted_scenarios(&data, &base, &report, &model)?;
-    let mut cv = calibrated_verdict(&scen, &model, opts)?;
-    cv.at_estimate.dprime_on_bound = report.fit.estimates.iter().any(|e| e.field == Field::Dprime && e.value_at_bound);
+    let crate::calibrate::CalibratedCall { verdict: cv, scenarios: scen, signatures } =
+        crate::calibrate::calibrated_call(&data, &base, &report, &model, opts)?;
     // The diagnosis (row checks, every named hypothesis, the call with its signatures) when the
     // experiment compares hypotheses.
     let diagnosis = if exp.compare { Some(crate::calibrate::diagnose(&data, &base, &free, &model, opts)?) } else { None };
@@ -181,9 +180,11 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             .map(|(f, p)| serde_json::json!({"field": f, "points": p.iter().map(|q| serde_json::json!({"value": point_value(&q.point[0].1), "recall": q.recall, "ci_low": q.ci_low, "ci_high": q.ci_high})).collect::<Vec<_>>()}))
             .collect::<Vec<_>>());
         w("calibrate.json", &(serde_json::to_string_pretty(&cal_json).unwrap_or_default() + "\n"))?;
-        let vj = calibrated_verdict_json(&cv, &scen[0]);
+        let mut vj = calibrated_verdict_json(&cv, &scen[0]);
+        vj["signatures"] = signatures.json();
+        vj["random_indexer_lr"] = serde_json::json!(signatures.random_indexer_lr);
         w("verdict.json", &(serde_json::to_string_pretty(&vj).unwrap_or_default() + "\n"))?;
-        let vtext = verdict_text(&cv.at_estimate, Some(&cv));
+        let vtext = verdict_text(&cv.at_estimate, Some(&cv)) + &signatures.forced_text();
         w("verdict.txt", &vtext)?;
         w("calibrate.txt", &report.to_text())?;
         if let Some(d) = &diagnosis {
