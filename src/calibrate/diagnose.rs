@@ -147,6 +147,10 @@ pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
 }
 
 impl RowChecks {
+    /// Whether the table shows `below_random_floor`: a row below the floor, or the rows jointly.
+    pub fn any_below_floor(&self) -> bool {
+        !self.below_floor().is_empty() || self.joint.as_ref().is_some_and(|j| j.below_floor)
+    }
     /// Rows below the random-indexer floor.
     pub fn below_floor(&self) -> Vec<&RowCheck> {
         self.rows.iter().filter(|r| r.below_floor).collect()
@@ -452,10 +456,9 @@ pub fn worse_than_random(hypotheses: &[HypothesisResult]) -> Option<f64> {
 /// (implementation-suspect); misses where every candidate is selected are read-limited. The
 /// same rules as [`diagnose`] on the same evidence, so that adding `--fit` cannot turn a defect
 /// into a prescription.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FitSignatures {
     /// The signatures found.
-    #[serde(skip)]
     pub signatures: Vec<Signature>,
     /// The call they force (None: the fitted numbers decide).
     pub forced_call: Option<Call>,
@@ -477,14 +480,16 @@ impl FitSignatures {
         }
         format!("the fitted numbers above describe the data, not a fix: the call is forced by\n{}", self.text())
     }
-    /// `[{"name", "explanation", "check"}]`.
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::Value::Array(
+    /// Adds `signatures` (`[{"name", "explanation", "check"}]`) and `random_indexer_lr` to a
+    /// calibrated verdict's JSON.
+    pub fn annotate(&self, j: &mut serde_json::Value) {
+        j["signatures"] = serde_json::Value::Array(
             self.signatures
                 .iter()
                 .map(|g| serde_json::json!({"name": g.name(), "explanation": g.explanation(), "check": g.check()}))
                 .collect(),
-        )
+        );
+        j["random_indexer_lr"] = serde_json::json!(self.random_indexer_lr);
     }
 }
 
@@ -498,17 +503,16 @@ pub fn fit_signatures(
     model: &dyn RecallModel,
 ) -> Result<FitSignatures, CalibError> {
     let mut sig = Vec::new();
-    if let Some(c) = checks {
-        if !c.below_floor().is_empty() || c.joint.as_ref().is_some_and(|j| j.below_floor) {
-            sig.push(Signature::BelowRandomFloor);
-        }
+    if checks.is_some_and(RowChecks::any_below_floor) {
+        sig.push(Signature::BelowRandomFloor);
     }
     let d = fit.estimates.iter().find(|e| e.field == Field::Dprime).map(|e| e.value);
+    // dprime < 0 is the only side on which the random indexer is the better-ranking null.
     let mut lr = None;
     // When the floor test has decided, the likelihood-ratio test would only repeat it (a refit of
     // every other field at dprime = 0 costs as much as the fit itself).
     let decided = sig.contains(&Signature::BelowRandomFloor);
-    if let Some(d) = d.filter(|d| *d < 0.0 && !decided) {
+    if d.is_some_and(|d| d < 0.0) && !decided {
         // The random indexer as the null: dprime = 0, every other fitted field refitted.
         let base = &super::answer_scenario(data, base);
         let mut at0 = base.clone();
@@ -518,7 +522,7 @@ pub fn fit_signatures(
         let l0 = if problem.dim() == 0 { problem.loglik(&[])? } else { super::fit::fit(&problem, false, false)?.loglik };
         let stat = 2.0 * (fit.loglik - l0);
         lr = Some(stat);
-        if d < 0.0 && stat > CHI2_1_99 {
+        if stat > CHI2_1_99 {
             sig.push(Signature::WorseThanRandom);
         }
     }
@@ -616,7 +620,7 @@ pub fn diagnose(
     }
     let best = &hypotheses[0];
     let mut sig = Vec::new();
-    if !checks.below_floor().is_empty() || checks.joint.as_ref().is_some_and(|j| j.below_floor) {
+    if checks.any_below_floor() {
         sig.push(Signature::BelowRandomFloor);
     }
     if worse_than_random(&hypotheses).is_some() {

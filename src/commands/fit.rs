@@ -248,8 +248,7 @@ impl VerdictResult {
             }
             VerdictResult::Calibrated { report, verdict, scenario, signatures, .. } => {
                 let mut j = calibrated_verdict_json(verdict, scenario);
-                j["signatures"] = signatures.json();
-                j["random_indexer_lr"] = serde_json::json!(signatures.random_indexer_lr);
+                signatures.annotate(&mut j);
                 j["calibration"] = report.to_json();
                 j["warnings"] = serde_json::json!(report.warnings());
                 j

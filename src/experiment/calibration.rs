@@ -181,8 +181,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             .collect::<Vec<_>>());
         w("calibrate.json", &(serde_json::to_string_pretty(&cal_json).unwrap_or_default() + "\n"))?;
         let mut vj = calibrated_verdict_json(&cv, &scen[0]);
-        vj["signatures"] = signatures.json();
-        vj["random_indexer_lr"] = serde_json::json!(signatures.random_indexer_lr);
+        signatures.annotate(&mut vj);
         w("verdict.json", &(serde_json::to_string_pretty(&vj).unwrap_or_default() + "\n"))?;
         let vtext = verdict_text(&cv.at_estimate, Some(&cv)) + &signatures.forced_text();
         w("verdict.txt", &vtext)?;
