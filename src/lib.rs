@@ -109,6 +109,7 @@ pub mod sweep;
 pub mod probe;
 pub mod verdict;
 pub mod calibrate;
+pub mod diagnosis;
 pub mod captured_scores;
 pub mod report;
 pub mod experiment;

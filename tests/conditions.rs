@@ -5,7 +5,7 @@
 //! power and size on seeded tables drawn from a one-layer V4-Flash truth; the CLI's call on a
 //! table with a build that loses needles.
 
-use dsa_sim::calibrate::conditions::{condition_tests, hypergeometric_pmf, stratified_test, Stratum, CONDITION_ALPHA};
+use dsa_sim::diagnosis::conditions::{condition_tests, hypergeometric_pmf, stratified_test, Stratum, CONDITION_ALPHA};
 use dsa_sim::calibrate::parse_csv;
 use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::Scenario;

@@ -4,7 +4,8 @@
 //! dprime at a distance; wrong k: another index_topk; broken: a mixture with a never-selecting
 //! indexer), then `diagnose` without being told the truth.
 
-use dsa_sim::calibrate::{diagnose, row_checks, Dataset, Diagnosis, Observation, Signature};
+use dsa_sim::calibrate::{row_checks, Dataset, Observation};
+use dsa_sim::diagnosis::{diagnose, Diagnosis, Signature};
 use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::verdict::{Call, VerdictOptions};
 use dsa_sim::Scenario;

@@ -2,11 +2,12 @@
 //! one DeepSeek-V4-Flash layer, 200 trials a cell over lengths, k and depths, each row's hits
 //! Binomial(200, the truth's recall). Physical truths (coverage, discrimination,
 //! discrimination with spread) must be called right in ≥ 8 of 10 and implementation-suspect in
-//! ≤ 1; defect truths (anti-selection, a candidate-count cliff, the first k unscored) must be
-//! found. The seeds are this file's own; the truths' recalls come from the analytic engine at
+//! ≤ 1; defect truths (anti-selection, positional, effective k, a candidate-count cliff, the
+//! first k unscored) must be found. The seeds are this file's own; the truths' recalls come from the analytic engine at
 //! the scenario each truth describes, independently of the hypotheses' parametrisation.
 
-use dsa_sim::calibrate::{diagnose, Dataset, Diagnosis, Observation, Signature};
+use dsa_sim::calibrate::{Dataset, Observation};
+use dsa_sim::diagnosis::{diagnose, Diagnosis, Signature};
 use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::geometry::Geometry;
 use dsa_sim::verdict::{Call, VerdictOptions};
@@ -151,6 +152,34 @@ fn first_k_unscored_is_found() {
     assert!(ds.iter().filter(|d| d.hypotheses[0].name == "first-k-unscored").count() >= 9, "{summary}");
 }
 
+#[test]
+fn positional_truth_is_found() {
+    // dprime 3 within 2000 tokens of the query, 0.8 beyond: a step in the needle's distance from
+    // the query (depth matters at a fixed length), not in the number of competitors.
+    let (c, ds, summary) = calls(&|s| {
+        let dist = (1.0 - s.depth) * s.context_len as f64;
+        recall(&Scenario { dprime: if dist <= 2000.0 { 3.0 } else { 0.8 }, ..s.clone() })
+    });
+    assert!(count(&c, Call::ImplementationSuspect) >= 9, "{summary}");
+    assert!(ds.iter().filter(|d| d.signatures.contains(&Signature::Positional)).count() >= 9, "{summary}");
+}
+
+#[test]
+fn effective_k_truth_is_found() {
+    // The kernel selects 128 candidates whatever index_topk says (a hard-coded k): rows at
+    // k = 256 and k = 1024 of one length and depth are the same cell.
+    let (c, ds, summary) = calls(&|s| recall(&Scenario { dprime: 2.0, index_topk: 128, ..s.clone() }));
+    assert!(count(&c, Call::ImplementationSuspect) >= 9, "{summary}");
+    let found = ds
+        .iter()
+        .filter(|d| {
+            d.signatures.contains(&Signature::EffectiveK)
+                && d.hypotheses[0].estimate("log10_k_eff").is_some_and(|l| (90.0..180.0).contains(&10f64.powf(l)))
+        })
+        .count();
+    assert!(found >= 9, "effective k near 128:\n{summary}");
+}
+
 /// The error rates reported are the rule's on the simulation it describes: a seeded table's
 /// rates are reproducible, in [0, 1], and the threshold is at least AIC's own margin.
 #[test]
@@ -167,10 +196,10 @@ fn error_rates_are_reported_and_reproducible() {
 /// `verdict --data --fit dprime`'s signatures on the same tables: calibration alone must not
 /// turn a defect into a prescription (an anti-selecting indexer fits dprime < 0, and before the
 /// fit path checked it, was called discrimination-limited), nor raise an alarm on a working one.
-fn fit_forced(data: &Dataset) -> dsa_sim::calibrate::FitSignatures {
+fn fit_forced(data: &Dataset) -> dsa_sim::diagnosis::FitSignatures {
     let free = dsa_sim::calibrate::parse_fit_spec("dprime", Some(data)).unwrap();
     let report = dsa_sim::calibrate::run_calibration(data, &layer(), free, &model(), false, &[], String::new).unwrap();
-    dsa_sim::calibrate::fit_signatures(data, &layer(), &report.free, &report.fit, report.checks.as_ref(), &model()).unwrap()
+    dsa_sim::diagnosis::fit_signatures(data, &layer(), &report.free, &report.fit, report.checks.as_ref(), &model()).unwrap()
 }
 
 #[test]
@@ -185,7 +214,7 @@ fn the_fit_path_calls_an_anti_selecting_indexer_a_defect() {
         let data = table(seed, &|s| recall(&Scenario { dprime: -1.5, ..s.clone() }));
         let free = dsa_sim::calibrate::parse_fit_spec("dprime", Some(&data)).unwrap();
         let report = dsa_sim::calibrate::run_calibration(&data, &layer(), free, &model(), false, &[], String::new).unwrap();
-        let f = dsa_sim::calibrate::fit_signatures(&data, &layer(), &report.free, &report.fit, None, &model()).unwrap();
+        let f = dsa_sim::diagnosis::fit_signatures(&data, &layer(), &report.free, &report.fit, None, &model()).unwrap();
         assert_eq!(f.signatures, vec![Signature::WorseThanRandom], "{f:?}");
         assert_eq!(f.forced_call, Some(Call::ImplementationSuspect));
         // The statistic is the fit's gain over dprime = 0, computed here independently.
@@ -193,7 +222,7 @@ fn the_fit_path_calls_an_anti_selecting_indexer_a_defect() {
         let p0 = dsa_sim::calibrate::Problem::new(&data, &at0, vec![], &m).unwrap();
         let stat = 2.0 * (report.fit.loglik - p0.loglik(&[]).unwrap());
         assert!((f.random_indexer_lr.unwrap() - stat).abs() <= 1e-9 * stat.abs(), "{f:?} vs {stat}");
-        assert!(stat > dsa_sim::calibrate::diagnose::CHI2_1_99);
+        assert!(stat > dsa_sim::diagnosis::CHI2_1_99);
     }
 }
 

@@ -8,22 +8,19 @@
 //! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
 pub mod cache;
-pub mod conditions;
-pub mod diagnose;
-pub mod error_rates;
 pub mod fit;
 pub mod hypotheses;
 pub mod likelihood;
 pub(crate) mod optimize;
 pub mod output;
 pub mod plan;
+pub mod row_checks;
 pub mod predict;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
-pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
-pub use diagnose::{calibrated_call, diagnose, fit_signatures, CalibratedCall, row_checks, Diagnosis, FitSignatures, RowCheck, RowChecks, Signature};
+pub use row_checks::{row_checks, JointFloor, RowCheck, RowChecks};
 pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult, HYPOTHESIS_NAMES};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction};

@@ -31,7 +31,7 @@ pub struct CalibrationReport {
     /// Hypotheses, when compared.
     pub hypotheses: Option<Vec<HypothesisResult>>,
     /// Row checks (random-indexer floor, selection-independent misses).
-    pub checks: Option<super::diagnose::RowChecks>,
+    pub checks: Option<super::row_checks::RowChecks>,
     /// Predictions.
     pub predictions: Vec<Prediction>,
     /// Wall time of the whole calibration, seconds (not written to JSON, which must repeat exactly).

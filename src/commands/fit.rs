@@ -2,12 +2,13 @@
 //! measured table) and `plan` (the cells to measure next).
 
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
-use crate::calibrate::output::{hypotheses_json, hypotheses_text, CalibrationReport};
+use crate::calibrate::output::CalibrationReport;
 use crate::calibrate::plan::Plan;
 use crate::engine::RecallModel;
-use crate::calibrate::{calibrated_call, diagnose, load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, CalibratedCall, Dataset, Diagnosis, FitSignatures};
+use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset};
+use crate::diagnosis::{calibrated_call, diagnose, CalibratedCall, Diagnosis};
 use crate::scenario::Scenario;
-use crate::verdict::{calibrated_verdict_json, verdict_json, verdict_text, CalibratedVerdict, Verdict, VerdictOptions};
+use crate::verdict::{verdict_json, verdict_text, Verdict, VerdictOptions};
 use std::path::Path;
 
 /// Checks every row of a table, applied to the base scenario, with the engine (see
@@ -148,14 +149,11 @@ pub enum VerdictResult {
     Calibrated {
         /// The calibration behind it.
         report: Box<CalibrationReport>,
-        /// The verdict at the estimate and over the likelihood region.
-        verdict: Box<CalibratedVerdict>,
-        /// The scenario at the estimate.
-        scenario: Scenario,
+        /// The verdict at the estimate and over the likelihood region, with the call the
+        /// decision rule makes from the fit's signatures.
+        call: Box<CalibratedCall>,
         /// The table.
         data: Dataset,
-        /// The defect signatures the fit shows, and the call they force.
-        signatures: FitSignatures,
     },
 }
 
@@ -203,15 +201,8 @@ pub fn verdict_tables(
                     let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let CalibratedCall { verdict: cv, scenarios, signatures } = calibrated_call(&data, &base, &report, model, opts)?;
-                let scenario = scenarios[0].clone();
-                Ok(VerdictResult::Calibrated {
-                    report: Box::new(report),
-                    verdict: Box::new(cv),
-                    scenario,
-                    data: data.clone(),
-                    signatures,
-                })
+                let call = calibrated_call(&data, &base, &report, model, opts)?;
+                Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data: data.clone() })
             })?
         }
         (Some(paths), None) => {
@@ -234,21 +225,9 @@ impl VerdictResult {
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             VerdictResult::Scenario { verdict, scenario } => verdict_json(verdict, scenario),
-            VerdictResult::Diagnosed { diagnosis: d, data } => {
-                let mut j = verdict_json(&d.verdict, &d.scenario);
-                j["explanation"] = serde_json::json!(d.explanation());
-                j["signatures"] = d.signatures_json();
-                j["error_rates"] = serde_json::json!(d.error_rates);
-                j["conditions"] = serde_json::json!(d.conditions);
-                j["numbers_from"] = serde_json::json!(d.numbers_from);
-                j["row_checks"] = serde_json::json!(d.checks);
-                j["hypotheses"] = hypotheses_json(&d.hypotheses);
-                j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
-                j
-            }
-            VerdictResult::Calibrated { report, verdict, scenario, signatures, .. } => {
-                let mut j = calibrated_verdict_json(verdict, scenario);
-                signatures.annotate(&mut j);
+            VerdictResult::Diagnosed { diagnosis: d, data } => d.to_json(data),
+            VerdictResult::Calibrated { report, call, .. } => {
+                let mut j = call.to_json();
                 j["calibration"] = report.to_json();
                 j["warnings"] = serde_json::json!(report.warnings());
                 j
@@ -260,25 +239,8 @@ impl VerdictResult {
     pub fn to_text(&self) -> String {
         match self {
             VerdictResult::Scenario { verdict, .. } => verdict_text(verdict, None),
-            VerdictResult::Diagnosed { diagnosis: d, data } => {
-                let mut text = String::new();
-                if let Some(w) = data.transcribed_warning() {
-                    text.push_str(&w);
-                    text.push('\n');
-                }
-                text.push_str(&format!("diagnosed {} rows of {}\n", data.rows.len(), data.source));
-                text.push_str(&d.checks.text());
-                text.push_str(&crate::calibrate::conditions::conditions_text(&d.conditions));
-                text.push_str(&hypotheses_text(&d.hypotheses));
-                text.push_str(&format!("numbers at the fit of `{}`:\n", d.numbers_from));
-                let body = verdict_text(&d.verdict, None);
-                // The verdict's own explanation is replaced by the diagnosis's.
-                let body = body.split("\n\n").next().unwrap_or("").to_string();
-                text.push_str(&body);
-                text.push_str(&format!("\n\n{}\n", d.explanation()));
-                text
-            }
-            VerdictResult::Calibrated { report, verdict, data, signatures, .. } => {
+            VerdictResult::Diagnosed { diagnosis: d, data } => d.to_text(data),
+            VerdictResult::Calibrated { report, call, data } => {
                 let mut text = String::new();
                 for w in report.warnings() {
                     text.push_str(&w);
@@ -294,17 +256,7 @@ impl VerdictResult {
                 if let Some(c) = &report.checks {
                     text.push_str(&c.text());
                 }
-                if let Some(lr) = signatures.random_indexer_lr {
-                    text.push_str(&format!(
-                        "random indexer (dprime = 0) against the fitted dprime: 2·Δloglik = {lr:.2} ({} at level 0.01)\n",
-                        if signatures.signatures.contains(&crate::calibrate::Signature::WorseThanRandom) { "rejected" } else { "not rejected" }
-                    ));
-                }
-                text.push_str(&verdict_text(&verdict.at_estimate, Some(verdict)));
-                if signatures.forced_call.is_some() {
-                    text.push_str(&signatures.forced_text());
-                    text.push_str("`verdict --data` without --fit ranks the defect hypotheses on this table.\n");
-                }
+                text.push_str(&call.to_text());
                 text
             }
         }

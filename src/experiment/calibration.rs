@@ -25,7 +25,7 @@ use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, 
 use crate::output::{StageOptions, StagedDir};
 use crate::report::escape::{md_code, md_line, md_text};
 use crate::scenario::{Field, Scenario};
-use crate::verdict::{calibrated_verdict_json, verdict_text, VerdictError, VerdictOptions};
+use crate::verdict::{VerdictError, VerdictOptions};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -163,11 +163,10 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
-    let crate::calibrate::CalibratedCall { verdict: cv, scenarios: scen, signatures } =
-        crate::calibrate::calibrated_call(&data, &base, &report, &model, opts)?;
+    let call = crate::diagnosis::calibrated_call(&data, &base, &report, &model, opts)?;
     // The diagnosis (row checks, every named hypothesis, the call with its signatures) when the
     // experiment compares hypotheses.
-    let diagnosis = if exp.compare { Some(crate::calibrate::diagnose(&data, &base, &free, &model, opts)?) } else { None };
+    let diagnosis = if exp.compare { Some(crate::diagnosis::diagnose(&data, &base, &free, &model, opts)?) } else { None };
 
     // Write everything into the staging folder, then move it into place; a failure removes it.
     let written = (|| -> Result<(), CalibError> {
@@ -180,22 +179,13 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             .map(|(f, p)| serde_json::json!({"field": f, "points": p.iter().map(|q| serde_json::json!({"value": point_value(&q.point[0].1), "recall": q.recall, "ci_low": q.ci_low, "ci_high": q.ci_high})).collect::<Vec<_>>()}))
             .collect::<Vec<_>>());
         w("calibrate.json", &(serde_json::to_string_pretty(&cal_json).unwrap_or_default() + "\n"))?;
-        let mut vj = calibrated_verdict_json(&cv, &scen[0]);
-        signatures.annotate(&mut vj);
-        w("verdict.json", &(serde_json::to_string_pretty(&vj).unwrap_or_default() + "\n"))?;
-        let vtext = verdict_text(&cv.at_estimate, Some(&cv)) + &signatures.forced_text();
+        w("verdict.json", &(serde_json::to_string_pretty(&call.to_json()).unwrap_or_default() + "\n"))?;
+        let vtext = call.to_text();
         w("verdict.txt", &vtext)?;
         w("calibrate.txt", &report.to_text())?;
         if let Some(d) = &diagnosis {
-            let mut j = crate::verdict::verdict_json(&d.verdict, &d.scenario);
-            j["explanation"] = serde_json::json!(d.explanation());
-            j["signatures"] = d.signatures_json();
-            j["conditions"] = serde_json::json!(d.conditions);
-            j["numbers_from"] = serde_json::json!(d.numbers_from);
-            j["row_checks"] = serde_json::json!(d.checks);
-            j["hypotheses"] = crate::calibrate::output::hypotheses_json(&d.hypotheses);
-            w("diagnosis.json", &(serde_json::to_string_pretty(&j).unwrap_or_default() + "\n"))?;
-            w("diagnosis.txt", &diagnosis_text(d))?;
+            w("diagnosis.json", &(serde_json::to_string_pretty(&d.to_json(&data)).unwrap_or_default() + "\n"))?;
+            w("diagnosis.txt", &d.to_text(&data))?;
         }
         // The copy of the table keeps its provenance in its own header (`# provenance: …`).
         let mut rows = String::new();
@@ -268,7 +258,7 @@ fn markdown(
     vtext: &str,
     base: &Scenario,
     figures: &[String],
-    diagnosis: Option<&crate::calibrate::Diagnosis>,
+    diagnosis: Option<&crate::diagnosis::Diagnosis>,
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# {}\n", md_line(exp.title.as_deref().unwrap_or(name)));
@@ -329,7 +319,7 @@ fn markdown(
             s,
             "## Diagnosis: {}\n\nThe call from the row checks and the preferred hypothesis (`dsa-sim verdict --data` without `--fit`; `diagnosis.json`, `diagnosis.txt`).\n\n```\n{}```\n",
             d.call,
-            diagnosis_text(d)
+            d.to_text(&report.data)
         );
     }
     let _ = writeln!(s, "## Verdict at the `fit` estimate (target {})\n\n```\n{}```", exp.target, vtext);
@@ -421,15 +411,3 @@ fn draw_curves(
     Ok(drawn)
 }
 
-/// The diagnosis as text: row checks, hypotheses, the call and its signatures.
-fn diagnosis_text(d: &crate::calibrate::Diagnosis) -> String {
-    let mut t = String::new();
-    t.push_str(&format!("call: {}\n", d.call));
-    t.push_str(&d.checks.text());
-    t.push_str(&crate::calibrate::conditions::conditions_text(&d.conditions));
-    t.push_str(&crate::calibrate::output::hypotheses_text(&d.hypotheses));
-    t.push('\n');
-    t.push_str(&d.explanation());
-    t.push('\n');
-    t
-}

@@ -14,7 +14,7 @@
 //!   is a **condition** ([`Dataset::condition_columns`], [`Observation::conditions`]): a
 //!   setting the model does not see (`build`, `backend`, `concurrency`, `batch`, `prefix_cache`,
 //!   …), kept per row as text and compared across its values at identical cells
-//!   (`calibrate::conditions`); an empty value is a row that does not record it. A column named
+//!   (`diagnosis::conditions`); an empty value is a row that does not record it. A column named
 //!   as a scenario field that a row cannot set (`dprime`, `q_format`, …) is an error: its values
 //!   would be compared as if they changed nothing. The columns dsa-sim's own row output adds
 //!   ([`DERIVED_COLUMNS`]: computed from the counts) are ignored with a note. A table with `request`, `layer` and `selected` columns is selection

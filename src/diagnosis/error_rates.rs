@@ -6,7 +6,7 @@
 //! indexer, dprime = 0, when every such fit lies below it) and from the best-fitting
 //! defect hypothesis, each row's hits Binomial(trials, the hypothesis's fitted recall), and the
 //! rule is applied to every simulated table. The rule calls a table implementation-suspect when
-//! its rows lie jointly below the random-indexer floor ([`super::diagnose::JointFloor`]) or when
+//! its rows lie jointly below the random-indexer floor ([`crate::calibrate::JointFloor`]) or when
 //! the defect's evidence D = AIC(physical) − AIC(defect) exceeds the threshold τ.
 //!
 //! Refitting every hypothesis on every simulated table would cost hundreds of fits; instead each
@@ -18,9 +18,8 @@
 //! tables (with the floor test), and the power is measured on tables from the defect's fit.
 //! Table i draws only from (seed, i).
 
-use super::diagnose::JointFloor;
-use super::hypotheses::HypothesisResult;
-use super::likelihood::binom_loglik;
+use crate::calibrate::likelihood::binom_loglik;
+use crate::calibrate::{HypothesisResult, JointFloor};
 use crate::measured::Dataset;
 use rand_distr::{ChiSquared, Distribution};
 
@@ -28,8 +27,6 @@ use rand_distr::{ChiSquared, Distribution};
 pub const TABLES: u64 = 400;
 /// The seed of the simulation (recorded in every output).
 pub const SEED: u64 = 20_261_201;
-/// Largest false-alarm rate at which an implementation-suspect call is made.
-pub const MAX_FALSE_ALARM: f64 = 0.10;
 /// The quantile of D on physical tables that sets τ.
 const TAU_QUANTILE: f64 = 0.95;
 
@@ -83,6 +80,13 @@ impl ErrorRates {
         self.defect_distinguishable() && self.defect_p.is_some_and(|p| p >= MAX_DEFECT_P)
     }
 
+    /// Whether the procedure meets both targets on this design: a working indexer called
+    /// implementation-suspect in at most [`super::rule::MAX_FALSE_ALARM`] of tables, a defect like
+    /// the preferred one found in at least [`super::rule::MIN_POWER`].
+    pub fn meets_targets(&self) -> bool {
+        self.false_alarm <= super::rule::MAX_FALSE_ALARM && self.power.is_some_and(|p| p >= super::rule::MIN_POWER)
+    }
+
     /// One sentence for the text output.
     pub fn sentence(&self) -> String {
         let mut s = format!(
@@ -100,6 +104,12 @@ impl ErrorRates {
             )),
             _ => s.push_str(" (no defect hypothesis was fitted)"),
         }
+        s.push_str(&format!(
+            " (targets: at most {:.0}% and at least {:.0}%{})",
+            100.0 * super::rule::MAX_FALSE_ALARM,
+            100.0 * super::rule::MIN_POWER,
+            if self.meets_targets() { ", met" } else { ", not both met" }
+        ));
         s
     }
 }
@@ -131,7 +141,7 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
         .min_by(|a, b| a.aic.total_cmp(&b.aic))
         .or_else(|| hypotheses.iter().find(|h| h.name == "random-indexer"))?;
     let defects: Vec<&HypothesisResult> = hypotheses.iter().filter(|h| h.is_implementation()).collect();
-    let defect = best_of(hypotheses, &|n| super::hypotheses::IMPLEMENTATION_HYPOTHESES.contains(&n));
+    let defect = best_of(hypotheses, &|n| crate::calibrate::hypotheses::IMPLEMENTATION_HYPOTHESES.contains(&n));
     let evidence = defect.map_or(f64::NEG_INFINITY, |d| physical.aic - d.aic);
     // D on a table: the largest evidence over the defect hypotheses, each with a refit's gain.
     let evidence_on = |hits: &[u64], rng: &mut rand_xoshiro::Xoshiro256PlusPlus| -> f64 {

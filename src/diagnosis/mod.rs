@@ -1,0 +1,205 @@
+//! The diagnosis: why a needle is lost, decided in one place (docs/model.md#verdict).
+//!
+//! The evidence comes from below: the row checks against the random-indexer floor
+//! ([`crate::calibrate::row_checks`]) and the named hypotheses fitted and ranked by AIC
+//! ([`crate::calibrate::hypotheses`], six of them defect classes). Here they become a call:
+//! [`signature`] names the patterns that point at a defect or a read failure, [`conditions`]
+//! tests the table's condition columns, [`error_rates`] measures by simulation how often the
+//! procedure is wrong on tables like the user's, and [`rule`] alone turns all of it, with the
+//! verdict's numbers for a working indexer ([`crate::verdict`]), into the call. [`diagnose`]
+//! diagnoses a table (`verdict --data`); [`calibrated_call`] a calibrated fit (`verdict --data
+//! --fit`, calibration experiments); both give their text and JSON here, so the command line,
+//! the Python package and the experiments print one thing.
+
+pub mod calibrated;
+pub mod conditions;
+pub mod error_rates;
+pub mod rule;
+pub mod signature;
+
+pub use calibrated::{calibrated_call, CalibratedCall};
+pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
+pub use error_rates::ErrorRates;
+pub use signature::{fit_signatures, worse_than_random, FitSignatures, Signature, CHI2_1_99};
+
+use crate::calibrate::output::{hypotheses_json, hypotheses_text};
+use crate::calibrate::{compare_hypotheses, row_checks, CalibError, FreeParam, HypothesisResult, RowChecks};
+use crate::engine::RecallModel;
+use crate::measured::Dataset;
+use crate::scenario::Scenario;
+use crate::verdict::{verdict, verdict_json, verdict_text, Call, Verdict, VerdictOptions};
+
+/// The diagnosis of a table: row checks, ranked hypotheses, signatures and the call.
+#[derive(Debug, Clone)]
+pub struct Diagnosis {
+    /// The row checks.
+    pub checks: RowChecks,
+    /// The hypotheses ranked by AIC.
+    pub hypotheses: Vec<HypothesisResult>,
+    /// The signatures found.
+    pub signatures: Vec<Signature>,
+    /// The call.
+    pub call: Call,
+    /// The verdict's numbers at the best hypothesis that is a plain scenario (with `call`
+    /// replaced by the diagnosis's call).
+    pub verdict: Verdict,
+    /// The hypothesis the numbers come from.
+    pub numbers_from: String,
+    /// The scenario the numbers come from.
+    pub scenario: Scenario,
+    /// The condition columns' tests (`diagnosis::conditions`).
+    pub conditions: Vec<ConditionTest>,
+    /// The rule's simulated error rates at this table's design (recall tables).
+    pub error_rates: Option<ErrorRates>,
+}
+
+/// Diagnoses `data`: row checks, every hypothesis, signatures, the call and the verdict's numbers.
+pub fn diagnose(
+    data: &Dataset,
+    base: &Scenario,
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+    opts: VerdictOptions,
+) -> Result<Diagnosis, CalibError> {
+    let base = &crate::calibrate::answer_scenario(data, base);
+    let checks = row_checks(data, base, model)?;
+    let hypotheses = compare_hypotheses(data, base, user_free, model)?;
+    let lmax = hypotheses.iter().map(|h| h.loglik).fold(f64::NEG_INFINITY, f64::max);
+    let lmin = hypotheses.iter().map(|h| h.loglik).fold(f64::INFINITY, f64::min);
+    if lmax - lmin < 1e-9 {
+        return Err(CalibError::Input(format!(
+            "{}: no row can separate any two hypotheses (every hypothesis predicts the same recall for every row, e.g. every row selects every candidate and finds the needle): measure longer contexts or smaller k",
+            data.source
+        )));
+    }
+    let best = &hypotheses[0];
+    let mut sig = Vec::new();
+    if checks.any_below_floor() {
+        sig.push(Signature::BelowRandomFloor);
+    }
+    if worse_than_random(&hypotheses).is_some() {
+        sig.push(Signature::WorseThanRandom);
+    }
+    if !checks.selection_independent_misses().is_empty() {
+        sig.push(Signature::MissesWhenAllSelected);
+    }
+    if !best.on_bound.is_empty() {
+        sig.push(Signature::ParameterOnBound);
+    }
+    if best.gof_p.is_some_and(|p| p < rule::POOR_FIT_P) {
+        sig.push(Signature::PoorFit);
+    }
+    sig.extend(Signature::of_hypothesis(&best.name));
+    let conditions = condition_tests(data);
+    if conditions.iter().any(|c| c.significant) {
+        sig.push(Signature::ConditionDependent);
+    }
+    let (from, scen) = hypotheses
+        .iter()
+        .find_map(|h| h.scenario(base).map(|s| (h, s)))
+        .ok_or_else(|| CalibError::Fit("no hypothesis gives a valid scenario".into()))?;
+    let mut v = verdict(&scen, model, opts).map_err(|e| match e {
+        crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
+        e => CalibError::Input(e.to_string()),
+    })?;
+    v.dprime_on_bound = from.on_bound.iter().any(|n| n == "dprime");
+    let rates = error_rates::error_rates(data, &hypotheses, checks.joint.as_ref());
+    let evidence = rule::Evidence { signatures: &sig, preferred: Some(&best.name), error_rates: rates.as_ref() };
+    let call = rule::decide(&evidence, v.call);
+    v.call = call;
+    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions, error_rates: rates })
+}
+
+impl Diagnosis {
+    /// Plain sentences explaining the call from the signatures.
+    pub fn explanation(&self) -> String {
+        let best = &self.hypotheses[0];
+        let mut s = match self.call {
+            Call::ImplementationSuspect => format!(
+                "Neither raising k nor improving the indexer's precision explains these data: the implementation is suspect. Preferred hypothesis: {} (Akaike weight {:.3}).",
+                best.name, best.weight
+            ),
+            Call::Undecided => format!(
+                "Undecided: the preferred hypothesis is {} (Akaike weight {:.3}), but on tables like this one the procedure would not tell a working indexer from the preferred defect reliably enough to act on. Measure the cells `dsa-sim plan` proposes (with this table as --data), then run the verdict on both tables.",
+                best.name, best.weight
+            ),
+            Call::ReadLimited => format!(
+                "The needle is missed where selection cannot explain it: it is selected but not used (read-limited; preferred hypothesis {}, weight {:.3}). Raising k or the indexer's precision does not fix this.",
+                best.name, best.weight
+            ),
+            _ => format!(
+                "Preferred hypothesis: {} (Akaike weight {:.3}); the numbers below come from {}. {}",
+                best.name,
+                best.weight,
+                self.numbers_from,
+                crate::verdict::explain(&self.verdict)
+            ),
+        };
+        if let Some(r) = &self.error_rates {
+            s.push_str(&format!("\n{}.", r.sentence()));
+        }
+        for g in &self.signatures {
+            s.push('\n');
+            s.push_str(&g.line(&self.explain(*g)));
+        }
+        s
+    }
+
+    /// A signature's explanation, naming the significant condition columns for
+    /// `condition_dependent`.
+    fn explain(&self, g: Signature) -> String {
+        let cols: Vec<String> = self.conditions.iter().filter(|c| c.significant).map(|c| format!("`{}`", c.column)).collect();
+        if g == Signature::ConditionDependent && !cols.is_empty() {
+            g.explanation().replace("a condition column", &cols.join(", "))
+        } else {
+            g.explanation().to_string()
+        }
+    }
+
+    /// The JSON of the signatures: `[{"name", "explanation", "check"}]`.
+    pub fn signatures_json(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.signatures
+                .iter()
+                .map(|g| g.json(&self.explain(*g)))
+                .collect(),
+        )
+    }
+
+    /// The `verdict --data --json` object (docs/cli.md#output): the verdict's numbers at the
+    /// hypothesis they come from, the call, the explanation, signatures, error rates,
+    /// condition tests, row checks and every hypothesis.
+    pub fn to_json(&self, data: &Dataset) -> serde_json::Value {
+        let mut j = verdict_json(&self.verdict, &self.scenario);
+        j["explanation"] = serde_json::json!(self.explanation());
+        j["signatures"] = self.signatures_json();
+        j["error_rates"] = serde_json::json!(self.error_rates);
+        j["conditions"] = serde_json::json!(self.conditions);
+        j["numbers_from"] = serde_json::json!(self.numbers_from);
+        j["row_checks"] = serde_json::json!(self.checks);
+        j["hypotheses"] = hypotheses_json(&self.hypotheses);
+        j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
+        j
+    }
+
+    /// The text `verdict --data` prints: the table's warning, the row checks, the condition
+    /// tests, the hypotheses, the numbers and the call with its explanation.
+    pub fn to_text(&self, data: &Dataset) -> String {
+        let mut text = String::new();
+        if let Some(w) = data.transcribed_warning() {
+            text.push_str(&w);
+            text.push('\n');
+        }
+        text.push_str(&format!("diagnosed {} rows of {}\n", data.rows.len(), data.source));
+        text.push_str(&self.checks.text());
+        text.push_str(&conditions::conditions_text(&self.conditions));
+        text.push_str(&hypotheses_text(&self.hypotheses));
+        text.push_str(&format!("numbers at the fit of `{}`:\n", self.numbers_from));
+        let body = verdict_text(&self.verdict, None);
+        // The verdict's own explanation is replaced by the diagnosis's.
+        let body = body.split("\n\n").next().unwrap_or("").to_string();
+        text.push_str(&body);
+        text.push_str(&format!("\n\n{}\n", self.explanation()));
+        text
+    }
+}
