@@ -381,3 +381,22 @@ fn identical_rows_are_fitted_at_the_cost_of_distinct_rows() {
     assert_eq!(j["rows"].as_array().unwrap().len(), 20_000);
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
+
+#[test]
+fn a_shard_never_replaces_a_users_file_in_its_folder() {
+    // `run --shard` writes DIR/data/NAME.csv: a user's file of that name is left as it was, the
+    // run refused with one line before it writes anything; a part dsa-sim wrote is rerun over.
+    let d = setup();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("part/data")).unwrap();
+    std::fs::write(dir.join("part/data/curves.csv"), "my own notes\n").unwrap();
+    let before = snapshot(dir);
+    let o = dsa(dir, &["run", "exp.toml", "--shard", "0/2", "--out", "part", "-q"]);
+    refused(&o, &["curves.csv", "not a sweep file dsa-sim wrote"]);
+    assert_eq!(snapshot(dir), before, "the folder changed");
+    std::fs::remove_file(dir.join("part/data/curves.csv")).unwrap();
+    succeeded(&dsa(dir, &["run", "exp.toml", "--shard", "0/2", "--out", "part", "-q"]));
+    let first = std::fs::read(dir.join("part/data/curves.csv")).unwrap();
+    succeeded(&dsa(dir, &["run", "exp.toml", "--shard", "0/2", "--out", "part", "-q"]));
+    assert_eq!(std::fs::read(dir.join("part/data/curves.csv")).unwrap(), first);
+}

@@ -66,7 +66,9 @@ fn shard_grids(
             meta: meta.clone(),
             shard,
             sidecar: Some(merge::sidecar(&fig.grid, &meta, shard)),
-            replace_only_ours: false,
+            // DIR/data/NAME.csv may be a user's file (DIR is the user's --out): a shard replaces
+            // only a part dsa-sim wrote there, never anything else.
+            replace_only_ours: true,
         };
         let out = data.join(format!("{}.csv", fig.spec.name));
         let (rows, _) = run_grid(&fig.grid, |s: &Scenario| eval(s, rank), &Output::File(out), &opts, progress)?;
