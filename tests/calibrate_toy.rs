@@ -9,28 +9,13 @@ use dsa_sim::engine::FnModel;
 use dsa_sim::verdict::{verdict, Call, VerdictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
-use rand_distr::{Binomial, Distribution};
-use statrs::distribution::{Binomial as SBin, ContinuousCDF, DiscreteCDF, Normal};
 
-/// Needle recall when the needle (Normal(dprime, needle_sd² + σ²)) must beat the distractor
-/// quantile 1 − k/N (distractors Normal(0, 1 + σ²)); r copies; p_read / p_guess.
-fn toy(s: &Scenario) -> f64 {
-    let n = (s.context_len / s.compress_ratio).max(1) as f64;
-    let k = s.index_topk as f64;
-    let q = if k >= n {
-        1.0
-    } else {
-        let z = Normal::new(0.0, 1.0).unwrap();
-        let t = z.inverse_cdf(1.0 - k / n);
-        let sn2 = s.score_noise * s.score_noise;
-        let q1 = z.cdf((s.dprime - t * (1.0 + sn2).sqrt()) / (s.needle_sd * s.needle_sd + sn2).sqrt());
-        1.0 - (1.0 - q1).powi(s.repeat as i32)
-    };
-    s.p_guess + (s.p_read - s.p_guess) * q
-}
+mod common;
+use rand_distr::{Binomial, Distribution};
+use statrs::distribution::{Binomial as SBin, DiscreteCDF};
 
 fn model() -> FnModel<fn(&Scenario) -> f64> {
-    FnModel(toy as fn(&Scenario) -> f64, "toy probit")
+    FnModel(common::toy_probit as fn(&Scenario) -> f64, "toy probit")
 }
 
 fn simulate(truth: &Scenario, cells: &[(u64, u64)], trials: u64, seed: u64) -> Dataset {
@@ -42,7 +27,7 @@ fn simulate(truth: &Scenario, cells: &[(u64, u64)], trials: u64, seed: u64) -> D
             let mut s = truth.clone();
             s.context_len = l;
             s.index_topk = k;
-            let p = toy(&s);
+            let p = common::toy_probit(&s);
             let hits = Binomial::new(trials, p).unwrap().sample(&mut rng);
             Observation { context_len: l, index_topk: k, trials, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, needle_tokens: None, overlap: None, layer_counts: None, conditions: vec![], line: i as u64 + 2 }
         })
@@ -156,7 +141,7 @@ fn prediction_bands_cover_the_truth_and_contain_the_estimate() {
         assert!(p.ci_low <= p.recall && p.recall <= p.ci_high, "{p:?}");
         let mut s = truth.clone();
         s.index_topk = p.point[0].1.parse().unwrap();
-        let t = toy(&s);
+        let t = common::toy_probit(&s);
         assert!(p.ci_low - 1e-9 <= t && t <= p.ci_high + 1e-9, "truth {t} outside {p:?}");
     }
     assert!(pred[0].recall < pred[1].recall && pred[1].recall < pred[2].recall);
@@ -175,13 +160,13 @@ fn the_three_calls() {
     let v = verdict(&s, &m, opts).unwrap();
     assert_eq!(v.call, Call::CoverageLimited, "{v:?}");
     let k = v.k_needed.unwrap();
-    assert!(k <= 2048 && toy(&Scenario { index_topk: k, ..s.clone() }) >= 0.9 && toy(&Scenario { index_topk: k - 1, ..s.clone() }) < 0.9);
+    assert!(k <= 2048 && common::toy_probit(&Scenario { index_topk: k, ..s.clone() }) >= 0.9 && common::toy_probit(&Scenario { index_topk: k - 1, ..s.clone() }) < 0.9);
     // Discrimination-limited: a weak needle.
     let s = Scenario { dprime: 0.5, index_topk: 512, score_noise: 0.5, ..Scenario::default() };
     let v = verdict(&s, &m, opts).unwrap();
     assert_eq!(v.call, Call::DiscriminationLimited, "{v:?}");
     let d = v.dprime_needed_max_k.unwrap();
-    let at = |d: f64, k: u64| toy(&Scenario { dprime: d, index_topk: k, ..s.clone() });
+    let at = |d: f64, k: u64| common::toy_probit(&Scenario { dprime: d, index_topk: k, ..s.clone() });
     assert!(at(d, 2048) >= 0.9 && at(d - 1e-3, 2048) < 0.9, "{d}");
     assert!(v.dprime_needed_now.unwrap() > d);
     let sn = v.score_noise_allowed_max_k;

@@ -4,7 +4,7 @@
 //! dprime at a distance; wrong k: another index_topk; broken: a mixture with a never-selecting
 //! indexer), then `diagnose` without being told the truth.
 
-use dsa_sim::calibrate::{row_checks, Dataset, Observation};
+use dsa_sim::calibrate::{row_checks, Dataset};
 use dsa_sim::diagnosis::{diagnose, Diagnosis, Signature};
 use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::verdict::{Call, VerdictOptions};
@@ -12,6 +12,8 @@ use dsa_sim::Scenario;
 use rand::SeedableRng;
 use rand_distr::{Binomial, Distribution};
 use std::process::Command;
+
+mod common;
 
 fn model() -> EngineModel {
     EngineModel::new(EngineChoice::Analytic, 1, 1)
@@ -45,26 +47,10 @@ fn simulate(cells: &[(u64, u64, f64)], trials: u64, seed: u64, truth: &dyn Fn(&S
             let s = Scenario { context_len: l, index_topk: k, depth: d, ..v4() };
             let p = truth(&s).clamp(0.0, 1.0);
             let hits = Binomial::new(trials, p).unwrap().sample(&mut rng);
-            Observation {
-                context_len: l,
-                index_topk: k,
-                trials,
-                hits,
-                depth: Some(d),
-                repeat: None,
-                compress_ratio: None,
-                window: None,
-                label: None,
-                needle: None,
-                needle_tokens: None,
-                overlap: None,
-                layer_counts: None,
-                conditions: vec![],
-                line: i as u64 + 2,
-            }
+            common::recall_row(l, k, Some(d), trials, hits, i as u64 + 2)
         })
         .collect();
-    Dataset { source: "simulated".into(), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
+    common::recall_table("simulated", rows)
 }
 
 fn recall(s: &Scenario) -> f64 {

@@ -6,45 +6,30 @@
 //! diagnosis, hundreds of times). Here the whole procedure is rerun instead — every hypothesis
 //! refitted on every simulated table, the defect evidence D = AIC(best working indexer) −
 //! AIC(best defect) recomputed, the rule (D > τ, or the rows jointly below the random-indexer
-//! floor) applied — on a closed-form recall model (a probit in the distractor quantile, as in
-//! tests/calibrate_toy.rs) where refits are cheap. The false-alarm rate and the power the
+//! floor) applied — on a closed-form recall model (a probit in the distractor quantile,
+//! `common::toy_probit`, as in tests/calibrate_toy.rs) where refits are cheap. The false-alarm rate and the power the
 //! approximation reports must agree with the rerun procedure's, and the threshold τ it reports
 //! must hold the rerun procedure's false-alarm rate near its nominal 5%, far below the 10% target.
 //! The tables here are drawn from this file's own seeds, not the library's.
 
 use dsa_sim::calibrate::hypotheses::IMPLEMENTATION_HYPOTHESES;
-use dsa_sim::calibrate::{compare_hypotheses, Dataset, HypothesisResult, Observation};
+use dsa_sim::calibrate::{compare_hypotheses, Dataset, HypothesisResult};
 use dsa_sim::diagnosis::error_rates::PHYSICAL;
 use dsa_sim::diagnosis::{diagnose, Diagnosis};
 use dsa_sim::engine::FnModel;
 use dsa_sim::verdict::VerdictOptions;
 use dsa_sim::Scenario;
 use rand::SeedableRng;
+
+mod common;
 use rand_distr::{Binomial, Distribution};
-use statrs::distribution::{ContinuousCDF, Normal};
 
 /// Tables per truth for the rerun procedure.
 const TABLES: u64 = 300;
 const TRIALS: u64 = 40;
 
-/// Needle recall when the needle (Normal(dprime, needle_sd²)) must beat the distractor quantile
-/// 1 − k/N; r copies; p_read / p_guess. Depth, window and layers do not enter.
-fn toy(s: &Scenario) -> f64 {
-    let n = (s.context_len / s.compress_ratio).max(1) as f64;
-    let k = s.index_topk as f64;
-    let q = if k >= n {
-        1.0
-    } else {
-        let z = Normal::new(0.0, 1.0).unwrap();
-        let t = z.inverse_cdf(1.0 - k / n);
-        let q1 = z.cdf((s.dprime - t) / s.needle_sd.max(1e-6));
-        1.0 - (1.0 - q1).powi(s.repeat as i32)
-    };
-    s.p_guess + (s.p_read - s.p_guess) * q
-}
-
 fn model() -> FnModel<fn(&Scenario) -> f64> {
-    FnModel(toy as fn(&Scenario) -> f64, "toy probit")
+    FnModel(common::toy_probit as fn(&Scenario) -> f64, "toy probit (tests/common)")
 }
 
 fn base() -> Scenario {
@@ -60,27 +45,11 @@ fn table(p: &dyn Fn(usize, &Scenario) -> f64, seed: u64) -> Dataset {
             for d in [0.1, 0.9] {
                 let s = Scenario { context_len: l, index_topk: k, depth: d, ..base() };
                 let hits = Binomial::new(TRIALS, p(rows.len(), &s).clamp(0.0, 1.0)).unwrap().sample(&mut rng);
-                rows.push(Observation {
-                    context_len: l,
-                    index_topk: k,
-                    trials: TRIALS,
-                    hits,
-                    depth: Some(d),
-                    repeat: None,
-                    compress_ratio: None,
-                    window: None,
-                    label: None,
-                    needle: None,
-                    needle_tokens: None,
-                    overlap: None,
-                    layer_counts: None,
-                    conditions: vec![],
-                    line: rows.len() as u64 + 2,
-                });
+                rows.push(common::recall_row(l, k, Some(d), TRIALS, hits, rows.len() as u64 + 2));
             }
         }
     }
-    Dataset { source: format!("toy seed {seed}"), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
+    common::recall_table(&format!("toy seed {seed}"), rows)
 }
 
 fn diagnosis(data: &Dataset) -> Diagnosis {
@@ -125,7 +94,7 @@ fn band(p: f64, n1: f64, n2: f64) -> f64 {
 #[test]
 fn the_reported_false_alarm_rate_is_the_rerun_procedures() {
     // A working indexer: dprime 1.2, no defect.
-    let data = table(&|_, s| toy(&Scenario { dprime: 1.2, ..s.clone() }), 11);
+    let data = table(&|_, s| common::toy_probit(&Scenario { dprime: 1.2, ..s.clone() }), 11);
     let d = diagnosis(&data);
     let r = d.error_rates.clone().expect("recall tables get error rates");
     let physical = d.hypotheses.iter().find(|h| h.name == r.physical).unwrap();
@@ -140,7 +109,7 @@ fn the_reported_false_alarm_rate_is_the_rerun_procedures() {
 #[test]
 fn the_reported_power_is_the_rerun_procedures() {
     // A kernel selecting 128 whatever index_topk says: the effective-k defect.
-    let data = table(&|_, s| toy(&Scenario { dprime: 2.0, index_topk: 128, ..s.clone() }), 12);
+    let data = table(&|_, s| common::toy_probit(&Scenario { dprime: 2.0, index_topk: 128, ..s.clone() }), 12);
     let d = diagnosis(&data);
     let r = d.error_rates.clone().expect("recall tables get error rates");
     let defect = d.hypotheses.iter().find(|h| Some(&h.name) == r.defect.as_ref()).unwrap();

@@ -6,13 +6,15 @@
 //! first k unscored) must be found. The seeds are this file's own; the truths' recalls come from the analytic engine at
 //! the scenario each truth describes, independently of the hypotheses' parametrisation.
 
-use dsa_sim::calibrate::{Dataset, Observation};
+use dsa_sim::calibrate::Dataset;
 use dsa_sim::diagnosis::{diagnose, Diagnosis, Signature};
 use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::geometry::Geometry;
 use dsa_sim::verdict::{Call, VerdictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
+
+mod common;
 use rand_distr::{Binomial, Distribution};
 
 const TRIALS: u64 = 200;
@@ -39,27 +41,11 @@ fn table(seed: u64, truth: &dyn Fn(&Scenario) -> f64) -> Dataset {
             for d in [0.1, 0.9] {
                 let s = Scenario { context_len: l, index_topk: k, depth: d, ..layer() };
                 let hits = Binomial::new(TRIALS, truth(&s).clamp(0.0, 1.0)).unwrap().sample(&mut rng);
-                rows.push(Observation {
-                    context_len: l,
-                    index_topk: k,
-                    trials: TRIALS,
-                    hits,
-                    depth: Some(d),
-                    repeat: None,
-                    compress_ratio: None,
-                    window: None,
-                    label: None,
-                    needle: None,
-                    needle_tokens: None,
-                    overlap: None,
-                    layer_counts: None,
-                    conditions: vec![],
-                    line: rows.len() as u64 + 2,
-                });
+                rows.push(common::recall_row(l, k, Some(d), TRIALS, hits, rows.len() as u64 + 2));
             }
         }
     }
-    Dataset { source: format!("truth seed {seed}"), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
+    common::recall_table(&format!("truth seed {seed}"), rows)
 }
 
 fn run(data: &Dataset) -> Diagnosis {

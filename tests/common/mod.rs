@@ -85,3 +85,52 @@ pub fn vector_scenario(base: &str, fields: &[(&str, &str)]) -> dsa_sim::Scenario
     s.validate().unwrap();
     s
 }
+
+/// A recall table's row: `hits` of `trials` at (context_len, index_topk, depth), every other
+/// column absent; `line` is its line in a file (the header is line 1).
+#[allow(dead_code)]
+pub fn recall_row(context_len: u64, index_topk: u64, depth: Option<f64>, trials: u64, hits: u64, line: u64) -> dsa_sim::calibrate::Observation {
+    dsa_sim::calibrate::Observation {
+        context_len,
+        index_topk,
+        trials,
+        hits,
+        depth,
+        repeat: None,
+        compress_ratio: None,
+        window: None,
+        label: None,
+        needle: None,
+        needle_tokens: None,
+        overlap: None,
+        layer_counts: None,
+        conditions: vec![],
+        line,
+    }
+}
+
+/// A measured table of `rows` from `source`, with no notes, provenance or condition column.
+#[allow(dead_code)]
+pub fn recall_table(source: &str, rows: Vec<dsa_sim::calibrate::Observation>) -> dsa_sim::calibrate::Dataset {
+    dsa_sim::calibrate::Dataset { source: source.into(), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
+}
+
+/// Needle recall when the needle (Normal(dprime, needle_sd² + σ²)) must beat the distractor
+/// quantile 1 − k/N (distractors Normal(0, 1 + σ²)); r copies; p_read / p_guess.
+#[allow(dead_code)]
+pub fn toy_probit(s: &dsa_sim::Scenario) -> f64 {
+    let n = (s.context_len / s.compress_ratio).max(1) as f64;
+    let k = s.index_topk as f64;
+    let q = if k >= n {
+        1.0
+    } else {
+        use statrs::distribution::ContinuousCDF;
+        let z = statrs::distribution::Normal::new(0.0, 1.0).unwrap();
+        let t = z.inverse_cdf(1.0 - k / n);
+        let sn2 = s.score_noise * s.score_noise;
+        let q1 = z.cdf((s.dprime - t * (1.0 + sn2).sqrt()) / (s.needle_sd * s.needle_sd + sn2).sqrt());
+        1.0 - (1.0 - q1).powi(s.repeat as i32)
+    };
+    s.p_guess + (s.p_read - s.p_guess) * q
+}
+
