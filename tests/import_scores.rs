@@ -598,3 +598,77 @@ fn a_homogeneous_capture_keeps_one_class() {
     }
 }
 
+
+/// Measured recall from tests/data/scores/bm25/ranks.csv: the fraction of `half`'s queries
+/// ranking within k at `n` candidates, and how many queries.
+fn bm25_measured(half: &str, n: u64, k: u64) -> (f64, usize) {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/scores/bm25/ranks.csv")).unwrap();
+    let ranks: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[1] == half && f[2].parse::<u64>().unwrap() == n)
+        .map(|f| f[3].parse().unwrap())
+        .collect();
+    (ranks.iter().filter(|&&r| r <= k).count() as f64 / ranks.len() as f64, ranks.len())
+}
+
+/// The prediction from tests/data/scores/bm25/train.npz at `cells`, printed beside both halves'
+/// measured recall; (prediction, band sd, [(half, measured, queries)]) per cell.
+fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
+    let c = cs::read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores/bm25/train.npz")).unwrap();
+    let pred = cs::predict(&c, cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
+    pred.into_iter()
+        .zip(cells)
+        .map(|(pr, s)| {
+            let halves: Vec<(&'static str, f64, usize)> = ["heldout", "train"].iter().map(|&h| {
+                let (m, n) = bm25_measured(h, s.context_len, s.index_topk);
+                (h, m, n)
+            }).collect();
+            for (h, m, n) in &halves {
+                eprintln!("N={} k={}: predicted {:.4} [{:.4}, {:.4}], {h} measured {m:.4} ({n} queries), difference {:+.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall - m);
+            }
+            (pr, halves)
+        })
+        .collect()
+}
+
+#[test]
+fn a_real_bm25_capture_within_its_candidate_count() {
+    // A real ranker over real texts (tests/fixtures/make_bm25_capture.py: BM25 ranking a known
+    // passage of manual pages among 16,383 others drawn at random, simulated known-item
+    // queries; tests/data/scores/bm25/PROVENANCE). train.npz holds the even queries at 2,000
+    // candidates. At 2,000 the prediction is the train queries' measured recall; at 1,000 and
+    // 2,000 it and the odd (held-out) queries' measured recall are two independent estimates:
+    // within 3 sd of their difference (the band's sd, half-width / 1.96, and the measurement's
+    // binomial sd over its 300 queries); the train queries at 1,000 (a subsample of the very
+    // draws predicted from) under the same bound, which is looser for them.
+    let cells: Vec<Scenario> = [1000u64, 2000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    for ((pr, halves), s) in bm25_predictions(&cells).iter().zip(&cells) {
+        let band_sd = 0.5 * (pr.high - pr.low) / 1.96;
+        for &(h, m, n) in halves {
+            if h == "train" && s.context_len == 2000 {
+                assert!((pr.recall - m).abs() < 1e-9, "k={}: {} vs measured {m}", s.index_topk, pr.recall);
+            }
+            let sd = (band_sd * band_sd + m * (1.0 - m) / n as f64).sqrt();
+            assert!((pr.recall - m).abs() <= 3.0 * sd + 1e-9, "N={} k={} {h}: predicted {pr:?} vs measured {m}", s.context_len, s.index_topk);
+        }
+    }
+}
+
+/// NOT MET (issue 21 item 1): beyond the captured count the real capture's recall is
+/// under-predicted, by 6 to 12 points at k = 1 from 4,000 to 16,384 candidates (the queries'
+/// BM25 laws differ by more than location, scale and four tail classes). Ignored until the
+/// prediction meets it; run by hand to see the figures.
+#[test]
+#[ignore]
+fn a_real_bm25_capture_extrapolates_within_2_points() {
+    let cells: Vec<Scenario> = [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let mut worst = 0.0f64;
+    for (pr, halves) in bm25_predictions(&cells) {
+        for (_, m, _) in halves {
+            worst = worst.max((pr.recall - m).abs());
+        }
+    }
+    assert!(worst <= 0.02, "largest difference {worst}");
+}
