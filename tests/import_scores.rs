@@ -7,7 +7,7 @@ use dsa_sim::captured_scores::{self as cs, PredictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal, StudentT};
-use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF};
+use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, Hypergeometric};
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -110,7 +110,8 @@ fn ranks_are_exact_counts() {
 #[test]
 fn the_empirical_region_is_an_exact_binomial() {
     // Needles well inside the sample (below the tail threshold): Q is the exceedance fraction
-    // of the pooled standardised distractors, and the prediction that binomial, against statrs.
+    // of the pooled standardised distractors; the prediction keeps each query's own draw and
+    // draws the rest from it (binomial), or subsamples its own (hypergeometric), against statrs.
     let dir = tempfile::tempdir().unwrap();
     let n01 = Normal::new(0.0, 1.0).unwrap();
     let t = draw(40, 2000, 3, &|r| n01.sample(r), &|r| 0.5 * n01.sample(r));
@@ -130,23 +131,32 @@ fn the_empirical_region_is_an_exact_binomial() {
     let mut pooled: Vec<f64> = c.layers[0].queries.iter().zip(&stats).flat_map(|(q, (m, sd))| q.distractors.iter().map(move |d| (d - m) / sd)).collect();
     pooled.sort_by(|a, b| b.total_cmp(a));
     let u = pooled[(pooled.len() as f64 * cs::tail::TAIL_FRACTION) as usize];
-    let cells = [cell(5000, 100), cell(20_000, 500)];
+    let cells = [cell(5000, 100), cell(20_000, 500), cell(1500, 60)];
     let pred = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 1, ..Default::default() }).unwrap();
     for (pr, s) in pred.iter().zip(&cells) {
-        let direct: f64 = c.layers[0]
-            .queries
-            .iter()
-            .zip(&stats)
-            .map(|(q, (m, sd))| {
-                let z = (q.needle - m) / sd;
-                assert!(z < u, "the construction puts every needle below the threshold");
-                let qx = pooled.iter().filter(|&&v| v > z).count() as f64 / pooled.len() as f64;
-                Binomial::new(qx, s.context_len - 1).unwrap().cdf(s.index_topk - 1)
-            })
-            .sum::<f64>()
-            / 40.0;
+        let (mut direct, mut alone) = (0.0, 0.0);
+        for (q, (m, sd)) in c.layers[0].queries.iter().zip(&stats) {
+            let z = (q.needle - m) / sd;
+            assert!(z < u, "the construction puts every needle below the threshold");
+            let qx = pooled.iter().filter(|&&v| v > z).count() as f64 / pooled.len() as f64;
+            // The query's own 1,999 distractors are the first of the N − 1: `a` of them beat
+            // the needle, the other N − 2,000 are drawn from the pooled law; within the capture
+            // a random N − 1 of its own (hypergeometric).
+            let (n, a) = (q.distractors.len() as u64, q.distractors.iter().filter(|&&d| d > q.needle).count() as u64);
+            let k1 = s.index_topk - 1;
+            direct += if s.context_len - 1 <= n {
+                Hypergeometric::new(n, a, s.context_len - 1).unwrap().cdf(k1)
+            } else if a > k1 {
+                0.0
+            } else {
+                Binomial::new(qx, s.context_len - 1 - n).unwrap().cdf(k1 - a)
+            };
+            // The empirical law alone draws all N − 1 from the pooled law.
+            alone += Binomial::new(qx, s.context_len - 1).unwrap().cdf(k1);
+        }
+        let (direct, alone) = (direct / 40.0, alone / 40.0);
         assert!((pr.recall - direct).abs() < 1e-10, "{} vs {direct}", pr.recall);
-        assert_eq!(pr.recall, pr.recall_empirical);
+        assert!((pr.recall_empirical - alone).abs() < 1e-10, "{} vs {alone}", pr.recall_empirical);
     }
 }
 
@@ -341,35 +351,60 @@ fn the_committed_fixtures_read_in_both_layouts() {
     assert!(heavy.gpd.xi > 0.1 && light.gpd.xi < 0.05, "{:?} {:?}", heavy.gpd, light.gpd);
 }
 
-/// A capture whose queries come from three tail classes (normal, Student-t(6), Student-t(3)
-/// distractors, each query at its own location and scale), the needle of a query drawn in its
-/// own law's sd units from its class's needle law. Returns the capture's truth and, per query,
-/// (class, location, scale).
-fn mixture_capture(queries: usize, cands: usize, seed: u64, weights: [f64; 3], needle: [f64; 3]) -> (Truth, Vec<(usize, f64, f64)>) {
+/// A class of query tails: its share of the queries, its distractors' Student-t degrees of
+/// freedom (infinite: normal) and its needles' mean in its own distractor sd.
+#[derive(Clone, Copy, Debug)]
+struct TailKind {
+    weight: f64,
+    dof: f64,
+    needle: f64,
+}
+
+impl TailKind {
+    /// The sd of a unit draw (1 for the normal, √(ν/(ν − 2)) for a t(ν)).
+    fn sd(&self) -> f64 {
+        if self.dof.is_infinite() { 1.0 } else { (self.dof / (self.dof - 2.0)).sqrt() }
+    }
+    /// P(a unit draw exceeds e).
+    fn sf(&self, e: f64) -> f64 {
+        if self.dof.is_infinite() { dsa_sim::stats::norm_sf(e) } else { statrs::distribution::StudentsT::new(0.0, 1.0, self.dof).unwrap().sf(e) }
+    }
+}
+
+/// A capture whose queries come from tail classes (each query at its own location and scale),
+/// the needle of a query drawn in its own law's sd units from its class's needle law. Returns
+/// the capture's truth and, per query, (class, location, scale).
+fn tails_capture(queries: usize, cands: usize, seed: u64, kinds: &[TailKind]) -> (Truth, Vec<(usize, f64, f64)>) {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let n01 = Normal::new(0.0, 1.0).unwrap();
     let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
-    let t6 = StudentT::new(6.0).unwrap();
-    let t3 = StudentT::new(3.0).unwrap();
+    let ts: Vec<Option<StudentT<f64>>> = kinds.iter().map(|k| (!k.dof.is_infinite()).then(|| StudentT::new(k.dof).unwrap())).collect();
     let mut t = Truth { rows: vec![], needle_index: vec![], needle_scores: vec![] };
     let mut who = Vec::new();
     for q in 0..queries {
         let v = unif.sample(&mut rng);
-        let class = if v < weights[0] { 0 } else if v < weights[0] + weights[1] { 1 } else { 2 };
+        let mut class = kinds.len() - 1;
+        let mut acc = 0.0;
+        for (c, k) in kinds.iter().enumerate() {
+            acc += k.weight;
+            if v < acc {
+                class = c;
+                break;
+            }
+        }
         let loc = -1.0 + 2.0 * unif.sample(&mut rng);
         let scale = 0.5 + 1.5 * unif.sample(&mut rng);
         let mut row: Vec<f64> = (0..cands)
             .map(|_| {
-                let e = match class {
-                    0 => n01.sample(&mut rng),
-                    1 => t6.sample(&mut rng),
-                    _ => t3.sample(&mut rng),
+                let e = match &ts[class] {
+                    None => n01.sample(&mut rng),
+                    Some(t) => t.sample(&mut rng),
                 };
                 loc + scale * e
             })
             .collect();
         let ni = (q * 7919) % cands;
-        let x = loc + scale * MIX_SD[class] * (needle[class] + MIX_NEEDLE_SD * n01.sample(&mut rng));
+        let x = loc + scale * kinds[class].sd() * (kinds[class].needle + MIX_NEEDLE_SD * n01.sample(&mut rng));
         row[ni] = x;
         t.rows.push(row);
         t.needle_index.push(ni as i64);
@@ -379,92 +414,144 @@ fn mixture_capture(queries: usize, cands: usize, seed: u64, weights: [f64; 3], n
     (t, who)
 }
 
-const MIX_WEIGHTS: [f64; 3] = [0.5, 0.3, 0.2];
-/// The classes' distractor sds (normal, t(6), t(3)) and needle means in those units.
-const MIX_SD: [f64; 3] = [1.0, 1.224_744_871_391_589, 1.732_050_807_568_877_2];
-const MIX_NEEDLE: [f64; 3] = [3.8, 4.6, 6.0];
 const MIX_NEEDLE_SD: f64 = 0.5;
+const NORMAL: f64 = f64::INFINITY;
+/// Half normal, 30% Student-t(6), 20% Student-t(3) tails, the needles further out (in their
+/// own sd) the heavier the tail.
+const THREE_TAILS: [TailKind; 3] = [TailKind { weight: 0.5, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.3, dof: 6.0, needle: 4.6 }, TailKind { weight: 0.2, dof: 3.0, needle: 6.0 }];
+/// 60% normal, 40% Student-t(6), every needle drawn alike: only the distractors tell the
+/// classes apart.
+const NORMAL_T6: [TailKind; 2] = [TailKind { weight: 0.6, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.4, dof: 6.0, needle: 3.8 }];
+/// Half normal, half Student-t(15): tails too alike for 2,000 candidates a query to tell apart.
+const NORMAL_T15: [TailKind; 2] = [TailKind { weight: 0.5, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.5, dof: 15.0, needle: 3.8 }];
 
-/// P(a class's unit distractor exceeds e).
-fn mix_sf(class: usize, e: f64) -> f64 {
-    match class {
-        0 => dsa_sim::stats::norm_sf(e),
-        1 => statrs::distribution::StudentsT::new(0.0, 1.0, 6.0).unwrap().sf(e),
-        _ => statrs::distribution::StudentsT::new(0.0, 1.0, 3.0).unwrap().sf(e),
-    }
-}
-
-/// The captured queries' own recall at (N, k): each needle against N − 1 fresh draws of its
-/// query's true law.
-fn mix_recall_of_captured(t: &Truth, who: &[(usize, f64, f64)], n: u64, k: u64) -> f64 {
-    t.needle_scores.iter().zip(who).map(|(&x, &(c, loc, scale))| dsa_sim::stats::binom_cdf(n - 1, k - 1, mix_sf(c, (x - loc) / scale))).sum::<f64>() / who.len() as f64
+/// The captured queries at N candidates, as a measurement at a longer context would find them:
+/// each needle against its captured distractors (the first n of the N − 1: it already ranks
+/// a + 1 among them) and N − 1 − n fresh draws of its query's true law, exactly (binomial); at
+/// N − 1 ≤ n a random N − 1 of the captured ones (hypergeometric, by statrs).
+fn same_queries_recall(t: &Truth, who: &[(usize, f64, f64)], kinds: &[TailKind], n_cands: u64, k: u64) -> f64 {
+    t.rows
+        .iter()
+        .zip(&t.needle_scores)
+        .zip(who)
+        .map(|((row, &x), &(c, loc, scale))| {
+            let n = row.len() as u64 - 1;
+            let a = row.iter().filter(|&&v| v > x).count() as u64;
+            let d = n_cands - 1;
+            if d <= n {
+                Hypergeometric::new(n, a, d).unwrap().cdf(k - 1)
+            } else if a > k - 1 {
+                0.0
+            } else {
+                dsa_sim::stats::binom_cdf(d - n, k - 1 - a, kinds[c].sf((x - loc) / scale))
+            }
+        })
+        .sum::<f64>()
+        / who.len() as f64
 }
 
 /// The population's recall at (N, k): a new query's class, needle and N − 1 distractors drawn
 /// from the truth, integrated exactly over the needle's normal law.
-fn mix_recall_of_population(n: u64, k: u64, weights: [f64; 3], needle: [f64; 3]) -> f64 {
-    (0..3)
-        .map(|c| {
+fn population_recall(kinds: &[TailKind], n: u64, k: u64) -> f64 {
+    kinds
+        .iter()
+        .map(|kind| {
             let f = |e: f64| {
-                let z = MIX_SD[c] * (needle[c] + MIX_NEEDLE_SD * e);
-                (-0.5 * e * e).exp() / (2.0 * std::f64::consts::PI).sqrt() * dsa_sim::stats::binom_cdf(n - 1, k - 1, mix_sf(c, z))
+                let z = kind.sd() * (kind.needle + MIX_NEEDLE_SD * e);
+                (-0.5 * e * e).exp() / (2.0 * std::f64::consts::PI).sqrt() * dsa_sim::stats::binom_cdf(n - 1, k - 1, kind.sf(z))
             };
-            weights[c] * dsa_sim::quadrature::integrate(f, -9.0, 9.0, &[], 1e-10)
+            kind.weight * dsa_sim::quadrature::integrate(f, -9.0, 9.0, &[], 1e-10)
         })
         .sum()
 }
 
+/// The errors docs/capture.md quotes, over seeds given as SEEDS=101,102,103 (slow: run by hand).
+#[test]
+#[ignore]
+fn errors_over_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mixes: [(&str, &[TailKind]); 3] = [("three", &THREE_TAILS), ("n+t6", &NORMAL_T6), ("n+t15", &NORMAL_T15)];
+    let cells: Vec<Scenario> = [1000u64, 2000, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let seeds: Vec<u64> = std::env::var("SEEDS").map(|s| s.split(',').map(|v| v.parse().unwrap()).collect()).unwrap_or(vec![101, 102, 103]);
+    for (name, kinds) in mixes {
+        for &seed in &seeds {
+            let (t, who) = tails_capture(400, 2000, seed, kinds);
+            let p = dir.path().join("mix.npz");
+            one_layer(&t, &p);
+            let c = cs::read_file(&p).unwrap();
+            let t0 = std::time::Instant::now();
+            let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+            let mut worst = (0.0f64, 0u64, 0u64);
+            let mut outside = 0;
+            for (pr, s) in rep.predictions.iter().zip(&cells) {
+                let same = same_queries_recall(&t, &who, kinds, s.context_len, s.index_topk);
+                let pop = population_recall(kinds, s.context_len, s.index_topk);
+                let e = pr.recall - same;
+                if e.abs() > worst.0.abs() {
+                    worst = (e, s.context_len, s.index_topk);
+                }
+                let half = 0.5 * (pr.high - pr.low);
+                if (pr.recall - pop).abs() > (1.5 * half).max(1.0 / 400.0) {
+                    outside += 1;
+                }
+                eprintln!("{name} seed {seed} N={} k={}: same {same:.4} pop {pop:.4} pred {:.4} [{:.4}, {:.4}] err {:+.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, e);
+            }
+            eprintln!("SUMMARY {name} seed {seed}: classes {} worst {:+.4} at N={} k={}; population outside band {outside}; {:.1}s", rep.classes[0].classes().len(), worst.0, worst.1, worst.2, t0.elapsed().as_secs_f64());
+        }
+    }
+}
+
 #[test]
 fn a_mixture_of_query_tails_is_predicted_at_k_1() {
-    // 400 queries × 2,000 candidates (seeded), predicted at the captured 2,000 and at 8,000 and
-    // 13,500 candidates, k = 1 … 64. First: half normal, 30% Student-t(6), 20% Student-t(3)
-    // tails, the needles further out (in their own sd) the heavier the tail. Second: 60% normal,
-    // 40% Student-t(6), every needle drawn alike (3.8 ± 0.5 own sd), so only the distractors
-    // tell the classes apart. Two truths: the captured queries' own needles against N − 1
-    // fresh draws of each query's true law (exact binomial: what the distractor model
-    // controls), and a new population of queries (class, needle and distractors all fresh;
-    // exact over the needle's law: what the band must also cover, since it resamples queries).
+    // 400 queries × 2,000 candidates (seeded), predicted at 1,000, the captured 2,000, 8,000
+    // and 13,500 candidates, k = 1 … 64, for three mixtures of query tails: THREE_TAILS,
+    // NORMAL_T6 and the weakly separated NORMAL_T15. Two truths: the same queries measured at
+    // N candidates (their captured distractors and N − 1 − 2,000 fresh draws of their true law:
+    // what a longer context of the same texts would measure), and a new population of queries
+    // (class, needle and distractors all fresh; exact over the needle's law).
     let dir = tempfile::tempdir().unwrap();
-    for (weights, needle, seed, expect_classes, pooled_gap) in [(MIX_WEIGHTS, MIX_NEEDLE, 31u64, 3usize, 0.15), ([0.6, 0.4, 0.0], [3.8, 3.8, 0.0], 47, 2, 0.15)] {
-        let (t, who) = mixture_capture(400, 2000, seed, weights, needle);
+    for (kinds, seed, expect_classes) in [(&THREE_TAILS[..], 31u64, Some(3usize)), (&NORMAL_T6[..], 47, Some(2)), (&NORMAL_T15[..], 101, None)] {
+        let (t, who) = tails_capture(400, 2000, seed, kinds);
         let p = dir.path().join("mix.npz");
         one_layer(&t, &p);
         let c = cs::read_file(&p).unwrap();
         let classes = cs::tail_classes(&c, cs::classes::MAX_CLASSES).unwrap();
-        eprintln!("{weights:?}: held-out log-likelihood by class count: {:?}", classes[0].choice.heldout);
+        eprintln!("{kinds:?}: held-out log-likelihood by class count: {:?}", classes[0].choice.heldout);
         for cl in classes[0].classes() {
             eprintln!("  {cl:?}");
         }
-        // As many classes chosen as the truth has tails (one more does not raise the held-out
-        // likelihood by two standard errors, or does not fit in every fold).
-        assert_eq!(classes[0].classes().len(), expect_classes);
-        let cells: Vec<Scenario> = [2000u64, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+        // As many classes chosen as the truth has tails where they are well separated (one
+        // more does not raise the held-out likelihood by two standard errors, or does not fit
+        // in every fold).
+        if let Some(e) = expect_classes {
+            assert_eq!(classes[0].classes().len(), e);
+        }
+        let cells: Vec<Scenario> = [1000u64, 2000, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
         let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
         let pooled = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, max_classes: 1 }).unwrap();
         for ((pr, s), po) in pred.iter().zip(&cells).zip(&pooled) {
-            let own = mix_recall_of_captured(&t, &who, s.context_len, s.index_topk);
-            let pop = mix_recall_of_population(s.context_len, s.index_topk, weights, needle);
-            eprintln!("N={} k={}: captured truth {own:.4} population {pop:.4} predicted {:.4} [{:.4}, {:.4}] one pooled class {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, po.recall);
-            assert!((pr.recall - own).abs() <= 0.02, "N={} k={}: predicted {} vs truth {own}", s.context_len, s.index_topk, pr.recall);
+            let same = same_queries_recall(&t, &who, kinds, s.context_len, s.index_topk);
+            let pop = population_recall(kinds, s.context_len, s.index_topk);
+            eprintln!("N={} k={}: same queries {same:.4} population {pop:.4} predicted {:.4} [{:.4}, {:.4}] one pooled class {:.4} (error {:+.4})", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, po.recall, pr.recall - same);
+            if s.context_len <= 2000 {
+                // Within the captured count the prediction is the queries' own subsample: no
+                // fitted law enters, so classes or not it is the measurement (statrs'
+                // hypergeometric here).
+                assert!((pr.recall - same).abs() < 1e-9 && (po.recall - same).abs() < 1e-9, "N={} k={}: {} / {} vs {same}", s.context_len, s.index_topk, pr.recall, po.recall);
+            }
             // (1e-9: rounding where recall is 1 to 13 digits.)
-            assert!(pr.low - 1e-9 <= own && own <= pr.high + 1e-9, "N={} k={}: truth {own} outside {pr:?}", s.context_len, s.index_topk);
-            // The population differs from the captured queries by their needles' sampling (1.6
-            // points at N = 2,000, k = 4 in the first, seeded): the file's band rule (1.5
-            // half-widths, ≈ 2.9 sd), and where every resample predicts 1 (a band of no width)
-            // one query's share, 1/400: a capture of 400 needles cannot see a rarer miss.
+            assert!(pr.low - 1e-9 <= same && same <= pr.high + 1e-9, "N={} k={}: truth {same} outside {pr:?}", s.context_len, s.index_topk);
+            // The population differs from the captured queries by their needles' sampling: the
+            // file's band rule (1.5 half-widths, ≈ 2.9 sd), and where every resample predicts 1
+            // (a band of no width) one query's share, 1/400: a capture of 400 needles cannot see
+            // a rarer miss.
             let half = 0.5 * (pr.high - pr.low);
             assert!((pr.recall - pop).abs() <= (1.5 * half).max(1.0 / 400.0), "N={} k={}: population {pop} vs {pr:?}", s.context_len, s.index_topk);
-            if s.index_topk == 1 {
-                // What the classes correct: one pooled law under-predicts k = 1 by 20 points
-                // and more here (0.27 against 0.48 at the captured 2,000 candidates in the
-                // first, 0.28 against 0.48 in the second).
-                assert!(own - po.recall > pooled_gap, "N={}: pooled {} vs truth {own}", s.context_len, po.recall);
-                if expect_classes == 2 && s.context_len == 8000 {
-                    // README.md quotes this cell: it must be this build's.
-                    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap().replace('\n', " ");
-                    let quoted = format!("at {:.3} against a truth of {:.3}, where one pooled law says {:.3}", pr.recall, own, po.recall);
-                    assert!(readme.contains(&quoted), "README.md should quote: {quoted}");
-                }
+            if expect_classes == Some(2) && s.context_len == 8000 && s.index_topk == 1 {
+                // README.md quotes this cell: it must be this build's.
+                let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap().replace('\n', " ");
+                let quoted = format!("at {:.3} against {:.3} measured on the same queries (one pooled law: {:.3})", pr.recall, same, po.recall);
+                assert!(readme.contains(&quoted), "README.md should quote: {quoted}");
             }
         }
     }
@@ -475,7 +562,8 @@ fn a_homogeneous_capture_keeps_one_class() {
     // Every query normal (location and scale vary; tails do not): one class, and the prediction
     // is the pooled law's to the last bit, band included.
     let dir = tempfile::tempdir().unwrap();
-    let (t, who) = mixture_capture(400, 2000, 7, [1.0, 0.0, 0.0], MIX_NEEDLE);
+    let normal = [TailKind { weight: 1.0, dof: NORMAL, needle: 3.8 }];
+    let (t, who) = tails_capture(400, 2000, 7, &normal);
     let p = dir.path().join("normal.npz");
     one_layer(&t, &p);
     let c = cs::read_file(&p).unwrap();
@@ -486,7 +574,7 @@ fn a_homogeneous_capture_keeps_one_class() {
     let pred = cs::predict(&c, &cells, o).unwrap();
     assert_eq!(pred, cs::predict(&c, &cells, PredictOptions { max_classes: 1, ..o }).unwrap());
     for (pr, s) in pred.iter().zip(&cells) {
-        let own = mix_recall_of_captured(&t, &who, s.context_len, s.index_topk);
+        let own = same_queries_recall(&t, &who, &normal, s.context_len, s.index_topk);
         eprintln!("N={} k={}: truth {own:.4} predicted {:.4} [{:.4}, {:.4}]", s.context_len, s.index_topk, pr.recall, pr.low, pr.high);
         assert!(pr.low <= own && own <= pr.high, "N={} k={}: truth {own} outside {pr:?}", s.context_len, s.index_topk);
     }
@@ -510,3 +598,77 @@ fn a_homogeneous_capture_keeps_one_class() {
     }
 }
 
+
+/// Measured recall from tests/data/scores/bm25/ranks.csv: the fraction of `half`'s queries
+/// ranking within k at `n` candidates, and how many queries.
+fn bm25_measured(half: &str, n: u64, k: u64) -> (f64, usize) {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/scores/bm25/ranks.csv")).unwrap();
+    let ranks: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[1] == half && f[2].parse::<u64>().unwrap() == n)
+        .map(|f| f[3].parse().unwrap())
+        .collect();
+    (ranks.iter().filter(|&&r| r <= k).count() as f64 / ranks.len() as f64, ranks.len())
+}
+
+/// The prediction from tests/data/scores/bm25/train.npz at `cells`, printed beside both halves'
+/// measured recall; (prediction, band sd, [(half, measured, queries)]) per cell.
+fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
+    let c = cs::read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores/bm25/train.npz")).unwrap();
+    let pred = cs::predict(&c, cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
+    pred.into_iter()
+        .zip(cells)
+        .map(|(pr, s)| {
+            let halves: Vec<(&'static str, f64, usize)> = ["heldout", "train"].iter().map(|&h| {
+                let (m, n) = bm25_measured(h, s.context_len, s.index_topk);
+                (h, m, n)
+            }).collect();
+            for (h, m, n) in &halves {
+                eprintln!("N={} k={}: predicted {:.4} [{:.4}, {:.4}], {h} measured {m:.4} ({n} queries), difference {:+.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall - m);
+            }
+            (pr, halves)
+        })
+        .collect()
+}
+
+#[test]
+fn a_real_bm25_capture_within_its_candidate_count() {
+    // A real ranker over real texts (tests/fixtures/make_bm25_capture.py: BM25 ranking a known
+    // passage of manual pages among 16,383 others drawn at random, simulated known-item
+    // queries; tests/data/scores/bm25/PROVENANCE). train.npz holds the even queries at 2,000
+    // candidates. At 2,000 the prediction is the train queries' measured recall; at 1,000 and
+    // 2,000 it and the odd (held-out) queries' measured recall are two independent estimates:
+    // within 3 sd of their difference (the band's sd, half-width / 1.96, and the measurement's
+    // binomial sd over its 300 queries); the train queries at 1,000 (a subsample of the very
+    // draws predicted from) under the same bound, which is looser for them.
+    let cells: Vec<Scenario> = [1000u64, 2000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    for ((pr, halves), s) in bm25_predictions(&cells).iter().zip(&cells) {
+        let band_sd = 0.5 * (pr.high - pr.low) / 1.96;
+        for &(h, m, n) in halves {
+            if h == "train" && s.context_len == 2000 {
+                assert!((pr.recall - m).abs() < 1e-9, "k={}: {} vs measured {m}", s.index_topk, pr.recall);
+            }
+            let sd = (band_sd * band_sd + m * (1.0 - m) / n as f64).sqrt();
+            assert!((pr.recall - m).abs() <= 3.0 * sd + 1e-9, "N={} k={} {h}: predicted {pr:?} vs measured {m}", s.context_len, s.index_topk);
+        }
+    }
+}
+
+/// NOT MET (issue 21 item 1): beyond the captured count the real capture's recall is
+/// under-predicted, by 6 to 12 points at k = 1 from 4,000 to 16,384 candidates (the queries'
+/// BM25 laws differ by more than location, scale and four tail classes). Ignored until the
+/// prediction meets it; run by hand to see the figures.
+#[test]
+#[ignore]
+fn a_real_bm25_capture_extrapolates_within_2_points() {
+    let cells: Vec<Scenario> = [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let mut worst = 0.0f64;
+    for (pr, halves) in bm25_predictions(&cells) {
+        for (_, m, _) in halves {
+            worst = worst.max((pr.recall - m).abs());
+        }
+    }
+    assert!(worst <= 0.02, "largest difference {worst}");
+}

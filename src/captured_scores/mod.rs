@@ -7,14 +7,16 @@
 //! (1 + the candidates scoring strictly above the needle's); a candidate scored −∞ is masked
 //! (not a candidate: a causal mask, a padded slot) and counts for nothing.
 //!
-//! Prediction (docs/capture.md#captured-scores) resamples the distractors: at N candidates a
-//! query whose needle scored x is selected with probability P[Binomial(N − 1, Q(x)) ≤ k − 1],
-//! Q the survival of its distractor law. The empirical law alone says Q(x) = 0 once x beats the
-//! whole sample, which over-predicts recall as soon as N outgrows the sample; above a threshold
-//! Q comes from a generalised-Pareto tail fitted to the pooled standardised exceedances
-//! ([`tail`]), one per tail class of queries where the capture's queries differ in tail weight
-//! ([`classes`]: a mixture fitted by EM, the class count chosen by held-out likelihood, the
-//! recall of each query averaged over its class probabilities).
+//! Prediction (docs/capture.md#captured-scores): at N candidates a query whose needle scored x
+//! and was beaten by a of its n captured distractors is selected with probability
+//! P[Hypergeometric(n, a, N − 1) ≤ k − 1] while N − 1 ≤ n (its own sample, subsampled: no
+//! fitted law), and P[a + Binomial(N − 1 − n, Q(x)) ≤ k − 1] beyond (its own draw kept, only
+//! the rest drawn), Q the survival of its distractor law. The empirical law alone says Q(x) = 0
+//! once x beats the whole sample, which over-predicts recall as soon as N outgrows the sample;
+//! above a threshold Q comes from a generalised-Pareto tail fitted to the pooled standardised
+//! exceedances ([`tail`]), one per tail class of queries where the capture's queries differ in
+//! tail weight ([`classes`]: a mixture fitted by EM, the class count chosen by held-out
+//! likelihood, the recall of each query averaged over its class probabilities).
 
 pub mod classes;
 pub mod law;

@@ -1,24 +1,34 @@
 //! Recall predicted from captured scores at other candidate counts and k.
 //!
-//! Each query keeps its own needle score x, standardised by its own distractors' mean and sd.
-//! At a scenario with N candidates the needle competes with N − 1 fresh distractors from its
-//! query's distractor law, so it is selected with probability P[Binomial(N − 1, Q(x)) ≤ k_eff
-//! − 1]. The law is location-scale across the queries of one tail class ([`super::classes`]):
-//! Q(x) is the exceedance fraction of the class's standardised distractors (its queries' pooled
-//! sample, weighted by their responsibilities) while x lies below the tail threshold u, and
-//! above it the class's fraction beyond u times its generalised-Pareto survival of the excess.
-//! A query's prediction is the average of its class predictions with its posterior class
-//! weights: mixing at the recall level, not the tail level, because recall is convex in Q
-//! (see [`super::classes`] for why that matters most at k = 1). With one class (the count is
-//! chosen by held-out likelihood, and one class is kept unless more are supported) this is the
-//! pooled law of every query with one tail fit, as before classes. (A query's own 2,000
-//! distractors alone would put a few samples near a needle at k/N ~ 10^-3, and the binomial's
-//! steep step turns that noise into bias.) A query's layers resample independently, so with
-//! several layers the needle is attended unless every layer misses it (readout `any`).
-//! Recall = p_guess + (p_read − p_guess) · P(attended); a needle in the window or sink is
-//! attended. The band is a 95% percentile bootstrap over queries, the tail (with several
-//! classes: the mixture, by EM warm-started from the capture's fit, the class count held) refitted
-//! in every resample, each resample's randomness from (seed, resample) alone.
+//! Each query keeps its own needle score x and its own captured draw: its n distractors, a of
+//! which score above the needle. At a scenario with N candidates the needle competes with N − 1
+//! distractors of its query's law. At N − 1 ≤ n they are a random N − 1 of the captured ones,
+//! and the needle is selected with probability P[Hypergeometric(n, a, N − 1) ≤ k_eff − 1]:
+//! exact, unbiased whatever the query's law, and no fitted law enters (at the captured count it
+//! is the measured P(rank ≤ k)). At N − 1 > n the captured n are the first of them (a longer
+//! context of the same texts keeps the texts it had): the a that beat the needle count against
+//! k, and only the N − 1 − n not captured are drawn from the fitted law,
+//! P[a + Binomial(N − 1 − n, Q(x)) ≤ k_eff − 1]. Why: recall at k = 1 hangs on the single
+//! largest distractor, and drawing all N − 1 from a fitted law replaces the query's measured
+//! a by the law's average, which is where pooling queries of different tail weight biased
+//! k = 1 by several points; keeping a confines the fitted law to the extrapolation.
+//!
+//! Q is standardised by the query's own mean and sd and is location-scale across the queries of
+//! one tail class ([`super::classes`]): the exceedance fraction of the class's standardised
+//! distractors (its queries' pooled sample, weighted by their responsibilities) while x lies
+//! below the tail threshold u, and above it the class's fraction beyond u times its
+//! generalised-Pareto survival of the excess. A query's prediction is the average of its class
+//! predictions with its posterior class weights: mixing at the recall level, not the tail
+//! level, because recall is convex in Q. With one class (the count is chosen by held-out
+//! likelihood, and one class is kept unless more are supported) this is the pooled law of every
+//! query with one tail fit. A query's layers resample independently, so with several layers the
+//! needle is attended unless every layer misses it (readout `any`). Recall = p_guess + (p_read
+//! − p_guess) · P(attended); a needle in the window or sink is attended. The band is a 95%
+//! percentile bootstrap over queries (each with its own draw), the tail (with several classes:
+//! the mixture, by EM warm-started from the capture's fit, the class count held) refitted in
+//! every resample, each resample's randomness from (seed, resample) alone.
+//! `recall_empirical` is the pooled empirical law alone with every one of the N − 1 drawn from
+//! it (no tail, no own draw): what the tail fit corrects beyond the sample.
 
 use super::classes::{self, ClassChoice, QueryTail, Start, TailClass};
 use super::tail::{excesses, fit_gpd, standardised, threshold_rank, Gpd};
@@ -26,6 +36,7 @@ use super::{CapturedScores, ScoresError};
 use crate::geometry::Geometry;
 use crate::scenario::Scenario;
 use crate::stats::binom_cdf;
+use statrs::function::gamma::ln_gamma;
 use rand::Rng;
 use rayon::prelude::*;
 
@@ -85,7 +96,13 @@ struct LayerModel {
     counts: Vec<Vec<u32>>,
     /// Each query's excesses over u, for the tail classes.
     tails: Vec<QueryTail>,
+    /// Each query's own draw: (its distractors, those scoring strictly above its needle).
+    own: Vec<Own>,
 }
+
+/// A query's captured distractors n and how many of them score above its needle, a (its rank
+/// − 1): the part of a larger candidate set the capture has already drawn.
+pub type Own = (u64, u64);
 
 /// Per query, its (class weight, Q of its needle under that class) pairs.
 type Survival = Vec<Vec<(f64, f64)>>;
@@ -94,14 +111,15 @@ impl LayerModel {
     fn new(c: &CapturedScores, l: usize) -> LayerModel {
         let layer = &c.layers[l];
         let z = standardised(layer);
-        let needle: Vec<f64> = layer
+        let ls: Vec<(f64, f64)> = layer
             .queries
             .iter()
             .map(|q| {
                 let (m, sd) = q.mean_sd();
-                (q.needle - m) / if sd > 0.0 { sd } else { 1.0 }
+                (m, if sd > 0.0 { sd } else { 1.0 })
             })
             .collect();
+        let needle: Vec<f64> = layer.queries.iter().zip(&ls).map(|(q, &(m, s))| (q.needle - m) / s).collect();
         let mut pooled: Vec<f64> = z.iter().flatten().cloned().collect();
         pooled.sort_unstable_by(|a, b| b.total_cmp(a));
         let u = pooled[threshold_rank(pooled.len())];
@@ -109,7 +127,8 @@ impl LayerModel {
         let grid: Vec<f64> = (0..GRID).map(|i| lo + (u - lo) * i as f64 / (GRID - 1) as f64).collect();
         let counts = z.iter().map(|zq| grid.iter().map(|&g| zq.partition_point(|&v| v > g) as u32).collect()).collect();
         let tails = z.iter().zip(&needle).map(|(zq, &x)| QueryTail { n: zq.len(), y: zq.iter().take_while(|&&v| v > u).map(|v| v - u).collect(), needle: x }).collect();
-        LayerModel { z, pooled, u, needle, grid, counts, tails }
+        let own = layer.queries.iter().map(|q| (q.distractors.len() as u64, q.above(q.needle) as u64)).collect();
+        LayerModel { z, pooled, u, needle, grid, counts, tails, own }
     }
 
     /// The pooled fraction of distractors above x (exact, from the pooled sample).
@@ -214,9 +233,54 @@ impl LayerModel {
     }
 }
 
+/// P(at most `j` of `m` distractors drawn without replacement from `n`, `a` of which score
+/// above the needle, score above it): a query's own sample subsampled to m ≤ n candidates.
+/// Exactly unbiased for P[Binomial(m, Q) ≤ j] whatever the query's law, because the n captured
+/// distractors are i.i.d. draws of it and a random m of them are m i.i.d. draws too.
+pub fn hypergeom_cdf(n: u64, a: u64, m: u64, j: u64) -> f64 {
+    debug_assert!(a <= n && m <= n);
+    if j >= a.min(m) {
+        return 1.0;
+    }
+    let lo = (m + a).saturating_sub(n);
+    if j < lo {
+        return 0.0;
+    }
+    let ln_choose = |n: u64, r: u64| ln_gamma(n as f64 + 1.0) - ln_gamma(r as f64 + 1.0) - ln_gamma((n - r) as f64 + 1.0);
+    // ln P(X = lo), then the ratio of consecutive terms; summed in logs (the first terms can be
+    // far below the last).
+    let mut lp = ln_choose(a, lo) + ln_choose(n - a, m - lo) - ln_choose(n, m);
+    let mut total = lp;
+    for x in lo..j {
+        let (xf, af, mf, nf) = (x as f64, a as f64, m as f64, n as f64);
+        lp += ((af - xf) * (mf - xf)).ln() - ((xf + 1.0) * (nf - af - mf + xf + 1.0)).ln();
+        let (hi, low) = if lp > total { (lp, total) } else { (total, lp) };
+        total = hi + (low - hi).exp().ln_1p();
+    }
+    total.exp().clamp(0.0, 1.0)
+}
+
+/// P(a query's needle ranks within k_eff among `d` distractors) in one layer, from its class
+/// (weight, Q) pairs and, where given, its own captured draw (n, a). With its own draw, the
+/// capture's n distractors are the first n of the d: at d ≤ n the probability is the
+/// subsample's, exact and free of any fitted law ([`hypergeom_cdf`]); at d > n the needle has
+/// already met its n and a of them beat it, so only the d − n not captured are drawn from the
+/// fitted law: P[a + Binomial(d − n, Q) ≤ k_eff − 1]. Without it (the empirical law alone), all
+/// d are drawn from the law.
+fn selected(d: u64, k_eff: u64, pairs: &[(f64, f64)], own: Option<Own>) -> f64 {
+    let j = k_eff - 1;
+    match own {
+        Some((n, a)) if d <= n => hypergeom_cdf(n, a, d, j),
+        Some((_, a)) if a > j => 0.0,
+        Some((n, a)) => pairs.iter().map(|&(r, sf)| r * binom_cdf(d - n, j - a, sf)).sum(),
+        None => pairs.iter().map(|&(r, sf)| r * binom_cdf(d, j, sf)).sum(),
+    }
+}
+
 /// Mean recall over the queries (weighted by `weights`, or all once) for every scenario, given
-/// each layer's (class weight, Q) pairs per query.
-fn mean_recall(survival: &[Survival], weights: Option<&[u32]>, cells: &[(Scenario, Geometry)]) -> Vec<f64> {
+/// each layer's (class weight, Q) pairs per query and, where given, each layer's own draws per
+/// query ([`selected`]).
+fn mean_recall(survival: &[Survival], own: Option<&[Vec<Own>]>, weights: Option<&[u32]>, cells: &[(Scenario, Geometry)]) -> Vec<f64> {
     let n = survival[0].len();
     let w = |q: usize| weights.map_or(1.0, |w| w[q] as f64);
     let total: f64 = (0..n).map(w).sum();
@@ -236,7 +300,7 @@ fn mean_recall(survival: &[Survival], weights: Option<&[u32]>, cells: &[(Scenari
                         // A query's layers resample independently: missed only if all miss. In
                         // a layer the query's class is unknown: its miss probability is the
                         // posterior-weighted average of the classes' (recall mixes, not tails).
-                        let miss: f64 = survival.iter().map(|sl| sl[q].iter().map(|&(r, sf)| r * (1.0 - binom_cdf(d, k_eff - 1, sf))).sum::<f64>()).product();
+                        let miss: f64 = survival.iter().enumerate().map(|(l, sl)| 1.0 - selected(d, k_eff, &sl[q], own.map(|o| o[l][q]))).product();
                         w(q) * (1.0 - miss)
                     })
                     .sum::<f64>()
@@ -324,8 +388,9 @@ pub fn predict_report(
     let cells: Vec<(Scenario, Geometry)> = cells.iter().map(|s| (s.clone(), Geometry::new(s))).collect();
     let point_sf: Vec<Survival> = models.iter().zip(&choices).map(|(m, ch)| m.class_survival(&ch.mixture)).collect();
     let empirical_sf: Vec<Survival> = models.iter().map(|m| (0..n).map(|q| vec![(1.0, m.survival(q, None))]).collect()).collect();
-    let point = mean_recall(&point_sf, None, &cells);
-    let empirical = mean_recall(&empirical_sf, None, &cells);
+    let own: Vec<Vec<Own>> = models.iter().map(|m| m.own.clone()).collect();
+    let point = mean_recall(&point_sf, Some(&own), None, &cells);
+    let empirical = mean_recall(&empirical_sf, None, None, &cells);
     // The bootstrap: resample queries (as needles and as distractor samples alike), refit each
     // layer's tail on them (one class: the pooled tail; several: the mixture by EM with the
     // count held at the capture's choice), predict again.
@@ -357,7 +422,7 @@ pub fn predict_report(
                     m.resampled_survival(&weights, g.as_ref())
                 })
                 .collect();
-            let r = mean_recall(&sf, Some(&weights), &cells);
+            let r = mean_recall(&sf, Some(&own), Some(&weights), &cells);
             progress.advance(1);
             r
         })
@@ -383,4 +448,37 @@ pub fn predict_report(
         .collect();
     let classes = choices.into_iter().zip(&c.layers).map(|(choice, l)| LayerClasses { layer: l.layer, choice }).collect();
     Ok(Report { predictions, classes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use statrs::distribution::{DiscreteCDF, Hypergeometric};
+
+    #[test]
+    fn the_subsample_law_is_the_hypergeometric() {
+        // Against statrs' Hypergeometric (population n, a successes, m draws), at small and
+        // capture-sized populations, both ends of the support and far tails.
+        for &(n, a, m) in &[(10u64, 3u64, 4u64), (50, 20, 45), (1999, 0, 999), (1999, 7, 999), (1999, 40, 1999), (1999, 300, 120), (1999, 1500, 1000)] {
+            let h = Hypergeometric::new(n, a, m).unwrap();
+            for j in 0..=m.min(a) + 1 {
+                let (ours, theirs) = (hypergeom_cdf(n, a, m, j), h.cdf(j));
+                assert!((ours - theirs).abs() < 1e-11 * theirs.max(1e-300).max(1e-3), "n={n} a={a} m={m} j={j}: {ours} vs {theirs}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_query_s_own_draw_is_kept_and_only_the_rest_is_drawn() {
+        // (n, a) = (1999, 2): within the capture the subsample's law; beyond it the two already
+        // above count against k, and 0 when they exceed k − 1.
+        let pairs = [(0.25, 1e-4), (0.75, 3e-4)];
+        assert_eq!(selected(1000, 3, &pairs, Some((1999, 2))), hypergeom_cdf(1999, 2, 1000, 2));
+        assert_eq!(selected(1999, 2, &pairs, Some((1999, 2))), 0.0);
+        assert_eq!(selected(1999, 3, &pairs, Some((1999, 2))), 1.0);
+        assert_eq!(selected(9999, 2, &pairs, Some((1999, 2))), 0.0);
+        let direct = 0.25 * binom_cdf(8000, 1, 1e-4) + 0.75 * binom_cdf(8000, 1, 3e-4);
+        assert!((selected(9999, 4, &pairs, Some((1999, 2))) - direct).abs() < 1e-15);
+        assert!((selected(9999, 4, &pairs, None) - (0.25 * binom_cdf(9999, 3, 1e-4) + 0.75 * binom_cdf(9999, 3, 3e-4))).abs() < 1e-15);
+    }
 }
