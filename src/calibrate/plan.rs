@@ -37,9 +37,9 @@ pub const RIGHT_CALL_TABLES: u64 = 400;
 pub const AGREE: f64 = 1e-9;
 /// Smallest prior a leading hypothesis is given (before renormalising).
 pub const PRIOR_FLOOR: f64 = 0.01;
-/// Expected information (nats) below which a further chunk buys nothing the hypotheses can see:
-/// the plan stops there, under budget.
-const MIN_GAIN: f64 = 1e-9;
+/// Expected information (bits) below which a further chunk buys nothing the fitted hypotheses can
+/// tell apart: the plan stops there, under budget.
+pub const MIN_GAIN_BITS: f64 = 1e-3;
 /// Longest context length proposed (see [`candidates`]).
 pub const MAX_PLANNED_CONTEXT: u64 = 64_000;
 
@@ -184,6 +184,13 @@ impl Plan {
                 c.context_len, c.index_topk, c.depth, c.repeat, c.trials, c.information_bits, p.join(" / ")
             ));
         }
+        if self.total() < self.budget {
+            s.push_str(&format!(
+                "  (the other {} trials would add less than {} bits each chunk under the fitted hypotheses: not planned)\n",
+                self.budget - self.total(),
+                MIN_GAIN_BITS
+            ));
+        }
         s.push_str(&format!(
             "expected information about the hypothesis: {:.3} of {:.3} bits (posterior entropy {:.3} bits; {} draws per hypothesis, seed {})\n",
             self.information_bits(),
@@ -300,7 +307,7 @@ fn normalise(lnw: &[f64], w: &mut [f64], lw: &mut [f64]) {
 /// The new chunk's counts are summed exactly (every y with a binomial mass above 1e-300); the
 /// earlier chunks' outcomes are [`INFORMATION_SAMPLES`] draws per hypothesis (draw s from
 /// (seed, s)), merged when their outcomes coincide. A cell where all predictions agree within
-/// [`AGREE`] is never chosen; the design stops early when no cell adds information.
+/// [`AGREE`] is never chosen; the design stops early when no cell adds [`MIN_GAIN_BITS`].
 pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: u64) -> Design {
     let m = prior.len();
     let nc = preds.first().map_or(0, Vec::len);
@@ -374,7 +381,7 @@ pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: 
             break;
         };
         let gain = now - eh;
-        if gain < MIN_GAIN {
+        if gain < MIN_GAIN_BITS * std::f64::consts::LN_2 {
             break;
         }
         posterior_entropy = eh;
