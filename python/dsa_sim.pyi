@@ -176,9 +176,9 @@ def plan(
     threads: Optional[int] = None,
     **fields: FieldValue,
 ) -> dict[str, Any]:
-    """The cells to measure next that best separate the leading hypotheses (budget default 1000).
+    """The cells to measure next that tell most about which leading hypothesis is true (budget default 1000), and the simulated probability of the right call after them.
 
-    Returns cells, budget, total_trials, leading_hypotheses, expected_llr, p_correct, warnings.
+    Returns cells, budget, total_trials, candidate_k, leading_hypotheses, information, right_call, seed, warnings.
     """
 
 def quantize(

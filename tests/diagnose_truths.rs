@@ -213,9 +213,9 @@ fn plan_then_measure_then_the_true_family_wins() {
     let truth = |s: &Scenario| recall(&Scenario { dprime: 2.0, index_topk: 128, ..s.clone() });
     let first: Vec<(u64, u64, f64)> = [2000u64, 4000, 8000, 16000, 32000].iter().map(|&l| (l, 512, 0.5)).collect();
     let data = simulate(&first, 100, 11, &truth);
-    let p = dsa_sim::calibrate::plan::plan(&data, &v4(), &[], &model(), 1000, 1, &[]).unwrap();
+    let p = dsa_sim::diagnosis::plan::plan(&data, &v4(), &[], &model(), 1000, 1, &[]).unwrap();
     assert!(p.total() <= 1000 && !p.cells.is_empty(), "{p:?}");
-    assert!(p.leading.iter().any(|(n, _)| n == "effective-k"), "{:?}", p.leading);
+    assert!(p.leading.iter().any(|(n, _, _)| n == "effective-k"), "{:?}", p.leading);
     let planned: Vec<(u64, u64, f64)> = p.cells.iter().map(|c| (c.context_len, c.index_topk, c.depth)).collect();
     let mut more = data.clone();
     for (rng_seed, (cell, c)) in (12..).zip(planned.iter().zip(&p.cells)) {

@@ -552,7 +552,7 @@ fn probe(
 /// `calibrate`.
 ///
 /// Returns the dict `dsa-sim plan --json` prints (cells, budget, total_trials,
-/// leading_hypotheses, expected_llr, p_correct, warnings).
+/// candidate_k, leading_hypotheses, information, right_call, seed, warnings).
 #[pyfunction]
 #[pyo3(signature = (data, *, budget=None, hypotheses=None, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
 #[allow(clippy::too_many_arguments)]
@@ -575,7 +575,7 @@ fn plan(
     let hypotheses = hypotheses.unwrap_or_default();
     let p = py
         .detach(|| {
-            let req = commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses };
+            let req = commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses, target: None };
             commands::fit::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
         })
         .map_err(py_err)?;

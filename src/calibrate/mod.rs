@@ -13,7 +13,6 @@ pub mod hypotheses;
 pub mod likelihood;
 pub(crate) mod optimize;
 pub mod output;
-pub mod plan;
 pub mod row_checks;
 pub mod predict;
 

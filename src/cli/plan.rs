@@ -1,5 +1,5 @@
-//! `dsa-sim plan`: the cells to measure next that best separate the leading hypotheses
-//! (docs/model.md#planning).
+//! `dsa-sim plan`: the cells to measure next that tell most about which leading hypothesis is
+//! true, and how often the diagnosis would then make the right call (docs/model.md#planning).
 
 use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
@@ -8,8 +8,13 @@ use std::path::PathBuf;
 
 /// Arguments of `dsa-sim plan`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  \
-dsa-sim plan --preset deepseek-v4-flash --context-len 16000 \\\n      \
+#[command(after_help = "The leading hypotheses (Akaike weight ≥ 1%, at most four) are the prior; the budget goes, \
+chunk by chunk, to the cell whose trials most reduce the expected entropy of the posterior over them \
+(mutual information), only at k the scenario's top-k kernel runs (topk_kernel, max_topk) and never where \
+they all predict the same recall. For each hypothesis as the truth, tables with the planned cells' counts \
+drawn from it (seeded by --seed) are diagnosed, and the fraction called right is reported.\n\n\
+Example:\n  \
+dsa-sim plan --preset deepseek-v4-flash-sglang --context-len 16000 \\\n      \
 --data experiments/dsv4_seed_observations.csv --budget 1000 --out cells.csv")]
 pub struct PlanArgs {
     #[command(flatten)]
@@ -21,6 +26,9 @@ pub struct PlanArgs {
     /// Total trials to spend on the planned cells.
     #[arg(long, default_value_t = 1000, value_name = "T")]
     pub budget: u64,
+    /// Target recall of the verdict that gives a physical hypothesis's call.
+    #[arg(long, default_value_t = 0.9, value_name = "T", allow_hyphen_values = true)]
+    pub target: f64,
     /// Separate these hypotheses (comma-separated names) instead of the leading ones.
     #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
     pub hypotheses: Vec<String>,
@@ -34,7 +42,7 @@ pub struct PlanArgs {
 
 /// Runs `dsa-sim plan`.
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
-    let req = PlanRequest { data: args.data.as_deref(), budget: args.budget, hypotheses: &args.hypotheses };
+    let req = PlanRequest { data: args.data.as_deref(), budget: args.budget, hypotheses: &args.hypotheses, target: Some(args.target) };
     let p = plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
     if let Some(out) = &args.out {
         dsa_sim::output::write_file_atomic(out, p.csv().as_bytes()).map_err(|e| {

@@ -3,7 +3,7 @@
 
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
 use crate::calibrate::output::CalibrationReport;
-use crate::calibrate::plan::Plan;
+use crate::diagnosis::plan::Plan;
 use crate::engine::RecallModel;
 use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset};
 use crate::diagnosis::{calibrated_call, diagnose, CalibratedCall, Diagnosis};
@@ -281,9 +281,12 @@ pub struct PlanRequest<'a> {
     pub budget: u64,
     /// The hypotheses to separate instead of the leading ones (`--hypotheses`).
     pub hypotheses: &'a [String],
+    /// The verdict's target recall for a physical hypothesis's call (`--target`; None: 0.9).
+    pub target: Option<f64>,
 }
 
-/// The cells to measure next that best separate the leading hypotheses (docs/model.md#planning).
+/// The cells to measure next that tell most about which leading hypothesis is true, and the
+/// simulated probability of the right call after them (docs/model.md#planning).
 pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, observe: Evaluations) -> Result<Planned, CommandError> {
     let Some(path) = req.data else {
         return Err(CommandError::input("plan: --data FILE.csv is required (the measured table the hypotheses are fitted to)"));
@@ -300,14 +303,15 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
         crate::calibrate::check_name(n)?;
     }
     let base = spec.resolve()?;
+    let verdict = VerdictOptions { target: req.target.unwrap_or(0.9), max_topk: base.max_topk };
+    verdict.validate()?;
     let model = engine.model()?;
     engine.check(&base)?;
     let data = load(path)?;
     let base = with_table_facts(spec, base, &data)?;
     check_rows(&data, &base, engine)?;
-    let p = engine.in_pool(|| {
-        crate::calibrate::plan::plan(&data, &base, &[], &engine.cached(&model, observe), req.budget, engine.seed, req.hypotheses)
-    })??;
+    let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
+    let p = engine.in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
     Ok(Planned { plan: p, data })
 }
 

@@ -9,11 +9,13 @@
 //! verdict's numbers for a working indexer ([`crate::verdict`]), into the call. [`diagnose`]
 //! diagnoses a table (`verdict --data`); [`calibrated_call`] a calibrated fit (`verdict --data
 //! --fit`, calibration experiments); both give their text and JSON here, so the command line,
-//! the Python package and the experiments print one thing.
+//! the Python package and the experiments print one thing. [`plan`] proposes the measurement
+//! that would decide, and simulates how often the rule then calls the truth right.
 
 pub mod calibrated;
 pub mod conditions;
 pub mod error_rates;
+pub mod plan;
 pub mod rule;
 pub mod signature;
 
@@ -104,7 +106,7 @@ pub fn diagnose(
     })?;
     v.dprime_on_bound = from.on_bound.iter().any(|n| n == "dprime");
     let rates = error_rates::error_rates(data, &hypotheses, checks.joint.as_ref());
-    let evidence = rule::Evidence { signatures: &sig, preferred: Some(&best.name), error_rates: rates.as_ref() };
+    let evidence = rule::Evidence { signatures: &sig, preferred: Some(&best.name), error_rates: rates.as_ref().map(rule::DefectEvidence::from) };
     let call = rule::decide(&evidence, v.call);
     v.call = call;
     Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions, error_rates: rates })

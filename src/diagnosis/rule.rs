@@ -31,6 +31,26 @@ pub const MAX_FALSE_ALARM: f64 = 0.10;
 /// targets ask of the procedure; reported beside the call, see [`ErrorRates::meets_targets`].
 pub const MIN_POWER: f64 = 0.90;
 
+/// The defect evidence of the hypotheses and what the simulation at the table's design says of
+/// it ([`ErrorRates`]; the plan's simulated tables give their own).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DefectEvidence {
+    /// AIC(best working indexer) − AIC(best defect).
+    pub evidence: f64,
+    /// τ: the evidence the rule needs.
+    pub threshold: f64,
+    /// The rule's false-alarm rate at the design.
+    pub false_alarm: f64,
+    /// The data leave the preferred defect plausible ([`ErrorRates::defect_not_ruled_out`]).
+    pub defect_not_ruled_out: bool,
+}
+
+impl From<&ErrorRates> for DefectEvidence {
+    fn from(r: &ErrorRates) -> Self {
+        DefectEvidence { evidence: r.evidence, threshold: r.threshold, false_alarm: r.false_alarm, defect_not_ruled_out: r.defect_not_ruled_out() }
+    }
+}
+
 /// What the rule decides from.
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
@@ -38,8 +58,8 @@ pub struct Evidence<'a> {
     pub signatures: &'a [Signature],
     /// The preferred hypothesis (None on a calibrated fit, which compares none).
     pub preferred: Option<&'a str>,
-    /// The rule's simulated error rates at the table's design (recall tables).
-    pub error_rates: Option<&'a ErrorRates>,
+    /// The defect evidence with its simulated threshold (recall tables; None without).
+    pub error_rates: Option<DefectEvidence>,
 }
 
 /// Signatures that decide by themselves.
@@ -71,7 +91,7 @@ pub fn overriding_call(e: &Evidence) -> Option<Call> {
         return Some(Call::ReadLimited);
     }
     match e.error_rates {
-        Some(r) if r.defect_not_ruled_out() => Some(Call::Undecided),
+        Some(r) if r.defect_not_ruled_out => Some(Call::Undecided),
         _ => None,
     }
 }

@@ -1,0 +1,786 @@
+//! `dsa-sim plan` (docs/model.md#planning): the cells to measure next that tell most about which
+//! hypothesis is true, and how often the diagnosis would then make the right call.
+//!
+//! The leading hypotheses (Akaike weight ≥ 1%, at most four, at least two; or those named) each
+//! predict recall at every candidate cell the deployment can run (its top-k kernel's k, context
+//! lengths within reach). The prior over them is their Akaike weights renormalised over the
+//! leading set (the table's own evidence), each floored at 1% so that a named hypothesis is still
+//! tested. The budget is spent greedily, chunk by chunk, on the cell whose next chunk of trials
+//! most reduces the expected entropy of the posterior over the hypotheses given the outcomes of
+//! the chunks planned before it: the mutual information between the hypothesis and the planned
+//! outcomes, summed exactly over the new chunk's binomial counts and, for the earlier chunks'
+//! outcomes, over seeded draws (sample s from (seed, s); the first chunk is exact). A cell where
+//! every leading hypothesis predicts the same recall carries no information and gets no trials.
+//!
+//! Then, for each leading hypothesis as the truth, tables are simulated (table i from (seed, i)):
+//! the planned cells' counts drawn from it and joined to the measured table, and the diagnosis's
+//! call rule applied to each ([`RuleOnPlan`]: the hypotheses scored at their fitted predictions,
+//! not refitted). The fraction of tables on which the call is the one the truth implies is the
+//! probability of the right call.
+
+use super::error_rates::{error_rates, PHYSICAL};
+use super::rule::{self, DefectEvidence, Evidence};
+use super::signature::{worse_than_random, Signature};
+use crate::calibrate::hypotheses::{compare_hypotheses, hypothesis_recall, HypothesisResult};
+use crate::calibrate::likelihood::binom_loglik;
+use crate::calibrate::{row_checks, CalibError, FreeParam, JointFloor};
+use crate::engine::RecallModel;
+use crate::measured::{Dataset, Observation};
+use crate::scenario::Scenario;
+use crate::verdict::{Call, VerdictOptions};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+
+/// Draws of the earlier chunks' outcomes per leading hypothesis in the information estimate.
+pub const INFORMATION_SAMPLES: usize = 256;
+/// Simulated tables per leading hypothesis in the right-call estimate.
+pub const RIGHT_CALL_TABLES: u64 = 400;
+/// Predictions closer than this at a cell count as agreeing (no information there).
+pub const AGREE: f64 = 1e-9;
+/// Smallest prior a leading hypothesis is given (before renormalising).
+pub const PRIOR_FLOOR: f64 = 0.01;
+/// Expected information (bits) below which a further chunk buys nothing the fitted hypotheses can
+/// tell apart: the plan stops there, under budget.
+pub const MIN_GAIN_BITS: f64 = 1e-3;
+/// Longest context length proposed (see [`candidates`]).
+pub const MAX_PLANNED_CONTEXT: u64 = 64_000;
+
+/// One planned cell.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PlanCell {
+    /// Context length.
+    pub context_len: u64,
+    /// k.
+    pub index_topk: u64,
+    /// Needle depth.
+    pub depth: f64,
+    /// Needle copies.
+    pub repeat: u32,
+    /// Trials to run.
+    pub trials: u64,
+    /// Each leading hypothesis's predicted recall there.
+    pub predicted: Vec<(String, f64)>,
+    /// Expected information (bits) its chunks add to the plan's, in the order chosen.
+    pub information_bits: f64,
+}
+
+/// How often the diagnosis makes the right call after the planned cells, with one hypothesis
+/// as the truth.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RightCall {
+    /// The true hypothesis.
+    pub hypothesis: String,
+    /// Its prior weight.
+    pub prior: f64,
+    /// The call it implies: a physical truth's own call (the verdict at its fit), or
+    /// implementation-suspect for a defect.
+    pub right_call: Call,
+    /// The defect class the right call names (defect truths).
+    pub right_class: Option<String>,
+    /// Fraction of simulated tables on which the call (and class) is right.
+    pub p_right: f64,
+}
+
+/// A plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The cells, in the order first chosen.
+    pub cells: Vec<PlanCell>,
+    /// The budget.
+    pub budget: u64,
+    /// The leading hypotheses: name, Akaike weight (over every hypothesis) and prior.
+    pub leading: Vec<(String, f64, f64)>,
+    /// The k values the cells could take (the kernel's).
+    pub candidate_k: Vec<u64>,
+    /// Entropy of the prior (bits).
+    pub prior_entropy_bits: f64,
+    /// Expected entropy of the posterior after the planned cells (bits).
+    pub posterior_entropy_bits: f64,
+    /// Draws per hypothesis behind the information estimate.
+    pub information_samples: usize,
+    /// The seed of both simulations.
+    pub seed: u64,
+    /// Simulated tables per hypothesis behind the right-call estimate.
+    pub tables: u64,
+    /// Per leading hypothesis as the truth.
+    pub right_calls: Vec<RightCall>,
+    /// Σ prior · p_right.
+    pub p_right_overall: f64,
+    /// The defect evidence (ΔAIC) the rule needs on the joined design (τ).
+    pub threshold: f64,
+}
+
+impl Plan {
+    /// Total trials.
+    pub fn total(&self) -> u64 {
+        self.cells.iter().map(|c| c.trials).sum()
+    }
+    /// Expected information of the plan about the hypothesis (bits).
+    pub fn information_bits(&self) -> f64 {
+        self.prior_entropy_bits - self.posterior_entropy_bits
+    }
+    /// The CSV a harness can run (with a provenance header).
+    pub fn csv(&self, source: &str) -> String {
+        let mut s = format!(
+            "# provenance: planned by dsa-sim plan from {source} (budget {}); cells to measure, no results yet: add a hits column\n",
+            self.budget
+        );
+        s.push_str("context_len,index_topk,depth,repeat,trials\n");
+        for c in &self.cells {
+            s.push_str(&format!("{},{},{},{},{}\n", c.context_len, c.index_topk, c.depth, c.repeat, c.trials));
+        }
+        s
+    }
+    /// The JSON of `dsa-sim plan --json`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "cells": self.cells.iter().map(|c| serde_json::json!({
+                "context_len": c.context_len, "index_topk": c.index_topk, "depth": c.depth,
+                "repeat": c.repeat, "trials": c.trials,
+                "predicted": c.predicted.iter().map(|(n, p)| (n.clone(), serde_json::json!(p))).collect::<serde_json::Map<_, _>>(),
+                "information_bits": c.information_bits,
+            })).collect::<Vec<_>>(),
+            "budget": self.budget,
+            "total_trials": self.total(),
+            "candidate_k": self.candidate_k,
+            "leading_hypotheses": self.leading.iter().map(|(n, w, p)| serde_json::json!({"name": n, "weight": w, "prior": p})).collect::<Vec<_>>(),
+            "information": {
+                "criterion": "mutual_information",
+                "prior_entropy_bits": self.prior_entropy_bits,
+                "posterior_entropy_bits": self.posterior_entropy_bits,
+                "information_bits": self.information_bits(),
+                "samples": self.information_samples,
+            },
+            "right_call": {
+                "seed": self.seed,
+                "tables": self.tables,
+                "threshold": self.threshold,
+                "overall": self.p_right_overall,
+                "hypotheses": self.right_calls.iter().map(|r| serde_json::json!({
+                    "name": r.hypothesis, "prior": r.prior, "right_call": r.right_call.to_string(),
+                    "right_class": r.right_class, "p_right": r.p_right,
+                })).collect::<Vec<_>>(),
+            },
+            "seed": self.seed,
+        })
+    }
+    /// A text table.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let names: Vec<&str> = self.leading.iter().map(|(n, _, _)| n.as_str()).collect();
+        s.push_str(&format!(
+            "leading hypotheses (prior = Akaike weights over them): {}\n",
+            self.leading.iter().map(|(n, _, p)| format!("{n} {p:.3}")).collect::<Vec<_>>().join(", ")
+        ));
+        s.push_str(&format!(
+            "planned cells ({} of {} trials; k from the kernel's {}):\n",
+            self.total(),
+            self.budget,
+            self.candidate_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ));
+        s.push_str(&format!("  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6}  predicted recall: {}\n", "L", "k", "depth", "repeat", "trials", "bits", names.join(" / ")));
+        for c in &self.cells {
+            let p: Vec<String> = c.predicted.iter().map(|(_, p)| format!("{p:.3}")).collect();
+            s.push_str(&format!(
+                "  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6.3}  {}\n",
+                c.context_len, c.index_topk, c.depth, c.repeat, c.trials, c.information_bits, p.join(" / ")
+            ));
+        }
+        if self.total() < self.budget {
+            s.push_str(&format!(
+                "  (the other {} trials would add less than {} bits each chunk under the fitted hypotheses: not planned)\n",
+                self.budget - self.total(),
+                MIN_GAIN_BITS
+            ));
+        }
+        s.push_str(&format!(
+            "expected information about the hypothesis: {:.3} of {:.3} bits (posterior entropy {:.3} bits; {} draws per hypothesis, seed {})\n",
+            self.information_bits(),
+            self.prior_entropy_bits,
+            self.posterior_entropy_bits,
+            self.information_samples,
+            self.seed
+        ));
+        s.push_str(&format!(
+            "right call after these cells (simulated, {} tables per hypothesis, seed {}; hypotheses scored at their fits, not refitted): overall {:.2}\n",
+            self.tables, self.seed, self.p_right_overall
+        ));
+        for r in &self.right_calls {
+            let call = match &r.right_class {
+                Some(c) => format!("{} ({c})", r.right_call),
+                None => r.right_call.to_string(),
+            };
+            s.push_str(&format!("  if {} is true (prior {:.3}): the call is {call} in {:.2}\n", r.hypothesis, r.prior, r.p_right));
+        }
+        s
+    }
+}
+
+/// The k values the deployment's top-k kernel runs among index_topk/2, index_topk, max_topk
+/// and the table's own k: at most max_topk and supported by `topk_kernel` (sglang-v1: 512 and
+/// 1024 only).
+pub fn candidate_k(base: &Scenario, data: &Dataset) -> Vec<u64> {
+    let mut ks = vec![(base.index_topk / 2).max(1), base.index_topk, base.max_topk];
+    ks.extend(data.rows.iter().map(|r| r.index_topk));
+    ks.retain(|&k| k >= 1 && k <= base.max_topk && base.topk_kernel.supports(k));
+    ks.sort_unstable();
+    ks.dedup();
+    ks
+}
+
+/// The candidate cells: context lengths 1000–64000 (and L + 3 when the compression ratio
+/// exceeds 1, to probe the length modulo c), the kernel's k ([`candidate_k`]), depths 0.1, 0.5
+/// and 0.9, each a valid scenario on `base`. The scenario has no context-window field: the
+/// lengths stop at [`MAX_PLANNED_CONTEXT`], within the window of every model the presets
+/// describe.
+pub fn candidates(base: &Scenario, data: &Dataset) -> Vec<Observation> {
+    let mut ls: Vec<u64> = vec![1000, 2000, 4000, 8000, 16000, 32000, MAX_PLANNED_CONTEXT];
+    if base.compress_ratio > 1 {
+        let extra: Vec<u64> = ls.iter().map(|l| l + 3).filter(|&l| l <= MAX_PLANNED_CONTEXT).collect();
+        ls.extend(extra);
+    }
+    let mut out = Vec::new();
+    for &l in &ls {
+        for &k in &candidate_k(base, data) {
+            for &d in &[0.1, 0.5, 0.9] {
+                let o = Observation {
+                    context_len: l,
+                    index_topk: k,
+                    trials: 1,
+                    hits: 0,
+                    depth: Some(d),
+                    repeat: Some(base.repeat),
+                    compress_ratio: None,
+                    window: None,
+                    label: None,
+                    needle: None,
+                    needle_tokens: None,
+                    overlap: None,
+                    layer_counts: None,
+                    conditions: Vec::new(),
+                    line: out.len() as u64 + 2,
+                };
+                if o.apply(base).is_ok_and(|s| s.validate().is_ok()) {
+                    out.push(o);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Trials per chunk and number of chunks: up to 8 equal chunks of at least 50 trials (one chunk
+/// of the whole budget below 100), so the total never exceeds the budget.
+pub fn chunking(budget: u64) -> (u64, u64) {
+    let chunks = (budget / 50).clamp(1, 8);
+    (chunks, budget / chunks)
+}
+
+/// The greedy information design over given predictions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Design {
+    /// (candidate, trials, expected information in nats its chunks added), in the order first
+    /// chosen.
+    pub chosen: Vec<(usize, u64, f64)>,
+    /// Entropy of the prior (nats).
+    pub prior_entropy: f64,
+    /// Expected entropy of the posterior after the chosen trials (nats).
+    pub posterior_entropy: f64,
+}
+
+fn entropy(w: &[f64]) -> f64 {
+    w.iter().filter(|&&x| x > 0.0).map(|&x| -x * x.ln()).sum()
+}
+
+/// The normalised posterior and its logarithm from unnormalised log weights.
+fn normalise(lnw: &[f64], w: &mut [f64], lw: &mut [f64]) {
+    let mx = lnw.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let z: f64 = lnw.iter().map(|&l| (l - mx).exp()).sum();
+    let lz = mx + z.ln();
+    for ((a, b), &l) in w.iter_mut().zip(lw.iter_mut()).zip(lnw) {
+        *b = l - lz;
+        *a = b.exp();
+    }
+}
+
+/// Spends `budget` trials over candidate cells, greedily in [`chunking`]'s chunks, each on the
+/// cell whose chunk most reduces the expected posterior entropy over the hypotheses given the
+/// chunks before it. `preds[h][c]` is hypothesis h's recall at candidate c; `prior` their prior.
+/// The new chunk's counts are summed exactly (every y with a binomial mass above 1e-300); the
+/// earlier chunks' outcomes are [`INFORMATION_SAMPLES`] draws per hypothesis (draw s from
+/// (seed, s)), merged when their outcomes coincide. A cell where all predictions agree within
+/// [`AGREE`] is never chosen; the design stops early when no cell adds [`MIN_GAIN_BITS`].
+pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: u64) -> Design {
+    let m = prior.len();
+    let nc = preds.first().map_or(0, Vec::len);
+    let (chunks, n) = chunking(budget);
+    let p = |h: usize, c: usize| preds[h][c].clamp(0.0, 1.0);
+    let informative: Vec<usize> = (0..nc)
+        .filter(|&c| {
+            let (lo, hi) = (0..m).map(|h| p(h, c)).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+            hi - lo > AGREE
+        })
+        .collect();
+    let ln_prior: Vec<f64> = prior.iter().map(|&x| x.ln()).collect();
+    // Per draw: its truth, its generator and the outcomes drawn so far.
+    let s_per = INFORMATION_SAMPLES;
+    let mut rngs: Vec<_> = (0..m * s_per).map(|s| crate::trials::trial_rng(seed, s as u64)).collect();
+    let mut history: Vec<Vec<u64>> = vec![Vec::new(); m * s_per];
+    let mut loglik: Vec<Vec<f64>> = vec![vec![0.0; m]; m * s_per];
+    let mut chosen: Vec<(usize, u64, f64)> = Vec::new();
+    let prior_entropy = entropy(prior);
+    // Distinct outcome histories with their probability weights and posteriors: the
+    // log-likelihoods depend on the outcomes only, not on which truth drew them (a BTreeMap: a
+    // fixed order of summation).
+    let groups = |history: &[Vec<u64>], loglik: &[Vec<f64>]| -> Vec<(f64, Vec<f64>, Vec<f64>)> {
+        let mut g: BTreeMap<&Vec<u64>, (f64, usize)> = BTreeMap::new();
+        for (s, hs) in history.iter().enumerate() {
+            g.entry(hs).or_insert((0.0, s)).0 += prior[s / s_per] / s_per as f64;
+        }
+        g.into_values()
+            .map(|(wt, s)| {
+                let lnw: Vec<f64> = (0..m).map(|h| ln_prior[h] + loglik[s][h]).collect();
+                let mut w = vec![0.0; m];
+                let mut lw = vec![0.0; m];
+                normalise(&lnw, &mut w, &mut lw);
+                (wt, w, lw)
+            })
+            .collect()
+    };
+    let mut posterior_entropy = prior_entropy;
+    for _ in 0..chunks {
+        let gs = groups(&history, &loglik);
+        let now: f64 = gs.iter().map(|(wt, w, _)| wt * entropy(w)).sum();
+        posterior_entropy = now;
+        // Expected posterior entropy after a chunk of n trials at candidate c.
+        let expected = |c: usize| -> f64 {
+            let lp: Vec<Vec<f64>> = (0..m).map(|h| (0..=n).map(|y| crate::stats::ln_binom_pmf(n, y, p(h, c), 1.0 - p(h, c))).collect()).collect();
+            let ys: Vec<usize> = (0..=n as usize).filter(|&y| lp.iter().any(|l| l[y] > -690.0)).collect();
+            let mut total = 0.0;
+            for (wt, w, lw) in &gs {
+                let mut acc = 0.0;
+                for &y in &ys {
+                    let (mut py, mut sal) = (0.0, 0.0);
+                    for h in 0..m {
+                        let l = lw[h] + lp[h][y];
+                        if w[h] > 0.0 && l > -690.0 {
+                            let a = l.exp();
+                            py += a;
+                            sal += a * l;
+                        }
+                    }
+                    if py > 0.0 {
+                        // P(y)·H(posterior | y) = P ln P − Σ a ln a.
+                        acc += py * py.ln() - sal;
+                    }
+                }
+                total += wt * acc;
+            }
+            total
+        };
+        let scores: Vec<f64> = informative.par_iter().map(|&c| expected(c)).collect();
+        let Some((best, eh)) = informative.iter().zip(&scores).min_by(|a, b| a.1.total_cmp(b.1)).map(|(&c, &e)| (c, e)) else {
+            break;
+        };
+        let gain = now - eh;
+        if gain < MIN_GAIN_BITS * std::f64::consts::LN_2 {
+            break;
+        }
+        posterior_entropy = eh;
+        for s in 0..m * s_per {
+            let t = s / s_per;
+            let y = crate::engine::binomial::sample(n, p(t, best), &mut rngs[s]);
+            history[s].push(y);
+            for h in 0..m {
+                loglik[s][h] += crate::stats::ln_binom_pmf(n, y, p(h, best), 1.0 - p(h, best));
+            }
+        }
+        match chosen.iter_mut().find(|(c, _, _)| *c == best) {
+            Some((_, t, g)) => {
+                *t += n;
+                *g += gain;
+            }
+            None => chosen.push((best, n, gain)),
+        }
+    }
+    Design { chosen, prior_entropy, posterior_entropy }
+}
+
+/// What a hypothesis means for the call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Meaning {
+    /// A working (or random) indexer: the call the verdict makes at its fit.
+    Physical(Call),
+    /// A physical hypothesis whose fitted separation is below 0: an indexer worse than random,
+    /// which the diagnosis calls implementation-suspect (`worse_than_random`), whatever class.
+    WorseThanRandom,
+    /// A defect class: implementation-suspect, naming it.
+    Defect,
+}
+
+/// One leading hypothesis as the rule sees it on a simulated table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleHypothesis {
+    /// Name.
+    pub name: String,
+    /// AIC on the measured table.
+    pub table_aic: f64,
+    /// What it means for the call.
+    pub meaning: Meaning,
+    /// A working indexer's hypothesis (the null of the defect evidence: a physical hypothesis
+    /// with dprime ≥ 0, or the random indexer).
+    pub working: bool,
+    /// Its predicted recall at each planned cell.
+    pub at_cells: Vec<f64>,
+}
+
+/// The diagnosis's decision rule ([`super::rule`], as [`super::diagnose`] applies it) applied to the measured table joined
+/// with simulated counts at the planned cells, the hypotheses scored at their fitted predictions
+/// (a refit of every hypothesis per simulated table would cost hundreds of fits): a table is
+/// implementation-suspect when its rows lie jointly below the random-indexer floor, when the
+/// measured table already shows an exact defect signature (worse than random, a condition
+/// column that matters), or when the defect evidence AIC(best working) − AIC(best defect)
+/// exceeds τ (undecided instead when the design's false-alarm rate exceeds
+/// [`rule::MAX_FALSE_ALARM`]); otherwise read-limited when the table shows misses with every
+/// candidate selected or read-failure has the lowest AIC; otherwise the physical call of the
+/// lowest-AIC plain-scenario hypothesis. The diagnosis's other undecided case (the data leave
+/// the preferred defect plausible) is not simulated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleOnPlan {
+    /// The leading hypotheses (the truths simulated), then the random indexer when no working
+    /// indexer's hypothesis leads (the null of the defect evidence).
+    pub hypotheses: Vec<RuleHypothesis>,
+    /// How many of them are truths of the simulation (the leading ones).
+    pub truths: usize,
+    /// Trials at each planned cell.
+    pub trials: Vec<u64>,
+    /// τ.
+    pub threshold: f64,
+    /// The design's false-alarm rate of the evidence rule.
+    pub false_alarm: f64,
+    /// The joint floor test over the joined design (`hits` of the table rows first).
+    pub floor: Option<JointFloor>,
+    /// The measured table's hits (the joined design's first rows).
+    pub table_hits: Vec<u64>,
+    /// The measured table already forces implementation-suspect.
+    pub table_exact: bool,
+    /// The measured table shows misses where every candidate is selected.
+    pub table_read: bool,
+}
+
+impl RuleOnPlan {
+    /// The call and the defect class it names on a table whose planned cells found `ys`.
+    pub fn call(&self, ys: &[u64], joined_hits: &mut Vec<u64>) -> (Call, Option<String>) {
+        let aic: Vec<f64> = self
+            .hypotheses
+            .iter()
+            .map(|h| h.table_aic - 2.0 * ys.iter().zip(&self.trials).zip(&h.at_cells).map(|((&y, &n), &p)| binom_loglik(y, n, p)).sum::<f64>())
+            .collect();
+        let argmin = |f: &dyn Fn(&RuleHypothesis) -> bool| -> Option<usize> {
+            (0..aic.len()).filter(|&i| f(&self.hypotheses[i])).min_by(|&a, &b| aic[a].total_cmp(&aic[b]))
+        };
+        let is_defect = |h: &RuleHypothesis| h.meaning == Meaning::Defect;
+        let best = argmin(&|_| true).expect("at least two hypotheses");
+        let best_defect = argmin(&is_defect);
+        let floor = self.floor.as_ref().is_some_and(|f| {
+            joined_hits.clear();
+            joined_hits.extend_from_slice(&self.table_hits);
+            joined_hits.extend_from_slice(ys);
+            f.rejects(joined_hits)
+        });
+        let named = |i: Option<usize>| i.filter(|&i| is_defect(&self.hypotheses[i])).map(|i| self.hypotheses[i].name.clone());
+        // The evidence as the diagnosis states it, decided by the one rule (a fixed-size list:
+        // no allocation per simulated table).
+        let mut sig = [Signature::BelowRandomFloor; 3];
+        let mut n = 0;
+        for (found, g) in [(floor, Signature::BelowRandomFloor), (self.table_exact, Signature::WorseThanRandom), (self.table_read, Signature::MissesWhenAllSelected)] {
+            if found {
+                sig[n] = g;
+                n += 1;
+            }
+        }
+        let evidence = match (argmin(&|h| h.working), best_defect) {
+            (Some(w), Some(d)) => aic[w] - aic[d],
+            _ => f64::NEG_INFINITY,
+        };
+        let defect = DefectEvidence { evidence, threshold: self.threshold, false_alarm: self.false_alarm, defect_not_ruled_out: false };
+        let physical = match argmin(&|h| !is_defect(h)).map(|i| &self.hypotheses[i].meaning) {
+            Some(Meaning::Physical(c)) => *c,
+            // Without the exact signature on this table the diagnosis takes the numbers of the
+            // best plain scenario: the verdict's call there, which is not a defect call.
+            Some(Meaning::WorseThanRandom) => Call::DiscriminationLimited,
+            _ => Call::Undecided,
+        };
+        let e = Evidence { signatures: &sig[..n], preferred: Some(&self.hypotheses[best].name), error_rates: Some(defect) };
+        let call = rule::decide(&e, physical);
+        let class = match call {
+            Call::ImplementationSuspect | Call::Undecided if floor || self.table_exact => named(Some(best)),
+            Call::ImplementationSuspect | Call::Undecided if evidence > self.threshold => named(best_defect),
+            _ => None,
+        };
+        (call, class)
+    }
+
+    /// The call a hypothesis implies when it is the truth.
+    pub fn truth_call(h: &RuleHypothesis) -> (Call, Option<String>) {
+        match h.meaning {
+            Meaning::Physical(c) => (c, None),
+            Meaning::WorseThanRandom => (Call::ImplementationSuspect, None),
+            Meaning::Defect => (Call::ImplementationSuspect, Some(h.name.clone())),
+        }
+    }
+
+    /// Whether a call is the one a truth implies: the same call, and the same defect class when
+    /// the truth names one.
+    pub fn is_right(call: &(Call, Option<String>), truth: &(Call, Option<String>)) -> bool {
+        call.0 == truth.0 && (truth.1.is_none() || call.1 == truth.1)
+    }
+
+    /// For each hypothesis as the truth: the fraction of `tables` simulated tables (table i of
+    /// truth t drawn from (seed, t · tables + i)) on which the call is the truth's.
+    pub fn p_right(&self, seed: u64, tables: u64) -> Vec<f64> {
+        (0..self.truths)
+            .into_par_iter()
+            .map(|t| {
+                let truth = &self.hypotheses[t];
+                let right = Self::truth_call(truth);
+                let mut ys = vec![0u64; self.trials.len()];
+                let mut joined = Vec::with_capacity(self.table_hits.len() + ys.len());
+                let mut hits = 0u64;
+                for i in 0..tables {
+                    let mut rng = crate::trials::trial_rng(seed, t as u64 * tables + i);
+                    for ((y, &n), &p) in ys.iter_mut().zip(&self.trials).zip(&truth.at_cells) {
+                        *y = crate::engine::binomial::sample(n, p.clamp(0.0, 1.0), &mut rng);
+                    }
+                    if Self::is_right(&self.call(&ys, &mut joined), &right) {
+                        hits += 1;
+                    }
+                }
+                hits as f64 / tables as f64
+            })
+            .collect()
+    }
+}
+
+/// The verdict's options for the physical calls: target recall, the kernel maximum.
+#[derive(Debug, Clone)]
+pub struct PlanOptions<'a> {
+    /// Trials to spend.
+    pub budget: u64,
+    /// Seed of the simulations.
+    pub seed: u64,
+    /// Hypotheses to separate instead of the leading ones.
+    pub only: &'a [String],
+    /// The verdict's options (a physical truth's call).
+    pub verdict: VerdictOptions,
+}
+
+/// Plans the next measurements with the verdict's default target (0.9).
+pub fn plan(
+    data: &Dataset,
+    base: &Scenario,
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+    budget: u64,
+    seed: u64,
+    only: &[String],
+) -> Result<Plan, CalibError> {
+    let opts = PlanOptions { budget, seed, only, verdict: VerdictOptions { target: 0.9, max_topk: base.max_topk } };
+    plan_with(data, base, user_free, model, &opts)
+}
+
+/// Plans the next measurements.
+pub fn plan_with(data: &Dataset, base: &Scenario, user_free: &[FreeParam], model: &dyn RecallModel, opts: &PlanOptions) -> Result<Plan, CalibError> {
+    let (budget, seed, only) = (opts.budget, opts.seed, opts.only);
+    for n in only {
+        crate::calibrate::hypotheses::check_name(n)?;
+    }
+    if budget == 0 {
+        return Err(CalibError::Input("--budget 0: allowed ≥ 1 trial".into()));
+    }
+    let base = &crate::calibrate::answer_scenario(data, base);
+    let hyps = compare_hypotheses(data, base, user_free, model)?;
+    let lmax = hyps.iter().map(|h| h.loglik).fold(f64::NEG_INFINITY, f64::max);
+    let lmin = hyps.iter().map(|h| h.loglik).fold(f64::INFINITY, f64::min);
+    if lmax - lmin < 1e-9 {
+        return Err(CalibError::Input(format!(
+            "{}: no row can separate any two hypotheses (every hypothesis predicts the same recall for every row): nothing to plan from",
+            data.source
+        )));
+    }
+    let mut leading: Vec<&HypothesisResult> = hyps.iter().filter(|h| h.weight >= 0.01).take(4).collect();
+    if leading.len() < 2 {
+        leading = hyps.iter().take(2).collect();
+    }
+    if !only.is_empty() {
+        leading = hyps.iter().filter(|h| only.contains(&h.name)).collect();
+        if leading.len() < 2 {
+            return Err(CalibError::Input(format!(
+                "--hypotheses {}: name at least two hypotheses that apply to this table",
+                only.join(",")
+            )));
+        }
+    }
+    // The prior: Akaike weights over the leading set (from their AIC, so that named hypotheses
+    // of negligible weight keep their ratios), floored at PRIOR_FLOOR, renormalised.
+    let amin = leading.iter().map(|h| h.aic).fold(f64::INFINITY, f64::min);
+    let raw: Vec<f64> = leading.iter().map(|h| (-(h.aic - amin) / 2.0).exp()).collect();
+    let z: f64 = raw.iter().sum();
+    let floored: Vec<f64> = raw.iter().map(|w| (w / z).max(PRIOR_FLOOR)).collect();
+    let z: f64 = floored.iter().sum();
+    let prior: Vec<f64> = floored.iter().map(|w| w / z).collect();
+
+    let candidate_k = candidate_k(base, data);
+    if candidate_k.is_empty() {
+        return Err(CalibError::Input(format!(
+            "the {} top-k kernel runs no k among index_topk/2, index_topk, max_topk and the table's k ({}): nothing to plan",
+            base.topk_kernel,
+            base.topk_kernel.supported_text()
+        )));
+    }
+    let cand = candidates(base, data);
+    let cells_ds = Dataset { source: "candidates".into(), rows: cand.clone(), notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] };
+    let preds: Vec<Vec<f64>> =
+        leading.iter().map(|h| hypothesis_recall(h, &cells_ds, base, user_free, model)).collect::<Result<_, _>>()?;
+    let design = information_design(&prior, &preds, budget, seed);
+    if design.chosen.is_empty() {
+        return Err(CalibError::Input("no candidate cell separates the leading hypotheses (they predict the same recall at every cell the kernel can run): nothing to plan".into()));
+    }
+    let cells: Vec<PlanCell> = design
+        .chosen
+        .iter()
+        .map(|&(c, t, g)| PlanCell {
+            context_len: cand[c].context_len,
+            index_topk: cand[c].index_topk,
+            depth: cand[c].depth.unwrap_or(base.depth),
+            repeat: cand[c].repeat.unwrap_or(base.repeat),
+            trials: t,
+            predicted: leading.iter().zip(&preds).map(|(h, p)| (h.name.clone(), p[c])).collect(),
+            information_bits: g / std::f64::consts::LN_2,
+        })
+        .collect();
+    let rule = rule_on_plan(data, base, model, &hyps, &leading, &preds, &design, &cand, opts.verdict)?;
+    let p_right = rule.p_right(seed, RIGHT_CALL_TABLES);
+    let right_calls: Vec<RightCall> = rule
+        .hypotheses
+        .iter()
+        .zip(&prior)
+        .zip(&p_right)
+        .map(|((h, &pr), &p)| {
+            let (call, class) = RuleOnPlan::truth_call(h);
+            RightCall { hypothesis: h.name.clone(), prior: pr, right_call: call, right_class: class, p_right: p }
+        })
+        .collect();
+    let p_right_overall = right_calls.iter().map(|r| r.prior * r.p_right).sum();
+    Ok(Plan {
+        cells,
+        budget,
+        leading: leading.iter().zip(&prior).map(|(h, &p)| (h.name.clone(), h.weight, p)).collect(),
+        candidate_k,
+        prior_entropy_bits: design.prior_entropy / std::f64::consts::LN_2,
+        posterior_entropy_bits: design.posterior_entropy / std::f64::consts::LN_2,
+        information_samples: INFORMATION_SAMPLES,
+        seed,
+        tables: RIGHT_CALL_TABLES,
+        right_calls,
+        p_right_overall,
+        threshold: rule.threshold,
+    })
+}
+
+/// The call rule on the table joined with the planned cells ([`RuleOnPlan`]).
+#[allow(clippy::too_many_arguments)]
+fn rule_on_plan(
+    data: &Dataset,
+    base: &Scenario,
+    model: &dyn RecallModel,
+    all: &[HypothesisResult],
+    leading: &[&HypothesisResult],
+    preds: &[Vec<f64>],
+    design: &Design,
+    cand: &[Observation],
+    opts: VerdictOptions,
+) -> Result<RuleOnPlan, CalibError> {
+    let trials: Vec<u64> = design.chosen.iter().map(|c| c.1).collect();
+    let mut hypotheses = Vec::with_capacity(leading.len());
+    for (h, p) in leading.iter().zip(preds) {
+        let meaning = if h.is_implementation() {
+            Meaning::Defect
+        } else if h.estimates.iter().any(|(n, v)| n.starts_with("dprime") && *v < 0.0) {
+            Meaning::WorseThanRandom
+        } else if h.name == "read-failure" {
+            Meaning::Physical(Call::ReadLimited)
+        } else {
+            let s = h.scenario(base).ok_or_else(|| CalibError::Fit(format!("hypothesis `{}` gives no valid scenario", h.name)))?;
+            let v = crate::verdict::verdict(&s, model, opts).map_err(|e| match e {
+                crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
+                e => CalibError::Input(e.to_string()),
+            })?;
+            Meaning::Physical(v.call)
+        };
+        let working = h.name == "random-indexer" || (PHYSICAL.contains(&h.name.as_str()) && h.estimate("dprime").is_some_and(|d| d >= 0.0));
+        hypotheses.push(RuleHypothesis {
+            name: h.name.clone(),
+            table_aic: h.aic,
+            meaning,
+            working,
+            at_cells: design.chosen.iter().map(|c| p[c.0]).collect(),
+        });
+    }
+    if !hypotheses.iter().any(|h| h.working) {
+        // The evidence's null when no working indexer leads: the random indexer (as the
+        // diagnosis's error rates take it), scored but never a truth of the simulation.
+        if let Some(r) = all.iter().find(|h| h.name == "random-indexer") {
+            let cells = Dataset { source: "planned".into(), rows: design.chosen.iter().map(|c| cand[c.0].clone()).collect(), notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] };
+            let s = r.scenario(base).ok_or_else(|| CalibError::Fit("random-indexer gives no valid scenario".into()))?;
+            let v = crate::verdict::verdict(&s, model, opts).map_err(|e| match e {
+                crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
+                e => CalibError::Input(e.to_string()),
+            })?;
+            hypotheses.push(RuleHypothesis {
+                name: r.name.clone(),
+                table_aic: r.aic,
+                meaning: Meaning::Physical(v.call),
+                working: true,
+                at_cells: hypothesis_recall(r, &cells, base, &[], model)?,
+            });
+        }
+    }
+    let table_exact = worse_than_random(all).is_some() || super::conditions::condition_tests(data).iter().any(|c| c.significant);
+    let (mut threshold, mut false_alarm, mut floor, mut table_read) = (2.0, 0.0, None, false);
+    if !data.is_selection() {
+        // The joined design: the table's rows, then the planned cells (hits at the table's read
+        // rate where it has one, so that the floor's read rate stays the table's).
+        let checks = row_checks(data, base, model)?;
+        table_read = !checks.selection_independent_misses().is_empty();
+        let read = checks.read_rate.map_or(1.0, |r| r.0);
+        let mut rows: Vec<Observation> = data.rows.iter().cloned().map(|mut r| {
+            r.conditions.clear();
+            r
+        }).collect();
+        for (&(c, t, _), i) in design.chosen.iter().zip(0..) {
+            let mut o = cand[c].clone();
+            o.trials = t;
+            o.hits = (read * t as f64).round() as u64;
+            o.line = data.rows.len() as u64 + i + 2;
+            rows.push(o);
+        }
+        let joined = Dataset { source: data.source.clone(), rows, notes: vec![], provenance: None, transcribed: data.transcribed, condition_columns: vec![] };
+        floor = row_checks(&joined, base, model)?.joint;
+        // τ and the false-alarm rate of the evidence rule on the joined design, from the leading
+        // hypotheses' fits extended to the planned cells.
+        let extended: Vec<HypothesisResult> = hypotheses
+            .iter()
+            .filter_map(|r| {
+                let mut x = all.iter().find(|h| h.name == r.name)?.clone();
+                x.fitted.extend_from_slice(&r.at_cells);
+                Some(x)
+            })
+            .collect();
+        if let Some(r) = error_rates(&joined, &extended, floor.as_ref()) {
+            threshold = r.threshold;
+            false_alarm = r.false_alarm;
+        }
+    }
+    Ok(RuleOnPlan { hypotheses, truths: leading.len(), trials, threshold, false_alarm, floor, table_hits: data.rows.iter().map(|r| r.hits).collect(), table_exact, table_read })
+}
