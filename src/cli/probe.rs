@@ -18,9 +18,10 @@ disk) counts the prompts locally instead: the length search needs no server roun
 and the depth recorded is where the needle's tokens sit in the tokenizer's own encoding. The table \
 still records the server's usage.prompt_tokens where the server reports it. Before the budget is \
 spent, the tokenizer is checked against the server's count of one prompt (its /tokenize, or one \
-request for one token): more than 1% apart stops the probe with one line (another model's \
-tokenizer; or, with --chat, a chat template that tokenizer.json does not hold: drop --tokenizer \
-then), as does any later reply more than 1% apart.
+request for one token): more than 1% apart stops the probe with one line and exit 2 (another \
+model's tokenizer; or, with --chat, a chat template of more than 1% of the prompt, which \
+tokenizer.json does not hold: drop --tokenizer then), as does any later reply more than 1% \
+apart; within 1%, the difference (a short template) is allowed for.
 
 OUT/ gets measured.csv (the measured-table format with a `# provenance:` line: server, model, \
 sampling, seed, version, date; condition columns from --label, --concurrency and \
@@ -38,8 +39,8 @@ The loop:
   dsa-sim verdict --preset deepseek-v4-flash --data run1/measured.csv
   dsa-sim plan --preset deepseek-v4-flash --data run1/measured.csv --out cells.csv
   dsa-sim probe --url http://localhost:30000 --cells cells.csv --out run2
-  (add --tokenizer tokenizer.json to either probe to count prompts locally)
-  dsa-sim verdict --preset deepseek-v4-flash --data run1/measured.csv --data run2/measured.csv";
+  dsa-sim verdict --preset deepseek-v4-flash --data run1/measured.csv --data run2/measured.csv
+  (--tokenizer tokenizer.json on either probe counts its prompts locally)";
 
 /// Arguments of `dsa-sim probe`.
 #[derive(clap::Args, Debug)]
