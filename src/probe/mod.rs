@@ -439,12 +439,6 @@ enum Counter {
     Local(Arc<LocalTokenizer>),
 }
 
-impl PartialEq for Counter {
-    fn eq(&self, other: &Counter) -> bool {
-        matches!((self, other), (Counter::Tokenize, Counter::Tokenize) | (Counter::Usage, Counter::Usage) | (Counter::Local(_), Counter::Local(_)))
-    }
-}
-
 impl Counter {
     /// The name outputs give it (`token_count` in the JSON).
     fn name(&self) -> &'static str {
@@ -614,7 +608,7 @@ impl Ctx<'_> {
             }
             let l = self.located(tok, job, words, skip)?;
             counted = Some((l.tokens, l.needle_start, l.needle_tokens));
-        } else if self.counter == Counter::Tokenize {
+        } else if matches!(self.counter, Counter::Tokenize) {
             let tokens = match prior {
                 Some(_) => self.count(&prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle).text)?,
                 None => {
@@ -987,7 +981,7 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     let resumed = records.iter().filter(|r| r.counts()).count() as u64 - records[records.len() - sent as usize..].iter().filter(|r| r.counts()).count() as u64;
     // Sorted so that the files do not depend on the order replies came in.
     records.sort_by(|a, b| (a.cell, a.trial, a.concurrency, &a.prefix_cache, &a.id).cmp(&(b.cell, b.trial, b.concurrency, &b.prefix_cache, &b.id)));
-    if ctx.counter == Counter::Usage {
+    if matches!(ctx.counter, Counter::Usage) {
         notes.push("the server has no /tokenize: each prompt's length is the reply's usage count, the needle's position estimated in proportion to characters (within a few tokens)".to_string());
     }
     let discarded = records.iter().filter(|r| !r.counts()).count();
