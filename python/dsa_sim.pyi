@@ -152,6 +152,7 @@ def probe(
     api_key_env: str = "OPENAI_API_KEY",
     capture: bool = False,
     token_count: Literal["auto", "tokenize", "usage"] = "auto",
+    tokenizer: Optional[Path] = None,
     resume: bool = False,
     dry_run: bool = False,
 ) -> dict[str, Any]:
@@ -159,8 +160,11 @@ def probe(
     needle prompts of exact token lengths, answers scored with RULER's string_match_all, written
     to the folder `out` (measured.csv, transcript.jsonl; captures/ and manifest.csv with
     capture=True). Returns what `dsa-sim probe --json` prints; dry_run=True sends nothing and
-    returns the cells, the number of requests and the prompt tokens. Bad input raises
-    ValueError, a server that fails after the retries RuntimeError."""
+    returns the cells, the number of requests and the prompt tokens. tokenizer: the served
+    model's Hugging Face tokenizer.json, counting prompts locally (token_count "tokenizer" in the
+    result; the server's usage is still what the table records, and a server count more than 1%
+    apart raises ValueError before the budget is spent). Bad input raises ValueError, a server
+    that fails after the retries RuntimeError."""
     ...
 
 def plan(

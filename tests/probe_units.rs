@@ -93,6 +93,7 @@ fn record(i: u64) -> Record {
         words: 1400,
         skip: 0,
         prompt_tokens: 2000,
+        local_tokens: None,
         needle_start: 990,
         needle_tokens: 16,
         depth: 0.5,

@@ -480,13 +480,15 @@ fn spec_text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
 /// Cells: `context_len` ("2K..64K:x2" or a list), `depth`, `repeat`, `trials`, or `cells` (a
 /// `plan --out` file). Conditions: `labels` ({"build": "fork"} or ["build=fork"]),
 /// `concurrency` ([1, 8]), `prefix_cache_twice`. Requests: `max_inflight`, `timeout`,
-/// `retries`, `backoff` (seconds), `api_key_env`. `dry_run=True` sends nothing and returns the
-/// cells, the requests and the tokens.
+/// `retries`, `backoff` (seconds), `api_key_env`. `tokenizer`: the served model's
+/// tokenizer.json, counting prompts locally (the server's usage still recorded; more than 1%
+/// apart raises ValueError before the budget is spent). `dry_run=True` sends nothing and returns
+/// the cells, the requests and the tokens.
 ///
 /// Returns the dict `dsa-sim probe --json` prints (out, measured, transcript, manifest, server,
 /// model, token_count, requests_sent, requests_resumed, rows, trials, hits, captures, …).
 #[pyfunction]
-#[pyo3(signature = (url, out=None, *, context_len=None, depth=None, repeat=None, trials=None, cells=None, chat=false, generate=false, model=None, index_topk=512, labels=None, concurrency=None, prefix_cache_twice=false, seed=None, max_inflight=4, timeout=600.0, retries=5, backoff=0.5, max_tokens=32, haystack=None, api_key_env="OPENAI_API_KEY", capture=false, token_count="auto", resume=false, dry_run=false))]
+#[pyo3(signature = (url, out=None, *, context_len=None, depth=None, repeat=None, trials=None, cells=None, chat=false, generate=false, model=None, index_topk=512, labels=None, concurrency=None, prefix_cache_twice=false, seed=None, max_inflight=4, timeout=600.0, retries=5, backoff=0.5, max_tokens=32, haystack=None, api_key_env="OPENAI_API_KEY", capture=false, token_count="auto", tokenizer=None, resume=false, dry_run=false))]
 #[allow(clippy::too_many_arguments)]
 fn probe(
     py: Python<'_>,
@@ -514,10 +516,11 @@ fn probe(
     api_key_env: &str,
     capture: bool,
     token_count: &str,
+    tokenizer: Option<PathBuf>,
     resume: bool,
     dry_run: bool,
 ) -> PyResult<Py<PyAny>> {
-    let mut spec = commands::probe::ProbeSpec { url, out, trials, cells, chat, generate, model, index_topk, prefix_cache_twice, max_inflight, timeout, retries, backoff, max_tokens, haystack, capture, resume, ..Default::default() };
+    let mut spec = commands::probe::ProbeSpec { url, out, trials, cells, chat, generate, model, index_topk, prefix_cache_twice, max_inflight, timeout, retries, backoff, max_tokens, haystack, capture, tokenizer, resume, ..Default::default() };
     spec.api_key_env = api_key_env.to_string();
     spec.token_count = token_count.to_string();
     if let Some(s) = seed {

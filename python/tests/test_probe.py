@@ -94,3 +94,37 @@ def test_verdict_joins_several_tables_as_the_command_line_does(server, cli, tmp_
     c = cli.json("verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", a["measured"], "--data", b["measured"])
     assert py == c
     assert [t["column"] for t in py["conditions"]] == ["build"]
+
+
+def word_tokenizer(path):
+    """A tokenizer.json counting as the server above does: one token a whitespace-separated word
+    (a word-level model whose every word is `<unk>`) and a BOS."""
+    special = lambda i, c: {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    path.write_text(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [special(0, "<unk>"), special(1, "<s>")],
+        "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": None, "model": {"type": "WordLevel", "vocab": {"<unk>": 0, "<s>": 1}, "unk_token": "<unk>"},
+    }))
+    return path
+
+
+def test_probe_with_a_local_tokenizer_equals_the_command_line(server, cli, tmp_path):
+    tok = word_tokenizer(tmp_path / "tokenizer.json")
+    py = dsa_sim.probe(server, tmp_path / "py", context_len=[1000, 2000], depth=[0.2, 0.8], trials=2, tokenizer=tok)
+    c = cli.json("probe", "--url", server, "--out", str(tmp_path / "cli"), "--context-len", "1000,2000", "--depth", "0.2,0.8", "--trials", "2", "--tokenizer", str(tok))
+    assert py["token_count"] == "tokenizer" and py["rows"] == c["rows"]
+    assert rows(py["measured"]) == rows(c["measured"])
+    with open(py["transcript"]) as f:
+        for line in f:
+            r = json.loads(line)
+            assert r["local_tokens"] == r["prompt_tokens"] and abs(r["prompt_tokens"] - r["target_tokens"]) <= 0.01 * r["target_tokens"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError) as e:
+        dsa_sim.probe(server, tmp_path / "x", context_len=2000, tokenizer=bad)
+    assert str(e.value) == cli.error("probe", "--url", server, "--out", str(tmp_path / "x"), "--context-len", "2000", "--tokenizer", str(bad))

@@ -13,6 +13,16 @@ the cell's, and that count is what the table records, with the depth where the n
 sits. A hit is an answer containing the needle's value (RULER's string_match_all). Needle i of \
 every cell is drawn from (--seed, i).
 
+--tokenizer tokenizer.json (the served model's file from its Hugging Face repository, read from \
+disk) counts the prompts locally instead: the length search needs no server round trip per step, \
+and the depth recorded is where the needle's tokens sit in the tokenizer's own encoding. The table \
+still records the server's usage.prompt_tokens where the server reports it. Before the budget is \
+spent, the tokenizer is checked against the server's count of one prompt (its /tokenize, or one \
+request for one token): more than 1% apart stops the probe with one line and exit 2 (another \
+model's tokenizer; or, with --chat, a chat template of more than 1% of the prompt, which \
+tokenizer.json does not hold: drop --tokenizer then), as does any later reply more than 1% \
+apart; within 1%, the difference (a short template) is allowed for.
+
 OUT/ gets measured.csv (the measured-table format with a `# provenance:` line: server, model, \
 sampling, seed, version, date; condition columns from --label, --concurrency and \
 --prefix-cache-twice), transcript.jsonl (every request: seed, cell, tokens, answer, hit, timing) \
@@ -29,7 +39,8 @@ The loop:
   dsa-sim verdict --preset deepseek-v4-flash --data run1/measured.csv
   dsa-sim plan --preset deepseek-v4-flash --data run1/measured.csv --out cells.csv
   dsa-sim probe --url http://localhost:30000 --cells cells.csv --out run2
-  dsa-sim verdict --preset deepseek-v4-flash --data run1/measured.csv --data run2/measured.csv";
+  dsa-sim verdict --preset deepseek-v4-flash --data run1/measured.csv --data run2/measured.csv
+  (--tokenizer tokenizer.json on either probe counts its prompts locally)";
 
 /// Arguments of `dsa-sim probe`.
 #[derive(clap::Args, Debug)]
@@ -75,6 +86,12 @@ pub struct ProbeArgs {
     /// How prompt tokens are counted: auto (/tokenize when the server has it, else usage), tokenize, usage.
     #[arg(long, default_value = "auto", value_name = "HOW", help_heading = "Server")]
     pub token_count: String,
+    /// The served model's Hugging Face tokenizer.json: prompts counted locally (no server round
+    /// trip per step of the length search, the needle's tokens located exactly); the server's
+    /// usage is still what the table records, and a server count more than 1% apart stops the
+    /// probe before it spends the budget.
+    #[arg(long, value_name = "tokenizer.json", help_heading = "Server")]
+    pub tokenizer: Option<PathBuf>,
     /// Answer tokens to generate (temperature 0).
     #[arg(long, default_value_t = 32, value_name = "N", help_heading = "Server")]
     pub max_tokens: u32,
@@ -108,7 +125,8 @@ pub struct ProbeArgs {
     /// Needle i of every cell is drawn from (seed, i).
     #[arg(long, default_value_t = crate::engine::DEFAULT_SEED, value_name = "S")]
     pub seed: u64,
-    /// Continue an interrupted probe from its transcript.
+    /// Continue an interrupted probe from its transcript (a finished one of the same options is
+    /// reported complete and left as it is).
     #[arg(long)]
     pub resume: bool,
     /// Print the cells, the number of requests and the tokens they send; send nothing.
@@ -146,6 +164,7 @@ impl ProbeArgs {
             api_key_env: self.api_key_env.clone(),
             capture: self.capture,
             token_count: self.token_count.clone(),
+            tokenizer: self.tokenizer.clone(),
             resume: self.resume,
         }
     }

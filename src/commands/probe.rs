@@ -58,6 +58,8 @@ pub struct ProbeSpec {
     pub capture: bool,
     /// `--token-count auto|tokenize|usage`.
     pub token_count: String,
+    /// `--tokenizer tokenizer.json`: the served model's tokenizer, counted locally.
+    pub tokenizer: Option<PathBuf>,
     /// `--resume`.
     pub resume: bool,
 }
@@ -89,6 +91,7 @@ impl Default for ProbeSpec {
             api_key_env: "OPENAI_API_KEY".into(),
             capture: false,
             token_count: "auto".into(),
+            tokenizer: None,
             resume: false,
         }
     }
@@ -165,6 +168,11 @@ impl ProbeSpec {
         if self.retries > 100 {
             return Err(CommandError::input(format!("--retries {}: allowed 0..=100", self.retries)));
         }
+        // Read before any request: a bad file is one line and exit 2.
+        let tokenizer = match &self.tokenizer {
+            Some(p) => Some(std::sync::Arc::new(probe::LocalTokenizer::from_file(p)?)),
+            None => None,
+        };
         let api_key = if self.api_key_env.is_empty() { None } else { std::env::var(&self.api_key_env).ok() };
         let opts = Options {
             url: self.url.clone(),
@@ -184,6 +192,7 @@ impl ProbeSpec {
             api_key,
             capture: self.capture,
             token_count: TokenCount::parse(&self.token_count)?,
+            tokenizer,
         };
         opts.check()?;
         crate::probe::Client::new(&opts.url, opts.timeout, opts.retry, None)?;
@@ -200,7 +209,7 @@ impl ProbeSpec {
     pub fn run(&self, progress: &dyn Progress) -> Result<probe::Probed, CommandError> {
         let (opts, notes) = self.options()?;
         let out = self.out.as_ref().ok_or_else(|| CommandError::input("--out FOLDER is required (where measured.csv, transcript.jsonl and the captures go)"))?;
-        let inputs: Vec<&std::path::Path> = self.haystack.iter().chain(self.cells.iter()).map(PathBuf::as_path).collect();
+        let inputs: Vec<&std::path::Path> = self.haystack.iter().chain(self.cells.iter()).chain(self.tokenizer.iter()).map(PathBuf::as_path).collect();
         let mut p = probe::run(&opts, out, self.resume, &inputs, progress)?;
         p.notes.splice(0..0, notes);
         Ok(p)

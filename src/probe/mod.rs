@@ -10,16 +10,19 @@
 //! - [`cells`]: the grid (`2K..64K:x2` × depths × repeats) or the cells of `plan --out`;
 //! - [`prompt`]: haystack, needle, question, and the length search;
 //! - [`client`]: HTTP with timeouts, retries and backoff;
+//! - [`tokenizer`]: `--tokenizer tokenizer.json`, the served model's tokenizer counted locally;
 //! - [`transcript`]: the per-request lines and their reading on `--resume`.
 
 pub mod cells;
 pub mod client;
 pub mod prompt;
+pub mod tokenizer;
 pub mod transcript;
 
 pub use cells::Cell;
 pub use client::{Api, Client, RetryPolicy};
 pub use prompt::{Haystack, Needle};
+pub use tokenizer::LocalTokenizer;
 pub use transcript::Record;
 
 use crate::error::{Classify, ErrorKind};
@@ -27,8 +30,8 @@ use crate::output::{StageOptions, StagedDir};
 use crate::progress::Progress;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A probe's failure: bad input (exit 2) or a failure of the server or of writing (exit 1).
@@ -130,6 +133,9 @@ pub struct Options {
     pub capture: bool,
     /// How tokens are counted.
     pub token_count: TokenCount,
+    /// The served model's tokenizer (`--tokenizer tokenizer.json`): the length search and the
+    /// needle's position counted locally, checked against the server's count.
+    pub tokenizer: Option<Arc<LocalTokenizer>>,
 }
 
 /// Names a `--label` may not take: the measured table's own columns and the probe's conditions.
@@ -201,6 +207,11 @@ impl Options {
         if self.timeout.is_zero() {
             return Err(ProbeError::input("--timeout 0: allowed > 0 seconds"));
         }
+        if self.tokenizer.is_some() && self.token_count != TokenCount::Auto {
+            return Err(ProbeError::input(
+                "--tokenizer and --token-count: give one of them (with --tokenizer the prompts are counted locally and the server's usage is recorded)",
+            ));
+        }
         if self.capture && self.api == Api::Chat {
             return Err(ProbeError::input("--capture needs /generate (SGLang, the default with --generate) or /v1/completions (vLLM): chat replies carry no indexer top-k"));
         }
@@ -238,7 +249,7 @@ impl Options {
 
     /// What identifies the run's requests: `--resume` continues only a run with the same one.
     pub fn fingerprint(&self) -> String {
-        serde_json::json!({
+        let mut f = serde_json::json!({
             "dsa-sim probe": env!("CARGO_PKG_VERSION"),
             "url": client::shown_url(&self.url),
             "api": self.api,
@@ -253,8 +264,12 @@ impl Options {
             "haystack": self.haystack.digest(),
             "capture": self.capture,
             "token_count": self.token_count,
-        })
-        .to_string()
+        });
+        // Only when given, so that runs without one keep the fingerprint they had.
+        if let Some(t) = &self.tokenizer {
+            f["tokenizer"] = serde_json::json!(t.digest());
+        }
+        f.to_string()
     }
 }
 
@@ -327,7 +342,7 @@ pub struct Probed {
     pub server: String,
     /// The model id.
     pub model: String,
-    /// How tokens were counted (`tokenize` or `usage`).
+    /// How tokens were counted (`tokenize`, `usage` or `tokenizer`).
     pub token_count: String,
     /// Requests sent by this run (retried attempts counted once), discarded ones included.
     pub sent: u64,
@@ -413,12 +428,34 @@ impl Probed {
     }
 }
 
+/// What counts a prompt's tokens during a run.
+#[derive(Debug, Clone)]
+enum Counter {
+    /// The server's `/tokenize`.
+    Tokenize,
+    /// Only each reply's usage (positions estimated).
+    Usage,
+    /// `--tokenizer`: the local tokenizer (the server's usage checked against it and recorded).
+    Local(Arc<LocalTokenizer>),
+}
+
+impl Counter {
+    /// The name outputs give it (`token_count` in the JSON).
+    fn name(&self) -> &'static str {
+        match self {
+            Counter::Tokenize => "tokenize",
+            Counter::Usage => "usage",
+            Counter::Local(_) => "tokenizer",
+        }
+    }
+}
+
 /// The shared state of the workers.
 struct Ctx<'a> {
     opts: &'a Options,
     client: Client,
     model: String,
-    tokenize: bool,
+    counter: Counter,
     stage: &'a Path,
     /// Haystack words found for each cell (reused by its other trials).
     words: Mutex<HashMap<usize, usize>>,
@@ -429,6 +466,9 @@ struct Ctx<'a> {
     before: Mutex<HashMap<(usize, usize, usize), u64>>,
     /// Where each cell's length search starts ([`Ctx::cell_start`]).
     starts: Mutex<HashMap<usize, usize>>,
+    /// With `--tokenizer`: the server's count less the local one, measured before the run (a
+    /// chat template's tokens; 0 for a completion with the model's own tokenizer).
+    offset: AtomicI64,
     stop: AtomicBool,
 }
 
@@ -459,6 +499,9 @@ impl Ctx<'_> {
     }
 
     fn count(&self, text: &str) -> Result<u64, ProbeError> {
+        if let Counter::Local(t) = &self.counter {
+            return t.count(text);
+        }
         self.client
             .tokenize(&self.model, self.opts.api, text)?
             .ok_or_else(|| ProbeError::server(format!("{}/tokenize: the endpoint went away during the run", self.client.shown())))
@@ -481,7 +524,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// Where a cell's length search starts in tokenize mode: the words found for trial 0's
+    /// Where a cell's length search starts when prompts are counted (/tokenize or --tokenizer): the words found for trial 0's
     /// needle from a fixed first guess, computed once per cell, so that every trial's search
     /// (and so its prompt) is the same whatever order the trials run in.
     fn cell_start(&self, cell: usize) -> Result<usize, ProbeError> {
@@ -498,6 +541,46 @@ impl Ctx<'_> {
         Ok(f.words)
     }
 
+    /// The prompt of `job` with `words` haystack words from word `skip`, counted and its needle
+    /// located by the local tokenizer.
+    fn located(&self, tok: &LocalTokenizer, job: Job, words: usize, skip: usize) -> Result<tokenizer::Located, ProbeError> {
+        let o = self.opts;
+        let cell = &o.cells[job.cell];
+        let p = prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &Needle::draw(o.seed, job.trial));
+        tok.locate(&p.text, (p.needle_at[0], p.needle_len))
+    }
+
+    /// Before any job, `--tokenizer` against the server's count of the smallest cell's first
+    /// prompt (its /tokenize where it has one, else the usage of one request for one token):
+    /// more than 1% apart is bad input, found before the budget is spent; within, the
+    /// difference is the offset the local search allows for. Returns a note.
+    fn check_tokenizer(&self, tok: &LocalTokenizer) -> Result<Option<String>, ProbeError> {
+        let o = self.opts;
+        let Some(cell) = (0..o.cells.len()).min_by_key(|&i| o.cells[i].context_len) else { return Ok(None) };
+        let words = self.cell_start(cell)?;
+        let c = &o.cells[cell];
+        let text = prompt::build(&o.haystack, words, c.depth, c.repeat, &Needle::draw(o.seed, 0)).text;
+        let mine = tok.count(&text)?;
+        let server = match self.client.tokenize(&self.model, o.api, &text) {
+            Ok(Some(n)) => Some((n, "/tokenize".to_string())),
+            Ok(None) => None,
+            Err(e) if other_tokenize(&e) => None,
+            Err(e) => return Err(e),
+        };
+        let server = match server {
+            Some(s) => Some(s),
+            None => self.client.generate(o.api, &self.model, &text, 1, None, &|| self.stopped())?.prompt_tokens.map(|n| (n, format!("usage (one extra request for one token to {})", o.api.path()))),
+        };
+        match server {
+            Some((s, _)) if !agrees(mine, s) => Err(mismatch(tok, o.api, mine, s, &format!("a prompt of the {}-token cell", c.context_len))),
+            Some((s, how)) => {
+                self.offset.store(s as i64 - mine as i64, Ordering::Relaxed);
+                Ok(Some(format!("--tokenizer checked against the server's {how}: {mine} and {s} tokens for a prompt of the {}-token cell", c.context_len)))
+            }
+            None => Ok(Some("the server reports no token count (no /tokenize, no usage): the --tokenizer count is recorded unchecked".to_string())),
+        }
+    }
+
     /// Runs one job: its records in send order. `done`: the passes already in the transcript,
     /// with the haystack words and phase their prompt had (a second pass sends that prompt).
     fn run(&self, job: Job, done: &HashMap<String, (usize, usize)>) -> Result<Vec<Record>, ProbeError> {
@@ -507,10 +590,25 @@ impl Ctx<'_> {
         let twice = o.prefix_cache_twice;
         let prior = (0..o.passes()).find_map(|p| done.get(&job.id(twice, p)).copied());
         let mut out = Vec::new();
-        // The prompt, and the positions counted by /tokenize.
+        // The prompt, and the positions counted by /tokenize or the local tokenizer.
         let (mut words, mut skip) = prior.unwrap_or((self.first_guess(job.cell), 0));
         let mut counted: Option<(u64, u64, u64)> = None; // (tokens, needle_start, needle_tokens)
-        if self.tokenize {
+        // The length the local tokenizer aims at: the cell's, less the server's own additions
+        // (a chat template's tokens) measured before the run.
+        let aim = (cell.context_len as i64 - self.offset.load(Ordering::Relaxed)).max(1) as u64;
+        let local = match &self.counter {
+            Counter::Local(t) => Some(t.as_ref()),
+            _ => None,
+        };
+        if let Some(tok) = local {
+            if prior.is_none() {
+                let start = self.cell_start(job.cell)?;
+                let found = prompt::search(aim, start, &mut |w, k| self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text))?;
+                (words, skip) = (found.words, found.skip);
+            }
+            let l = self.located(tok, job, words, skip)?;
+            counted = Some((l.tokens, l.needle_start, l.needle_tokens));
+        } else if matches!(self.counter, Counter::Tokenize) {
             let tokens = match prior {
                 Some(_) => self.count(&prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle).text)?,
                 None => {
@@ -548,6 +646,14 @@ impl Ctx<'_> {
                 let cap_rel = o.capture.then(|| format!("captures/{id}.json"));
                 let cap_abs = cap_rel.as_ref().map(|r| self.stage.join(r));
                 let a = self.client.generate(o.api, &self.model, &p.text, o.max_tokens, cap_abs.as_deref(), &|| self.stopped())?;
+                if let (Some(tok), Some(server), Some((mine, _, _))) = (local, a.prompt_tokens, counted) {
+                    if !agrees(mine, server) {
+                        if let Some(c) = &cap_abs {
+                            let _ = std::fs::remove_file(c);
+                        }
+                        return Err(mismatch(tok, o.api, mine, server, &format!("request {id}")));
+                    }
+                }
                 let tokens = match (a.prompt_tokens, counted) {
                     (Some(t), _) => t,
                     (None, Some((t, _, _))) => t,
@@ -560,16 +666,18 @@ impl Ctx<'_> {
                         )))
                     }
                 };
-                let (start, m, positions) = match counted {
-                    Some((_, s, m)) => (s, m, "tokenize"),
+                // The depth on the count the positions come from (the server's own count when
+                // they are estimated from it).
+                let (basis, start, m, positions) = match counted {
+                    Some((c, s, m)) => (c, s, m, if local.is_some() { "tokenizer" } else { "tokenize" }),
                     None => {
                         let total = p.text.len().max(1) as f64;
                         let s = (tokens as f64 * p.needle_at[0] as f64 / total).round() as u64;
                         let m = ((tokens as f64 * p.needle_len as f64 / total).round() as u64).max(1);
-                        (s, m, "estimate")
+                        (tokens, s, m, "estimate")
                     }
                 };
-                let depth = if tokens > m { (start as f64 / (tokens - m) as f64).clamp(0.0, 1.0) } else { 0.0 };
+                let depth = if basis > m { (start as f64 / (basis - m) as f64).clamp(0.0, 1.0) } else { 0.0 };
                 let ok = prompt::within(tokens, cell.context_len);
                 let rec = Record {
                     id: id.clone(),
@@ -586,6 +694,7 @@ impl Ctx<'_> {
                     words,
                     skip,
                     prompt_tokens: tokens,
+                    local_tokens: local.and(counted).map(|c| c.0),
                     needle_start: start,
                     needle_tokens: m,
                     depth,
@@ -608,6 +717,16 @@ impl Ctx<'_> {
                 if let Some(c) = &cap_abs {
                     let _ = std::fs::remove_file(c);
                 }
+                if let (Some(tok), Some((mine, _, _))) = (local, counted) {
+                    return Err(ProbeError::server(format!(
+                        "{}: the server counts {tokens} tokens for a prompt --tokenizer {} counts {mine} (cell {} wants {} ± 1%): their difference is not the {} tokens measured before the run; drop --tokenizer to count on the server",
+                        self.client.shown(),
+                        tok.name,
+                        job.cell,
+                        cell.context_len,
+                        self.offset.load(Ordering::Relaxed)
+                    )));
+                }
                 if tries >= 6 || counted.is_some() {
                     return Err(ProbeError::server(format!(
                         "{}: the server counts {tokens} tokens for a prompt built to {} (cell {} wants {} ± 1%): its count changes between requests",
@@ -624,6 +743,27 @@ impl Ctx<'_> {
         }
         Ok(out)
     }
+}
+
+/// A `/tokenize` of another shape (TGI's, llama.cpp's take other fields and refuse ours with a
+/// 4xx): no /tokenize for the probe.
+fn other_tokenize(e: &ProbeError) -> bool {
+    e.message.starts_with("HTTP 4") || e.message.contains("no count or tokens")
+}
+
+/// Whether the local and the server's counts of a prompt agree within 1% (of the local count).
+pub fn agrees(local: u64, server: u64) -> bool {
+    local.abs_diff(server) as f64 <= 0.01 * local.max(1) as f64
+}
+
+/// The one line of a local tokenizer that disagrees with the server by more than 1%.
+fn mismatch(tok: &LocalTokenizer, api: Api, local: u64, server: u64, what: &str) -> ProbeError {
+    let pct = 100.0 * (server as f64 - local as f64) / local.max(1) as f64;
+    let hint = if api == Api::Chat { "; with --chat the server also counts the model's chat template, which tokenizer.json does not hold" } else { "" };
+    ProbeError::input(format!(
+        "--tokenizer {}: counts {local} tokens for {what}, the server {server} ({pct:+.1}%, more than 1% apart): not the served model's tokenizer{hint}; give the model's own tokenizer.json, or drop --tokenizer to count on the server",
+        tok.name
+    ))
 }
 
 /// The measured table's rows from the counted records: one per (cell, the server's count,
@@ -689,6 +829,14 @@ pub fn run(opts: &Options, out: &Path, resume: bool, inputs: &[&Path], progress:
     let client = Client::new(&opts.url, opts.timeout, opts.retry, opts.api_key.clone())?;
     let fingerprint = opts.fingerprint();
     let stage = StagedDir::begin(out, &StageOptions { resume, fingerprint: &fingerprint, inputs })?;
+    if resume && !stage.resumed() {
+        // No interrupted run to continue: a finished one of the same options is complete (and
+        // left as it is), one of other options is not replaced on a --resume.
+        if let Some(p) = finished(opts, out, &fingerprint, client.shown())? {
+            drop(stage);
+            return Ok(p);
+        }
+    }
     match run_in(opts, out, &stage, client, progress) {
         Ok(p) => {
             stage.commit()?;
@@ -719,20 +867,22 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
             Err(e) => return Err(ProbeError { kind: e.kind, message: format!("{} (give the model id with --model)", e.message) }),
         },
     };
-    let tokenize = match opts.token_count {
-        TokenCount::Usage => false,
+    let counter = match (&opts.tokenizer, opts.token_count) {
+        (Some(t), _) => Counter::Local(t.clone()),
+        (None, TokenCount::Usage) => Counter::Usage,
         // A /tokenize of another shape (TGI's, llama.cpp's take other fields and refuse ours
         // with a 4xx) is no /tokenize for the probe: the replies' usage counts instead.
-        TokenCount::Auto => match client.tokenize(&model, opts.api, "hello") {
-            Ok(t) => t.is_some(),
-            Err(e) if e.message.starts_with("HTTP 4") || e.message.contains("no count or tokens") => false,
+        (None, TokenCount::Auto) => match client.tokenize(&model, opts.api, "hello") {
+            Ok(Some(_)) => Counter::Tokenize,
+            Ok(None) => Counter::Usage,
+            Err(e) if other_tokenize(&e) => Counter::Usage,
             Err(e) => return Err(e),
         },
-        TokenCount::Tokenize => {
+        (None, TokenCount::Tokenize) => {
             if client.tokenize(&model, opts.api, "hello")?.is_none() {
                 return Err(ProbeError::input(format!("--token-count tokenize: {} has no /tokenize endpoint (use auto or usage)", client.shown())));
             }
-            true
+            Counter::Tokenize
         }
     };
     if opts.capture {
@@ -742,16 +892,27 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
         opts,
         client,
         model,
-        tokenize,
+        counter,
         stage: dir,
         words: Mutex::new(HashMap::new()),
         ratio: Mutex::new(0.75),
         before: Mutex::new(HashMap::new()),
         starts: Mutex::new(HashMap::new()),
+        offset: AtomicI64::new(0),
         stop: AtomicBool::new(false),
     };
     for r in previous.iter().filter(|r| r.counts()) {
         ctx.learn(r.cell, r.words, r.prompt_tokens);
+    }
+    let mut notes = Vec::new();
+    if let Counter::Local(t) = &ctx.counter {
+        // Checked once before the budget is spent (a resumed run was checked when it began, and
+        // each of its replies since).
+        let before = previous.iter().find_map(|r| r.local_tokens.filter(|_| r.counts()).map(|l| r.prompt_tokens as i64 - l as i64));
+        match before {
+            Some(d) => ctx.offset.store(d, Ordering::Relaxed),
+            None => notes.extend(ctx.check_tokenizer(t)?),
+        }
     }
     let jobs = opts.jobs();
     let passes = opts.passes();
@@ -820,11 +981,15 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     let resumed = records.iter().filter(|r| r.counts()).count() as u64 - records[records.len() - sent as usize..].iter().filter(|r| r.counts()).count() as u64;
     // Sorted so that the files do not depend on the order replies came in.
     records.sort_by(|a, b| (a.cell, a.trial, a.concurrency, &a.prefix_cache, &a.id).cmp(&(b.cell, b.trial, b.concurrency, &b.prefix_cache, &b.id)));
-    let counted: Vec<&Record> = records.iter().filter(|r| r.counts()).collect();
-    let mut m: Vec<u64> = counted.iter().map(|r| r.needle_tokens).collect();
-    m.sort_unstable();
-    let needle_tokens = m.get(m.len() / 2).copied().unwrap_or(0);
-    let (cols, rows) = table(opts, &records);
+    if matches!(ctx.counter, Counter::Usage) {
+        notes.push("the server has no /tokenize: each prompt's length is the reply's usage count, the needle's position estimated in proportion to characters (within a few tokens)".to_string());
+    }
+    let discarded = records.iter().filter(|r| !r.counts()).count();
+    if discarded > 0 {
+        notes.push(format!("{discarded} replies to prompts the server counted outside ±1% of their cell were sent again and are not counted (kept in the transcript)"));
+    }
+    let p = summary(opts, out, ctx.client.shown(), &ctx.model, ctx.counter.name(), &records, sent, resumed, notes);
+    let needle_tokens = p.needle_tokens;
     let provenance = format!(
         "dsa-sim probe {} measured {}{} ({}), model {}, temperature 0, max_tokens {}, seed {}, prompt tokens counted by {}, needle about {needle_tokens} tokens, haystack {}, {} UTC; index_topk {} as given to the probe; every request in transcript.jsonl",
         env!("CARGO_PKG_VERSION"),
@@ -838,12 +1003,17 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
         ctx.model,
         opts.max_tokens,
         opts.seed,
-        if tokenize { "the server's /tokenize" } else { "the replies' usage" },
+        match &ctx.counter {
+            Counter::Tokenize => "the server's /tokenize".to_string(),
+            Counter::Usage => "the replies' usage".to_string(),
+            Counter::Local(t) => format!("--tokenizer {} locally (the replies' usage recorded where given; it agreed within 1%)", t.name),
+        },
         opts.haystack.name,
         utc_date(now_secs()),
         opts.index_topk,
     );
-    let text = csv_text(&provenance, &cols, &rows);
+    let (cols, rows) = (&p.condition_columns, &p.rows);
+    let text = csv_text(&provenance, cols, rows);
     // Read back with the one reader: verdict --data takes the table as written.
     let back = crate::measured::parse_csv(&text, "measured.csv").map_err(|e| ProbeError::failure(format!("internal: measured.csv does not read back: {e}")))?;
     let (t, h): (u64, u64) = rows.iter().fold((0, 0), |a, r| (a.0 + r.trials, a.1 + r.hits));
@@ -851,7 +1021,7 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
         return Err(ProbeError::failure("internal: measured.csv does not read back with every trial and hit"));
     }
     crate::output::write_file_atomic(&dir.join("measured.csv"), text.as_bytes())?;
-    let caps: Vec<&&Record> = counted.iter().filter(|r| r.capture.is_some()).collect();
+    let caps: Vec<&Record> = records.iter().filter(|r| r.counts() && r.capture.is_some()).collect();
     if !caps.is_empty() {
         let mut man = String::from("file,row,context_len,needle_start,needle_tokens,request,label\n");
         for r in &caps {
@@ -867,30 +1037,67 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
         }
         crate::output::write_file_atomic(&dir.join("manifest.csv"), man.as_bytes())?;
     }
-    let mut notes = Vec::new();
-    if !tokenize {
-        notes.push("the server has no /tokenize: each prompt's length is the reply's usage count, the needle's position estimated in proportion to characters (within a few tokens)".to_string());
-    }
-    let discarded = records.iter().filter(|r| !r.counts()).count();
-    if discarded > 0 {
-        notes.push(format!("{discarded} replies to prompts the server counted outside ±1% of their cell were sent again and are not counted (kept in the transcript)"));
-    }
-    Ok(Probed {
-        out: out.to_path_buf(),
-        server: ctx.client.shown().to_string(),
-        model: ctx.model.clone(),
-        token_count: if tokenize { "tokenize" } else { "usage" }.to_string(),
-        sent,
-        resumed,
-        condition_columns: cols,
-        rows,
-        captures: caps.len() as u64,
-        needle_tokens,
-        seed: opts.seed,
-        notes,
-    })
+    // What a later --resume on the finished folder compares its options with.
+    let run = serde_json::json!({"fingerprint": opts.fingerprint(), "server": p.server, "model": p.model, "token_count": p.token_count});
+    crate::output::write_file_atomic(&dir.join(RUN_FILE), format!("{run}\n").as_bytes())?;
+    Ok(p)
 }
 
+/// The finished folder's record of its run (hidden, like the other markers): its fingerprint,
+/// server, model and way of counting.
+pub const RUN_FILE: &str = ".probe-run.json";
+
+/// The summary of a run's records (sorted).
+#[allow(clippy::too_many_arguments)]
+fn summary(opts: &Options, out: &Path, server: &str, model: &str, token_count: &str, records: &[Record], sent: u64, resumed: u64, notes: Vec<String>) -> Probed {
+    let counted: Vec<&Record> = records.iter().filter(|r| r.counts()).collect();
+    let mut m: Vec<u64> = counted.iter().map(|r| r.needle_tokens).collect();
+    m.sort_unstable();
+    let (condition_columns, rows) = table(opts, records);
+    Probed {
+        out: out.to_path_buf(),
+        server: server.to_string(),
+        model: model.to_string(),
+        token_count: token_count.to_string(),
+        sent,
+        resumed,
+        condition_columns,
+        rows,
+        captures: counted.iter().filter(|r| r.capture.is_some()).count() as u64,
+        needle_tokens: m.get(m.len() / 2).copied().unwrap_or(0),
+        seed: opts.seed,
+        notes,
+    }
+}
+
+/// `--resume` where no interrupted run is left: the summary of `out` when it is a finished
+/// probe of the same options (nothing sent, nothing written), an error when it is a finished
+/// probe of other options (or of a dsa-sim that kept no record of them), `None` when `out` is
+/// no finished probe (the run starts afresh).
+fn finished(opts: &Options, out: &Path, fingerprint: &str, server: &str) -> Result<Option<Probed>, ProbeError> {
+    let is_file = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
+    if !is_file(&out.join(crate::output::RESULT_MARKER)) || !is_file(&out.join(transcript::FILE)) {
+        return Ok(None);
+    }
+    let shown = out.display();
+    let run: Option<serde_json::Value> = crate::input::read_regular_file(&out.join(RUN_FILE)).ok().flatten().and_then(|t| serde_json::from_str(&t).ok());
+    let Some(run) = run else {
+        return Err(ProbeError::input(format!(
+            "--resume: {shown} is a finished probe without a record of its options (written by an earlier dsa-sim): nothing to continue; drop --resume to measure again into it (it is replaced), or choose another --out"
+        )));
+    };
+    if run["fingerprint"].as_str() != Some(fingerprint) {
+        return Err(ProbeError::input(format!(
+            "--resume: {shown} is a finished probe of other options (server, cells, seed, …): --resume continues only an interrupted run of the same options; drop --resume to measure again into it (it is replaced), or choose another --out"
+        )));
+    }
+    let mut records = transcript::read_only(&out.join(transcript::FILE))?;
+    records.sort_by(|a, b| (a.cell, a.trial, a.concurrency, &a.prefix_cache, &a.id).cmp(&(b.cell, b.trial, b.concurrency, &b.prefix_cache, &b.id)));
+    let counted = records.iter().filter(|r| r.counts()).count() as u64;
+    let note = format!("nothing to resume: {shown} is a complete probe of these options; it is left as it was (drop --resume to measure again)");
+    let text = |k: &str, or: &str| run[k].as_str().unwrap_or(or).to_string();
+    Ok(Some(summary(opts, out, &text("server", server), &text("model", "unknown"), &text("token_count", "unknown"), &records, 0, counted, vec![note])))
+}
 #[cfg(test)]
 mod tests {
     use super::*;

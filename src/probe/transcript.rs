@@ -36,16 +36,21 @@ pub struct Record {
     /// The haystack's first word (the phase of the filler the length search chose).
     #[serde(default)]
     pub skip: usize,
-    /// The server's count of the prompt's tokens.
+    /// The server's count of the prompt's tokens (the local tokenizer's when the server
+    /// reports none).
     pub prompt_tokens: u64,
+    /// The local tokenizer's count of the prompt (`--tokenizer`), which positions are counted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_tokens: Option<u64>,
     /// Where the first needle copy starts (tokens).
     pub needle_start: u64,
     /// The needle's length (tokens).
     pub needle_tokens: u64,
     /// needle_start / (prompt_tokens − needle_tokens).
     pub depth: f64,
-    /// How the positions were counted: `tokenize` (the server's /tokenize) or `estimate`
-    /// (proportional to characters within the server's total count).
+    /// How the positions were counted: `tokenize` (the server's /tokenize), `tokenizer` (the
+    /// offsets of the local tokenizer's tokens; depth on its count) or `estimate` (proportional
+    /// to characters within the server's total count).
     pub positions: String,
     /// The answer's text.
     pub answer: String,
@@ -77,6 +82,15 @@ pub const FILE: &str = "transcript.jsonl";
 /// Reads a transcript (`--resume`): every complete line; a last line cut off by a kill is
 /// dropped and the file truncated to the complete lines, so that appending continues cleanly.
 pub fn read(path: &Path) -> Result<Vec<Record>, ProbeError> {
+    read_lines(path, true)
+}
+
+/// Reads a transcript's complete lines, changing nothing (a finished run's).
+pub fn read_only(path: &Path) -> Result<Vec<Record>, ProbeError> {
+    read_lines(path, false)
+}
+
+fn read_lines(path: &Path, truncate: bool) -> Result<Vec<Record>, ProbeError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -92,7 +106,7 @@ pub fn read(path: &Path) -> Result<Vec<Record>, ProbeError> {
             .map_err(|e| ProbeError::input(format!("{}: line {}: not a probe transcript line ({e}): run without --resume", path.display(), i + 1)))?;
         out.push(r);
     }
-    if complete < bytes.len() {
+    if truncate && complete < bytes.len() {
         let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| ProbeError::failure(format!("{}: {e}", path.display())))?;
         f.set_len(complete as u64).map_err(|e| ProbeError::failure(format!("{}: {e}", path.display())))?;
     }

@@ -10,8 +10,10 @@
 //! needles lost under concurrency, on a prefix-cache hit, or in a fraction of requests), and
 //! the server can misbehave (bad JSON, no usage, 500s, 429 with Retry-After, slow replies).
 //!
-//! Tokens: a whitespace-separated word counts ceil(len / 4) tokens; a completion prompt adds one
-//! (BOS), a chat prompt three (the template's head and tail).
+//! Tokens: a whitespace-separated word counts ceil(len / 4) tokens, or, with `tokenizer` set,
+//! the tokens of a Hugging Face tokenizer (the `tokenizers` crate itself, no special tokens;
+//! [`word_tokenizer_json`] writes one); a completion prompt adds one (BOS), a chat prompt three
+//! (the template's head and tail) plus `chat_extra`.
 #![allow(dead_code)]
 
 use base64::Engine as _;
@@ -62,6 +64,8 @@ pub enum Bad {
     WrongLayout,
     /// /tokenize exists but takes other fields (TGI's `inputs`, llama.cpp's `content`): 422.
     OtherTokenize,
+    /// Generation replies' usage counts this many tokens more than /tokenize does.
+    UsageExtra(u64),
 }
 
 #[derive(Debug, Clone)]
@@ -76,6 +80,10 @@ pub struct Config {
     pub seed: u64,
     pub threads: usize,
     pub model: String,
+    /// Counts tokens with this tokenizer instead of ceil(len / 4) per word.
+    pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
+    /// More tokens of the chat template (in its head).
+    pub chat_extra: u64,
 }
 
 impl Config {
@@ -83,7 +91,7 @@ impl Config {
     /// above a typical distractor.
     pub fn healthy() -> Config {
         let s = Scenario { dprime: 2.5, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
-        Config { scenario: s, defect: Defect::None, bad: Bad::None, tokenize: true, seed: 1, threads: 8, model: "test/dsv4-sim".into() }
+        Config { scenario: s, defect: Defect::None, bad: Bad::None, tokenize: true, seed: 1, threads: 8, model: "test/dsv4-sim".into(), tokenizer: None, chat_extra: 0 }
     }
     pub fn with(mut self, d: Defect) -> Config {
         self.defect = d;
@@ -104,6 +112,9 @@ pub struct Stats {
     pub max_inflight: AtomicUsize,
     /// Authorization headers seen on generation requests.
     pub auth: Mutex<Vec<String>>,
+    /// Each generation request's needle as the server locates it: (value, prompt tokens, the
+    /// needle's first token counted from the prompt's start, BOS and template head included).
+    pub needles: Mutex<Vec<(String, u64, u64)>>,
     /// Bodies of generation requests that asked for the top-k.
     pub captured: AtomicU64,
     /// Generation requests numbered above this get HTTP 503 (0: none; set by a test mid-run).
@@ -131,6 +142,39 @@ impl Drop for Server {
 /// Tokens of a text: ceil(len / 4) per whitespace-separated word.
 pub fn count_words(text: &str) -> u64 {
     text.split_whitespace().map(|w| (w.len() as u64).div_ceil(4)).sum()
+}
+
+/// A tokenizer.json of a word-level model: every whitespace-separated word one token (unknown
+/// words `<unk>`), punctuation split off as tokens of its own, a BOS `<s>` added by the
+/// post-processor, and a truncation to 512 that a prompt's count must ignore.
+pub fn word_tokenizer_json() -> String {
+    let special = |id: u32, c: &str| json!({"id": id, "content": c, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true});
+    let mut vocab = serde_json::Map::new();
+    for (i, w) in ["<unk>", "<s>", "The", "grass", "is", "green", "sky", "blue", ".", ":", "-", "magic", "number"].iter().enumerate() {
+        vocab.insert(w.to_string(), json!(i));
+    }
+    json!({
+        "version": "1.0",
+        "truncation": {"direction": "Right", "max_length": 512, "strategy": "LongestFirst", "stride": 0},
+        "padding": null,
+        "added_tokens": [special(0, "<unk>"), special(1, "<s>")],
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "Isolated"}]},
+        "post_processor": {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}
+    })
+    .to_string()
+}
+
+/// The server's tokenizer from a tokenizer.json's text (no truncation: it counts whole prompts).
+pub fn tokenizer(json: &str) -> Arc<tokenizers::Tokenizer> {
+    let mut t = tokenizers::Tokenizer::from_bytes(json.as_bytes()).unwrap();
+    t.with_truncation(None).unwrap();
+    Arc::new(t)
 }
 
 fn fnv(bytes: &[u8], seed: u64) -> u64 {
@@ -173,12 +217,23 @@ struct Model {
 
 /// The model's decision on one prompt: (found, prompt tokens, needle_start, scenario).
 impl Model {
-    fn decide(&self, text: &str, head: u64, inflight: usize) -> (bool, u64, Scenario) {
-        let p = head + count_words(text);
+    /// Tokens of a text, without BOS or template.
+    fn count(&self, text: &str) -> u64 {
+        match &self.cfg.tokenizer {
+            Some(t) => t.encode(text, false).unwrap().len() as u64,
+            None => count_words(text),
+        }
+    }
+
+    /// The model's decision, and the needle's (value, first token) as the server sees them.
+    fn decide_at(&self, text: &str, head: u64, inflight: usize) -> ((bool, u64, Scenario), Option<(String, u64)>) {
+        let p = head + self.count(text);
         let mut s = self.cfg.scenario.clone();
         s.context_len = p.max(2);
-        let Some((_key, _value, at)) = find_needle(text) else { return (false, p, s) };
-        let start = head + count_words(&text[..at[0]]);
+        let Some((_key, value, at)) = find_needle(text) else { return ((false, p, s), None) };
+        // The needle's first token: the tokens of the text before it (BOS and template head
+        // included), counted on that text alone.
+        let start = head + self.count(&text[..at[0]]);
         let m = s.needle_tokens;
         s.repeat = at.len() as u32;
         s.depth = if p > m { (start as f64 / (p - m) as f64).clamp(0.0, 1.0) } else { 0.0 };
@@ -229,7 +284,7 @@ impl Model {
             Defect::Broken(f) => (1.0 - f) * recall(&s) + f * lost(&s),
         };
         let u = (h >> 11) as f64 / (1u64 << 53) as f64;
-        (u < r, p, s)
+        ((u < r, p, s), Some((value, start)))
     }
 }
 
@@ -314,9 +369,9 @@ fn handle(mut req: tiny_http::Request, model: &Model, stats: &Stats) {
             }
             stats.tokenize.fetch_add(1, Ordering::Relaxed);
             let n = if let Some(p) = v["prompt"].as_str() {
-                1 + count_words(p)
+                1 + model.count(p)
             } else if let Some(c) = v["messages"][0]["content"].as_str() {
-                3 + count_words(c)
+                3 + cfg.chat_extra + model.count(c)
             } else {
                 return respond(req, 400, json!({"error": {"message": "prompt or messages required"}}).to_string(), &[]);
             };
@@ -364,12 +419,18 @@ fn generate(url: &str, v: &Value, model: &Model, stats: &Stats, inflight: usize,
         _ => {}
     }
     let (text, head) = match url {
-        "/v1/chat/completions" => (v["messages"][0]["content"].as_str().unwrap_or(""), 2),
+        "/v1/chat/completions" => (v["messages"][0]["content"].as_str().unwrap_or(""), 2 + cfg.chat_extra),
         "/generate" => (v["text"].as_str().unwrap_or(""), 1),
         _ => (v["prompt"].as_str().unwrap_or(""), 1),
     };
-    let (found, _, s) = model.decide(text, head, inflight);
-    let p = if url == "/v1/chat/completions" { 3 + count_words(text) } else { 1 + count_words(text) };
+    let ((found, _, s), at) = model.decide_at(text, head, inflight);
+    let mut p = if url == "/v1/chat/completions" { 3 + cfg.chat_extra + model.count(text) } else { 1 + model.count(text) };
+    if let Some((value, start)) = at {
+        stats.needles.lock().unwrap().push((value, p, start));
+    }
+    if let Bad::UsageExtra(n) = cfg.bad {
+        p += n;
+    }
     let answer = match find_needle(text) {
         Some((_, value, _)) if found => format!(" {value}."),
         _ => " I do not know.".to_string(),
