@@ -222,3 +222,35 @@ fn the_fit_path_forces_no_call_on_a_working_indexer() {
         assert!(sigs.iter().all(|f| f.random_indexer_lr.is_none()), "dprime {dprime}: {sigs:?}");
     }
 }
+
+/// `table` with `trials` a cell.
+fn table_with(seed: u64, trials: u64, truth: &dyn Fn(&Scenario) -> f64) -> Dataset {
+    let mut t = table(seed, truth);
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5eed);
+    for r in &mut t.rows {
+        let s = Scenario { context_len: r.context_len, index_topk: r.index_topk, depth: r.depth.unwrap(), ..layer() };
+        r.trials = trials;
+        r.hits = Binomial::new(trials, truth(&s).clamp(0.0, 1.0)).unwrap().sample(&mut rng);
+    }
+    t
+}
+
+#[test]
+#[ignore = "exploration"]
+fn explore_undecided() {
+    for trials in [5u64, 10, 20, 40] {
+        for (name, truth) in [
+            ("k400", Box::new(|s: &Scenario| recall(&Scenario { dprime: 1.5, index_topk: 400, ..s.clone() })) as Box<dyn Fn(&Scenario) -> f64>),
+            ("pos", Box::new(|s: &Scenario| {
+                let dist = (1.0 - s.depth) * s.context_len as f64;
+                recall(&Scenario { dprime: if dist <= 4000.0 { 2.0 } else { 1.2 }, ..s.clone() })
+            })),
+            ("cliff", Box::new(|s: &Scenario| recall(&Scenario { dprime: if s.n_candidates() > 4000 { 0.5 } else { 1.5 }, ..s.clone() }))),
+        ] {
+            for seed in 200..203 {
+                let d = run(&table_with(seed, trials, &*truth));
+                eprintln!("{name} trials {trials} seed {seed}: {} ({}) plan {:?}", d.call, d.hypotheses[0].name, d.plan.as_ref().map(|p| p.total()));
+            }
+        }
+    }
+}

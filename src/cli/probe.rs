@@ -40,7 +40,8 @@ The loop:
   dsa-sim plan --preset deepseek-v4-flash --data run1/measured.csv --out cells.csv
   dsa-sim probe --url http://localhost:30000 --cells cells.csv --out run2
   dsa-sim verdict --preset deepseek-v4-flash --data run1/measured.csv --data run2/measured.csv
-  (--tokenizer tokenizer.json on either probe counts its prompts locally)";
+
+With --tokenizer tokenizer.json either probe counts its prompts locally.";
 
 /// Arguments of `dsa-sim probe`.
 #[derive(clap::Args, Debug)]

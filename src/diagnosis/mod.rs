@@ -53,6 +53,10 @@ pub struct Diagnosis {
     pub conditions: Vec<ConditionTest>,
     /// The rule's simulated error rates at this table's design (recall tables).
     pub error_rates: Option<ErrorRates>,
+    /// With an undecided call: the cells that would decide it ([`plan::plan_from`] from the
+    /// diagnosis's own hypotheses, budget [`plan::UNDECIDED_BUDGET`], seed
+    /// [`error_rates::SEED`]; None when no cell the kernel runs separates them).
+    pub plan: Option<plan::Plan>,
 }
 
 /// Diagnoses `data`: row checks, every hypothesis, signatures, the call and the verdict's numbers.
@@ -109,7 +113,14 @@ pub fn diagnose(
     let evidence = rule::Evidence { signatures: &sig, preferred: Some(&best.name), error_rates: rates.as_ref().map(rule::DefectEvidence::from) };
     let call = rule::decide(&evidence, v.call);
     v.call = call;
-    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions, error_rates: rates })
+    // "Undecided" is not a dead end: it comes with the measurement that would decide.
+    let plan = if call == Call::Undecided {
+        let popts = plan::PlanOptions { budget: plan::UNDECIDED_BUDGET, seed: error_rates::SEED, only: &[], verdict: opts };
+        plan::plan_from(data, base, &hypotheses, user_free, model, &popts).ok()
+    } else {
+        None
+    };
+    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions, error_rates: rates, plan })
 }
 
 impl Diagnosis {
@@ -122,7 +133,7 @@ impl Diagnosis {
                 best.name, best.weight
             ),
             Call::Undecided => format!(
-                "Undecided: the preferred hypothesis is {} (Akaike weight {:.3}), but on tables like this one the procedure would not tell a working indexer from the preferred defect reliably enough to act on. Measure the cells `dsa-sim plan` proposes (with this table as --data), then run the verdict on both tables.",
+                "Undecided: the preferred hypothesis is {} (Akaike weight {:.3}), but on tables like this one the procedure would not tell a working indexer from the preferred defect reliably enough to act on. Measure the cells that would decide (below; `dsa-sim plan` with this table as --data proposes them), then run the verdict on both tables.",
                 best.name, best.weight
             ),
             Call::ReadLimited => format!(
@@ -181,6 +192,7 @@ impl Diagnosis {
         j["row_checks"] = serde_json::json!(self.checks);
         j["hypotheses"] = hypotheses_json(&self.hypotheses);
         j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
+        j["plan"] = self.plan.as_ref().map_or(serde_json::Value::Null, |p| p.json());
         j
     }
 
@@ -202,6 +214,10 @@ impl Diagnosis {
         let body = body.split("\n\n").next().unwrap_or("").to_string();
         text.push_str(&body);
         text.push_str(&format!("\n\n{}\n", self.explanation()));
+        if let Some(p) = &self.plan {
+            text.push_str(&format!("\nthe cells that would decide (`dsa-sim plan` with this table, budget {}):\n", p.budget));
+            text.push_str(&p.text());
+        }
         text
     }
 }

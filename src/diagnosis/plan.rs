@@ -44,6 +44,8 @@ pub const PRIOR_FLOOR: f64 = 0.01;
 pub const MIN_GAIN_BITS: f64 = 1e-3;
 /// Longest context length proposed (see [`candidates`]).
 pub const MAX_PLANNED_CONTEXT: u64 = 64_000;
+/// The budget of the plan an undecided diagnosis comes with (`plan`'s default `--budget`).
+pub const UNDECIDED_BUDGET: u64 = 1000;
 
 /// One planned cell.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -591,7 +593,7 @@ pub fn plan(
 
 /// Plans the next measurements.
 pub fn plan_with(data: &Dataset, base: &Scenario, user_free: &[FreeParam], model: &dyn RecallModel, opts: &PlanOptions) -> Result<Plan, CalibError> {
-    let (budget, seed, only) = (opts.budget, opts.seed, opts.only);
+    let (budget, only) = (opts.budget, opts.only);
     for n in only {
         crate::calibrate::hypotheses::check_name(n)?;
     }
@@ -600,6 +602,20 @@ pub fn plan_with(data: &Dataset, base: &Scenario, user_free: &[FreeParam], model
     }
     let base = &crate::calibrate::answer_scenario(data, base);
     let hyps = compare_hypotheses(data, base, user_free, model)?;
+    plan_from(data, base, &hyps, user_free, model, opts)
+}
+
+/// [`plan_with`] from hypotheses already fitted to `data` on `base` (the answer scenario), as
+/// the diagnosis has them: an undecided call comes with the cells that would decide it.
+pub fn plan_from(
+    data: &Dataset,
+    base: &Scenario,
+    hyps: &[HypothesisResult],
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+    opts: &PlanOptions,
+) -> Result<Plan, CalibError> {
+    let (budget, seed, only) = (opts.budget, opts.seed, opts.only);
     let lmax = hyps.iter().map(|h| h.loglik).fold(f64::NEG_INFINITY, f64::max);
     let lmin = hyps.iter().map(|h| h.loglik).fold(f64::INFINITY, f64::min);
     if lmax - lmin < 1e-9 {
@@ -659,7 +675,7 @@ pub fn plan_with(data: &Dataset, base: &Scenario, user_free: &[FreeParam], model
             information_bits: g / std::f64::consts::LN_2,
         })
         .collect();
-    let rule = rule_on_plan(data, base, model, &hyps, &leading, &preds, &design, &cand, opts.verdict)?;
+    let rule = rule_on_plan(data, base, model, hyps, &leading, &preds, &design, &cand, opts.verdict)?;
     let p_right = rule.p_right(seed, RIGHT_CALL_TABLES);
     let right_calls: Vec<RightCall> = rule
         .hypotheses
