@@ -112,8 +112,10 @@ struct OrderTable {
     ladder: Ladder,
     /// Per sharpness class ([`sharpness_class`]), the rule [`Ladder::choose`] found for it.
     choices: [OnceLock<Option<usize>>; SHARPNESS_CLASSES],
-    /// F_{T_j} at any point: for a needle sharper than T_j, integrated over the needle's law.
-    cdf: TableCdf,
+    /// F_{T_j} at any point: for a needle sharper than T_j, integrated over the needle's law;
+    /// made at its first use ([`OrderTable::cdf`]: most tables serve Gauss rules only, and a
+    /// fit over distractor fields makes a table per evaluation).
+    cdf: OnceLock<TableCdf>,
     /// Per count c of needle entries (1 ..= [`NEEDLE_SIDE_ENTRIES`]), the rule of the largest of
     /// c normals that integrates F_{T_j} over the needle's law to [`TOL_TABLE`] at the table's
     /// broadest needle sd.
@@ -170,6 +172,11 @@ fn sharpness_class(laws: &[(EntryLaw, f64)]) -> Option<usize> {
 }
 
 impl OrderTable {
+    /// F_{T_j} from the table's panels, made at the first call.
+    fn cdf(&self) -> &TableCdf {
+        self.cdf.get_or_init(|| TableCdf::new(&self.panels, &self.t, &self.wf))
+    }
+
     /// P(rank ≤ j | z) integrated over the needle's law when it is one law of `c` entries
     /// sharper than T_j (E[F_{T_j}(max of c needle scores)], a few nodes of the law of the max,
     /// F from [`TableCdf`]); `None` when the needle's law is of another form or too broad for
@@ -182,7 +189,7 @@ impl OrderTable {
         let [(EntryLaw::Gauss { mean, sd }, c)] = *laws else { return None };
         if sd == 0.0 {
             // A point mass (the largest of c copies is the same point): rank ≤ j ⟺ T_j < mean.
-            return Some(self.cdf.cdf(mean));
+            return Some(self.cdf().cdf(mean));
         }
         if !(c >= 1.0 && c <= NEEDLE_SIDE_ENTRIES as f64 && c.fract() == 0.0) {
             return None;
@@ -204,10 +211,10 @@ impl OrderTable {
             let (from, to) = (lo - 6.0 * sd, hi + 6.0 * sd);
             let count = ((to - from) / step).ceil().clamp(2.0, MAX_CHECK_CENTRES as f64) as usize;
             let centres = gauss_rule::centres(from, to, count);
-            law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| rule.integrate(|x| self.cdf.cdf(m + sd * x)))
+            law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| rule.integrate(|x| self.cdf().cdf(m + sd * x)))
         }))?;
         let rule = law.ladder.rule(at);
-        Some(rule.integrate(|x| self.cdf.cdf(mean + sd * x)))
+        Some(rule.integrate(|x| self.cdf().cdf(mean + sd * x)))
     }
 
     /// The Gauss rule that integrates the needle's survival for `laws` as the whole table does,
@@ -461,7 +468,21 @@ impl Analytic {
         if m.needle_entries.is_empty() || os.j > self.n_distractors() {
             return None;
         }
-        let coarse = adaptive_panels(|t| self.order_density(os.j, t), os.lo, os.hi, &os.breaks, TOL_TABLE);
+        // The densities the adaptive panels evaluate, by node: a panel the refinement leaves
+        // whole has the same 15 nodes (the same arithmetic places them), whose densities are
+        // then looked up, not computed again (with hard negatives, each is a convolution).
+        let mut seen: HashMap<u64, f64> = HashMap::new();
+        let coarse = adaptive_panels(
+            |t| {
+                let f = self.order_density(os.j, t);
+                seen.insert(t.to_bits(), f);
+                f
+            },
+            os.lo,
+            os.hi,
+            &os.breaks,
+            TOL_TABLE,
+        );
         // A panel holding less of T_j's mass than NEGLIGIBLE_MASS adds less than that to any
         // P(rank ≤ j | z) (the needle's survival is at most 1): dropped, so that the refinement
         // to the needle's scale covers only where T_j lies.
@@ -487,9 +508,8 @@ impl Analytic {
             kronrod_nodes(a, b, &mut nodes);
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
-        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * self.order_density(os.j, t)).collect();
-        let cdf = TableCdf::new(&panels, &t, &wf);
-        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf, needle_choices: Default::default(), max_choices: Default::default() })
+        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| self.order_density(os.j, t))).collect();
+        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf: OnceLock::new(), needle_choices: Default::default(), max_choices: Default::default() })
     }
 
     /// [`Analytic::rank_le_given`] from a table of T_j: on a Gauss rule of the table, or over
