@@ -1520,11 +1520,23 @@ mod tests {
         let s = Scenario { context_len: 1200, score_noise: 0.5, index_topk: 4, dprime: 1.0, ..Scenario::preset("quest-16").unwrap() };
         s.validate().unwrap();
         let replay = NoiseReplay::new(&s, 100, 4).unwrap();
-        // Trial 0's first layer: its first kept near crossing (or toggle).
-        let rec = &replay.values[replay.starts[0]..replay.starts[1]];
-        assert_ne!(rec[0], RERUN);
-        let toggles = rec[1] as usize;
-        let sigma = rec[2..2 + toggles].iter().chain(&rec[4 + toggles..4 + toggles + rec[3 + toggles] as usize]).copied().find(|&x| x > 0.0).expect("a crossing");
+        // The first kept crossing (a toggle or a near crossing) at σ > 0 of any trial's layer.
+        let mut sigma = None;
+        for bounds in replay.starts.windows(2) {
+            let rec = &replay.values[bounds[0]..bounds[1]];
+            let mut at = 0;
+            for _ in 0..s.selecting_layers() {
+                if rec[at] == RERUN {
+                    at += 1;
+                    continue;
+                }
+                let toggles = rec[at + 1] as usize;
+                let near = rec[at + 3 + toggles] as usize;
+                sigma = sigma.or(rec[at + 2..at + 2 + toggles].iter().chain(&rec[at + 4 + toggles..at + 4 + toggles + near]).copied().find(|&x| x > 0.0));
+                at += 4 + toggles + near;
+            }
+        }
+        let sigma = sigma.expect("a crossing");
         let at = Scenario { score_noise: sigma, ..s.clone() };
         let (tally, reruns) = replay.tally_counted(&at).unwrap();
         assert!(reruns >= 1);
