@@ -163,20 +163,16 @@ fn bisect_k(r: impl Fn(u64) -> Result<f64, VerdictError>, target: f64, hi: u64) 
     Ok(hi)
 }
 
-/// Smallest value of an increasing (sign = +1) or largest of a decreasing (sign = −1) recall
-/// curve in `field` meeting the target, by bisection to `tol`.
-#[allow(clippy::too_many_arguments)] // a private helper; the arguments are the search
+/// Smallest value of an increasing or largest of a decreasing recall curve `r` (of one field)
+/// meeting the target, by bisection to `tol`.
 fn bisect_field(
-    model: &dyn RecallModel,
-    s: &Scenario,
-    field: Field,
+    r: impl Fn(f64) -> Result<f64, VerdictError>,
     target: f64,
     mut lo: f64,
     mut hi: f64,
     increasing: bool,
     tol: f64,
 ) -> Result<f64, VerdictError> {
-    let r = |v: f64| recall_of(model, &with(s, field, v)?);
     // Invariant (increasing): recall(lo) < target ≤ recall(hi); (decreasing): recall(lo) ≥ target > recall(hi).
     while hi - lo > tol {
         let mid = 0.5 * (lo + hi);
@@ -198,17 +194,21 @@ fn dprime_needed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<O
     if recall_of(model, &with(s, Field::Dprime, lo)?)? >= target {
         return Ok(Some(lo));
     }
-    bisect_field(model, s, Field::Dprime, target, lo, hi, true, 1e-4).map(Some)
+    bisect_field(|v| recall_of(model, &with(s, Field::Dprime, v)?), target, lo, hi, true, 1e-4).map(Some)
 }
 
 fn noise_allowed(model: &dyn RecallModel, s: &Scenario, target: f64) -> Result<Option<f64>, VerdictError> {
-    if recall_of(model, &with(s, Field::ScoreNoise, 0.0)?)? < target {
+    // Every noise level of one scenario from one curve (Monte Carlo: one run answers every
+    // positive level).
+    let curve = model.recall_in_noise(s).map_err(VerdictError::Model)?;
+    let r = |v: f64| curve(v).map_err(VerdictError::Model);
+    if r(0.0)? < target {
         return Ok(None);
     }
-    if recall_of(model, &with(s, Field::ScoreNoise, NOISE_CAP)?)? >= target {
+    if r(NOISE_CAP)? >= target {
         return Ok(Some(NOISE_CAP));
     }
-    bisect_field(model, s, Field::ScoreNoise, target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
+    bisect_field(r, target, 0.0, NOISE_CAP, false, 1e-4).map(Some)
 }
 
 /// Computes the verdict for `s`.

@@ -4,7 +4,7 @@
 //! searches that restart from known points, the hypotheses that share a scenario (dprime = 0,
 //! the never-selected checks) and the verdict's searches evaluate each distinct scenario once.
 
-use crate::engine::{with_topk, EngineError, KCurve, RecallModel};
+use crate::engine::{with_noise, with_topk, EngineError, KCurve, NoiseCurve, RecallModel};
 use crate::scenario::Scenario;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -88,6 +88,29 @@ impl RecallModel for CachedModel<'_> {
             };
             self.remember(key, v);
             Ok(v)
+        }))
+    }
+    /// [`CachedModel::recall_in_k`]'s memo over noise levels instead of k.
+    fn recall_in_noise<'b>(&'b self, s: &Scenario) -> Result<NoiseCurve<'b>, EngineError> {
+        let s = s.clone();
+        let inner: RefCell<Option<NoiseCurve<'b>>> = RefCell::new(None);
+        Ok(Box::new(move |v| {
+            let key = serde_json::to_string(&with_noise(&s, v)?).unwrap_or_default();
+            if let Some(r) = self.lookup(&key) {
+                return Ok(r);
+            }
+            let mut curve = inner.borrow_mut();
+            let r = match curve.as_ref() {
+                Some(c) => c(v)?,
+                None => {
+                    let c = self.inner.recall_in_noise(&s)?;
+                    let r = c(v)?;
+                    *curve = Some(c);
+                    r
+                }
+            };
+            self.remember(key, r);
+            Ok(r)
         }))
     }
     fn describe(&self) -> String {

@@ -13,7 +13,7 @@ pub mod montecarlo;
 pub mod table_cdf;
 pub(crate) mod recall_model;
 
-pub use recall_model::{with_topk, EngineModel, FnModel, KCurve, RecallModel};
+pub use recall_model::{with_noise, with_topk, EngineModel, FnModel, KCurve, NoiseCurve, RecallModel};
 
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Model, Scenario, ScenarioError};

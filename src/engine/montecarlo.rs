@@ -22,7 +22,7 @@ use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Distractor, Pooling, Scenario};
 use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
-use crate::trials::{trial_rng, ReadoutRule, RecordPlan, Tally, TrialPlan};
+use crate::trials::{trial_rng, ReadoutRule, RecordPlan, Tally, TrialPlan, VarRecordPlan};
 use rand::Rng;
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -251,6 +251,17 @@ impl Plan {
         }
     }
 
+    /// The standard normal an entry's score noise scales ([`Plan::noise`] is `noise · Z`), or 0
+    /// without noise (no draw): the same draw for every positive noise level.
+    #[inline]
+    fn noise_draw<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        if self.noise > 0.0 {
+            rng.sample::<f64, _>(StandardNormal)
+        } else {
+            0.0
+        }
+    }
+
     /// Block `b`'s tokens [start, end), the needle spans from the only one that can meet it on,
     /// and whether one does.
     #[inline]
@@ -380,6 +391,16 @@ impl Plan {
             }
             return;
         }
+        // a + noise · z is a + `Plan::noise`'s draw, bit for bit (0 · 0 = +0 without noise).
+        self.pooled_distractor_terms(blocks, rng, |a, z| each(a + self.noise * z));
+    }
+
+    /// The general branch of [`Plan::pooled_distractors`]: every distractor entry's score before
+    /// noise, a, and its noise draw z ([`Plan::noise_draw`]), in entry order and with the same
+    /// draws; the score is a + noise · z. A noise replay keeps (a, z) to answer any noise level.
+    #[inline(always)]
+    fn pooled_distractor_terms(&self, blocks: &[f64], rng: &mut Xoshiro256PlusPlus, mut each: impl FnMut(f64, f64)) {
+        let g = &self.geometry;
         let mut hard_left = g.hard_negatives;
         let mut next_needle = g.needle_entries.iter().map(|e| e.index).peekable();
         for i in 0..g.n_candidates {
@@ -387,13 +408,13 @@ impl Plan {
                 next_needle.next();
                 continue;
             }
-            let x = if hard_left > 0 {
+            let a = if hard_left > 0 {
                 hard_left -= 1;
                 self.hard_mean + rng.sample::<f64, _>(StandardNormal)
             } else {
                 self.pooled_entry(blocks[i as usize], self.pools_previous(i).then(|| blocks[i as usize - 1]))
-            } + self.noise(rng);
-            each(x);
+            };
+            each(a, self.noise_draw(rng));
         }
     }
 
@@ -459,6 +480,22 @@ impl Plan {
         (sd * sd + self.noise * self.noise).sqrt()
     }
 
+    /// Draws a pooled layer's block statistics into `blocks` (resized to one per candidate),
+    /// needle tokens Normal(mu, sd²).
+    #[inline(always)]
+    fn draw_blocks(&self, (mu, sd): (f64, f64), rng: &mut Xoshiro256PlusPlus, blocks: &mut Vec<f64>) {
+        blocks.resize(self.geometry.n_candidates as usize, 0.0);
+        self.fill_blocks(rng, blocks, |b, rng| {
+            self.block_stat(b, rng, |in_needle, rng| {
+                if in_needle {
+                    mu + sd * rng.sample::<f64, _>(StandardNormal)
+                } else {
+                    self.token.sample(rng)
+                }
+            })
+        });
+    }
+
     /// Materialising: draws every candidate's score and counts those above the needle's best.
     fn rank_materialised(&self, z: Option<f64>, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch) -> u64 {
         let g = &self.geometry;
@@ -475,17 +512,7 @@ impl Plan {
             return 1 + count;
         }
         // Pooled entries: one statistic per block, then entries from one or two blocks.
-        let n = g.n_candidates;
-        scratch.blocks.resize(n as usize, 0.0);
-        self.fill_blocks(rng, &mut scratch.blocks, |b, rng| {
-            self.block_stat(b, rng, |in_needle, rng| {
-                if in_needle {
-                    mu + sd * rng.sample::<f64, _>(StandardNormal)
-                } else {
-                    self.token.sample(rng)
-                }
-            })
-        });
+        self.draw_blocks((mu, sd), rng, &mut scratch.blocks);
         let blocks = &scratch.blocks;
         let mut y = f64::NEG_INFINITY;
         for e in &g.needle_entries {
@@ -1062,6 +1089,292 @@ impl Replay {
     }
 }
 
+/// The materialising path's trials at every positive score noise, drawn once.
+///
+/// With noise σ > 0 a pooled entry scores `a + σ·z`: a its pooled statistic (or a hard
+/// negative's draw), z the standard normal [`Plan::noise_draw`] draws in the same place for every
+/// σ > 0; no other draw depends on σ. So in each layer every entry's score is a line in σ, the
+/// needle's best score y(σ) the upper envelope of its entries' lines, and the needle ranks
+/// within k_eff at σ when fewer than k_eff distractor lines lie above the envelope there. A noise
+/// replay keeps, per trial and layer, where that answer changes along σ (the *toggles*), and
+/// answers any σ > 0 from them: the counts of [`simulate`]`(s at σ, trials, seed,
+/// McPath::Materialise)`, exactly.
+///
+/// Exactly, not nearly: a run compares rounded scores, the toggles come from rounded crossing
+/// points, and the two can disagree only within a few ulps of a crossing. Each layer therefore
+/// also keeps a window half-width w (a bound on that disagreement, from the rounding-error
+/// bounds of `a + σ·z` and of the crossing's division) and the crossings near the answer's
+/// boundary (see [`noise_layer_record`]); a σ within w of one of them — or a layer whose lines
+/// are too close to parallel to bound — is answered by running that trial again at σ. A verdict's
+/// noise search costs one materialising run (and the record's sorting) instead of one per value.
+#[derive(Debug)]
+pub struct NoiseReplay {
+    key: String,
+    trials: u64,
+    seed: u64,
+    values: Vec<f64>,
+    starts: Vec<usize>,
+}
+
+/// The scenario a [`NoiseReplay`] of `s` depends on: `s` with `score_noise` set aside (any
+/// positive value answers).
+pub fn noise_replay_key(s: &Scenario) -> String {
+    serde_json::to_string(&Scenario { score_noise: 1.0, ..s.clone() }).unwrap_or_default()
+}
+
+/// A layer record's first value when its trial must be run again at every σ.
+const RERUN: f64 = 2.0;
+
+/// Builds a [`NoiseReplay`]: [`Plan::rank_materialised`]'s draws, kept as lines in σ.
+struct NoiseRecorder<'a> {
+    plan: &'a Plan,
+}
+
+/// A noise recorder's per-worker buffers.
+#[derive(Default)]
+struct NoiseScratch {
+    blocks: Vec<f64>,
+    needle: Vec<(f64, f64)>,
+    lines: Vec<(f64, f64)>,
+    crossings: Vec<(f64, i8)>,
+}
+
+impl VarRecordPlan for NoiseRecorder<'_> {
+    type Scratch = NoiseScratch;
+
+    fn chunk(&self) -> u64 {
+        CHUNK
+    }
+
+    /// [`Plan::trial`]'s draws on the materialising path, in its order: the shared component,
+    /// each layer's blocks, needle entries' noise and distractors, then the readout's uniform.
+    fn record_trial(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut NoiseScratch, out: &mut Vec<f64>) {
+        let plan = self.plan;
+        let g = &plan.geometry;
+        let z = if plan.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
+        if !g.needle_entries.is_empty() {
+            let (mu, sd) = needle_token(plan.dprime, plan.needle_sd, plan.rho, z);
+            let below = g.k_eff as i64 - 1;
+            for _ in 0..plan.rule.layers() {
+                let NoiseScratch { blocks, needle, lines, crossings } = scratch;
+                plan.draw_blocks((mu, sd), rng, blocks);
+                needle.clear();
+                for e in &g.needle_entries {
+                    let i = e.index;
+                    let a = plan.pooled_entry(blocks[i as usize], plan.pools_previous(i).then(|| blocks[i as usize - 1]));
+                    needle.push((a, plan.noise_draw(rng)));
+                }
+                lines.clear();
+                plan.pooled_distractor_terms(blocks, rng, |a, z| lines.push((a, z)));
+                noise_layer_record(needle, lines, below, crossings, out);
+            }
+        }
+        // The readout's draw, the trial's last (drawn even when the outcome is certain).
+        out.push(rng.random::<f64>());
+    }
+}
+
+/// Appends one layer's record of a noise replay to `out`: whether at most `below` of the
+/// distractor lines `lines` (a + σ·z) lie strictly above the envelope of the needle's lines
+/// `needle` as σ → 0⁺ (1 or 0), the σ where that changes (count, then the points), the window
+/// half-width w, and the crossings near the boundary (count, then the points); or just [`RERUN`].
+///
+/// Rounding: a run's comparison of a + σ·z (each rounded twice) with a needle line is decided
+/// by the exact one when they differ by more than E = 2.0001u(|a| + |a'| + σ(|z| + |z'|)) (u the
+/// unit roundoff); the exact difference is |Δz|·|σ − r| at crossing r, and the rounded crossing
+/// is within 3.01u|r| of r; so outside w_r = 32u(|a| + |a'| + 2|r|(|z| + |z'|))/|Δz| + 16u|r|
+/// (4× the bound) of the rounded crossing, the run agrees with it, provided |Δz| ≥ 1e-10(|z| + |z'|)
+/// (else [`RERUN`]). With w the largest w_r of the layer and M the most crossings within any
+/// interval of length 2w, a run's count at σ differs from the count by crossings by at most the
+/// crossings within w of σ (≤ M), and that count from the count next to any one of them by at
+/// most M. So the answer by crossings is the run's at every σ farther than w from each crossing
+/// whose count on either side lies within 2M of the boundary (`below`, `below + 1`): those are
+/// kept, and a σ within w of one is run again.
+fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], below: i64, crossings: &mut Vec<(f64, i8)>, out: &mut Vec<f64>) {
+    const U: f64 = f64::EPSILON / 2.0;
+    crossings.clear();
+    let mut count0: i64 = 0;
+    let mut w = 0.0f64;
+    for &(a, z) in lines {
+        // Above every needle line for σ in (lo, hi), lo and hi among the crossings; `from`/`to`
+        // the index in `crossings` of the crossing that set each.
+        let (mut lo, mut hi) = (0.0f64, f64::INFINITY);
+        let (mut from, mut to) = (None, None);
+        let first = crossings.len();
+        for &(ae, ze) in needle {
+            let (da, dz) = (a - ae, z - ze);
+            let scale = z.abs() + ze.abs();
+            if !(dz.abs() >= 1e-10 * scale) || dz == 0.0 {
+                out.push(RERUN);
+                return;
+            }
+            let r = -da / dz;
+            let wr = 32.0 * U * (a.abs() + ae.abs() + 2.0 * r.abs() * scale) / dz.abs() + 16.0 * U * r.abs() + 1e-300;
+            if !(r.is_finite() && wr.is_finite()) {
+                out.push(RERUN);
+                return;
+            }
+            if r + wr > 0.0 {
+                w = w.max(wr);
+                crossings.push((r, 0));
+            }
+            if dz > 0.0 {
+                // Above this needle line for σ > r.
+                if r > lo {
+                    lo = r;
+                    from = (r + wr > 0.0).then(|| crossings.len() - 1);
+                }
+            } else if r < hi {
+                // Above for σ < r.
+                hi = r;
+                to = (r + wr > 0.0).then(|| crossings.len() - 1);
+            }
+        }
+        if lo < hi && hi > 0.0 {
+            match from {
+                Some(j) if lo > 0.0 => crossings[j].1 = 1,
+                _ => count0 += 1,
+            }
+            if let Some(j) = to.filter(|_| hi.is_finite()) {
+                crossings[j].1 = -1;
+            }
+        }
+        debug_assert!(crossings[first..].iter().all(|c| c.0.is_finite()));
+    }
+    crossings.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
+    // M: the most crossings within any closed interval of length 2w.
+    let mut m: i64 = 0;
+    let mut j = 0;
+    for i in 0..crossings.len() {
+        while crossings[j].0 < crossings[i].0 - 2.0 * w {
+            j += 1;
+        }
+        m = m.max((i - j + 1) as i64);
+    }
+    let within = |c: i64| c <= below;
+    let near = |c: i64| c >= below + 1 - 2 * m && c <= below + 2 * m;
+    let head = out.len();
+    out.push(within(count0) as u8 as f64);
+    // Two passes over the crossings: the toggles, then the near crossings.
+    for pass in 0..2 {
+        let at = out.len();
+        out.push(0.0);
+        if pass == 1 {
+            out[at] = w;
+            out.push(0.0);
+        }
+        let n_at = out.len() - 1;
+        let mut c = count0;
+        let mut i = 0;
+        while i < crossings.len() {
+            let x = crossings[i].0;
+            let before = c;
+            while i < crossings.len() && crossings[i].0 == x {
+                c += crossings[i].1 as i64;
+                i += 1;
+            }
+            let keep = if pass == 0 { within(before) != within(c) } else { near(before) || near(c) };
+            if keep {
+                out.push(x);
+                out[n_at] += 1.0;
+            }
+        }
+    }
+    debug_assert!(out.len() > head);
+}
+
+impl NoiseReplay {
+    /// Whether a noise replay answers `s` (a pooled scenario with positive score noise on the
+    /// materialising path) at all.
+    pub fn covers(s: &Scenario) -> bool {
+        s.pooling != Pooling::None && s.score_noise > 0.0 && materialises(s)
+    }
+
+    /// Draws `trials` trials of the validated scalar scenario `s` (pooled, score noise > 0) on
+    /// the materialising path, seeded from (seed, i), and keeps each layer's toggles.
+    pub fn new(s: &Scenario, trials: u64, seed: u64) -> Result<NoiseReplay, NotExact> {
+        if s.pooling == Pooling::None || !(s.score_noise > 0.0) {
+            return Err(NotExact("a noise replay needs pooled entries and score noise > 0".into()));
+        }
+        let plan = Plan::new(s, McPath::Materialise)?;
+        let (values, starts) = crate::trials::record_var(&NoiseRecorder { plan: &plan }, trials, seed);
+        Ok(NoiseReplay { key: noise_replay_key(s), trials, seed, values, starts })
+    }
+
+    /// Whether this replay answers for `s` under (trials, seed).
+    pub fn applies(&self, s: &Scenario, trials: u64, seed: u64) -> bool {
+        self.trials == trials && self.seed == seed && s.score_noise > 0.0 && self.key == noise_replay_key(s)
+    }
+
+    /// f64s held.
+    pub fn len(&self) -> usize {
+        self.values.len() + self.starts.len()
+    }
+
+    /// Whether it holds no values (never: every trial records its readout draw).
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The successes and attendance of the trials for `s` (the replayed scenario at another
+    /// score noise > 0) and how many trials were run again: those of [`simulate`]`(s, trials,
+    /// seed, McPath::Materialise)`, exactly (the rank histogram is not kept); `None` when `s`
+    /// differs from the replayed scenario in a field other than `score_noise`, or has none.
+    pub fn tally_counted(&self, s: &Scenario) -> Option<(Tally, u64)> {
+        if !(s.score_noise > 0.0) || self.key != noise_replay_key(s) {
+            return None;
+        }
+        let sigma = s.score_noise;
+        let g = Geometry::new(s);
+        let rule = ReadoutRule::new(s, &g);
+        let mut tally = Tally { trials: self.trials, ..Tally::default() };
+        let mut rerun: Option<(Plan, Scratch)> = None;
+        let mut reruns = 0;
+        for (i, bounds) in self.starts.windows(2).enumerate() {
+            let rec = &self.values[bounds[0]..bounds[1]];
+            let mut at = 0;
+            let mut attending = 0u32;
+            let mut again = false;
+            if !g.needle_entries.is_empty() {
+                for _ in 0..rule.layers() {
+                    let first = rec[at];
+                    at += 1;
+                    if first == RERUN {
+                        again = true;
+                        continue;
+                    }
+                    let toggles = rec[at] as usize;
+                    let crossed = rec[at + 1..at + 1 + toggles].iter().filter(|&&x| x < sigma).count();
+                    at += 1 + toggles;
+                    let (w, near) = (rec[at], rec[at + 1] as usize);
+                    again |= rec[at + 2..at + 2 + near].iter().any(|&x| (sigma - x).abs() <= w);
+                    at += 2 + near;
+                    let within = (first == 1.0) != (crossed % 2 == 1);
+                    attending += rule.attends_within(Some(within)) as u32;
+                }
+            } else {
+                attending = (0..rule.layers()).map(|_| rule.attends_within(None) as u32).sum();
+            }
+            if again {
+                reruns += 1;
+                let (plan, scratch) = rerun.get_or_insert_with(|| (Plan::new(s, McPath::Materialise).expect("the replayed scenario materialises"), Scratch::default()));
+                let mut one = Tally::default();
+                plan.trial(&mut trial_rng(self.seed, i as u64), scratch, &mut one, |z, rng, scratch| plan.rank_materialised(z, rng, scratch));
+                tally.successes += one.successes;
+                tally.attended += one.attended;
+            } else {
+                rule.conclude_with(attending, || rec[at], &mut tally);
+            }
+        }
+        Some((tally, reruns))
+    }
+
+    /// [`NoiseReplay::tally_counted`]'s tally.
+    pub fn tally(&self, s: &Scenario) -> Option<Tally> {
+        self.tally_counted(s).map(|t| t.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1161,6 +1474,74 @@ mod tests {
             assert_eq!(plan.touching, by_span, "{s:?}");
             assert!(!by_span.is_empty());
         }
+    }
+
+    /// A layer record answers like counting lines above the envelope, at every σ outside its
+    /// kept windows: random lines, many needle entries, ties and crossings at σ ≤ 0 included.
+    #[test]
+    fn a_noise_layer_record_counts_lines_above_the_envelope() {
+        use rand::SeedableRng;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+        let n01 = |rng: &mut Xoshiro256PlusPlus| rng.sample::<f64, _>(StandardNormal);
+        let (mut crossings, mut out) = (Vec::new(), Vec::new());
+        let mut decided = 0;
+        for case in 0..400 {
+            let entries = 1 + case % 4;
+            let needle: Vec<(f64, f64)> = (0..entries).map(|_| (1.0 + n01(&mut rng), n01(&mut rng))).collect();
+            // Coarse a's: ties between lines.
+            let lines: Vec<(f64, f64)> = (0..60).map(|_| ((n01(&mut rng) * 2.0).round() / 2.0, n01(&mut rng))).collect();
+            let below = (case % 7) as i64 * 3 - 1;
+            out.clear();
+            noise_layer_record(&needle, &lines, below, &mut crossings, &mut out);
+            assert_ne!(out[0], RERUN);
+            let toggles = out[1] as usize;
+            let (w, near) = (out[2 + toggles], out[3 + toggles] as usize);
+            assert_eq!(out.len(), 4 + toggles + near);
+            let mut probes: Vec<f64> = (0..50).map(|_| (n01(&mut rng) * 3.0).exp()).collect();
+            // The kept points themselves and just beside them.
+            probes.extend(out[2..2 + toggles].iter().chain(&out[4 + toggles..]).flat_map(|&x| [x, x * (1.0 + 1e-12), x + 1e-9]));
+            for sigma in probes.into_iter().filter(|&x| x > 0.0) {
+                let y = needle.iter().fold(f64::NEG_INFINITY, |y, &(a, z)| y.max(a + sigma * z));
+                let above = lines.iter().filter(|&&(a, z)| a + sigma * z > y).count() as i64;
+                if out[4 + toggles..].iter().any(|&x| (sigma - x).abs() <= w) {
+                    continue;
+                }
+                let crossed = out[2..2 + toggles].iter().filter(|&&x| x < sigma).count();
+                assert_eq!((out[0] == 1.0) != (crossed % 2 == 1), above <= below, "case {case} σ {sigma}");
+                decided += 1;
+            }
+        }
+        assert!(decided > 15_000, "{decided}");
+    }
+
+    /// A noise level on a kept crossing runs its trials again, and the counts stay the run's.
+    #[test]
+    fn a_noise_level_on_a_crossing_runs_the_trial_again() {
+        let s = Scenario { context_len: 1200, score_noise: 0.5, index_topk: 4, dprime: 1.0, ..Scenario::preset("quest-16").unwrap() };
+        s.validate().unwrap();
+        let replay = NoiseReplay::new(&s, 100, 4).unwrap();
+        // The first kept crossing (a toggle or a near crossing) at σ > 0 of any trial's layer.
+        let mut sigma = None;
+        for bounds in replay.starts.windows(2) {
+            let rec = &replay.values[bounds[0]..bounds[1]];
+            let mut at = 0;
+            for _ in 0..s.selecting_layers() {
+                if rec[at] == RERUN {
+                    at += 1;
+                    continue;
+                }
+                let toggles = rec[at + 1] as usize;
+                let near = rec[at + 3 + toggles] as usize;
+                sigma = sigma.or(rec[at + 2..at + 2 + toggles].iter().chain(&rec[at + 4 + toggles..at + 4 + toggles + near]).copied().find(|&x| x > 0.0));
+                at += 4 + toggles + near;
+            }
+        }
+        let sigma = sigma.expect("a crossing");
+        let at = Scenario { score_noise: sigma, ..s.clone() };
+        let (tally, reruns) = replay.tally_counted(&at).unwrap();
+        assert!(reruns >= 1);
+        let run = simulate(&at, 100, 4, McPath::Materialise).unwrap();
+        assert_eq!((tally.successes, tally.attended), (run.successes, run.attended));
     }
 
     /// Batching is a schedule, not a different sampler: every trial's draws and outcome are those

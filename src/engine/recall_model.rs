@@ -12,13 +12,13 @@
 //! `Replays`) and answers every later evaluation from it in O(trials × needle tokens), with exactly the counts of the
 //! materialising run (`tests/replay_equivalence.rs`).
 
-use super::montecarlo::{replay_key, RankRecord, Replay};
+use super::montecarlo::{replay_key, NoiseReplay, RankRecord, Replay};
 use super::{check_monte_carlo, route, simulate_successes, EngineChoice, EngineError, Route, RunOptions};
-use crate::scenario::{Model, Scenario};
+use crate::scenario::{Field, Model, Scenario};
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A recall model: P(success) for a scenario.
 pub trait RecallModel: Sync {
@@ -42,6 +42,14 @@ pub trait RecallModel: Sync {
     fn recall_in_k<'a>(&'a self, s: &Scenario) -> Result<KCurve<'a>, EngineError> {
         Ok(recall_per_k(self, s))
     }
+    /// Recall of `s` as a function of `score_noise` alone (every other field as in `s`), for the
+    /// verdict's noise search: by default one [`RecallModel::recall`] per level; a model whose
+    /// one evaluation answers every level (Monte Carlo on the materialising path: the noise
+    /// draws are the same standard normals at every positive level) overrides it, with the same
+    /// values.
+    fn recall_in_noise<'a>(&'a self, s: &Scenario) -> Result<NoiseCurve<'a>, EngineError> {
+        Ok(recall_per_noise(self, s))
+    }
     /// P(exactly m of the scenario's layers select the needle), m = 0..=layers (the
     /// likelihood of captured per-layer selections); by default not available.
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
@@ -62,6 +70,22 @@ pub fn with_topk(s: &Scenario, k: u64) -> Scenario {
 fn recall_per_k<'a, M: RecallModel + ?Sized>(model: &'a M, s: &Scenario) -> KCurve<'a> {
     let s = s.clone();
     Box::new(move |k| model.recall(&with_topk(&s, k)))
+}
+
+/// Recall as a function of `score_noise`: [`RecallModel::recall_in_noise`].
+pub type NoiseCurve<'a> = Box<dyn Fn(f64) -> Result<f64, EngineError> + 'a>;
+
+/// `s` at `score_noise` = v (checked as the field is): the scenario a [`NoiseCurve`] evaluates at v.
+pub fn with_noise(s: &Scenario, v: f64) -> Result<Scenario, EngineError> {
+    let mut t = s.clone();
+    t.set_real(Field::ScoreNoise, v)?;
+    Ok(t)
+}
+
+/// [`RecallModel::recall_in_noise`] by one [`RecallModel::recall`] per level.
+fn recall_per_noise<'a, M: RecallModel + ?Sized>(model: &'a M, s: &Scenario) -> NoiseCurve<'a> {
+    let s = s.clone();
+    Box::new(move |v| model.recall(&with_noise(&s, v)?))
 }
 
 /// A closed-form or test model from a function.
@@ -304,6 +328,38 @@ impl RecallModel for EngineModel {
                     Ok(tally.successes as f64 / self.trials as f64)
                 }
                 None => self.recall(&at_k),
+            }
+        }))
+    }
+
+    /// Monte Carlo on the materialising path with pooled entries: one [`NoiseReplay`], built at
+    /// the first positive level asked for, answers every positive level with the counts of a
+    /// run at it exactly; any other level (0, or one the analytic engine takes) is evaluated
+    /// alone.
+    fn recall_in_noise<'a>(&'a self, s: &Scenario) -> Result<NoiseCurve<'a>, EngineError> {
+        s.validate()?;
+        if s.model != Model::Scalar || self.replay_budget == 0 {
+            return Ok(recall_per_noise(self, s));
+        }
+        let s = s.clone();
+        let replay: OnceLock<Result<NoiseReplay, EngineError>> = OnceLock::new();
+        Ok(Box::new(move |v| {
+            let at = with_noise(&s, v)?;
+            at.validate()?;
+            if !(v > 0.0 && matches!(route(&at, self.choice)?, Route::MonteCarlo { .. }) && NoiseReplay::covers(&at)) {
+                return self.recall(&at);
+            }
+            check_monte_carlo(&at, &RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() })?;
+            let built = replay.get_or_init(|| {
+                self.replays_built.fetch_add(1, Ordering::Relaxed);
+                NoiseReplay::new(&at, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))
+            });
+            match built.as_ref().map_err(Clone::clone)?.tally(&at) {
+                Some(tally) => {
+                    self.mc_calls.fetch_add(1, Ordering::Relaxed);
+                    Ok(tally.successes as f64 / self.trials as f64)
+                }
+                None => self.recall(&at),
             }
         }))
     }

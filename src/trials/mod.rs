@@ -134,6 +134,46 @@ pub fn record<P: RecordPlan>(plan: &P, trials: u64, seed: u64) -> Vec<f64> {
     out
 }
 
+/// A prepared model whose trials [`record_var`] draws once into records of any length (the
+/// scalar engine's [`NoiseReplay`]: a trial's record is as long as its layers' answers need).
+///
+/// [`NoiseReplay`]: crate::engine::montecarlo::NoiseReplay
+pub trait VarRecordPlan: Sync {
+    /// Per-worker buffers, reused across the trials of one worker.
+    type Scratch: Default + Send;
+    /// Trials per parallel work item (scheduling only: never the records).
+    fn chunk(&self) -> u64;
+    /// Draws one trial from `rng` (its [`trial_rng`]) and appends its record to `out`.
+    fn record_trial(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Self::Scratch, out: &mut Vec<f64>);
+}
+
+/// The records of trials `0..trials` of `plan` and where each starts: trial i's record is
+/// `values[starts[i]..starts[i + 1]]`, drawn only from [`trial_rng`]`(seed, i)`; chunks in
+/// parallel, joined in trial order, so the records are identical for any thread count.
+pub fn record_var<P: VarRecordPlan>(plan: &P, trials: u64, seed: u64) -> (Vec<f64>, Vec<usize>) {
+    let chunk = plan.chunk().max(1);
+    let chunks: Vec<(Vec<f64>, Vec<usize>)> = (0..trials.div_ceil(chunk))
+        .into_par_iter()
+        .map_init(P::Scratch::default, |scratch, c| {
+            let (mut values, mut ends) = (Vec::new(), Vec::new());
+            for i in c * chunk..((c + 1) * chunk).min(trials) {
+                plan.record_trial(&mut trial_rng(seed, i), scratch, &mut values);
+                ends.push(values.len());
+            }
+            (values, ends)
+        })
+        .collect();
+    let mut values = Vec::with_capacity(chunks.iter().map(|c| c.0.len()).sum());
+    let mut starts = Vec::with_capacity(trials as usize + 1);
+    starts.push(0);
+    for (v, ends) in chunks {
+        let base = values.len();
+        starts.extend(ends.iter().map(|e| base + e));
+        values.extend_from_slice(&v);
+    }
+    (values, starts)
+}
+
 /// The readout rule of every Monte Carlo trial, scalar or vector: a layer attends the needle
 /// when it lies in the window or sink or ranks within the effective k; the trial's layers
 /// attend it when the scenario's [`Readout`] is met; the answer is then correct with
