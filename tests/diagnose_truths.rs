@@ -47,7 +47,7 @@ fn simulate(cells: &[(u64, u64, f64)], trials: u64, seed: u64, truth: &dyn Fn(&S
             let s = Scenario { context_len: l, index_topk: k, depth: d, ..v4() };
             let p = truth(&s).clamp(0.0, 1.0);
             let hits = Binomial::new(trials, p).unwrap().sample(&mut rng);
-            common::recall_row(l, k, Some(d), trials, hits, i as u64 + 2)
+            dsa_sim::calibrate::Observation::cell(l, k, Some(d), trials, hits, i as u64 + 2)
         })
         .collect();
     common::recall_table("simulated", rows)

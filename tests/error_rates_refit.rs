@@ -45,7 +45,7 @@ fn table(p: &dyn Fn(usize, &Scenario) -> f64, seed: u64) -> Dataset {
             for d in [0.1, 0.9] {
                 let s = Scenario { context_len: l, index_topk: k, depth: d, ..base() };
                 let hits = Binomial::new(TRIALS, p(rows.len(), &s).clamp(0.0, 1.0)).unwrap().sample(&mut rng);
-                rows.push(common::recall_row(l, k, Some(d), TRIALS, hits, rows.len() as u64 + 2));
+                rows.push(dsa_sim::calibrate::Observation::cell(l, k, Some(d), TRIALS, hits, rows.len() as u64 + 2));
             }
         }
     }

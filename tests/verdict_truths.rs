@@ -41,7 +41,7 @@ fn table(seed: u64, truth: &dyn Fn(&Scenario) -> f64) -> Dataset {
             for d in [0.1, 0.9] {
                 let s = Scenario { context_len: l, index_topk: k, depth: d, ..layer() };
                 let hits = Binomial::new(TRIALS, truth(&s).clamp(0.0, 1.0)).unwrap().sample(&mut rng);
-                rows.push(common::recall_row(l, k, Some(d), TRIALS, hits, rows.len() as u64 + 2));
+                rows.push(dsa_sim::calibrate::Observation::cell(l, k, Some(d), TRIALS, hits, rows.len() as u64 + 2));
             }
         }
     }
@@ -265,7 +265,7 @@ fn an_undecided_call_comes_with_the_cells_that_would_decide() {
     for c in &p.cells {
         let s = Scenario { context_len: c.context_len, index_topk: c.index_topk, depth: c.depth, repeat: c.repeat, ..layer() };
         let hits = Binomial::new(c.trials, truth(&s).clamp(0.0, 1.0)).unwrap().sample(&mut rng);
-        let mut row = common::recall_row(c.context_len, c.index_topk, Some(c.depth), c.trials, hits, joined.rows.len() as u64 + 2);
+        let mut row = dsa_sim::calibrate::Observation::cell(c.context_len, c.index_topk, Some(c.depth), c.trials, hits, joined.rows.len() as u64 + 2);
         row.repeat = Some(c.repeat);
         joined.rows.push(row);
     }

@@ -245,23 +245,7 @@ pub fn candidates(base: &Scenario, data: &Dataset) -> Vec<Observation> {
     for &l in &ls {
         for &k in &candidate_k(base, data) {
             for &d in &[0.1, 0.5, 0.9] {
-                let o = Observation {
-                    context_len: l,
-                    index_topk: k,
-                    trials: 1,
-                    hits: 0,
-                    depth: Some(d),
-                    repeat: Some(base.repeat),
-                    compress_ratio: None,
-                    window: None,
-                    label: None,
-                    needle: None,
-                    needle_tokens: None,
-                    overlap: None,
-                    layer_counts: None,
-                    conditions: Vec::new(),
-                    line: out.len() as u64 + 2,
-                };
+                let o = Observation { repeat: Some(base.repeat), ..Observation::cell(l, k, Some(d), 1, 0, out.len() as u64 + 2) };
                 if o.apply(base).is_ok_and(|s| s.validate().is_ok()) {
                     out.push(o);
                 }

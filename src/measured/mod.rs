@@ -212,6 +212,28 @@ pub struct RowKey {
 }
 
 impl Observation {
+    /// A recall cell: `hits` of `trials` at (context_len, index_topk, depth), every other column
+    /// absent (the scenario's), at `line` of its file (the header is line 1).
+    pub fn cell(context_len: u64, index_topk: u64, depth: Option<f64>, trials: u64, hits: u64, line: u64) -> Observation {
+        Observation {
+            context_len,
+            index_topk,
+            trials,
+            hits,
+            depth,
+            repeat: None,
+            compress_ratio: None,
+            window: None,
+            label: None,
+            needle: None,
+            needle_tokens: None,
+            overlap: None,
+            layer_counts: None,
+            conditions: Vec::new(),
+            line,
+        }
+    }
+
     /// Observed recall hits / trials.
     pub fn observed(&self) -> f64 {
         self.hits as f64 / self.trials as f64

@@ -86,29 +86,6 @@ pub fn vector_scenario(base: &str, fields: &[(&str, &str)]) -> dsa_sim::Scenario
     s
 }
 
-/// A recall table's row: `hits` of `trials` at (context_len, index_topk, depth), every other
-/// column absent; `line` is its line in a file (the header is line 1).
-#[allow(dead_code)]
-pub fn recall_row(context_len: u64, index_topk: u64, depth: Option<f64>, trials: u64, hits: u64, line: u64) -> dsa_sim::calibrate::Observation {
-    dsa_sim::calibrate::Observation {
-        context_len,
-        index_topk,
-        trials,
-        hits,
-        depth,
-        repeat: None,
-        compress_ratio: None,
-        window: None,
-        label: None,
-        needle: None,
-        needle_tokens: None,
-        overlap: None,
-        layer_counts: None,
-        conditions: vec![],
-        line,
-    }
-}
-
 /// A measured table of `rows` from `source`, with no notes, provenance or condition column.
 #[allow(dead_code)]
 pub fn recall_table(source: &str, rows: Vec<dsa_sim::calibrate::Observation>) -> dsa_sim::calibrate::Dataset {
