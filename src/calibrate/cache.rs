@@ -38,6 +38,36 @@ impl<'a> CachedModel<'a> {
 }
 
 impl CachedModel<'_> {
+    /// A curve of `s` over one field through the memo: the point x is the scenario `at(s, x)`,
+    /// looked up first; the inner model's curve `make(s)` is made at the first point not
+    /// remembered (for Monte Carlo one run that answers every point) and kept for the others.
+    fn memo_curve<'b, X: Copy + 'b>(
+        &'b self,
+        s: &Scenario,
+        at: impl Fn(&Scenario, X) -> Result<Scenario, EngineError> + 'b,
+        make: impl Fn(&Scenario) -> Result<Box<dyn Fn(X) -> Result<f64, EngineError> + 'b>, EngineError> + 'b,
+    ) -> Box<dyn Fn(X) -> Result<f64, EngineError> + 'b> {
+        let s = s.clone();
+        let inner: RefCell<Option<Box<dyn Fn(X) -> Result<f64, EngineError> + 'b>>> = RefCell::new(None);
+        Box::new(move |x| {
+            let key = serde_json::to_string(&at(&s, x)?).unwrap_or_default();
+            if let Some(v) = self.lookup(&key) {
+                return Ok(v);
+            }
+            let mut curve = inner.borrow_mut();
+            let v = match curve.as_ref() {
+                Some(c) => c(x)?,
+                None => {
+                    let c = make(&s)?;
+                    let v = c(x)?;
+                    *curve = Some(c);
+                    v
+                }
+            };
+            self.remember(key, v);
+            Ok(v)
+        })
+    }
     /// The remembered recall of the scenario whose key is `key`, counting the lookup.
     fn lookup(&self, key: &str) -> Option<f64> {
         self.lookups.fetch_add(1, Ordering::Relaxed);
@@ -69,49 +99,11 @@ impl RecallModel for CachedModel<'_> {
     /// Each k through the memo; the inner model's curve is made at the first k not in it (for
     /// Monte Carlo one run that answers every k), so remembered ks cost nothing.
     fn recall_in_k<'b>(&'b self, s: &Scenario) -> Result<KCurve<'b>, EngineError> {
-        let s = s.clone();
-        let inner: RefCell<Option<KCurve<'b>>> = RefCell::new(None);
-        Ok(Box::new(move |k| {
-            let key = serde_json::to_string(&with_topk(&s, k)).unwrap_or_default();
-            if let Some(v) = self.lookup(&key) {
-                return Ok(v);
-            }
-            let mut curve = inner.borrow_mut();
-            let v = match curve.as_ref() {
-                Some(c) => c(k)?,
-                None => {
-                    let c = self.inner.recall_in_k(&s)?;
-                    let v = c(k)?;
-                    *curve = Some(c);
-                    v
-                }
-            };
-            self.remember(key, v);
-            Ok(v)
-        }))
+        Ok(self.memo_curve(s, |s, k| Ok(with_topk(s, k)), |s| self.inner.recall_in_k(s)))
     }
     /// [`CachedModel::recall_in_k`]'s memo over noise levels instead of k.
     fn recall_in_noise<'b>(&'b self, s: &Scenario) -> Result<NoiseCurve<'b>, EngineError> {
-        let s = s.clone();
-        let inner: RefCell<Option<NoiseCurve<'b>>> = RefCell::new(None);
-        Ok(Box::new(move |v| {
-            let key = serde_json::to_string(&with_noise(&s, v)?).unwrap_or_default();
-            if let Some(r) = self.lookup(&key) {
-                return Ok(r);
-            }
-            let mut curve = inner.borrow_mut();
-            let r = match curve.as_ref() {
-                Some(c) => c(v)?,
-                None => {
-                    let c = self.inner.recall_in_noise(&s)?;
-                    let r = c(v)?;
-                    *curve = Some(c);
-                    r
-                }
-            };
-            self.remember(key, r);
-            Ok(r)
-        }))
+        Ok(self.memo_curve(s, with_noise, |s| self.inner.recall_in_noise(s)))
     }
     fn describe(&self) -> String {
         self.inner.describe()
