@@ -50,7 +50,7 @@ fn simulate(cells: &[(u64, u64, f64)], trials: u64, seed: u64, truth: &dyn Fn(&S
             dsa_sim::calibrate::Observation::cell(l, k, Some(d), trials, hits, i as u64 + 2)
         })
         .collect();
-    common::recall_table("simulated", rows)
+    dsa_sim::calibrate::Dataset::of_rows("simulated", rows)
 }
 
 fn recall(s: &Scenario) -> f64 {

@@ -49,7 +49,7 @@ fn table(p: &dyn Fn(usize, &Scenario) -> f64, seed: u64) -> Dataset {
             }
         }
     }
-    common::recall_table(&format!("toy seed {seed}"), rows)
+    dsa_sim::calibrate::Dataset::of_rows(&format!("toy seed {seed}"), rows)
 }
 
 fn diagnosis(data: &Dataset) -> Diagnosis {

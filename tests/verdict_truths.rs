@@ -45,7 +45,7 @@ fn table(seed: u64, truth: &dyn Fn(&Scenario) -> f64) -> Dataset {
             }
         }
     }
-    common::recall_table(&format!("truth seed {seed}"), rows)
+    dsa_sim::calibrate::Dataset::of_rows(&format!("truth seed {seed}"), rows)
 }
 
 fn run(data: &Dataset) -> Diagnosis {

@@ -60,6 +60,17 @@ impl crate::error::Classify for CalibError {
     }
 }
 
+/// A verdict's failure inside a calibration, a diagnosis or a plan: the model's failure stays
+/// a failure, anything else is bad input.
+impl From<crate::verdict::VerdictError> for CalibError {
+    fn from(e: crate::verdict::VerdictError) -> Self {
+        match e {
+            crate::verdict::VerdictError::Model(e) => CalibError::Model(e),
+            e => CalibError::Input(e.to_string()),
+        }
+    }
+}
+
 impl From<ScenarioError> for CalibError {
     fn from(e: ScenarioError) -> Self {
         CalibError::Input(e.to_string())

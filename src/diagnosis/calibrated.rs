@@ -33,10 +33,7 @@ pub fn calibrated_call(
     opts: VerdictOptions,
 ) -> Result<CalibratedCall, CalibError> {
     let scenarios = crate::calibrate::fitted_scenarios(data, base, report, model)?;
-    let mut cv = crate::verdict::calibrated_verdict(&scenarios, model, opts).map_err(|e| match e {
-        crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
-        e => CalibError::Input(e.to_string()),
-    })?;
+    let mut cv = crate::verdict::calibrated_verdict(&scenarios, model, opts)?;
     cv.at_estimate.dprime_on_bound = report.fit.estimates.iter().any(|e| e.field == Field::Dprime && e.value_at_bound);
     let signatures = fit_signatures(data, base, &report.free, &report.fit, report.checks.as_ref(), model)?;
     // A defect is not a prescription: the fitted numbers stay, the call is the rule's.

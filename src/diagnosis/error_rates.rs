@@ -33,6 +33,12 @@ const TAU_QUANTILE: f64 = 0.95;
 /// The hypotheses of a working indexer.
 pub const PHYSICAL: &[&str] = &["discrimination", "discrimination-with-spread", "hard-negatives", "read-failure"];
 
+/// Whether `h` is a hypothesis of a working indexer: a physical one that ranks the needle at
+/// least as well as a random pick (dprime ≥ 0).
+pub fn working_indexer(h: &HypothesisResult) -> bool {
+    PHYSICAL.contains(&h.name.as_str()) && h.estimate("dprime").is_some_and(|d| d >= 0.0)
+}
+
 /// The rule's measured error rates at the user's design.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ErrorRates {
@@ -134,10 +140,9 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
     // A working indexer ranks the needle at least as well as a random pick: the null is the best
     // physical fit with dprime ≥ 0, or the random indexer (dprime = 0, the least favourable
     // working indexer) when every physical fit lies below it.
-    let working = |h: &&HypothesisResult| PHYSICAL.contains(&h.name.as_str()) && h.estimate("dprime").is_some_and(|d| d >= 0.0);
     let physical = hypotheses
         .iter()
-        .filter(working)
+        .filter(|h| working_indexer(h))
         .min_by(|a, b| a.aic.total_cmp(&b.aic))
         .or_else(|| hypotheses.iter().find(|h| h.name == "random-indexer"))?;
     let defects: Vec<&HypothesisResult> = hypotheses.iter().filter(|h| h.is_implementation()).collect();

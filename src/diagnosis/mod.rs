@@ -104,10 +104,7 @@ pub fn diagnose(
         .iter()
         .find_map(|h| h.scenario(base).map(|s| (h, s)))
         .ok_or_else(|| CalibError::Fit("no hypothesis gives a valid scenario".into()))?;
-    let mut v = verdict(&scen, model, opts).map_err(|e| match e {
-        crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
-        e => CalibError::Input(e.to_string()),
-    })?;
+    let mut v = verdict(&scen, model, opts)?;
     v.dprime_on_bound = from.on_bound.iter().any(|n| n == "dprime");
     let rates = error_rates::error_rates(data, &hypotheses, checks.joint.as_ref());
     let evidence = rule::Evidence { signatures: &sig, preferred: Some(&best.name), error_rates: rates.as_ref().map(rule::DefectEvidence::from) };
@@ -116,11 +113,18 @@ pub fn diagnose(
     // "Undecided" is not a dead end: it comes with the measurement that would decide.
     let plan = if call == Call::Undecided {
         let popts = plan::PlanOptions { budget: plan::UNDECIDED_BUDGET, seed: error_rates::SEED, only: &[], verdict: opts };
-        plan::plan_from(data, base, &hypotheses, user_free, model, &popts).ok()
+        match plan::plan_from(data, base, &hypotheses, user_free, model, &popts) {
+            Ok(p) => Some(p),
+            // Nothing to plan (no cell the kernel runs separates the hypotheses): no cells to
+            // show. A model's failure stays a failure.
+            Err(CalibError::Input(_)) => None,
+            Err(e) => return Err(e),
+        }
     } else {
         None
     };
-    Ok(Diagnosis { checks, hypotheses: hypotheses.clone(), signatures: sig, call, verdict: v, numbers_from: from.name.clone(), scenario: scen, conditions, error_rates: rates, plan })
+    let numbers_from = from.name.clone();
+    Ok(Diagnosis { checks, hypotheses, signatures: sig, call, verdict: v, numbers_from, scenario: scen, conditions, error_rates: rates, plan })
 }
 
 impl Diagnosis {

@@ -18,7 +18,7 @@
 //! not refitted). The fraction of tables on which the call is the one the truth implies is the
 //! probability of the right call.
 
-use super::error_rates::{error_rates, PHYSICAL};
+use super::error_rates::{error_rates, working_indexer};
 use super::rule::{self, DefectEvidence, Evidence};
 use super::signature::{worse_than_random, Signature};
 use crate::calibrate::hypotheses::{compare_hypotheses, hypothesis_recall, HypothesisResult};
@@ -639,7 +639,7 @@ pub fn plan_from(
         )));
     }
     let cand = candidates(base, data);
-    let cells_ds = Dataset { source: "candidates".into(), rows: cand.clone(), notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] };
+    let cells_ds = Dataset::of_rows("candidates", cand.clone());
     let preds: Vec<Vec<f64>> =
         leading.iter().map(|h| hypothesis_recall(h, &cells_ds, base, user_free, model)).collect::<Result<_, _>>()?;
     let design = information_design(&prior, &preds, budget, seed);
@@ -712,13 +712,10 @@ fn rule_on_plan(
             Meaning::Physical(Call::ReadLimited)
         } else {
             let s = h.scenario(base).ok_or_else(|| CalibError::Fit(format!("hypothesis `{}` gives no valid scenario", h.name)))?;
-            let v = crate::verdict::verdict(&s, model, opts).map_err(|e| match e {
-                crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
-                e => CalibError::Input(e.to_string()),
-            })?;
+            let v = crate::verdict::verdict(&s, model, opts)?;
             Meaning::Physical(v.call)
         };
-        let working = h.name == "random-indexer" || (PHYSICAL.contains(&h.name.as_str()) && h.estimate("dprime").is_some_and(|d| d >= 0.0));
+        let working = h.name == "random-indexer" || working_indexer(h);
         hypotheses.push(RuleHypothesis {
             name: h.name.clone(),
             table_aic: h.aic,
@@ -731,12 +728,9 @@ fn rule_on_plan(
         // The evidence's null when no working indexer leads: the random indexer (as the
         // diagnosis's error rates take it), scored but never a truth of the simulation.
         if let Some(r) = all.iter().find(|h| h.name == "random-indexer") {
-            let cells = Dataset { source: "planned".into(), rows: design.chosen.iter().map(|c| cand[c.0].clone()).collect(), notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] };
+            let cells = Dataset::of_rows("planned", design.chosen.iter().map(|c| cand[c.0].clone()).collect());
             let s = r.scenario(base).ok_or_else(|| CalibError::Fit("random-indexer gives no valid scenario".into()))?;
-            let v = crate::verdict::verdict(&s, model, opts).map_err(|e| match e {
-                crate::verdict::VerdictError::Model(m) => CalibError::Model(m),
-                e => CalibError::Input(e.to_string()),
-            })?;
+            let v = crate::verdict::verdict(&s, model, opts)?;
             hypotheses.push(RuleHypothesis {
                 name: r.name.clone(),
                 table_aic: r.aic,
@@ -765,7 +759,7 @@ fn rule_on_plan(
             o.line = data.rows.len() as u64 + i + 2;
             rows.push(o);
         }
-        let joined = Dataset { source: data.source.clone(), rows, notes: vec![], provenance: None, transcribed: data.transcribed, condition_columns: vec![] };
+        let joined = Dataset { transcribed: data.transcribed, ..Dataset::of_rows(&data.source, rows) };
         floor = row_checks(&joined, base, model)?.joint;
         // τ and the false-alarm rate of the evidence rule on the joined design, from the leading
         // hypotheses' fits extended to the planned cells.

@@ -25,7 +25,7 @@ use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, 
 use crate::output::{StageOptions, StagedDir};
 use crate::report::escape::{md_code, md_line, md_text};
 use crate::scenario::{Field, Scenario};
-use crate::verdict::{VerdictError, VerdictOptions};
+use crate::verdict::VerdictOptions;
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -234,17 +234,6 @@ fn output_error(e: crate::output::OutputError) -> CalibError {
         CalibError::Input(e.to_string())
     } else {
         CalibError::Output(e.to_string())
-    }
-}
-
-/// A verdict failure inside a calibration experiment: the model's failure stays a failure,
-/// anything else is bad input.
-impl From<VerdictError> for CalibError {
-    fn from(e: VerdictError) -> Self {
-        match e {
-            VerdictError::Model(e) => CalibError::Model(e),
-            e => CalibError::Input(e.to_string()),
-        }
     }
 }
 

@@ -336,6 +336,12 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// A table of `rows` from `source` with no notes, provenance or condition column (cells a
+    /// program made: candidate or planned cells, simulated tables).
+    pub fn of_rows(source: &str, rows: Vec<Observation>) -> Dataset {
+        Dataset { source: source.to_string(), rows, notes: Vec::new(), provenance: None, transcribed: false, condition_columns: Vec::new() }
+    }
+
     /// Whether some row carries a needle (or sample) id: its trials are one needle's, and
     /// calibration allows for needle-level overdispersion (selection data excepted: their
     /// requests are patterns, not trials of one needle).

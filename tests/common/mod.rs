@@ -86,12 +86,6 @@ pub fn vector_scenario(base: &str, fields: &[(&str, &str)]) -> dsa_sim::Scenario
     s
 }
 
-/// A measured table of `rows` from `source`, with no notes, provenance or condition column.
-#[allow(dead_code)]
-pub fn recall_table(source: &str, rows: Vec<dsa_sim::calibrate::Observation>) -> dsa_sim::calibrate::Dataset {
-    dsa_sim::calibrate::Dataset { source: source.into(), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
-}
-
 /// Needle recall when the needle (Normal(dprime, needle_sd² + σ²)) must beat the distractor
 /// quantile 1 − k/N (distractors Normal(0, 1 + σ²)); r copies; p_read / p_guess.
 #[allow(dead_code)]
