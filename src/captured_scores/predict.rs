@@ -237,6 +237,11 @@ impl LayerModel {
 /// above the needle, score above it): a query's own sample subsampled to m ≤ n candidates.
 /// Exactly unbiased for P[Binomial(m, Q) ≤ j] whatever the query's law, because the n captured
 /// distractors are i.i.d. draws of it and a random m of them are m i.i.d. draws too.
+///
+/// Written here rather than taken from statrs's `Hypergeometric::cdf` (against which it is
+/// tested): that sums from 0 with two `ln_binomial`s (six `ln_gamma`s) per term, and this runs
+/// per query, cell and bootstrap resample; here one term's logarithm starts the sum at the
+/// support's lower end and each further term is a ratio of its neighbour.
 pub fn hypergeom_cdf(n: u64, a: u64, m: u64, j: u64) -> f64 {
     debug_assert!(a <= n && m <= n);
     if j >= a.min(m) {
