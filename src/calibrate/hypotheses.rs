@@ -8,12 +8,11 @@
 //! modulo the compression ratio, `length-periodic`.
 
 use super::fit::chi2_sf;
-use super::likelihood::{binom_loglik, set_field, unit_deviance};
+use super::likelihood::{binom_loglik, evaluate_distinct, set_field, unit_deviance};
 use super::optimize::{minimize_bounded, NmOptions};
 use super::{default_param, CalibError, FreeParam, RecallModel};
 use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
-use rayon::prelude::*;
 
 /// The fields the named hypotheses are about; any other `--fit` field (score_noise, …) is a
 /// nuisance parameter, free in every hypothesis.
@@ -391,25 +390,24 @@ impl Surface<'_> {
         Ok(pmf)
     }
 
-    fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
-        let n = self.row_base.len();
-        let one = |g: usize| self.row_recall(g, theta);
-        let distinct: Vec<f64> = if self.model.parallel_rows() && n > 1 {
-            (0..n).into_par_iter().map(one).collect::<Result<_, _>>()?
-        } else {
-            (0..n).map(one).collect::<Result<_, _>>()?
+    /// `one` at each distinct row, evaluated once per result the model tells apart (with the
+    /// row's broken fraction: [`evaluate_distinct`]).
+    fn per_row<T: Send + Clone>(&self, theta: &[f64], one: impl Fn(usize) -> Result<T, CalibError> + Sync) -> Result<Vec<T>, CalibError> {
+        let key = |g: usize| -> Result<String, CalibError> {
+            let (s, broken) = self.row_setup(g, theta)?;
+            Ok(format!("{}|broken {broken:?}", self.model.evaluation_key(&s)))
         };
+        evaluate_distinct(self.model, self.row_base.len(), key, one)
+    }
+
+    fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
+        let distinct = self.per_row(theta, |g| self.row_recall(g, theta))?;
         Ok(self.group_of_row.iter().map(|&g| distinct[g]).collect())
     }
 
     fn loglik(&self, theta: &[f64]) -> Result<f64, CalibError> {
         if self.data.is_selection() {
-            let n = self.row_base.len();
-            let pmfs: Vec<Vec<f64>> = if self.model.parallel_rows() && n > 1 {
-                (0..n).into_par_iter().map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?
-            } else {
-                (0..n).map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?
-            };
+            let pmfs: Vec<Vec<f64>> = self.per_row(theta, |g| self.row_pmf(g, theta))?;
             return Ok(self
                 .data
                 .rows
