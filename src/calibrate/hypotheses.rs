@@ -10,6 +10,7 @@
 use super::fit::chi2_sf;
 use super::likelihood::{binom_loglik, evaluate_distinct, set_field, unit_deviance};
 use super::optimize::{minimize_bounded, NmOptions};
+use rayon::prelude::*;
 use super::{default_param, CalibError, FreeParam, RecallModel};
 use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
@@ -552,8 +553,10 @@ pub fn compare_hypotheses(
             params: vec![Param::Field(Field::Dprime)],
         });
     }
-    let mut out = Vec::new();
-    for spec in all {
+    // The hypotheses are fitted concurrently (each fit is a deterministic function of the table,
+    // and the memo and T_j's tables return the same values whoever computes them first): a
+    // fit's distinct rows are few (a table's lengths), too few alone to keep both cores busy.
+    let fit_one = |spec: Spec| -> Result<HypothesisResult, CalibError> {
         let fixed: Vec<(Field, f64)> = match spec.kind {
             Kind::RandomIndexer => vec![(Field::Dprime, 0.0)],
             _ => vec![],
@@ -667,7 +670,7 @@ pub fn compare_hypotheses(
             estimates.push((CANDIDATE_LIMIT.into(), residue as f64));
         }
         let df = super::likelihood::observations(data) - k as i64;
-        out.push(HypothesisResult {
+        Ok(HypothesisResult {
             name: spec.name.to_string(),
             description: spec.description.to_string(),
             fixed,
@@ -681,8 +684,9 @@ pub fn compare_hypotheses(
             deviance,
             gof_p: chi2_sf(deviance, df),
             fitted,
-        });
-    }
+        })
+    };
+    let mut out: Vec<HypothesisResult> = all.into_par_iter().map(fit_one).collect::<Result<_, _>>()?;
     akaike_weights(&mut out);
     prefer_plausible(&mut out);
     Ok(out)
