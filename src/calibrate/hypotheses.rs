@@ -360,7 +360,9 @@ impl Surface<'_> {
             let geo = crate::geometry::Geometry::new(&s);
             return Ok(geo.answer_probability(s.p_read, s.p_guess, 1.0));
         }
-        let r = self.recall(&s)?;
+        // A row where every query is broken is the never-selected recall alone ((1 − 1)·r + r0
+        // is r0 exactly): its modelled recall is not evaluated.
+        let r = if broken < 1.0 { self.recall(&s)? } else { 0.0 };
         if broken > 0.0 {
             let mut never = s.clone();
             set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
@@ -381,7 +383,9 @@ impl Surface<'_> {
             pmf[n] = 1.0;
             return Ok(pmf);
         }
-        let mut pmf = self.model.layer_count_pmf(&s).map_err(CalibError::Model)?;
+        let n = s.selecting_layers() as usize;
+        // As in `row_recall`: a row broken for every query is the never-selected pmf alone.
+        let mut pmf = if broken < 1.0 { self.model.layer_count_pmf(&s).map_err(CalibError::Model)? } else { vec![0.0; n + 1] };
         if broken > 0.0 {
             let mut never = s.clone();
             set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
@@ -609,21 +613,28 @@ pub fn compare_hypotheses(
             Kind::CandidateLimit => thresholds.clone(),
             _ => vec![0],
         };
+        // One fit per residue (a candidate-count limit has one per distinct N), concurrently;
+        // the first of the best is kept, as a sequential scan would.
+        let fits: Vec<(Vec<f64>, f64, u64)> = residues
+            .par_iter()
+            .map(|&res| {
+                let surface = Surface {
+                    data,
+                    kind: spec.kind,
+                    params: spec.params.clone(),
+                    nuisance: nuisance.clone(),
+                    row_base: row_base.clone(),
+                    group_of_row: group_of_row.clone(),
+                    model,
+                    residue: res,
+                };
+                fit_surface(&surface, &lo, &hi, start.clone()).map(|(theta, ll)| (theta, ll, res))
+            })
+            .collect::<Result<_, _>>()?;
         let mut best: Option<(Vec<f64>, f64, u64)> = None;
-        for &res in &residues {
-            let surface = Surface {
-                data,
-                kind: spec.kind,
-                params: spec.params.clone(),
-                nuisance: nuisance.clone(),
-                row_base: row_base.clone(),
-                group_of_row: group_of_row.clone(),
-                model,
-                residue: res,
-            };
-            let (theta, ll) = fit_surface(&surface, &lo, &hi, start.clone())?;
-            if best.as_ref().is_none_or(|b| ll > b.1) {
-                best = Some((theta, ll, res));
+        for fit in fits {
+            if best.as_ref().is_none_or(|b| fit.1 > b.1) {
+                best = Some(fit);
             }
         }
         let (theta, ll, residue) = best.expect("at least one residue");
