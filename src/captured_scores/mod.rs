@@ -23,12 +23,13 @@ pub mod law;
 pub mod predict;
 pub mod read;
 pub mod tail;
+pub mod top;
 
 use crate::error::{Classify, ErrorKind};
 
 pub use law::{EmpiricalLaw, EmpiricalModel};
 pub use classes::{ClassChoice, TailClass};
-pub use predict::{predict, predict_observed, predict_report, tail_classes, LayerClasses, Prediction, PredictOptions, Report};
+pub use predict::{predict, predict_observed, predict_report, tail_classes, LayerClasses, LayerTail, Prediction, PredictOptions, Report, TailChoice, TailModel, Validation};
 pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};
 
