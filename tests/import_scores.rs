@@ -289,6 +289,14 @@ fn cli_json_and_bad_input() {
     let c = cs::read_file(&p).unwrap();
     let lib = cs::predict(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 50, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() }).unwrap();
     assert_eq!(preds[3]["recall"].as_f64().unwrap(), lib[0].recall);
+    // The tail model and every candidate's validation, as the library chose them.
+    let rep = cs::predict_report(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 0, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    let tm = &v["tail_models"][0];
+    assert_eq!(tm["chosen"]["model"], if rep.tails[0].model == cs::TailModel::Classes { "classes" } else { "query-top" });
+    assert_eq!(tm["validation"].as_array().unwrap().len(), rep.tails[0].validation.len());
+    assert_eq!(tm["validation"][0]["errors"][0]["error"].as_f64().unwrap(), rep.tails[0].validation[0].errors.as_ref().unwrap()[0]);
+    let (code, _, err) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--tail-model", "pooled"]);
+    assert_eq!(code, 2, "{err}");
     // Text output runs too, and repeats exactly.
     let (code, a, _) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--resamples", "20"]);
     let (_, b, _) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--resamples", "20"]);
@@ -619,7 +627,7 @@ fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Vec<(&'static st
     let c = cs::read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores/bm25/train.npz")).unwrap();
     let rep = cs::predict_report(&c, cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
     for v in &rep.tails[0].validation {
-        eprintln!("validation {}: {:?} score {:?}", v.model, v.errors, v.score());
+        eprintln!("validation {}: {:?} se {:?} score {:?}", v.model, v.errors, v.standard_errors, v.score());
     }
     eprintln!("chosen: {} {:?}", rep.tails[0].model, rep.tails[0].top_gpd);
     rep.predictions.into_iter()
@@ -734,7 +742,7 @@ fn tops_predictions() -> Vec<(u64, cs::Prediction, f64)> {
     let cells: Vec<Scenario> = [4000u64, 8000, 16_000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
     let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 100, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
     for v in &rep.tails[0].validation {
-        eprintln!("validation {}: {:?}", v.model, v.errors);
+        eprintln!("validation {}: {:?} se {:?}", v.model, v.errors, v.standard_errors);
     }
     eprintln!("chosen: {}", rep.tails[0].model);
     rep.predictions
@@ -783,4 +791,33 @@ fn queries_whose_tops_differ_from_their_bulk_are_within_2_points_at_k_1() {
             assert!((pr.recall - same).abs() <= 0.02, "N={}: truth {same} vs {pr:?}", pr.n_candidates);
         }
     }
+}
+
+#[test]
+fn the_tail_model_is_chosen_on_the_capture_itself() {
+    // The real BM25 capture: the classes are biased on its halvings (k = 1 error −5.2 points,
+    // 4 standard errors), and the query-top model replaces them; the demo capture (normal
+    // distractors, 60 queries) shows no bias beyond 3 standard errors and keeps the classes,
+    // its prediction then the classes' alone to the last bit.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores");
+    let cells = [cell(8000, 1), cell(16_384, 4)];
+    let o = PredictOptions { resamples: 20, seed: 5, ..Default::default() };
+    let bm25 = cs::read_file(&root.join("bm25/train.npz")).unwrap();
+    let rep = cs::predict_report(&bm25, &cells, o, &dsa_sim::progress::Silent).unwrap();
+    let t = &rep.tails[0];
+    assert_eq!(t.validation.len(), 1 + cs::top::TOP_FRACTIONS.len());
+    let classes = t.validation.iter().find(|v| v.model == cs::TailModel::Classes).unwrap();
+    assert!(classes.biased(), "{classes:?}");
+    assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_gpd.is_some() && rep.classes.is_empty(), "{t:?}");
+    let chosen = t.validation.iter().find(|v| v.model == t.model).unwrap();
+    assert!(t.validation.iter().all(|v| v.score().is_none_or(|s| s >= chosen.score().unwrap())));
+    let demo = cs::read_file(&root.join("demo.npz")).unwrap();
+    let rep = cs::predict_report(&demo, &cells, o, &dsa_sim::progress::Silent).unwrap();
+    assert_eq!(rep.tails[0].model, cs::TailModel::Classes, "{:?}", rep.tails[0]);
+    let only = cs::predict_report(&demo, &cells, PredictOptions { tail_model: cs::TailChoice::Classes, ..o }, &dsa_sim::progress::Silent).unwrap();
+    assert!(only.tails[0].validation.is_empty());
+    assert_eq!(rep.predictions, only.predictions);
+    // Forcing the query-top model on the demo fits it (validated among its fractions).
+    let top = cs::predict_report(&demo, &cells, PredictOptions { tail_model: cs::TailChoice::QueryTop, ..o }, &dsa_sim::progress::Silent).unwrap();
+    assert!(matches!(top.tails[0].model, cs::TailModel::QueryTop(_)) && top.tails[0].validation.len() == cs::top::TOP_FRACTIONS.len());
 }

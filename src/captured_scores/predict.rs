@@ -122,12 +122,30 @@ pub struct Validation {
     /// half the distractors, averaged over the [`SPLITS`] halvings; None where the model could
     /// not be fitted on some half (too few exceedances).
     pub errors: Option<Vec<f64>>,
+    /// Per k, the standard error of that mean error over queries (each query's prediction
+    /// averaged over the halvings first, its measured outcome fixed).
+    pub standard_errors: Option<Vec<f64>>,
 }
+
+/// How many standard errors a validation error of the classes must reach at some k before
+/// another model may replace them.
+pub const SWITCH_SE: f64 = 3.0;
 
 impl Validation {
     /// The sum over k of the squared mean error (the smallest is chosen).
     pub fn score(&self) -> Option<f64> {
         self.errors.as_ref().map(|e| e.iter().map(|v| v * v).sum())
+    }
+
+    /// Whether the error at some k exceeds [`SWITCH_SE`] standard errors (a model that fits
+    /// within its noise at every k is not replaced).
+    pub fn biased(&self) -> bool {
+        match (&self.errors, &self.standard_errors) {
+            // (An error under a tenth of a point is no bias worth a switch, and keeps a k where
+            // every query is certain, se ≈ 0, from switching on rounding.)
+            (Some(e), Some(se)) => e.iter().zip(se).any(|(e, se)| e.abs() > (SWITCH_SE * se).max(1e-3)),
+            _ => false,
+        }
     }
 }
 
@@ -345,9 +363,8 @@ impl LayerModel {
 fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize, seed: u64) -> Vec<Validation> {
     let nq = layer.queries.len();
     let k_of = |q: &QueryScores, k: u64| k.min(q.distractors.len() as u64 + 1);
-    let measured: Vec<f64> =
-        VALIDATION_KS.iter().map(|&k| layer.queries.iter().filter(|q| (q.above(q.needle) as u64) < k_of(q, k)).count() as f64 / nq as f64).collect();
-    let per_split: Vec<Vec<Option<Vec<f64>>>> = (0..SPLITS)
+    // Per halving, per model, per k: every query's predicted probability of ranking within k.
+    let per_split: Vec<Vec<Option<Vec<Vec<f64>>>>> = (0..SPLITS)
         .into_par_iter()
         .map(|r| {
             let half: Vec<QueryScores> = layer
@@ -378,11 +395,7 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
                     Some(
                         VALIDATION_KS
                             .iter()
-                            .zip(&measured)
-                            .map(|(&k, meas)| {
-                                let p: f64 = layer.queries.iter().enumerate().map(|(q, qs)| selected(qs.distractors.len() as u64, k_of(qs, k), &sf[q], Some(m.own[q]))).sum();
-                                p / nq as f64 - meas
-                            })
+                            .map(|&k| layer.queries.iter().enumerate().map(|(q, qs)| selected(qs.distractors.len() as u64, k_of(qs, k), &sf[q], Some(m.own[q]))).collect())
                             .collect(),
                     )
                 })
@@ -393,13 +406,26 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
         .iter()
         .enumerate()
         .map(|(i, &model)| {
-            let errors = per_split.iter().try_fold(vec![0.0; VALIDATION_KS.len()], |mut acc, split| {
-                for (a, e) in acc.iter_mut().zip(split[i].as_ref()?) {
-                    *a += e / SPLITS as f64;
-                }
-                Some(acc)
-            });
-            Validation { model, errors }
+            let fitted: Option<Vec<&Vec<Vec<f64>>>> = per_split.iter().map(|split| split[i].as_ref()).collect();
+            let Some(fitted) = fitted else { return Validation { model, errors: None, standard_errors: None } };
+            let (mut errors, mut ses) = (Vec::new(), Vec::new());
+            for (ki, &k) in VALIDATION_KS.iter().enumerate() {
+                // Each query's prediction averaged over the halvings, minus its measured outcome.
+                let d: Vec<f64> = layer
+                    .queries
+                    .iter()
+                    .enumerate()
+                    .map(|(q, qs)| {
+                        let p = fitted.iter().map(|f| f[ki][q]).sum::<f64>() / SPLITS as f64;
+                        p - if (qs.above(qs.needle) as u64) < k_of(qs, k) { 1.0 } else { 0.0 }
+                    })
+                    .collect();
+                let mean = d.iter().sum::<f64>() / nq as f64;
+                let var = if nq > 1 { d.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (nq - 1) as f64 } else { 0.0 };
+                errors.push(mean);
+                ses.push((var / nq as f64).sqrt());
+            }
+            Validation { model, errors: Some(errors), standard_errors: Some(ses) }
         })
         .collect()
 }
@@ -419,11 +445,20 @@ fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Resu
     let candidates = opts.tail_model.candidates();
     let enough = layer.queries.iter().all(|q| q.distractors.len() >= MIN_VALIDATION_DISTRACTORS);
     let validation = if candidates.len() > 1 && enough { validate_layer(layer, &candidates, opts.max_classes, opts.seed) } else { Vec::new() };
-    // The smallest score wins; ties go to the earlier candidate (the classes first).
-    let best = validation.iter().filter_map(|v| v.score().map(|s| (v.model, s))).fold(None, |b: Option<(TailModel, f64)>, (m, s)| match b {
-        Some((_, bs)) if bs <= s => b,
-        _ => Some((m, s)),
-    });
+    // The classes stay unless their validation error is beyond SWITCH_SE standard errors at
+    // some k: the query-top model is an estimator chosen for what it predicts, not a likelihood
+    // (super::top), so it replaces the classes only on evidence that they are biased, not on a
+    // score that query sampling alone could order; then the smallest score wins, ties to the
+    // earlier candidate (the classes).
+    let classes_hold = validation.iter().any(|v| v.model == TailModel::Classes && v.errors.is_some() && !v.biased());
+    let best = validation
+        .iter()
+        .filter(|v| !classes_hold || v.model == TailModel::Classes)
+        .filter_map(|v| v.score().map(|s| (v.model, s)))
+        .fold(None, |b: Option<(TailModel, f64)>, (m, s)| match b {
+            Some((_, bs)) if bs <= s => b,
+            _ => Some((m, s)),
+        });
     let model = match (best, opts.tail_model) {
         (Some((m, _)), _) => m,
         (None, TailChoice::QueryTop) if candidates.len() > 1 => {

@@ -373,7 +373,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
                 "gpd": t.top_gpd.map(|g| json!({"xi": g.xi, "sigma": g.sigma})),
                 "validation": t.validation.iter().map(|v| json!({
                     "candidate": model_json(&v.model),
-                    "errors": v.errors.as_ref().map(|e| cs::predict::VALIDATION_KS.iter().zip(e).map(|(k, e)| json!({"k": k, "error": e})).collect::<Vec<_>>()),
+                    "errors": v.errors.as_ref().zip(v.standard_errors.as_ref()).map(|(e, se)| cs::predict::VALIDATION_KS.iter().zip(e).zip(se).map(|((k, e), se)| json!({"k": k, "error": e, "se": se})).collect::<Vec<_>>()),
                     "score": v.score(),
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -412,9 +412,10 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     if !tail_models.is_empty() {
         outln!(
             out,
-            "tail model (the candidate whose fit on half of every query's distractors best predicts the whole capture's recall at k = {}; error: predicted − measured, mean of {} halvings):",
+            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors):",
+            cs::predict::SPLITS,
             cs::predict::VALIDATION_KS.map(|k| k.to_string()).join(", "),
-            cs::predict::SPLITS
+            cs::predict::SWITCH_SE
         );
         for t in &tail_models {
             let how = match (&t.model, t.top_gpd) {
@@ -423,7 +424,9 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
             };
             outln!(out, "  layer {}: {}{how}", t.layer, t.model);
             for v in &t.validation {
-                let e = v.errors.as_ref().map_or("could not be fitted on a half".to_string(), |e| e.iter().map(|x| format!("{x:+.4}")).collect::<Vec<_>>().join(" "));
+                let e = v.errors.as_ref().zip(v.standard_errors.as_ref()).map_or("could not be fitted on a half".to_string(), |(e, se)| {
+                    e.iter().zip(se).map(|(x, se)| format!("{x:+.4} ({se:.4})")).collect::<Vec<_>>().join(" ")
+                });
                 outln!(out, "    {:<16} {e}", v.model.to_string());
             }
         }
