@@ -27,6 +27,11 @@
 //! percentile bootstrap over queries (each with its own draw), the tail (with several classes:
 //! the mixture, by EM warm-started from the capture's fit, the class count held) refitted in
 //! every resample, each resample's randomness from (seed, resample) alone.
+//! Where the classes are biased on the capture itself (fitted on random halves of every
+//! query's distractors, they mispredict the recall the whole capture measures by more than 3
+//! standard errors at some k), the query-top model ([`super::top`]: each query's tail located
+//! and scaled by its own top scores, one pooled shape) replaces them, at the fraction that
+//! predicts the halvings best; the band holds the chosen model fixed.
 //! `recall_empirical` is the pooled empirical law alone with every one of the N − 1 drawn from
 //! it (no tail, no own draw): what the tail fit corrects beyond the sample.
 
@@ -81,8 +86,9 @@ impl std::fmt::Display for TailModel {
     }
 }
 
-/// Which tail models compete for a layer: the one chosen is the one whose fit on half of every
-/// query's distractors best predicts the recall the whole capture measures ([`validate_layer`]).
+/// Which tail models compete for a layer, each fitted on halves of every query's distractors
+/// and scored on the recall the whole capture measures ([`validate_layer`]): the classes stay
+/// unless biased there ([`Validation::biased`]), else the best score wins ([`fit_layer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TailChoice {
     /// The classes and the query-top model at every fraction of [`top::TOP_FRACTIONS`].
