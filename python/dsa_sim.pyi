@@ -172,6 +172,7 @@ def plan(
     *,
     budget: Optional[int] = None,
     hypotheses: Optional[Sequence[str]] = None,
+    target: float = 0.9,
     preset: Optional[str] = None,
     scenario: Optional[Path] = None,
     engine: Engine = "auto",
@@ -180,7 +181,7 @@ def plan(
     threads: Optional[int] = None,
     **fields: FieldValue,
 ) -> dict[str, Any]:
-    """The cells to measure next that tell most about which leading hypothesis is true (budget default 1000), and the simulated probability of the right call after them.
+    """The cells to measure next that tell most about which leading hypothesis is true (budget default 1000), and the simulated probability of the right call after them (the call at `target` recall, default 0.9, as `--target`).
 
     Returns cells, budget, total_trials, candidate_k, leading_hypotheses, information, right_call, seed, warnings.
     """

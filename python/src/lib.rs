@@ -551,19 +551,21 @@ fn probe(
 ///
 /// `data`: the measured table the hypotheses are fitted to; the deployment's scenario must be
 /// given (`preset`, `scenario` or field keyword arguments). `budget`: total trials (default 1000); `hypotheses`: names of
-/// the hypotheses to separate instead of the leading ones. Engine keyword arguments as for
+/// the hypotheses to separate instead of the leading ones; `target`: the verdict's target recall
+/// for a physical hypothesis's call (default 0.9, as `--target`). Engine keyword arguments as for
 /// `calibrate`.
 ///
 /// Returns the dict `dsa-sim plan --json` prints (cells, budget, total_trials,
 /// candidate_k, leading_hypotheses, information, right_call, seed, warnings).
 #[pyfunction]
-#[pyo3(signature = (data, *, budget=None, hypotheses=None, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[pyo3(signature = (data, *, budget=None, hypotheses=None, target=0.9, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
 #[allow(clippy::too_many_arguments)]
 fn plan(
     py: Python<'_>,
     data: PathBuf,
     budget: Option<&Bound<'_, PyAny>>,
     hypotheses: Option<Vec<String>>,
+    target: f64,
     preset: Option<String>,
     scenario: Option<PathBuf>,
     engine: &str,
@@ -578,7 +580,7 @@ fn plan(
     let hypotheses = hypotheses.unwrap_or_default();
     let p = py
         .detach(|| {
-            let req = commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses, target: None };
+            let req = commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses, target: Some(target) };
             commands::fit::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
         })
         .map_err(py_err)?;

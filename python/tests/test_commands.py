@@ -149,6 +149,12 @@ def test_plan_equals_the_cli(cli):
     assert py["total_trials"] <= 500
 
 
+def test_plan_at_a_target_equals_the_cli(cli):
+    py = dsa_sim.plan(DATA, budget=500, target=0.5, preset="deepseek-v4-flash", stack="none", context_len=16000)
+    c = cli.json("plan", "--data", DATA, "--budget", "500", "--target", "0.5", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000")
+    assert_same(py, c)
+
+
 def test_plan_of_named_hypotheses_equals_the_cli(cli):
     hyps = ["discrimination", "effective-k"]
     py = dsa_sim.plan(DATA, hypotheses=hyps, preset="deepseek-v4-flash", stack="none")
