@@ -3,6 +3,8 @@
 //! - analytic recall point, N = 2^20, k = 4096, one thread (target ≤ 50 µs);
 //! - exact-sampling Monte Carlo, iid normal distractors, N = 2^18, all cores (target ≥ 2e7 trials/s);
 //! - materialising Monte Carlo, N = 2^18, all cores (target ≥ 4e8 candidate scores/s);
+//! - issue 23's scenario, exact sampling at N = 2^18, dprime 2, 4M trials, all cores (the run
+//!   `benches/numpy_vs_scalar_mc.py` times as a whole process against NumPy);
 //! - the exact trial's parts, one thread: the normal tail at random points (against libm's
 //!   erfc, which it replaced) and a binomial draw at the benchmark's typical (n, p).
 
@@ -37,6 +39,14 @@ fn montecarlo(c: &mut Criterion) {
     g.bench_function("exact_sampling_trials,N=2^18", |b| {
         b.iter(|| simulate(black_box(&s), trials, 1, McPath::Exact).unwrap().successes)
     });
+    // Issue 23's comparison with NumPy: dprime 2 puts the needle's tail probability near 0.02,
+    // so the binomial's mean is in the thousands (at dprime 3, in the hundreds).
+    let s2 = Scenario { dprime: 2.0, ..s.clone() };
+    let trials = 4_000_000;
+    g.throughput(Throughput::Elements(trials));
+    g.bench_function("exact_sampling_trials,N=2^18,dprime=2,4M", |b| {
+        b.iter(|| simulate(black_box(&s2), trials, 1, McPath::Exact).unwrap().successes)
+    });
     let trials = 40;
     g.throughput(Throughput::Elements(trials * (1 << 18)));
     g.bench_function("materialising_candidate_scores,N=2^18", |b| {
@@ -64,6 +74,11 @@ fn parts(c: &mut Criterion) {
     let ps: Vec<f64> = ys.iter().map(|&y| dsa_sim::stats::norm_sf(y)).collect();
     g.bench_function("binomial,n=2^18-1,4096 draws", |b| {
         b.iter(|| ps.iter().map(|&p| binomial::sample(262_143, black_box(p), &mut rng)).sum::<u64>())
+    });
+    // Issue 23's scenario: p = Q(Normal(2, 1)).
+    let ps2: Vec<f64> = ys.iter().map(|&y| dsa_sim::stats::norm_sf(y - 1.0)).collect();
+    g.bench_function("binomial,n=2^18-1,dprime=2,4096 draws", |b| {
+        b.iter(|| ps2.iter().map(|&p| binomial::sample(262_143, black_box(p), &mut rng)).sum::<u64>())
     });
     g.finish();
 }

@@ -99,7 +99,7 @@ fn btrs<R: Rng + ?Sized>(n: u64, p: f64, rng: &mut R) -> u64 {
         if !(x >= 0.0) {
             continue;
         }
-        let kf = (x as u64) as f64;
+        let kf = floor_nonnegative(x);
         if kf > nf {
             continue;
         }
@@ -107,15 +107,42 @@ fn btrs<R: Rng + ?Sized>(n: u64, p: f64, rng: &mut R) -> u64 {
             return kf as u64;
         }
         // The squeeze failed (~30% of candidates at n·p ~ 300): the exact test.
-        let m = (((nf + 1.0) * p) as u64) as f64; // floor: the product is ≥ 0
-        let r = p / q;
-        let alpha = (2.83 + 5.1 / b) * spq;
-        // ln(v·alpha / (a/us² + b)) with one division.
-        let us2 = us * us;
-        let lhs = (v * alpha * us2 / (a + b * us2)).ln();
-        if lhs <= ln_pmf_ratio(nf, kf, m, r) {
+        if exact_test(nf, p, q, spq, a, b, us, v, kf) {
             return kf as u64;
         }
+    }
+}
+
+/// BTRS's exact acceptance test of candidate `kf` for the uniforms (us, v), after the squeeze
+/// failed. Out of line and cold on purpose: its mode, ratio and log terms are loop-invariant,
+/// and inlined into [`btrs`] the compiler hoisted them (a logarithm, a square root's worth of
+/// divisions) into every draw's set-up, although ~3 draws in 4 never get here. Same operations
+/// in the same order as inline, so the same decisions.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn exact_test(nf: f64, p: f64, q: f64, spq: f64, a: f64, b: f64, us: f64, v: f64, kf: f64) -> bool {
+    let m = floor_nonnegative((nf + 1.0) * p);
+    let r = p / q;
+    let alpha = (2.83 + 5.1 / b) * spq;
+    // ln(v·alpha / (a/us² + b)) with one division.
+    let us2 = us * us;
+    let lhs = (v * alpha * us2 / (a + b * us2)).ln();
+    lhs <= ln_pmf_ratio(nf, kf, m, r)
+}
+
+/// floor(x) for x ≥ 0 (not NaN): the truncation `(x as u64) as f64`, through i64 below 2^52
+/// (on baseline x86-64 a float to/from u64 conversion is a dozen instructions with a branch,
+/// to/from i64 one each); from 2^52 on every f64 is an integer, its own floor, which the u64
+/// round trip also returned below 2^64 (beyond, it saturated at 2^64: above any n the caller
+/// compares with).
+#[inline(always)]
+fn floor_nonnegative(x: f64) -> f64 {
+    const EXACT: f64 = (1u64 << 52) as f64;
+    if x < EXACT {
+        (x as i64) as f64
+    } else {
+        x
     }
 }
 
@@ -238,6 +265,21 @@ mod tests {
                 let fast = ln_pmf_ratio(n as f64, k as f64, m, p / q);
                 assert!((fast - exact).abs() < 1e-9 * (1.0 + exact.abs()), "n={n} p={p} k={k}: {fast} vs {exact}");
             }
+        }
+    }
+
+    #[test]
+    fn floor_nonnegative_is_the_u64_truncation() {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut xs = vec![0.0, -0.0, 0.5, 1.0, 1.0 - f64::EPSILON, 4503599627370495.5, 4503599627370496.0, 9.3e18, 1.8e19];
+        for _ in 0..100_000 {
+            // Random magnitudes from 2^-10 to 2^64, and values just around integers.
+            let e: f64 = rng.random_range(-10.0..64.0);
+            let x = 2f64.powf(e) * rng.random::<f64>();
+            xs.extend([x, x.floor(), f64::from_bits(x.floor().to_bits().saturating_sub(1))]);
+        }
+        for x in xs {
+            assert_eq!(floor_nonnegative(x).to_bits(), ((x as u64) as f64).to_bits(), "x = {x:e}");
         }
     }
 

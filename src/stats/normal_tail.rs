@@ -61,8 +61,12 @@ fn exp_half_square(x: f64) -> f64 {
 fn upper(ax: f64) -> f64 {
     if ax < X_TABLE {
         let s = ax * (PIECES as f64 / X_TABLE);
-        let i = s as usize; // s ≥ 0: truncation is floor
+        // s ∈ [0, PIECES): truncation is floor. Through i64, not usize: on baseline x86-64 a
+        // float to/from u64 conversion is a dozen instructions, to/from i64 one (the same
+        // values here).
+        let i = s as i64;
         let u = 2.0 * (s - i as f64) - 1.0;
+        let i = i as usize;
         exp_half_square(ax) * estrin(&COEFFS[i], u)
     } else if ax < X_UNDERFLOW {
         // exp_half_square's series needs d small: here d < x²·2^-25 < 5e-5, and the dropped
