@@ -420,9 +420,10 @@ impl RecallModel for EngineModel {
     }
 
     /// Monte Carlo on the materialising path with pooled entries: one [`NoiseReplay`], built at
-    /// the first positive level asked for, answers every positive level with the counts of a
-    /// run at it exactly; any other level (0, or one the analytic engine takes) is evaluated
-    /// alone.
+    /// the first positive level asked for (or kept from an earlier curve of the same scenario
+    /// at another k: see `EngineModel::noise_replay`), answers every positive level with the
+    /// counts of a run at it exactly; any other level (0, or one the analytic engine takes) is
+    /// evaluated alone.
     fn recall_in_noise<'a>(&'a self, s: &Scenario) -> Result<NoiseCurve<'a>, EngineError> {
         s.validate()?;
         if s.model != Model::Scalar || self.replay_budget == 0 {
