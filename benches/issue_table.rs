@@ -5,6 +5,8 @@
 //! - the seed verdict on `deepseek-v4-flash-sglang` (experiments/dsv4_seed_observations.csv);
 //! - 30-row verdicts on the constructed public-report tables (tests/data/reports/) on
 //!   `deepseek-v4-flash-vllm-fp8` (the issue's slow preset) and `deepseek-v4-pro`;
+//! - a 30-row verdict with no two rows at one length (benches/data/gen_lengths.py): every row its
+//!   own evaluation, where the report tables' three depths per length cost one;
 //! - the 9-cell selection fit (60 requests × 21 layers, `--fit dprime,layer_corr`) and a verdict
 //!   on an 80-row selection table (40 requests × 2 layers), both drawn from the model by
 //!   benches/data/gen_selections.py;
@@ -41,6 +43,7 @@ fn issue_table(c: &mut Criterion) {
         ("30-row verdict (cliff), deepseek-v4-flash-vllm-fp8", "deepseek-v4-flash-vllm-fp8", "tests/data/reports/v4_flash_cliff.csv"),
         ("30-row verdict (two builds), deepseek-v4-flash-vllm-fp8", "deepseek-v4-flash-vllm-fp8", "tests/data/reports/v4_flash_two_builds.csv"),
         ("30-row verdict (cliff), deepseek-v4-pro", "deepseek-v4-pro", "tests/data/reports/v4_pro_cliff.csv"),
+        ("30-row verdict (30 distinct lengths), deepseek-v4-flash-vllm-fp8", "deepseek-v4-flash-vllm-fp8", "benches/data/lengths30_v4_flash_vllm_fp8.csv"),
         ("verdict on an 80-row selection table (2 layers), deepseek-v4-flash", "deepseek-v4-flash", "benches/data/selections_v4_flash_40x2.csv"),
     ];
     for (name, p, table) in verdicts {

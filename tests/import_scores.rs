@@ -289,6 +289,14 @@ fn cli_json_and_bad_input() {
     let c = cs::read_file(&p).unwrap();
     let lib = cs::predict(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 50, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() }).unwrap();
     assert_eq!(preds[3]["recall"].as_f64().unwrap(), lib[0].recall);
+    // The tail model and every candidate's validation, as the library chose them.
+    let rep = cs::predict_report(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 0, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    let tm = &v["tail_models"][0];
+    assert_eq!(tm["chosen"]["model"], if rep.tails[0].model == cs::TailModel::Classes { "classes" } else { "query-top" });
+    assert_eq!(tm["validation"].as_array().unwrap().len(), rep.tails[0].validation.len());
+    assert_eq!(tm["validation"][0]["errors"][0]["error"].as_f64().unwrap(), rep.tails[0].validation[0].errors.as_ref().unwrap()[0]);
+    let (code, _, err) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--tail-model", "pooled"]);
+    assert_eq!(code, 2, "{err}");
     // Text output runs too, and repeats exactly.
     let (code, a, _) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--resamples", "20"]);
     let (_, b, _) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--resamples", "20"]);
@@ -496,7 +504,7 @@ fn errors_over_seeds() {
                 }
                 eprintln!("{name} seed {seed} N={} k={}: same {same:.4} pop {pop:.4} pred {:.4} [{:.4}, {:.4}] err {:+.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, e);
             }
-            eprintln!("SUMMARY {name} seed {seed}: classes {} worst {:+.4} at N={} k={}; population outside band {outside}; {:.1}s", rep.classes[0].classes().len(), worst.0, worst.1, worst.2, t0.elapsed().as_secs_f64());
+            eprintln!("SUMMARY {name} seed {seed}: model {} classes {} worst {:+.4} at N={} k={}; population outside band {outside}; {:.1}s", rep.tails[0].model, rep.classes.first().map_or(0, |c| c.classes().len()), worst.0, worst.1, worst.2, t0.elapsed().as_secs_f64());
         }
     }
 }
@@ -528,7 +536,7 @@ fn a_mixture_of_query_tails_is_predicted_at_k_1() {
         }
         let cells: Vec<Scenario> = [1000u64, 2000, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
         let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
-        let pooled = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, max_classes: 1 }).unwrap();
+        let pooled = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, max_classes: 1, tail_model: cs::TailChoice::Classes }).unwrap();
         for ((pr, s), po) in pred.iter().zip(&cells).zip(&pooled) {
             let same = same_queries_recall(&t, &who, kinds, s.context_len, s.index_topk);
             let pop = population_recall(kinds, s.context_len, s.index_topk);
@@ -617,8 +625,12 @@ fn bm25_measured(half: &str, n: u64, k: u64) -> (f64, usize) {
 /// measured recall; (prediction, band sd, [(half, measured, queries)]) per cell.
 fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
     let c = cs::read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores/bm25/train.npz")).unwrap();
-    let pred = cs::predict(&c, cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
-    pred.into_iter()
+    let rep = cs::predict_report(&c, cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    for v in &rep.tails[0].validation {
+        eprintln!("validation {}: {:?} se {:?} score {:?}", v.model, v.errors, v.standard_errors, v.score());
+    }
+    eprintln!("chosen: {} {:?}", rep.tails[0].model, rep.tails[0].top_gpd);
+    rep.predictions.into_iter()
         .zip(cells)
         .map(|(pr, s)| {
             let halves: Vec<(&'static str, f64, usize)> = ["heldout", "train"].iter().map(|&h| {
@@ -657,9 +669,11 @@ fn a_real_bm25_capture_within_its_candidate_count() {
 }
 
 /// NOT MET (issue 21 item 1): beyond the captured count the real capture's recall is
-/// under-predicted, by 6 to 12 points at k = 1 from 4,000 to 16,384 candidates (the queries'
-/// BM25 laws differ by more than location, scale and four tail classes). Ignored until the
-/// prediction meets it; run by hand to see the figures.
+/// under-predicted. Validation chooses the query-top model (0.5%): against the same queries
+/// measured at 4,000 to 16,384 candidates the worst error is −2.9 points (16,384, k = 4; k = 1:
+/// −1.8, −1.0, −0.3), against the other 300 queries −5.0 (8,000, k = 1), of which query
+/// sampling alone is about 2.7 points of sd (the classes alone: −9.3 and −11.7). Ignored until
+/// the prediction meets it; run by hand to see the figures.
 #[test]
 #[ignore]
 fn a_real_bm25_capture_extrapolates_within_2_points() {
@@ -671,4 +685,139 @@ fn a_real_bm25_capture_extrapolates_within_2_points() {
         }
     }
     assert!(worst <= 0.02, "largest difference {worst}");
+}
+
+/// A capture whose queries' tops are not their bulk's: each distractor is, with probability
+/// π_q, 2 + τ_q · Exp(1) (a near match), else Normal(0, 1), then located and scaled by the
+/// query's own (loc, scale); π_q uniform on [0.005, 0.04] and τ_q log-uniform on [0.2, 1.5]
+/// per query, so two queries of the same sd have top tails of very different widths. The
+/// needle sits at 2 + τ_q (ln(16,000 π_q) + 0.8 g), g standard normal: about one distractor in
+/// 16,000 beats it (k = 1 recall about 0.8 at the captured 2,000 and 0.35 at 16,000). Returns the truth and per query (π, τ, loc, scale).
+fn tops_capture(queries: usize, cands: usize, seed: u64) -> (Truth, Vec<(f64, f64, f64, f64)>) {
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+    let n01 = Normal::new(0.0, 1.0).unwrap();
+    let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
+    let exp1 = rand_distr::Exp1;
+    let mut t = Truth { rows: vec![], needle_index: vec![], needle_scores: vec![] };
+    let mut who = Vec::new();
+    for q in 0..queries {
+        let pi = 0.005 + 0.035 * unif.sample(&mut rng);
+        let tau = 0.2 * (1.5f64 / 0.2).powf(unif.sample(&mut rng));
+        let loc = -1.0 + 2.0 * unif.sample(&mut rng);
+        let scale = 0.5 + 1.5 * unif.sample(&mut rng);
+        let mut row: Vec<f64> = (0..cands)
+            .map(|_| {
+                let e = if unif.sample(&mut rng) < pi { 2.0 + tau * <rand_distr::Exp1 as Distribution<f64>>::sample(&exp1, &mut rng) } else { n01.sample(&mut rng) };
+                loc + scale * e
+            })
+            .collect();
+        let ni = (q * 7919) % cands;
+        let x = loc + scale * (2.0 + tau * ((16_000.0 * pi).ln() + 0.8 * n01.sample(&mut rng)));
+        row[ni] = x;
+        t.rows.push(row);
+        t.needle_index.push(ni as i64);
+        t.needle_scores.push(x);
+        who.push((pi, tau, loc, scale));
+    }
+    (t, who)
+}
+
+/// P(a distractor of a `tops_capture` query scores above x), exactly.
+fn tops_sf(x: f64, (pi, tau, loc, scale): (f64, f64, f64, f64)) -> f64 {
+    let e = (x - loc) / scale;
+    let top = if e <= 2.0 { 1.0 } else { (-(e - 2.0) / tau).exp() };
+    (1.0 - pi) * dsa_sim::stats::norm_sf(e) + pi * top
+}
+
+/// The `tops_capture` of 400 queries × 2,000 candidates (seed 61) predicted at 4,000, 8,000
+/// and 16,000 candidates (2 to 8 times the capture), k = 1, 4, 16, 64: per cell (k, prediction,
+/// the same queries' truth). The truth is those queries measured there: each needle against its
+/// captured distractors and N − 1 − 1,999 fresh draws of its query's law, exactly (binomial).
+fn tops_predictions() -> Vec<(u64, cs::Prediction, f64)> {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, who) = tops_capture(400, 2000, 61);
+    let p = dir.path().join("tops.npz");
+    one_layer(&t, &p);
+    let c = cs::read_file(&p).unwrap();
+    let cells: Vec<Scenario> = [4000u64, 8000, 16_000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 100, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    for v in &rep.tails[0].validation {
+        eprintln!("validation {}: {:?} se {:?}", v.model, v.errors, v.standard_errors);
+    }
+    eprintln!("chosen: {}", rep.tails[0].model);
+    rep.predictions
+        .into_iter()
+        .zip(&cells)
+        .map(|(pr, s)| {
+            let same = t
+                .rows
+                .iter()
+                .zip(&t.needle_scores)
+                .zip(&who)
+                .map(|((row, &x), &w)| {
+                    let a = row.iter().filter(|&&v| v > x).count() as u64;
+                    if a > s.index_topk - 1 { 0.0 } else { dsa_sim::stats::binom_cdf(s.context_len - row.len() as u64, s.index_topk - 1 - a, tops_sf(x, w)) }
+                })
+                .sum::<f64>()
+                / who.len() as f64;
+            eprintln!("N={} k={}: same queries {same:.4} predicted {:.4} [{:.4}, {:.4}] (error {:+.4})", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall - same);
+            (s.index_topk, pr, same)
+        })
+        .collect()
+}
+
+/// NOT MET (issue 21 item 1): validation chooses the classes on `tops_capture`, and they are
+/// 5.0 points low at k = 4 and 8,000 candidates and 8.4 at 16,000 (outside the band; at k = 1
+/// −2.8, −2.8 and +0.1 at 4,000, 8,000 and 16,000). Ignored until the prediction meets it.
+#[test]
+#[ignore]
+fn queries_whose_tops_differ_from_their_bulk_are_predicted_within_the_band() {
+    // Every cell: the truth within the file's band rule (1.5 half-widths, ≈ 2.9 sd).
+    for (k, pr, same) in tops_predictions() {
+        assert!((pr.recall - same).abs() <= 1.5 * 0.5 * (pr.high - pr.low) + 1e-9, "N={} k={k}: truth {same} vs {pr:?}", pr.n_candidates);
+    }
+}
+
+/// NOT MET (issue 21 item 1): k = 1 within 2 points on `tops_capture`. Validation chooses the
+/// classes there (the query-top model is 3 to 7.5 points optimistic at k = 1 on the capture's
+/// halves: its in-sample standardisation makes an exponential top too light), and the classes
+/// are 2.8 points low at k = 1 and 4,000 and 8,000 candidates. Ignored until the prediction
+/// meets it.
+#[test]
+#[ignore]
+fn queries_whose_tops_differ_from_their_bulk_are_within_2_points_at_k_1() {
+    for (k, pr, same) in tops_predictions() {
+        if k == 1 {
+            assert!((pr.recall - same).abs() <= 0.02, "N={}: truth {same} vs {pr:?}", pr.n_candidates);
+        }
+    }
+}
+
+#[test]
+fn the_tail_model_is_chosen_on_the_capture_itself() {
+    // The real BM25 capture: the classes are biased on its halvings (k = 1 error −5.2 points,
+    // 4 standard errors), and the query-top model replaces them; the demo capture (normal
+    // distractors, 60 queries) shows no bias beyond 3 standard errors and keeps the classes,
+    // its prediction then the classes' alone to the last bit.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores");
+    let cells = [cell(8000, 1), cell(16_384, 4)];
+    let o = PredictOptions { resamples: 20, seed: 5, ..Default::default() };
+    let bm25 = cs::read_file(&root.join("bm25/train.npz")).unwrap();
+    let rep = cs::predict_report(&bm25, &cells, o, &dsa_sim::progress::Silent).unwrap();
+    let t = &rep.tails[0];
+    assert_eq!(t.validation.len(), 1 + cs::top::TOP_FRACTIONS.len());
+    let classes = t.validation.iter().find(|v| v.model == cs::TailModel::Classes).unwrap();
+    assert!(classes.biased(), "{classes:?}");
+    assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_gpd.is_some() && rep.classes.is_empty(), "{t:?}");
+    let chosen = t.validation.iter().find(|v| v.model == t.model).unwrap();
+    assert!(t.validation.iter().all(|v| v.score().is_none_or(|s| s >= chosen.score().unwrap())));
+    let demo = cs::read_file(&root.join("demo.npz")).unwrap();
+    let rep = cs::predict_report(&demo, &cells, o, &dsa_sim::progress::Silent).unwrap();
+    assert_eq!(rep.tails[0].model, cs::TailModel::Classes, "{:?}", rep.tails[0]);
+    let only = cs::predict_report(&demo, &cells, PredictOptions { tail_model: cs::TailChoice::Classes, ..o }, &dsa_sim::progress::Silent).unwrap();
+    assert!(only.tails[0].validation.is_empty());
+    assert_eq!(rep.predictions, only.predictions);
+    // Forcing the query-top model on the demo fits it (validated among its fractions).
+    let top = cs::predict_report(&demo, &cells, PredictOptions { tail_model: cs::TailChoice::QueryTop, ..o }, &dsa_sim::progress::Silent).unwrap();
+    assert!(matches!(top.tails[0].model, cs::TailModel::QueryTop(_)) && top.tails[0].validation.len() == cs::top::TOP_FRACTIONS.len());
 }

@@ -50,7 +50,7 @@ impl CachedModel<'_> {
         let s = s.clone();
         let inner: RefCell<Option<Box<dyn Fn(X) -> Result<f64, EngineError> + 'b>>> = RefCell::new(None);
         Box::new(move |x| {
-            let key = serde_json::to_string(&at(&s, x)?).unwrap_or_default();
+            let key = self.inner.evaluation_key(&at(&s, x)?);
             if let Some(v) = self.lookup(&key) {
                 return Ok(v);
             }
@@ -88,7 +88,7 @@ impl CachedModel<'_> {
 
 impl RecallModel for CachedModel<'_> {
     fn recall(&self, s: &Scenario) -> Result<f64, EngineError> {
-        let key = serde_json::to_string(s).unwrap_or_default();
+        let key = self.inner.evaluation_key(s);
         if let Some(v) = self.lookup(&key) {
             return Ok(v);
         }
@@ -107,6 +107,9 @@ impl RecallModel for CachedModel<'_> {
     }
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+    fn evaluation_key(&self, s: &Scenario) -> String {
+        self.inner.evaluation_key(s)
     }
     fn parallel_rows(&self) -> bool {
         self.inner.parallel_rows()

@@ -8,12 +8,12 @@
 //! modulo the compression ratio, `length-periodic`.
 
 use super::fit::chi2_sf;
-use super::likelihood::{binom_loglik, set_field, unit_deviance};
+use super::likelihood::{binom_loglik, evaluate_distinct, set_field, unit_deviance};
 use super::optimize::{minimize_bounded, NmOptions};
+use rayon::prelude::*;
 use super::{default_param, CalibError, FreeParam, RecallModel};
 use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
-use rayon::prelude::*;
 
 /// The fields the named hypotheses are about; any other `--fit` field (score_noise, …) is a
 /// nuisance parameter, free in every hypothesis.
@@ -360,7 +360,9 @@ impl Surface<'_> {
             let geo = crate::geometry::Geometry::new(&s);
             return Ok(geo.answer_probability(s.p_read, s.p_guess, 1.0));
         }
-        let r = self.recall(&s)?;
+        // A row where every query is broken is the never-selected recall alone ((1 − 1)·r + r0
+        // is r0 exactly): its modelled recall is not evaluated.
+        let r = if broken < 1.0 { self.recall(&s)? } else { 0.0 };
         if broken > 0.0 {
             let mut never = s.clone();
             set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
@@ -381,7 +383,9 @@ impl Surface<'_> {
             pmf[n] = 1.0;
             return Ok(pmf);
         }
-        let mut pmf = self.model.layer_count_pmf(&s).map_err(CalibError::Model)?;
+        let n = s.selecting_layers() as usize;
+        // As in `row_recall`: a row broken for every query is the never-selected pmf alone.
+        let mut pmf = if broken < 1.0 { self.model.layer_count_pmf(&s).map_err(CalibError::Model)? } else { vec![0.0; n + 1] };
         if broken > 0.0 {
             let mut never = s.clone();
             set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
@@ -391,25 +395,24 @@ impl Surface<'_> {
         Ok(pmf)
     }
 
-    fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
-        let n = self.row_base.len();
-        let one = |g: usize| self.row_recall(g, theta);
-        let distinct: Vec<f64> = if self.model.parallel_rows() && n > 1 {
-            (0..n).into_par_iter().map(one).collect::<Result<_, _>>()?
-        } else {
-            (0..n).map(one).collect::<Result<_, _>>()?
+    /// `one` at each distinct row, evaluated once per result the model tells apart (with the
+    /// row's broken fraction: [`evaluate_distinct`]).
+    fn per_row<T: Send + Clone>(&self, theta: &[f64], one: impl Fn(usize) -> Result<T, CalibError> + Sync) -> Result<Vec<T>, CalibError> {
+        let key = |g: usize| -> Result<String, CalibError> {
+            let (s, broken) = self.row_setup(g, theta)?;
+            Ok(format!("{}|broken {broken:?}", self.model.evaluation_key(&s)))
         };
+        evaluate_distinct(self.model, self.row_base.len(), key, one)
+    }
+
+    fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
+        let distinct = self.per_row(theta, |g| self.row_recall(g, theta))?;
         Ok(self.group_of_row.iter().map(|&g| distinct[g]).collect())
     }
 
     fn loglik(&self, theta: &[f64]) -> Result<f64, CalibError> {
         if self.data.is_selection() {
-            let n = self.row_base.len();
-            let pmfs: Vec<Vec<f64>> = if self.model.parallel_rows() && n > 1 {
-                (0..n).into_par_iter().map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?
-            } else {
-                (0..n).map(|g| self.row_pmf(g, theta)).collect::<Result<_, _>>()?
-            };
+            let pmfs: Vec<Vec<f64>> = self.per_row(theta, |g| self.row_pmf(g, theta))?;
             return Ok(self
                 .data
                 .rows
@@ -554,8 +557,10 @@ pub fn compare_hypotheses(
             params: vec![Param::Field(Field::Dprime)],
         });
     }
-    let mut out = Vec::new();
-    for spec in all {
+    // The hypotheses are fitted concurrently (each fit is a deterministic function of the table,
+    // and the memo and T_j's tables return the same values whoever computes them first): a
+    // fit's distinct rows are few (a table's lengths), too few alone to keep both cores busy.
+    let fit_one = |spec: Spec| -> Result<HypothesisResult, CalibError> {
         let fixed: Vec<(Field, f64)> = match spec.kind {
             Kind::RandomIndexer => vec![(Field::Dprime, 0.0)],
             _ => vec![],
@@ -608,21 +613,28 @@ pub fn compare_hypotheses(
             Kind::CandidateLimit => thresholds.clone(),
             _ => vec![0],
         };
+        // One fit per residue (a candidate-count limit has one per distinct N), concurrently;
+        // the first of the best is kept, as a sequential scan would.
+        let fits: Vec<(Vec<f64>, f64, u64)> = residues
+            .par_iter()
+            .map(|&res| {
+                let surface = Surface {
+                    data,
+                    kind: spec.kind,
+                    params: spec.params.clone(),
+                    nuisance: nuisance.clone(),
+                    row_base: row_base.clone(),
+                    group_of_row: group_of_row.clone(),
+                    model,
+                    residue: res,
+                };
+                fit_surface(&surface, &lo, &hi, start.clone()).map(|(theta, ll)| (theta, ll, res))
+            })
+            .collect::<Result<_, _>>()?;
         let mut best: Option<(Vec<f64>, f64, u64)> = None;
-        for &res in &residues {
-            let surface = Surface {
-                data,
-                kind: spec.kind,
-                params: spec.params.clone(),
-                nuisance: nuisance.clone(),
-                row_base: row_base.clone(),
-                group_of_row: group_of_row.clone(),
-                model,
-                residue: res,
-            };
-            let (theta, ll) = fit_surface(&surface, &lo, &hi, start.clone())?;
-            if best.as_ref().is_none_or(|b| ll > b.1) {
-                best = Some((theta, ll, res));
+        for fit in fits {
+            if best.as_ref().is_none_or(|b| fit.1 > b.1) {
+                best = Some(fit);
             }
         }
         let (theta, ll, residue) = best.expect("at least one residue");
@@ -669,7 +681,7 @@ pub fn compare_hypotheses(
             estimates.push((CANDIDATE_LIMIT.into(), residue as f64));
         }
         let df = super::likelihood::observations(data) - k as i64;
-        out.push(HypothesisResult {
+        Ok(HypothesisResult {
             name: spec.name.to_string(),
             description: spec.description.to_string(),
             fixed,
@@ -683,8 +695,9 @@ pub fn compare_hypotheses(
             deviance,
             gof_p: chi2_sf(deviance, df),
             fitted,
-        });
-    }
+        })
+    };
+    let mut out: Vec<HypothesisResult> = all.into_par_iter().map(fit_one).collect::<Result<_, _>>()?;
     akaike_weights(&mut out);
     prefer_plausible(&mut out);
     Ok(out)

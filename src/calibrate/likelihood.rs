@@ -6,6 +6,7 @@ use super::{CalibError, FreeParam, RecallModel};
 use crate::scenario::{Field, Scenario};
 use rayon::prelude::*;
 use statrs::function::factorial::ln_binomial;
+use std::collections::HashMap;
 
 /// Probabilities are kept inside [EPS, 1 − EPS] in logarithms: a model recall of exactly 1 (the
 /// context within the coverage horizon) against an observed miss costs ln(1e-12) ≈ −27.6, a large
@@ -172,18 +173,19 @@ impl<'a> Problem<'a> {
         Ok(s)
     }
 
-    /// Model recall of every row at `theta` (evaluated once per distinct row).
+    /// The key of distinct row `i` at `theta` ([`RecallModel::evaluation_key`]).
+    fn row_key(&self, i: usize, theta: &[f64]) -> Result<String, CalibError> {
+        Ok(self.model.evaluation_key(&self.row_scenario(i, theta)?))
+    }
+
+    /// Model recall of every row at `theta` (evaluated once per result the model tells apart:
+    /// [`evaluate_distinct`]).
     pub fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
-        let n = self.row_base.len();
         let one = |i: usize| -> Result<f64, CalibError> {
             let s = self.row_scenario(i, theta)?;
             self.model.recall(&s).map_err(CalibError::Model)
         };
-        let distinct: Vec<f64> = if self.model.parallel_rows() && n > 1 {
-            (0..n).into_par_iter().map(one).collect::<Result<_, _>>()?
-        } else {
-            (0..n).map(one).collect::<Result<_, _>>()?
-        };
+        let distinct = evaluate_distinct(self.model, self.row_base.len(), |i| self.row_key(i, theta), one)?;
         Ok(self.group_of_row.iter().map(|&g| distinct[g]).collect())
     }
 
@@ -212,16 +214,11 @@ impl<'a> Problem<'a> {
 
     /// Per distinct row, P(exactly m layers select the needle) at `theta` (selection data).
     pub fn layer_pmfs(&self, theta: &[f64]) -> Result<Vec<Vec<f64>>, CalibError> {
-        let n = self.row_base.len();
         let one = |i: usize| -> Result<Vec<f64>, CalibError> {
             let s = self.row_scenario(i, theta)?;
             self.model.layer_count_pmf(&s).map_err(CalibError::Model)
         };
-        if self.model.parallel_rows() && n > 1 {
-            (0..n).into_par_iter().map(one).collect()
-        } else {
-            (0..n).map(one).collect()
-        }
+        evaluate_distinct(self.model, self.row_base.len(), |i| self.row_key(i, theta), one)
     }
 
     /// Log-likelihood of the saturated model (each row its own recall; for selection data,
@@ -296,6 +293,36 @@ pub(crate) fn pattern_loglik(counts: &[u64], pmf: &[f64]) -> f64 {
 /// Sets a real field to a parameter value.
 pub fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), CalibError> {
     s.set_real(field, v).map_err(|e| CalibError::Input(e.to_string()))
+}
+
+
+/// `one(i)` for i in 0..n, evaluated once per distinct `key(i)` (the first i of each key
+/// answers for the others), the distinct ones in parallel when the model asks for it. Rows that
+/// differ only where the model does not look (the needle's depth beyond the window, for the
+/// exact engine: [`RecallModel::evaluation_key`]) then cost one evaluation, and two threads
+/// never compute the same one at once (the memo would only catch the second afterwards).
+pub(crate) fn evaluate_distinct<T: Send + Clone>(
+    model: &dyn RecallModel,
+    n: usize,
+    key: impl Fn(usize) -> Result<String, CalibError>,
+    one: impl Fn(usize) -> Result<T, CalibError> + Sync,
+) -> Result<Vec<T>, CalibError> {
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut of_row = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = *index.entry(key(i)?).or_insert_with(|| {
+            firsts.push(i);
+            firsts.len() - 1
+        });
+        of_row.push(at);
+    }
+    let values: Vec<T> = if model.parallel_rows() && firsts.len() > 1 {
+        firsts.par_iter().map(|&i| one(i)).collect::<Result<_, _>>()?
+    } else {
+        firsts.iter().map(|&i| one(i)).collect::<Result<_, _>>()?
+    };
+    Ok(of_row.iter().map(|&k| values[k].clone()).collect())
 }
 
 #[cfg(test)]

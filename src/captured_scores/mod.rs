@@ -16,19 +16,22 @@
 //! above a threshold Q comes from a generalised-Pareto tail fitted to the pooled standardised
 //! exceedances ([`tail`]), one per tail class of queries where the capture's queries differ in
 //! tail weight ([`classes`]: a mixture fitted by EM, the class count chosen by held-out
-//! likelihood, the recall of each query averaged over its class probabilities).
+//! likelihood, the recall of each query averaged over its class probabilities), or, where the
+//! classes are biased on the capture's own halves, from each query's own top scores with one
+//! pooled shape ([`top`], chosen in [`predict`]).
 
 pub mod classes;
 pub mod law;
 pub mod predict;
 pub mod read;
 pub mod tail;
+pub mod top;
 
 use crate::error::{Classify, ErrorKind};
 
 pub use law::{EmpiricalLaw, EmpiricalModel};
 pub use classes::{ClassChoice, TailClass};
-pub use predict::{predict, predict_observed, predict_report, tail_classes, LayerClasses, Prediction, PredictOptions, Report};
+pub use predict::{predict, predict_observed, predict_report, tail_classes, LayerClasses, LayerTail, Prediction, PredictOptions, Report, TailChoice, TailModel, Validation};
 pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};
 

@@ -27,12 +27,18 @@
 //! percentile bootstrap over queries (each with its own draw), the tail (with several classes:
 //! the mixture, by EM warm-started from the capture's fit, the class count held) refitted in
 //! every resample, each resample's randomness from (seed, resample) alone.
+//! Where the classes are biased on the capture itself (fitted on random halves of every
+//! query's distractors, they mispredict the recall the whole capture measures by more than 3
+//! standard errors at some k), the query-top model ([`super::top`]: each query's tail located
+//! and scaled by its own top scores, one pooled shape) replaces them, at the fraction that
+//! predicts the halvings best; the band holds the chosen model fixed.
 //! `recall_empirical` is the pooled empirical law alone with every one of the N − 1 drawn from
 //! it (no tail, no own draw): what the tail fit corrects beyond the sample.
 
 use super::classes::{self, ClassChoice, QueryTail, Start, TailClass};
 use super::tail::{excesses, fit_gpd, standardised, threshold_rank, Gpd};
-use super::{CapturedScores, ScoresError};
+use super::top::{self, QueryTop};
+use super::{CapturedScores, LayerScores, QueryScores, ScoresError};
 use crate::geometry::Geometry;
 use crate::scenario::Scenario;
 use crate::stats::binom_cdf;
@@ -50,12 +56,116 @@ pub struct PredictOptions {
     /// Most tail classes per layer ([`super::classes`]); the count is chosen by held-out
     /// likelihood up to this. 1: one pooled law and tail for every query.
     pub max_classes: usize,
+    /// Which tail models compete for each layer ([`TailChoice`]).
+    pub tail_model: TailChoice,
 }
 
 impl Default for PredictOptions {
     fn default() -> Self {
-        PredictOptions { resamples: 200, seed: crate::engine::DEFAULT_SEED, max_classes: classes::MAX_CLASSES }
+        PredictOptions { resamples: 200, seed: crate::engine::DEFAULT_SEED, max_classes: classes::MAX_CLASSES, tail_model: TailChoice::Auto }
     }
+}
+
+/// How a layer's distractor law beyond the capture is modelled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TailModel {
+    /// Each query standardised by its mean and sd, the queries pooled in tail classes
+    /// ([`super::classes`]).
+    Classes,
+    /// Each query's tail located and scaled by its own top scores (the threshold leaving this
+    /// fraction of its distractors above it), one pooled shape ([`super::top`]).
+    QueryTop(f64),
+}
+
+impl std::fmt::Display for TailModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TailModel::Classes => write!(f, "classes"),
+            TailModel::QueryTop(fr) => write!(f, "query-top {}%", fr * 100.0),
+        }
+    }
+}
+
+/// Which tail models compete for a layer, each fitted on halves of every query's distractors
+/// and scored on the recall the whole capture measures ([`validate_layer`]): the classes stay
+/// unless biased there ([`Validation::biased`]), else the best score wins ([`fit_layer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailChoice {
+    /// The classes and the query-top model at every fraction of [`top::TOP_FRACTIONS`].
+    Auto,
+    /// The classes alone (no validation).
+    Classes,
+    /// The query-top model, its fraction chosen among [`top::TOP_FRACTIONS`].
+    QueryTop,
+}
+
+impl TailChoice {
+    fn candidates(self) -> Vec<TailModel> {
+        let tops = top::TOP_FRACTIONS.iter().map(|&f| TailModel::QueryTop(f));
+        match self {
+            TailChoice::Auto => std::iter::once(TailModel::Classes).chain(tops).collect(),
+            TailChoice::Classes => vec![TailModel::Classes],
+            TailChoice::QueryTop => tops.collect(),
+        }
+    }
+}
+
+/// Random halvings of every query's distractors the tail models are validated on.
+pub const SPLITS: usize = 4;
+
+/// The k at which validation compares predicted and measured recall.
+pub const VALIDATION_KS: [u64; 4] = [1, 4, 16, 64];
+
+/// Keeps the validation's halvings apart from the bootstrap's resamples of the same seed.
+const VALIDATION_STREAM: u64 = 0x7661_6c69_6461_7465;
+
+/// One candidate tail model's validation on a layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Validation {
+    /// The model.
+    pub model: TailModel,
+    /// Per k of [`VALIDATION_KS`], predicted minus measured recall at the captured count from
+    /// half the distractors, averaged over the [`SPLITS`] halvings; None where the model could
+    /// not be fitted on some half (too few exceedances).
+    pub errors: Option<Vec<f64>>,
+    /// Per k, the standard error of that mean error over queries (each query's prediction
+    /// averaged over the halvings first, its measured outcome fixed).
+    pub standard_errors: Option<Vec<f64>>,
+}
+
+/// How many standard errors a validation error of the classes must reach at some k before
+/// another model may replace them.
+pub const SWITCH_SE: f64 = 3.0;
+
+impl Validation {
+    /// The sum over k of the squared mean error (the smallest is chosen).
+    pub fn score(&self) -> Option<f64> {
+        self.errors.as_ref().map(|e| e.iter().map(|v| v * v).sum())
+    }
+
+    /// Whether the error at some k exceeds [`SWITCH_SE`] standard errors (a model that fits
+    /// within its noise at every k is not replaced).
+    pub fn biased(&self) -> bool {
+        match (&self.errors, &self.standard_errors) {
+            // (An error under a tenth of a point is no bias worth a switch, and keeps a k where
+            // every query is certain, se ≈ 0, from switching on rounding.)
+            (Some(e), Some(se)) => e.iter().zip(se).any(|(e, se)| e.abs() > (SWITCH_SE * se).max(1e-3)),
+            _ => false,
+        }
+    }
+}
+
+/// The tail model each layer's prediction used, with the evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerTail {
+    /// The layer.
+    pub layer: usize,
+    /// The model chosen.
+    pub model: TailModel,
+    /// The query-top model's pooled law of the standardised excess, where it was chosen.
+    pub top_gpd: Option<Gpd>,
+    /// Every candidate's validation (empty where one candidate alone was allowed).
+    pub validation: Vec<Validation>,
 }
 
 /// The prediction for one scenario.
@@ -231,6 +341,154 @@ impl LayerModel {
             })
             .collect()
     }
+
+    /// Every query's top at `fraction` ([`QueryTop`]), of its standardised distractors (the
+    /// model is location-scale invariant per query, so raw scores give the same).
+    fn tops(&self, fraction: f64) -> Vec<QueryTop> {
+        self.z.iter().map(|zq| QueryTop::new(zq, fraction)).collect()
+    }
+
+    /// The pooled law of the tops' standardised excesses, query q counted `mult[q]` times.
+    fn top_gpd(&self, tops: &[QueryTop], mult: Option<&[f64]>) -> Result<Gpd, ScoresError> {
+        let sorted: Vec<&[f64]> = self.z.iter().map(Vec::as_slice).collect();
+        top::fit_pooled(tops, &sorted, mult)
+    }
+
+    /// Every query's Q of its needle under the query-top model.
+    fn top_survival(&self, tops: &[QueryTop], gpd: &Gpd) -> Survival {
+        tops.iter().enumerate().map(|(q, t)| vec![(1.0, t.survival(self.needle[q], self.own[q].1 as usize, gpd))]).collect()
+    }
+}
+
+/// Each candidate model fitted on [`SPLITS`] random halves of every query's distractors (query
+/// q's half in split r drawn only from (seed, r · queries + q)) and scored by the recall it
+/// predicts at the captured count, where the capture measures it: each query keeps its half's
+/// own draw and the other half is what the model extrapolates to, a doubling, as predicting
+/// beyond the capture extrapolates. A random half of i.i.d. draws is i.i.d. draws, so the
+/// measured recall is what a capture of half the candidates would have been extended to.
+fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize, seed: u64) -> Vec<Validation> {
+    let nq = layer.queries.len();
+    let k_of = |q: &QueryScores, k: u64| k.min(q.distractors.len() as u64 + 1);
+    // Per halving, per model, per k: every query's predicted probability of ranking within k.
+    let per_split: Vec<Vec<Option<Vec<Vec<f64>>>>> = (0..SPLITS)
+        .into_par_iter()
+        .map(|r| {
+            let half: Vec<QueryScores> = layer
+                .queries
+                .iter()
+                .enumerate()
+                .map(|(q, qs)| {
+                    let mut rng = crate::trials::trial_rng(seed ^ VALIDATION_STREAM, (r * nq + q) as u64);
+                    let n = qs.distractors.len();
+                    let mut idx = rand::seq::index::sample(&mut rng, n, n / 2).into_vec();
+                    idx.sort_unstable();
+                    QueryScores { needle: qs.needle, distractors: idx.iter().map(|&i| qs.distractors[i]).collect() }
+                })
+                .collect();
+            let c = CapturedScores { layers: vec![LayerScores { layer: layer.layer, queries: half }] };
+            let m = LayerModel::new(&c, 0);
+            models
+                .iter()
+                .map(|model| {
+                    let sf = match model {
+                        TailModel::Classes => classes::choose(&m.tails, max_classes).map(|ch| m.class_survival(&ch.mixture)),
+                        TailModel::QueryTop(f) => {
+                            let tops = m.tops(*f);
+                            m.top_gpd(&tops, None).map(|g| m.top_survival(&tops, &g))
+                        }
+                    }
+                    .ok()?;
+                    Some(
+                        VALIDATION_KS
+                            .iter()
+                            .map(|&k| layer.queries.iter().enumerate().map(|(q, qs)| selected(qs.distractors.len() as u64, k_of(qs, k), &sf[q], Some(m.own[q]))).collect())
+                            .collect(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    models
+        .iter()
+        .enumerate()
+        .map(|(i, &model)| {
+            let fitted: Option<Vec<&Vec<Vec<f64>>>> = per_split.iter().map(|split| split[i].as_ref()).collect();
+            let Some(fitted) = fitted else { return Validation { model, errors: None, standard_errors: None } };
+            let (mut errors, mut ses) = (Vec::new(), Vec::new());
+            for (ki, &k) in VALIDATION_KS.iter().enumerate() {
+                // Each query's prediction averaged over the halvings, minus its measured outcome.
+                let d: Vec<f64> = layer
+                    .queries
+                    .iter()
+                    .enumerate()
+                    .map(|(q, qs)| {
+                        let p = fitted.iter().map(|f| f[ki][q]).sum::<f64>() / SPLITS as f64;
+                        p - if (qs.above(qs.needle) as u64) < k_of(qs, k) { 1.0 } else { 0.0 }
+                    })
+                    .collect();
+                let mean = d.iter().sum::<f64>() / nq as f64;
+                let var = if nq > 1 { d.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (nq - 1) as f64 } else { 0.0 };
+                errors.push(mean);
+                ses.push((var / nq as f64).sqrt());
+            }
+            Validation { model, errors: Some(errors), standard_errors: Some(ses) }
+        })
+        .collect()
+}
+
+/// The fewest distractors every query needs for the halves of [`validate_layer`] to hold a
+/// threshold, its top scores and a bulk below.
+const MIN_VALIDATION_DISTRACTORS: usize = 4 * top::MIN_TOP + 4;
+
+/// A layer's tail model as fitted on the whole capture.
+enum Fitted {
+    Classes(ClassChoice),
+    Top(Vec<QueryTop>, Gpd),
+}
+
+/// Chooses a layer's tail model among `opts.tail_model`'s candidates and fits it.
+fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Result<(LayerTail, Fitted), ScoresError> {
+    let candidates = opts.tail_model.candidates();
+    let enough = layer.queries.iter().all(|q| q.distractors.len() >= MIN_VALIDATION_DISTRACTORS);
+    let validation = if candidates.len() > 1 && enough { validate_layer(layer, &candidates, opts.max_classes, opts.seed) } else { Vec::new() };
+    // The classes stay unless their validation error is beyond SWITCH_SE standard errors at
+    // some k: the query-top model is an estimator chosen for what it predicts, not a likelihood
+    // (super::top), so it replaces the classes only on evidence that they are biased, not on a
+    // score that query sampling alone could order; then the smallest score wins, ties to the
+    // earlier candidate (the classes).
+    let classes_hold = validation.iter().any(|v| v.model == TailModel::Classes && v.errors.is_some() && !v.biased());
+    let best = validation
+        .iter()
+        .filter(|v| !classes_hold || v.model == TailModel::Classes)
+        .filter_map(|v| v.score().map(|s| (v.model, s)))
+        .fold(None, |b: Option<(TailModel, f64)>, (m, s)| match b {
+            Some((_, bs)) if bs <= s => b,
+            _ => Some((m, s)),
+        });
+    let model = match (best, opts.tail_model) {
+        (Some((m, _)), _) => m,
+        (None, TailChoice::QueryTop) if candidates.len() > 1 => {
+            return Err(ScoresError(format!(
+                "layer {}: the query-top tail model could not be validated (every query needs at least {MIN_VALIDATION_DISTRACTORS} distractors, and half of them at least {} exceedances pooled)",
+                layer.layer,
+                super::tail::MIN_EXCEEDANCES
+            )))
+        }
+        (None, _) => candidates[0],
+    };
+    let fitted = match model {
+        TailModel::Classes => Fitted::Classes(choose_layer(m, layer.layer, opts.max_classes)?),
+        TailModel::QueryTop(f) => {
+            let tops = m.tops(f);
+            let g = m.top_gpd(&tops, None).map_err(|e| ScoresError(format!("layer {}: {}", layer.layer, e.0)))?;
+            Fitted::Top(tops, g)
+        }
+    };
+    let top_gpd = match &fitted {
+        Fitted::Top(_, g) => Some(*g),
+        Fitted::Classes(_) => None,
+    };
+    Ok((LayerTail { layer: layer.layer, model, top_gpd, validation }, fitted))
 }
 
 /// P(at most `j` of `m` distractors drawn without replacement from `n`, `a` of which score
@@ -338,8 +596,10 @@ impl LayerClasses {
 pub struct Report {
     /// One per scenario, in order.
     pub predictions: Vec<Prediction>,
-    /// One per layer.
+    /// One per layer whose prediction used the tail classes.
     pub classes: Vec<LayerClasses>,
+    /// One per layer: the tail model it used and why.
+    pub tails: Vec<LayerTail>,
 }
 
 fn choose_layer(m: &LayerModel, layer: usize, max_classes: usize) -> Result<ClassChoice, ScoresError> {
@@ -389,9 +649,16 @@ pub fn predict_report(
     let fit = |m: &LayerModel, idx: &mut dyn Iterator<Item = usize>| fit_gpd(&excesses(&m.z, m.u, idx));
     // One class is the pooled fit of every query's excesses (the first M-step is that fit, bit
     // for bit); more classes only where held-out likelihood supports them.
-    let choices: Vec<ClassChoice> = models.iter().zip(&c.layers).map(|(m, l)| choose_layer(m, l.layer, opts.max_classes)).collect::<Result<_, _>>()?;
+    let fits: Vec<(LayerTail, Fitted)> = models.iter().zip(&c.layers).map(|(m, l)| fit_layer(m, l, &opts)).collect::<Result<_, _>>()?;
     let cells: Vec<(Scenario, Geometry)> = cells.iter().map(|s| (s.clone(), Geometry::new(s))).collect();
-    let point_sf: Vec<Survival> = models.iter().zip(&choices).map(|(m, ch)| m.class_survival(&ch.mixture)).collect();
+    let point_sf: Vec<Survival> = models
+        .iter()
+        .zip(&fits)
+        .map(|(m, (_, f))| match f {
+            Fitted::Classes(ch) => m.class_survival(&ch.mixture),
+            Fitted::Top(tops, g) => m.top_survival(tops, g),
+        })
+        .collect();
     let empirical_sf: Vec<Survival> = models.iter().map(|m| (0..n).map(|q| vec![(1.0, m.survival(q, None))]).collect()).collect();
     let own: Vec<Vec<Own>> = models.iter().map(|m| m.own.clone()).collect();
     let point = mean_recall(&point_sf, Some(&own), None, &cells);
@@ -413,8 +680,18 @@ pub fn predict_report(
             }
             let sf: Vec<Survival> = models
                 .iter()
-                .zip(&choices)
-                .map(|(m, ch)| {
+                .zip(&fits)
+                .map(|(m, (_, f))| {
+                    let ch = match f {
+                        Fitted::Classes(ch) => ch,
+                        Fitted::Top(tops, g) => {
+                            // The query-top model: each query's top is its own; the pooled shape
+                            // is refitted on the resampled queries' excesses.
+                            let mult: Vec<f64> = weights.iter().map(|&w| w as f64).collect();
+                            let g = m.top_gpd(tops, Some(&mult)).unwrap_or(*g);
+                            return m.top_survival(tops, &g);
+                        }
+                    };
                     if ch.classes() > 1 {
                         let mult: Vec<f64> = weights.iter().map(|&w| w as f64).collect();
                         // A resample in which a class falls below the fewest exceedances a fit
@@ -451,8 +728,15 @@ pub fn predict_report(
             }
         })
         .collect();
-    let classes = choices.into_iter().zip(&c.layers).map(|(choice, l)| LayerClasses { layer: l.layer, choice }).collect();
-    Ok(Report { predictions, classes })
+    let mut classes = Vec::new();
+    let mut tails = Vec::new();
+    for (t, f) in fits {
+        if let Fitted::Classes(choice) = f {
+            classes.push(LayerClasses { layer: t.layer, choice });
+        }
+        tails.push(t);
+    }
+    Ok(Report { predictions, classes, tails })
 }
 
 #[cfg(test)]

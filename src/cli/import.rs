@@ -238,9 +238,11 @@ one layer:  scores (float32/float64, queries x candidates), needle_index (intege
 per layer:  indexer_scores_0, indexer_scores_1, ... (each queries x candidates), needle_index\n\
 A candidate scored -inf is masked (no candidate). The rank is 1 + the candidates scoring strictly \
 above the needle's. Predictions resample each query's own distractors at the scenario's candidate \
-count (context_len / compress_ratio) with the upper tail from a generalised-Pareto fit, one per tail \
-class of queries (the class count chosen by held-out likelihood); the band is a 95% bootstrap over \
-queries. Reference: docs/capture.md.\n\nExample:\n  \
+count (context_len / compress_ratio) with the upper tail from a generalised-Pareto fit: either one per \
+tail class of queries standardised by their mean and sd (the class count chosen by held-out \
+likelihood), or one pooled shape over each query's tail located and scaled by its own top scores, \
+whichever, fitted on half of every query's distractors, best predicts the recall the whole capture \
+measures; the band is a 95% bootstrap over queries. Reference: docs/capture.md.\n\nExample:\n  \
 dsa-sim import scores capture.npz --preset deepseek-v4-flash \\\n      \
 --predict context_len=16K,64K,256K --predict index_topk=512,1024,2048")]
 pub struct ScoresArgs {
@@ -263,9 +265,24 @@ pub struct ScoresArgs {
     /// likelihood up to this); 1 pools every query's tail into one law.
     #[arg(long, default_value_t = cs::classes::MAX_CLASSES, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=(cs::classes::MAX_CLASSES as u64)))]
     pub tail_classes: usize,
+    /// The tail models that compete for each layer: auto (the classes and the query-top model,
+    /// the one that best predicts the capture's own held-out half), classes, or query-top.
+    #[arg(long, value_enum, default_value_t = TailModelArg::Auto, value_name = "MODEL")]
+    pub tail_model: TailModelArg,
     /// Print one JSON object on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--tail-model`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailModelArg {
+    /// The classes and the query-top model compete; validation on the capture chooses.
+    Auto,
+    /// Queries standardised by their mean and sd, pooled in tail classes.
+    Classes,
+    /// Each query's tail located and scaled by its own top scores, one pooled shape.
+    QueryTop,
 }
 
 /// Most bootstrap resamples.
@@ -299,13 +316,21 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
         .iter()
         .map(|l| cs::tail::summarise(l, &cs::tail::standardised(l)).map_err(|e| CliError::input(format!("{}: {e}", args.file.display()))))
         .collect::<Result<_, _>>()?;
-    let opts = PredictOptions { resamples: args.resamples, seed: args.seed, max_classes: args.tail_classes };
-    let (predictions, classes) = if cells.is_empty() {
-        (Vec::new(), Vec::new())
+    let opts = PredictOptions { resamples: args.resamples, seed: args.seed, max_classes: args.tail_classes, tail_model: match args.tail_model {
+        TailModelArg::Auto => cs::TailChoice::Auto,
+        TailModelArg::Classes => cs::TailChoice::Classes,
+        TailModelArg::QueryTop => cs::TailChoice::QueryTop,
+    } };
+    let (predictions, classes, tail_models) = if cells.is_empty() {
+        (Vec::new(), Vec::new(), Vec::new())
     } else {
         let r = cs::predict_report(&capture, &cells, opts, &super::progress::Bar::resamples(!args.json))
             .map_err(|e| CliError::input(format!("{}: {e}", args.file.display())))?;
-        (r.predictions, r.classes)
+        (r.predictions, r.classes, r.tails)
+    };
+    let model_json = |m: &cs::TailModel| match m {
+        cs::TailModel::Classes => json!({"model": "classes"}),
+        cs::TailModel::QueryTop(f) => json!({"model": "query-top", "top_fraction": f}),
     };
     if args.json {
         return print_json(&json!({
@@ -342,6 +367,16 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
                 "classes": l.classes().iter().map(|c| json!({"weight": c.weight, "p_u": c.p_u, "xi": c.gpd.xi, "sigma": c.gpd.sigma})).collect::<Vec<_>>(),
                 "heldout": l.choice.heldout.iter().map(|(k, ll)| json!({"classes": k, "loglik": ll})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
+            "tail_models": tail_models.iter().map(|t| json!({
+                "layer": t.layer,
+                "chosen": model_json(&t.model),
+                "gpd": t.top_gpd.map(|g| json!({"xi": g.xi, "sigma": g.sigma})),
+                "validation": t.validation.iter().map(|v| json!({
+                    "candidate": model_json(&v.model),
+                    "errors": v.errors.as_ref().zip(v.standard_errors.as_ref()).map(|(e, se)| cs::predict::VALIDATION_KS.iter().zip(e).zip(se).map(|((k, e), se)| json!({"k": k, "error": e, "se": se})).collect::<Vec<_>>()),
+                    "score": v.score(),
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
             "max_tail_classes": args.tail_classes,
             "resamples": args.resamples,
             "seed": args.seed,
@@ -372,6 +407,28 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
         }
         for (z, o, n) in &t.exceedance {
             outln!(out, "    P(Z > {z}): {o:.3e} (normal {n:.3e}, ratio {:.2})", o / n);
+        }
+    }
+    if !tail_models.is_empty() {
+        outln!(
+            out,
+            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors):",
+            cs::predict::SPLITS,
+            cs::predict::VALIDATION_KS.map(|k| k.to_string()).join(", "),
+            cs::predict::SWITCH_SE
+        );
+        for t in &tail_models {
+            let how = match (&t.model, t.top_gpd) {
+                (cs::TailModel::QueryTop(_), Some(g)) => format!(" (pooled shape of the standardised excess: xi = {:.3}, sigma = {:.3})", g.xi, g.sigma),
+                _ => String::new(),
+            };
+            outln!(out, "  layer {}: {}{how}", t.layer, t.model);
+            for v in &t.validation {
+                let e = v.errors.as_ref().zip(v.standard_errors.as_ref()).map_or("could not be fitted on a half".to_string(), |(e, se)| {
+                    e.iter().zip(se).map(|(x, se)| format!("{x:+.4} ({se:.4})")).collect::<Vec<_>>().join(" ")
+                });
+                outln!(out, "    {:<16} {e}", v.model.to_string());
+            }
         }
     }
     if !classes.is_empty() {

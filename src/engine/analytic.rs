@@ -661,6 +661,25 @@ impl Analytic {
         out
     }
 
+    /// A key that two prepared scenarios share only when every result of this engine (recall,
+    /// the rank distribution, the layer-count pmf) is the same for both: the score model and the
+    /// geometry's outcome (k, the window and the delivering layers, the needle entries' pooling),
+    /// not where the needle sits. Rows of a table that differ only in depth (beyond the window)
+    /// evaluate once. Exact: the evaluation reads nothing the key leaves out (an entry's index
+    /// is not read, only its pool and needle tokens), and f64s print as their shortest
+    /// round-tripping decimal.
+    pub fn evaluation_key(&self) -> String {
+        let mut model = self.model.clone();
+        for e in model.needle_entries.iter_mut().chain(model.needle_groups.iter_mut().map(|(e, _)| e)) {
+            e.index = 0;
+        }
+        let g = &self.geometry;
+        format!(
+            "{model:?}|k {}|attended {}|delivered {:?}|layers {}|{:?}|read {:?}|guess {:?}",
+            g.k_eff, g.always_attended, g.delivered, self.layers, self.readout, self.p_read, self.p_guess
+        )
+    }
+
     /// P(correct answer) = p_u + (p_read − p_u)·P(attended), p_u the answer's probability when
     /// the selecting layers miss ([`Geometry::answer_probability`]; p_u is p_guess without
     /// non-selecting layers).

@@ -50,6 +50,13 @@ pub trait RecallModel: Sync {
     fn recall_in_noise<'a>(&'a self, s: &Scenario) -> Result<NoiseCurve<'a>, EngineError> {
         Ok(recall_per_noise(self, s))
     }
+    /// A key equal for two scenarios only when the model's results for them are equal (for
+    /// memos and for evaluating a table's rows once each): by default the scenario itself; a
+    /// model that knows which fields its results ignore (the exact engine: where the needle sits,
+    /// beyond the window) keys on what it reads.
+    fn evaluation_key(&self, s: &Scenario) -> String {
+        serde_json::to_string(s).unwrap_or_default()
+    }
     /// P(exactly m of the scenario's layers select the needle), m = 0..=layers (the
     /// likelihood of captured per-layer selections); by default not available.
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
@@ -389,6 +396,15 @@ impl RecallModel for EngineModel {
                 Ok(a.recall())
             }
             Route::MonteCarlo { .. } => self.mc(s),
+        }
+    }
+
+    /// The exact engine's [`super::analytic::Analytic::evaluation_key`] where it applies; Monte Carlo keys on
+    /// the whole scenario (a trial's draws follow the needle's position).
+    fn evaluation_key(&self, s: &Scenario) -> String {
+        match route(s, self.choice) {
+            Ok(Route::Analytic(a)) => format!("exact {}", a.evaluation_key()),
+            _ => serde_json::to_string(s).unwrap_or_default(),
         }
     }
 
