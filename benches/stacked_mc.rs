@@ -5,12 +5,22 @@
 //! level (`with_replay_budget(0)`, what it cost before the replay). 1000 trials instead of the
 //! fit default's 4000 to keep `cargo bench --bench stacked_mc` within minutes; the
 //! whole-command figures are timed with the binary (README's benchmark table).
+//!
+//! The verdict runs that search twice, at the row's k and at the kernel maximum: one noise
+//! replay kept at both k answers both (`quest_noise_search/both searches, …`). The mean-pooling
+//! verdict with a fit (`verdict --preset deepseek-v4-flash --context-len 16000 --pooling mean
+//! --data experiments/dsv4_seed_observations.csv --fit dprime`) is the whole command's library
+//! call, `commands::fit::verdict` (its replays built once per row, siblings in k at their first
+//! request, never twice for one key).
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use dsa_sim::commands::fit::verdict;
+use dsa_sim::commands::{FitEngineSpec, ScenarioSpec};
 use dsa_sim::engine::montecarlo::NoiseReplay;
 use dsa_sim::engine::{with_noise, EngineChoice, EngineModel, RecallModel};
-use dsa_sim::scenario::Scenario;
+use dsa_sim::scenario::{Field, Scenario};
 use std::hint::black_box;
+use std::path::Path;
 
 fn quest_row() -> Scenario {
     let s = Scenario { context_len: 10_000, index_topk: 4, dprime: 2.0, ..Scenario::preset("quest-16").unwrap() };
@@ -36,10 +46,54 @@ fn noise_search(c: &mut Criterion) {
             levels.iter().map(|&v| model.recall(&with_noise(black_box(&s), v).unwrap()).unwrap()).sum::<f64>()
         })
     });
+    let smax = Scenario { index_topk: s.max_topk, ..s.clone() };
+    g.bench_function("both searches (k and max k), 8 levels each, one shared noise replay", |b| {
+        b.iter(|| {
+            let model = EngineModel::new(EngineChoice::Auto, 1000, 7);
+            [&s, &smax]
+                .iter()
+                .map(|at| {
+                    let curve = model.recall_in_noise(black_box(at)).unwrap();
+                    levels.iter().map(|&v| curve(v).unwrap()).sum::<f64>()
+                })
+                .sum::<f64>()
+        })
+    });
+    g.bench_function("both searches (k and max k), 8 levels each, one noise replay per k", |b| {
+        b.iter(|| {
+            [&s, &smax]
+                .iter()
+                .map(|at| {
+                    let replay = NoiseReplay::new(&with_noise(at, 1.0).unwrap(), 1000, 7).unwrap();
+                    levels.iter().map(|&v| replay.tally(&with_noise(at, v).unwrap()).unwrap().successes as f64).sum::<f64>()
+                })
+                .sum::<f64>()
+        })
+    });
     let replay = NoiseReplay::new(&with_noise(&s, 1.0).unwrap(), 1000, 7).unwrap();
     g.bench_function("one level from a built noise replay", |b| b.iter(|| replay.tally(&with_noise(black_box(&s), 0.3).unwrap())));
     g.finish();
 }
 
-criterion_group!(benches, noise_search);
+fn no_progress(_: u64) {}
+
+/// The mean-pooling Monte Carlo verdict with a fit, as the command line runs it (4000 trials,
+/// the fit engine's defaults).
+fn mean_pooling_fit_verdict(c: &mut Criterion) {
+    let mut g = c.benchmark_group("mean_pooling_fit_verdict");
+    g.sample_size(10).measurement_time(std::time::Duration::from_secs(60));
+    let spec = ScenarioSpec {
+        preset: Some("deepseek-v4-flash".into()),
+        file: None,
+        fields: vec![(Field::ContextLen, "16000".into()), (Field::Pooling, "mean".into())],
+    };
+    let engine = FitEngineSpec::default();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/dsv4_seed_observations.csv");
+    g.bench_function("verdict deepseek-v4-flash, 16000 tokens, mean pooling, --fit dprime", |b| {
+        b.iter(|| verdict(black_box(&spec), &engine, 0.9, Some(&data), Some("dprime"), &no_progress).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, noise_search, mean_pooling_fit_verdict);
 criterion_main!(benches);

@@ -89,3 +89,50 @@ fn engine_noise_curve_equals_recall_at_each_level() {
     }
     assert_eq!(model.replays_built(), 1);
 }
+
+/// One replay kept at several k (the verdict's searches at the scenario's k and at the kernel
+/// maximum) answers each of them with the materialising run's counts at that k, and no other k.
+#[test]
+fn a_replay_at_several_k_equals_the_run_at_each() {
+    let (trials, seed) = (200, 31);
+    let quest = Scenario { context_len: 3000, score_noise: 0.5, index_topk: 4, dprime: 1.5, ..Scenario::preset("quest-16").unwrap() };
+    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, score_noise: 0.3, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    for s in [quest, v4] {
+        s.validate().unwrap();
+        // k = 1 below the kernel's floor, a middle k, the maximum, and k ≥ N.
+        let topks = [1, s.index_topk, s.max_topk, 100_000];
+        let replay = NoiseReplay::for_topks(&s, &topks, trials, seed).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for k in topks {
+            for sigma in [0.05, 1.0, 6.25, 100.0] {
+                let at = with_noise(&Scenario { index_topk: k, ..s.clone() }, sigma).unwrap();
+                assert!(replay.applies(&at, trials, seed), "k {k} σ {sigma}");
+                let fast = replay.tally(&at).unwrap();
+                let slow = simulate(&at, trials, seed, McPath::Materialise).unwrap();
+                assert_eq!((fast.successes, fast.attended), (slow.successes, slow.attended), "k {k} σ {sigma}");
+                seen.insert(slow.successes);
+            }
+        }
+        assert!(seen.len() > 3, "{seen:?}");
+        // A k whose k_eff was not kept is not answered.
+        let other = with_noise(&Scenario { index_topk: 37, ..s.clone() }, 1.0).unwrap();
+        assert!(!replay.applies(&other, trials, seed) && replay.tally(&other).is_none());
+    }
+}
+
+/// The verdict's two noise searches, at k and at the kernel maximum, build one replay between
+/// them, and each curve is the recall at every level.
+#[test]
+fn the_noise_curves_at_k_and_at_the_maximum_share_one_replay() {
+    let s = Scenario { context_len: 2000, index_topk: 6, dprime: 2.0, ..Scenario::preset("quest-16").unwrap() };
+    let smax = Scenario { index_topk: s.max_topk, ..s.clone() };
+    let model = EngineModel::new(EngineChoice::Auto, 300, 11);
+    let reference = EngineModel::new(EngineChoice::Auto, 300, 11).with_replay_budget(0);
+    for at in [&s, &smax] {
+        let curve = model.recall_in_noise(at).unwrap();
+        for sigma in [100.0, 3.0, 0.7] {
+            assert_eq!(curve(sigma).unwrap(), reference.recall(&with_noise(at, sigma).unwrap()).unwrap(), "k {} σ {sigma}", at.index_topk);
+        }
+    }
+    assert_eq!(model.replays_built(), 1);
+}

@@ -67,8 +67,9 @@ fn a_healthy_report_is_saturated() {
 }
 
 #[test]
-// About 2 min CPU on 2 cores since the noise replay (it was over 10 minutes): run in CI, the
-// issue's "Quest's passkey table is not called suspect" checked on every change.
+// About 75 s CPU on 2 cores since one noise replay serves both noise searches (2 min with one per k,
+// over 10 minutes before the noise replay): run in CI, the issue's "Quest's passkey table is not called
+// suspect" checked on every change.
 fn quests_passkey_table_is_not_suspect() {
     let v = verdict("quest-16", "tests/data/quest_passkey_10k.csv");
     assert!(!["implementation-suspect", "undecided"].contains(&call(&v)), "{}: {:?}\n{}", call(&v), signatures(&v), v["explanation"]);

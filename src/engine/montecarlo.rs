@@ -1100,6 +1100,12 @@ impl Replay {
 /// answers any σ > 0 from them: the counts of [`simulate`]`(s at σ, trials, seed,
 /// McPath::Materialise)`, exactly.
 ///
+/// No draw depends on `index_topk` either: k enters only as k_eff, the count of lines allowed
+/// above the envelope. So one replay keeps each layer's toggles for several k_eff at once
+/// ([`NoiseReplay::for_topks`]), the crossings computed and sorted once for all of them: the
+/// verdict's two noise searches (at the scenario's k and at the kernel maximum) cost one
+/// materialising run, not two.
+///
 /// Exactly, not nearly: a run compares rounded scores, the toggles come from rounded crossing
 /// points, and the two can disagree only within a few ulps of a crossing. Each layer therefore
 /// also keeps a window half-width w (a bound on that disagreement, from the rounding-error
@@ -1110,16 +1116,24 @@ impl Replay {
 #[derive(Debug)]
 pub struct NoiseReplay {
     key: String,
+    /// The k_eff each layer record answers, in record order (distinct).
+    k_effs: Vec<u64>,
     trials: u64,
     seed: u64,
     values: Vec<f64>,
     starts: Vec<usize>,
 }
 
-/// The scenario a [`NoiseReplay`] of `s` depends on: `s` with `score_noise` set aside (any
-/// positive value answers).
+/// The scenario a [`NoiseReplay`] of `s` depends on: `s` with `score_noise` (any positive value
+/// answers) and `index_topk` (the replay keeps the k_eff it answers) set aside.
 pub fn noise_replay_key(s: &Scenario) -> String {
-    serde_json::to_string(&Scenario { score_noise: 1.0, ..s.clone() }).unwrap_or_default()
+    serde_json::to_string(&Scenario { score_noise: 1.0, index_topk: 1, ..s.clone() }).unwrap_or_default()
+}
+
+/// The effective k of `s` at `index_topk` = k (its geometry's `k_eff`: the kernel's floor and
+/// the candidate count applied).
+fn k_eff_at(s: &Scenario, k: u64) -> u64 {
+    Geometry::new(&Scenario { index_topk: k, ..s.clone() }).k_eff
 }
 
 /// A layer record's first value when its trial must be run again at every σ.
@@ -1128,6 +1142,8 @@ const RERUN: f64 = 2.0;
 /// Builds a [`NoiseReplay`]: [`Plan::rank_materialised`]'s draws, kept as lines in σ.
 struct NoiseRecorder<'a> {
     plan: &'a Plan,
+    /// k_eff − 1 for each k_eff recorded: the most lines allowed above the envelope.
+    belows: &'a [i64],
 }
 
 /// A noise recorder's per-worker buffers.
@@ -1154,7 +1170,6 @@ impl VarRecordPlan for NoiseRecorder<'_> {
         let z = if plan.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
         if !g.needle_entries.is_empty() {
             let (mu, sd) = needle_token(plan.dprime, plan.needle_sd, plan.rho, z);
-            let below = g.k_eff as i64 - 1;
             for _ in 0..plan.rule.layers() {
                 let NoiseScratch { blocks, needle, lines, crossings } = scratch;
                 plan.draw_blocks((mu, sd), rng, blocks);
@@ -1166,7 +1181,7 @@ impl VarRecordPlan for NoiseRecorder<'_> {
                 }
                 lines.clear();
                 plan.pooled_distractor_terms(blocks, rng, |a, z| lines.push((a, z)));
-                noise_layer_record(needle, lines, below, crossings, out);
+                noise_layer_record(needle, lines, self.belows, crossings, out);
             }
         }
         // The readout's draw, the trial's last (drawn even when the outcome is certain).
@@ -1174,10 +1189,12 @@ impl VarRecordPlan for NoiseRecorder<'_> {
     }
 }
 
-/// Appends one layer's record of a noise replay to `out`: whether at most `below` of the
-/// distractor lines `lines` (a + σ·z) lie strictly above the envelope of the needle's lines
-/// `needle` as σ → 0⁺ (1 or 0), the σ where that changes (count, then the points), the window
-/// half-width w, and the crossings near the boundary (count, then the points); or just [`RERUN`].
+/// Appends one layer's record of a noise replay to `out`: for each `below` of `belows` in turn,
+/// whether at most `below` of the distractor lines `lines` (a + σ·z) lie strictly above the
+/// envelope of the needle's lines `needle` as σ → 0⁺ (1 or 0), the σ where that changes (count,
+/// then the points), the window half-width w, and the crossings near the boundary (count, then
+/// the points); or just [`RERUN`] (for every `below`: no crossing depends on it). The crossings
+/// are computed and sorted once for all of `belows`.
 ///
 /// Rounding: a run's comparison of a + σ·z (each rounded twice) with a needle line is decided
 /// by the exact one when they differ by more than E = 2.0001u(|a| + |a'| + σ(|z| + |z'|)) (u the
@@ -1190,7 +1207,7 @@ impl VarRecordPlan for NoiseRecorder<'_> {
 /// most M. So the answer by crossings is the run's at every σ farther than w from each crossing
 /// whose count on either side lies within 2M of the boundary (`below`, `below + 1`): those are
 /// kept, and a σ within w of one is run again.
-fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], below: i64, crossings: &mut Vec<(f64, i8)>, out: &mut Vec<f64>) {
+fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64], crossings: &mut Vec<(f64, i8)>, out: &mut Vec<f64>) {
     const U: f64 = f64::EPSILON / 2.0;
     crossings.clear();
     let mut count0: i64 = 0;
@@ -1251,36 +1268,56 @@ fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], below: i64, c
         }
         m = m.max((i - j + 1) as i64);
     }
-    let within = |c: i64| c <= below;
-    let near = |c: i64| c >= below + 1 - 2 * m && c <= below + 2 * m;
-    let head = out.len();
-    out.push(within(count0) as u8 as f64);
-    // Two passes over the crossings: the toggles, then the near crossings.
-    for pass in 0..2 {
-        let at = out.len();
-        out.push(0.0);
-        if pass == 1 {
-            out[at] = w;
+    for &below in belows {
+        let within = |c: i64| c <= below;
+        let near = |c: i64| c >= below + 1 - 2 * m && c <= below + 2 * m;
+        out.push(within(count0) as u8 as f64);
+        // Two passes over the crossings: the toggles, then the near crossings.
+        for pass in 0..2 {
+            let at = out.len();
             out.push(0.0);
-        }
-        let n_at = out.len() - 1;
-        let mut c = count0;
-        let mut i = 0;
-        while i < crossings.len() {
-            let x = crossings[i].0;
-            let before = c;
-            while i < crossings.len() && crossings[i].0 == x {
-                c += crossings[i].1 as i64;
-                i += 1;
+            if pass == 1 {
+                out[at] = w;
+                out.push(0.0);
             }
-            let keep = if pass == 0 { within(before) != within(c) } else { near(before) || near(c) };
-            if keep {
-                out.push(x);
-                out[n_at] += 1.0;
+            let n_at = out.len() - 1;
+            let mut c = count0;
+            let mut i = 0;
+            while i < crossings.len() {
+                let x = crossings[i].0;
+                let before = c;
+                while i < crossings.len() && crossings[i].0 == x {
+                    c += crossings[i].1 as i64;
+                    i += 1;
+                }
+                let keep = if pass == 0 { within(before) != within(c) } else { near(before) || near(c) };
+                if keep {
+                    out.push(x);
+                    out[n_at] += 1.0;
+                }
             }
         }
     }
-    debug_assert!(out.len() > head);
+}
+
+/// One k_eff's part of a noise replay's layer record (see [`noise_layer_record`]), from `at`:
+/// whether the needle ranks within k_eff at `sigma` (by the toggles) and whether `sigma` lies
+/// within the window of a near crossing (the trial must run again); and where the part ends.
+fn noise_layer_part(rec: &[f64], at: usize, sigma: f64) -> (bool, bool, usize) {
+    let first = rec[at];
+    let toggles = rec[at + 1] as usize;
+    let crossed = rec[at + 2..at + 2 + toggles].iter().filter(|&&x| x < sigma).count();
+    let at = at + 2 + toggles;
+    let (w, near) = (rec[at], rec[at + 1] as usize);
+    let again = rec[at + 2..at + 2 + near].iter().any(|&x| (sigma - x).abs() <= w);
+    ((first == 1.0) != (crossed % 2 == 1), again, at + 2 + near)
+}
+
+/// Where the part of a noise replay's layer record that follows `at` ends (see
+/// [`noise_layer_part`]).
+fn skip_noise_layer_part(rec: &[f64], at: usize) -> usize {
+    let at = at + 2 + rec[at + 1] as usize;
+    at + 2 + rec[at + 1] as usize
 }
 
 impl NoiseReplay {
@@ -1291,19 +1328,34 @@ impl NoiseReplay {
     }
 
     /// Draws `trials` trials of the validated scalar scenario `s` (pooled, score noise > 0) on
-    /// the materialising path, seeded from (seed, i), and keeps each layer's toggles.
+    /// the materialising path, seeded from (seed, i), and keeps each layer's toggles at its k.
     pub fn new(s: &Scenario, trials: u64, seed: u64) -> Result<NoiseReplay, NotExact> {
+        NoiseReplay::for_topks(s, &[s.index_topk], trials, seed)
+    }
+
+    /// [`NoiseReplay::new`] keeping each layer's toggles at every `index_topk` of `topks` (their
+    /// k_eff, each once): one materialising run answers `s` at any positive noise and any of
+    /// these k.
+    pub fn for_topks(s: &Scenario, topks: &[u64], trials: u64, seed: u64) -> Result<NoiseReplay, NotExact> {
         if s.pooling == Pooling::None || !(s.score_noise > 0.0) {
             return Err(NotExact("a noise replay needs pooled entries and score noise > 0".into()));
         }
         let plan = Plan::new(s, McPath::Materialise)?;
-        let (values, starts) = crate::trials::record_var(&NoiseRecorder { plan: &plan }, trials, seed);
-        Ok(NoiseReplay { key: noise_replay_key(s), trials, seed, values, starts })
+        let mut k_effs: Vec<u64> = Vec::with_capacity(topks.len() + 1);
+        for &k in if topks.is_empty() { std::slice::from_ref(&s.index_topk) } else { topks } {
+            let k_eff = k_eff_at(s, k.max(1));
+            if !k_effs.contains(&k_eff) {
+                k_effs.push(k_eff);
+            }
+        }
+        let belows: Vec<i64> = k_effs.iter().map(|&k| k as i64 - 1).collect();
+        let (values, starts) = crate::trials::record_var(&NoiseRecorder { plan: &plan, belows: &belows }, trials, seed);
+        Ok(NoiseReplay { key: noise_replay_key(s), k_effs, trials, seed, values, starts })
     }
 
     /// Whether this replay answers for `s` under (trials, seed).
     pub fn applies(&self, s: &Scenario, trials: u64, seed: u64) -> bool {
-        self.trials == trials && self.seed == seed && s.score_noise > 0.0 && self.key == noise_replay_key(s)
+        self.trials == trials && self.seed == seed && s.score_noise > 0.0 && self.key == noise_replay_key(s) && self.k_effs.contains(&Geometry::new(s).k_eff)
     }
 
     /// f64s held.
@@ -1319,17 +1371,20 @@ impl NoiseReplay {
     /// The successes and attendance of the trials for `s` (the replayed scenario at another
     /// score noise > 0) and how many trials were run again: those of [`simulate`]`(s, trials,
     /// seed, McPath::Materialise)`, exactly (the rank histogram is not kept); `None` when `s`
-    /// differs from the replayed scenario in a field other than `score_noise`, or has none.
+    /// differs from the replayed scenario in a field other than `score_noise` and `index_topk`,
+    /// has no noise, or has a k_eff the replay did not keep.
     pub fn tally_counted(&self, s: &Scenario) -> Option<(Tally, u64)> {
         if !(s.score_noise > 0.0) || self.key != noise_replay_key(s) {
             return None;
         }
         let sigma = s.score_noise;
         let g = Geometry::new(s);
+        let part = self.k_effs.iter().position(|&k| k == g.k_eff)?;
         let rule = ReadoutRule::new(s, &g);
         let mut tally = Tally { trials: self.trials, ..Tally::default() };
-        let mut rerun: Option<(Plan, Scratch)> = None;
-        let mut reruns = 0;
+        // Trials to run again, run after the pass in parallel: each is a whole materialising
+        // trial (at Quest's 64K tokens, 30 layers of 4096 pages), and their counts add.
+        let mut again_at: Vec<u64> = Vec::new();
         for (i, bounds) in self.starts.windows(2).enumerate() {
             let rec = &self.values[bounds[0]..bounds[1]];
             let mut at = 0;
@@ -1337,36 +1392,46 @@ impl NoiseReplay {
             let mut again = false;
             if !g.needle_entries.is_empty() {
                 for _ in 0..rule.layers() {
-                    let first = rec[at];
-                    at += 1;
-                    if first == RERUN {
+                    if rec[at] == RERUN {
+                        at += 1;
                         again = true;
                         continue;
                     }
-                    let toggles = rec[at] as usize;
-                    let crossed = rec[at + 1..at + 1 + toggles].iter().filter(|&&x| x < sigma).count();
-                    at += 1 + toggles;
-                    let (w, near) = (rec[at], rec[at + 1] as usize);
-                    again |= rec[at + 2..at + 2 + near].iter().any(|&x| (sigma - x).abs() <= w);
-                    at += 2 + near;
-                    let within = (first == 1.0) != (crossed % 2 == 1);
-                    attending += rule.attends_within(Some(within)) as u32;
+                    for j in 0..self.k_effs.len() {
+                        if j == part {
+                            let (within, near, end) = noise_layer_part(rec, at, sigma);
+                            again |= near;
+                            attending += rule.attends_within(Some(within)) as u32;
+                            at = end;
+                        } else {
+                            at = skip_noise_layer_part(rec, at);
+                        }
+                    }
                 }
             } else {
                 attending = (0..rule.layers()).map(|_| rule.attends_within(None) as u32).sum();
             }
             if again {
-                reruns += 1;
-                let (plan, scratch) = rerun.get_or_insert_with(|| (Plan::new(s, McPath::Materialise).expect("the replayed scenario materialises"), Scratch::default()));
-                let mut one = Tally::default();
-                plan.trial(&mut trial_rng(self.seed, i as u64), scratch, &mut one, |z, rng, scratch| plan.rank_materialised(z, rng, scratch));
-                tally.successes += one.successes;
-                tally.attended += one.attended;
+                again_at.push(i as u64);
             } else {
                 rule.conclude_with(attending, || rec[at], &mut tally);
             }
         }
-        Some((tally, reruns))
+        if !again_at.is_empty() {
+            use rayon::prelude::*;
+            let plan = Plan::new(s, McPath::Materialise).expect("the replayed scenario materialises");
+            let (successes, attended) = again_at
+                .par_iter()
+                .map_init(Scratch::default, |scratch, &i| {
+                    let mut one = Tally::default();
+                    plan.trial(&mut trial_rng(self.seed, i), scratch, &mut one, |z, rng, scratch| plan.rank_materialised(z, rng, scratch));
+                    (one.successes, one.attended)
+                })
+                .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            tally.successes += successes;
+            tally.attended += attended;
+        }
+        Some((tally, again_at.len() as u64))
     }
 
     /// [`NoiseReplay::tally_counted`]'s tally.
@@ -1490,28 +1555,38 @@ mod tests {
             let needle: Vec<(f64, f64)> = (0..entries).map(|_| (1.0 + n01(&mut rng), n01(&mut rng))).collect();
             // Coarse a's: ties between lines.
             let lines: Vec<(f64, f64)> = (0..60).map(|_| ((n01(&mut rng) * 2.0).round() / 2.0, n01(&mut rng))).collect();
-            let below = (case % 7) as i64 * 3 - 1;
+            // Several k in one record (as a replay keeps its k and the kernel maximum), each part
+            // answering for its own k.
+            let belows = [(case % 7) as i64 * 3 - 1, (case % 5) as i64 * 7 + 2];
             out.clear();
-            noise_layer_record(&needle, &lines, below, &mut crossings, &mut out);
+            noise_layer_record(&needle, &lines, &belows, &mut crossings, &mut out);
             assert_ne!(out[0], RERUN);
-            let toggles = out[1] as usize;
-            let (w, near) = (out[2 + toggles], out[3 + toggles] as usize);
-            assert_eq!(out.len(), 4 + toggles + near);
-            let mut probes: Vec<f64> = (0..50).map(|_| (n01(&mut rng) * 3.0).exp()).collect();
-            // The kept points themselves and just beside them.
-            probes.extend(out[2..2 + toggles].iter().chain(&out[4 + toggles..]).flat_map(|&x| [x, x * (1.0 + 1e-12), x + 1e-9]));
-            for sigma in probes.into_iter().filter(|&x| x > 0.0) {
-                let y = needle.iter().fold(f64::NEG_INFINITY, |y, &(a, z)| y.max(a + sigma * z));
-                let above = lines.iter().filter(|&&(a, z)| a + sigma * z > y).count() as i64;
-                if out[4 + toggles..].iter().any(|&x| (sigma - x).abs() <= w) {
-                    continue;
+            let mut at = 0;
+            for &below in &belows {
+                let part = &out[at..skip_noise_layer_part(&out, at)];
+                at += part.len();
+                let toggles = part[1] as usize;
+                let (w, near) = (part[2 + toggles], part[3 + toggles] as usize);
+                assert_eq!(part.len(), 4 + toggles + near);
+                let mut probes: Vec<f64> = (0..50).map(|_| (n01(&mut rng) * 3.0).exp()).collect();
+                // The kept points themselves and just beside them.
+                probes.extend(part[2..2 + toggles].iter().chain(&part[4 + toggles..]).flat_map(|&x| [x, x * (1.0 + 1e-12), x + 1e-9]));
+                for sigma in probes.into_iter().filter(|&x| x > 0.0) {
+                    let y = needle.iter().fold(f64::NEG_INFINITY, |y, &(a, z)| y.max(a + sigma * z));
+                    let above = lines.iter().filter(|&&(a, z)| a + sigma * z > y).count() as i64;
+                    let (within, again, end) = noise_layer_part(&out, at - part.len(), sigma);
+                    assert_eq!(end, at);
+                    assert_eq!(again, part[4 + toggles..].iter().any(|&x| (sigma - x).abs() <= w));
+                    if again {
+                        continue;
+                    }
+                    assert_eq!(within, above <= below, "case {case} below {below} σ {sigma}");
+                    decided += 1;
                 }
-                let crossed = out[2..2 + toggles].iter().filter(|&&x| x < sigma).count();
-                assert_eq!((out[0] == 1.0) != (crossed % 2 == 1), above <= below, "case {case} σ {sigma}");
-                decided += 1;
             }
+            assert_eq!(at, out.len());
         }
-        assert!(decided > 15_000, "{decided}");
+        assert!(decided > 30_000, "{decided}");
     }
 
     /// A noise level on a kept crossing runs its trials again, and the counts stay the run's.
@@ -1533,7 +1608,7 @@ mod tests {
                 let toggles = rec[at + 1] as usize;
                 let near = rec[at + 3 + toggles] as usize;
                 sigma = sigma.or(rec[at + 2..at + 2 + toggles].iter().chain(&rec[at + 4 + toggles..at + 4 + toggles + near]).copied().find(|&x| x > 0.0));
-                at += 4 + toggles + near;
+                at = skip_noise_layer_part(rec, at);
             }
         }
         let sigma = sigma.expect("a crossing");

@@ -12,7 +12,7 @@
 //! `Replays`) and answers every later evaluation from it in O(trials × needle tokens), with exactly the counts of the
 //! materialising run (`tests/replay_equivalence.rs`).
 
-use super::montecarlo::{replay_key, NoiseReplay, RankRecord, Replay};
+use super::montecarlo::{noise_replay_key, replay_key, NoiseReplay, RankRecord, Replay};
 use super::{check_monte_carlo, route, simulate_successes, EngineChoice, EngineError, Route, RunOptions};
 use crate::scenario::{Field, Model, Scenario};
 use std::collections::{HashMap, HashSet};
@@ -126,8 +126,11 @@ pub const MAX_REPLAY_VALUES: u64 = 1 << 25;
 /// `score_noise`, `hard_negatives`, `hard_mean`, `index_topk` and `depth`): when a family's
 /// last replay was never used again before another of its scenarios came, the family turns
 /// *varying*, and its scenarios are replayed only from their second request on, until one of
-/// its replays is used again (rows of a table that differ only in k or depth are asked for
-/// together: their family turns varying at the first parameter vector and back at the second).
+/// its replays is used again. Rows of a table that differ only in k or depth are asked for
+/// together, at the same needle parameters: such a scenario (a *sibling* of the family's last:
+/// the same scenario but for `index_topk` and `depth`, needle parameters included) is built at
+/// its first request without turning the family varying, while a fit over a distractor field
+/// (or over k) changes another field with every new scenario.
 #[derive(Debug, Default)]
 struct Replays {
     by_key: HashMap<String, Built>,
@@ -139,10 +142,11 @@ struct Replays {
     seen_once: HashSet<u64>,
 }
 
-/// A replay and how often it answered after it was built.
+/// A replay being built or built (the first request builds it, the others wait for it instead
+/// of drawing the same trials again), and how often it answered after the first request.
 #[derive(Debug)]
 struct Built {
-    replay: Arc<Replay>,
+    replay: Arc<OnceLock<Result<Arc<Replay>, EngineError>>>,
     reused: u64,
     family: u64,
 }
@@ -152,6 +156,8 @@ struct Built {
 struct Family {
     /// The key of its last replay built.
     last: Option<String>,
+    /// [`sibling_of`] the scenario that built it.
+    last_sibling: u64,
     varying: bool,
 }
 
@@ -171,6 +177,12 @@ fn family_of(s: &Scenario) -> u64 {
     hash_of(&replay_key(&base))
 }
 
+/// What the scenarios of a table's rows at one parameter vector share (see [`Replays`]): the
+/// whole scenario, needle parameters included, but for `index_topk` and `depth`.
+fn sibling_of(s: &Scenario) -> u64 {
+    hash_of(&serde_json::to_string(&Scenario { index_topk: 1, depth: 0.0, ..s.clone() }).unwrap_or_default())
+}
+
 impl Replays {
     /// Whether to build the replay of `key` (of scenario `s`) now, on a miss.
     fn build_now(&mut self, key: &str, s: &Scenario) -> bool {
@@ -180,9 +192,11 @@ impl Replays {
         }
         let family = self.families.entry(family_of(s)).or_default();
         if !family.varying {
+            let sibling = sibling_of(s);
             let unused = |last: &String| last != key && self.by_key.get(last).is_some_and(|b| b.reused == 0);
-            if !family.last.as_ref().is_some_and(unused) {
+            if family.last_sibling == sibling || !family.last.as_ref().is_some_and(unused) {
                 family.last = Some(key.to_string());
+                family.last_sibling = sibling;
                 return true;
             }
             family.varying = true;
@@ -204,8 +218,23 @@ pub struct EngineModel {
     analytic_calls: AtomicU64,
     mc_calls: AtomicU64,
     replays: Mutex<Replays>,
+    noise_replays: Mutex<NoiseReplays>,
     replays_built: AtomicU64,
     replay_budget: u64,
+}
+
+/// A noise replay being built or built, shared by every curve that asks for it (the first
+/// builds it, the others wait for it).
+type NoiseCell = Arc<OnceLock<Result<Arc<NoiseReplay>, EngineError>>>;
+
+/// The noise replays of an [`EngineModel`], by [`noise_replay_key`] (the scenario without its
+/// noise and k), each with the `index_topk`s it answers: the verdict's noise searches at the
+/// scenario's k and at the kernel maximum are one replay, built for both at the first.
+#[derive(Debug, Default)]
+struct NoiseReplays {
+    by_key: HashMap<String, Vec<(Vec<u64>, NoiseCell)>>,
+    /// f64s held by the replays built.
+    values: u64,
 }
 
 impl EngineModel {
@@ -218,6 +247,7 @@ impl EngineModel {
             analytic_calls: AtomicU64::new(0),
             mc_calls: AtomicU64::new(0),
             replays: Mutex::new(Replays::default()),
+            noise_replays: Mutex::new(NoiseReplays::default()),
             replays_built: AtomicU64::new(0),
             replay_budget: MAX_REPLAY_VALUES,
         }
@@ -249,16 +279,27 @@ impl EngineModel {
             return Ok(None);
         }
         let key = replay_key(s);
-        {
+        let build = || {
+            self.replays_built.fetch_add(1, Ordering::Relaxed);
+            Replay::new(s, self.trials, self.seed).map(Arc::new).map_err(|e| EngineError::NotExact(e.0))
+        };
+        let kept = {
             let Ok(mut m) = self.replays.lock() else { return Ok(None) };
-            if let Some(b) = m.by_key.get_mut(&key) {
-                b.reused += 1;
-                let (replay, family) = (b.replay.clone(), b.family);
-                if let Some(f) = m.families.get_mut(&family) {
-                    f.varying = false;
+            match m.by_key.get_mut(&key) {
+                Some(b) => {
+                    b.reused += 1;
+                    let (cell, family) = (b.replay.clone(), b.family);
+                    if let Some(f) = m.families.get_mut(&family) {
+                        f.varying = false;
+                    }
+                    Some(cell)
                 }
-                return Ok(Some(replay));
+                None => None,
             }
+        };
+        if let Some(cell) = kept {
+            // Built, or being built by another thread: its draws, once.
+            return cell.get_or_init(build).clone().map(Some);
         }
         let opts = RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() };
         check_monte_carlo(s, &opts)?;
@@ -272,22 +313,68 @@ impl EngineModel {
             Some(v) if v <= self.replay_budget => v,
             _ => return Ok(None),
         };
-        let replay = Arc::new(Replay::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?);
-        self.replays_built.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut m) = self.replays.lock() {
-            // Another thread may have built the same replay meanwhile (identical: keep theirs).
-            if let Some(theirs) = m.by_key.get_mut(&key) {
-                theirs.reused += 1;
-                return Ok(Some(theirs.replay.clone()));
+        let cell = {
+            let Ok(mut m) = self.replays.lock() else { return build().map(Some) };
+            match m.by_key.get_mut(&key) {
+                // Another thread asked for it meanwhile: theirs (identical).
+                Some(theirs) => {
+                    theirs.reused += 1;
+                    theirs.replay.clone()
+                }
+                None => {
+                    if m.values + values > self.replay_budget {
+                        m.by_key.clear();
+                        m.values = 0;
+                    }
+                    m.values += values;
+                    let cell = Arc::new(OnceLock::new());
+                    m.by_key.insert(key, Built { replay: cell.clone(), reused: 0, family: family_of(s) });
+                    cell
+                }
             }
-            if m.values + values > self.replay_budget {
-                m.by_key.clear();
-                m.values = 0;
+        };
+        cell.get_or_init(build).clone().map(Some)
+    }
+
+    /// The noise replay that answers `at` (validated, positive noise, on the materialising
+    /// path): the one kept for its scenario and k, or one built now for its k and the kernel
+    /// maximum (`max_topk`: the verdict's other noise search), kept for later curves. When the
+    /// kept replays would exceed the replay budget they are dropped first.
+    fn noise_replay(&self, at: &Scenario) -> Result<Arc<NoiseReplay>, EngineError> {
+        let build = |topks: &[u64]| {
+            self.replays_built.fetch_add(1, Ordering::Relaxed);
+            NoiseReplay::for_topks(at, topks, self.trials, self.seed).map(Arc::new).map_err(|e| EngineError::NotExact(e.0))
+        };
+        let (topks, cell) = {
+            let Ok(mut m) = self.noise_replays.lock() else { return build(&[at.index_topk]) };
+            let key = noise_replay_key(at);
+            match m.by_key.get(&key).and_then(|v| v.iter().find(|(ks, _)| ks.contains(&at.index_topk))) {
+                Some((ks, c)) => (ks.clone(), c.clone()),
+                None => {
+                    let topks = if at.max_topk != at.index_topk { vec![at.index_topk, at.max_topk] } else { vec![at.index_topk] };
+                    let c: NoiseCell = Arc::new(OnceLock::new());
+                    m.by_key.entry(key).or_default().push((topks.clone(), c.clone()));
+                    (topks, c)
+                }
             }
-            m.values += values;
-            m.by_key.insert(key, Built { replay: replay.clone(), reused: 0, family: family_of(s) });
-        }
-        Ok(Some(replay))
+        };
+        cell.get_or_init(|| {
+            let built = build(&topks);
+            if let (Ok(r), Ok(mut m)) = (&built, self.noise_replays.lock()) {
+                let values = r.len() as u64;
+                if m.values + values > self.replay_budget {
+                    // Drop the replays built; keep the cells still being built (this one).
+                    m.by_key.retain(|_, v| {
+                        v.retain(|(_, c)| c.get().is_none());
+                        !v.is_empty()
+                    });
+                    m.values = 0;
+                }
+                m.values += values;
+            }
+            built
+        })
+        .clone()
     }
 
     /// (analytic evaluations, Monte Carlo evaluations) so far.
@@ -349,16 +436,17 @@ impl RecallModel for EngineModel {
     }
 
     /// Monte Carlo on the materialising path with pooled entries: one [`NoiseReplay`], built at
-    /// the first positive level asked for, answers every positive level with the counts of a
-    /// run at it exactly; any other level (0, or one the analytic engine takes) is evaluated
-    /// alone.
+    /// the first positive level asked for (or kept from an earlier curve of the same scenario
+    /// at another k: see `EngineModel::noise_replay`), answers every positive level with the
+    /// counts of a run at it exactly; any other level (0, or one the analytic engine takes) is
+    /// evaluated alone.
     fn recall_in_noise<'a>(&'a self, s: &Scenario) -> Result<NoiseCurve<'a>, EngineError> {
         s.validate()?;
         if s.model != Model::Scalar || self.replay_budget == 0 {
             return Ok(recall_per_noise(self, s));
         }
         let s = s.clone();
-        let replay: OnceLock<Result<NoiseReplay, EngineError>> = OnceLock::new();
+        let replay: OnceLock<Result<Arc<NoiseReplay>, EngineError>> = OnceLock::new();
         Ok(Box::new(move |v| {
             let at = with_noise(&s, v)?;
             at.validate()?;
@@ -366,10 +454,7 @@ impl RecallModel for EngineModel {
                 return self.recall(&at);
             }
             check_monte_carlo(&at, &RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() })?;
-            let built = replay.get_or_init(|| {
-                self.replays_built.fetch_add(1, Ordering::Relaxed);
-                NoiseReplay::new(&at, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))
-            });
+            let built = replay.get_or_init(|| self.noise_replay(&at));
             match built.as_ref().map_err(Clone::clone)?.tally(&at) {
                 Some(tally) => {
                     self.mc_calls.fetch_add(1, Ordering::Relaxed);
