@@ -87,8 +87,8 @@ impl std::fmt::Display for TailModel {
 }
 
 /// Which tail models compete for a layer, each fitted on halves of every query's distractors
-/// and scored on the recall the whole capture measures ([`validate_layer`]): the classes stay
-/// unless biased there ([`Validation::biased`]), else the best score wins ([`fit_layer`]).
+/// and scored on the recall the whole capture measures (`validate_layer`): the classes stay
+/// unless biased there ([`Validation::biased`]), else the best score wins (`fit_layer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TailChoice {
     /// The classes and the query-top model at every fraction of [`top::TOP_FRACTIONS`].

@@ -14,7 +14,7 @@
 //! The excesses are standardised by the very scale fitted to them, so the pooled law is that of
 //! in-sample standardised excesses (each query's have mean 1): lighter than the law of a new
 //! excess over the same scale. No likelihood argument makes that right; whether it predicts is
-//! decided on the capture itself ([`super::predict`]: each candidate tail model is fitted on half
+//! decided on the capture itself ([`mod@super::predict`]: each candidate tail model is fitted on half
 //! of every query's distractors and scored by how well it predicts the recall the whole capture
 //! measures), and it is used only where it predicts better than the classes.
 
