@@ -10,10 +10,10 @@
 use super::fit::chi2_sf;
 use super::likelihood::{binom_loglik, evaluate_distinct, set_field, unit_deviance};
 use super::optimize::{minimize_bounded, NmOptions};
-use rayon::prelude::*;
 use super::{default_param, CalibError, FreeParam, RecallModel};
 use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
+use rayon::prelude::*;
 
 /// The fields the named hypotheses are about; any other `--fit` field (score_noise, …) is a
 /// nuisance parameter, free in every hypothesis.
