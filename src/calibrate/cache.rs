@@ -114,6 +114,9 @@ impl RecallModel for CachedModel<'_> {
     fn parallel_rows(&self) -> bool {
         self.inner.parallel_rows()
     }
+    fn is_exact(&self, s: &Scenario) -> bool {
+        self.inner.is_exact(s)
+    }
     fn shares_across_layers(&self) -> bool {
         self.inner.shares_across_layers()
     }

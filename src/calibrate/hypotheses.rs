@@ -524,6 +524,20 @@ pub fn compare_hypotheses(
     user_free: &[FreeParam],
     model: &dyn RecallModel,
 ) -> Result<Vec<HypothesisResult>, CalibError> {
+    compare(data, base, user_free, model, false, None)
+}
+
+/// [`compare_hypotheses`]; with `full_scan`, `candidate-count-limit` fits every threshold
+/// instead of only those its likelihood bound leaves in play ([`limit_bounds`]: the same fit);
+/// with `only`, that hypothesis alone (the tests compare the two scans).
+fn compare(
+    data: &Dataset,
+    base: &Scenario,
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+    full_scan: bool,
+    only: Option<&str>,
+) -> Result<Vec<HypothesisResult>, CalibError> {
     let mut nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
     let shared = base.selecting_layers() > 1 && model.shares_across_layers();
@@ -536,11 +550,12 @@ pub fn compare_hypotheses(
         nuisance.extend(default_param(Field::LayerCorr));
     }
     let mut all = specs();
+    all.retain(|sp| only.is_none_or(|n| n == sp.name));
     if data.is_selection() {
         // Selections are observed directly: whether a selected needle is read does not enter.
         all.retain(|sp| sp.kind != Kind::ReadFailure);
     }
-    if let Some(c) = periodic_modulus(data, base) {
+    if let Some(c) = periodic_modulus(data, base).filter(|_| only.is_none_or(|n| n == "length-periodic")) {
         all.push(Spec {
             name: "length-periodic",
             description: "queries whose context length falls in one residue class modulo the compression ratio never select the needle with probability f (the residue, f and dprime fitted)",
@@ -549,7 +564,7 @@ pub fn compare_hypotheses(
         });
     }
     let thresholds = candidate_thresholds(data, base);
-    if !thresholds.is_empty() {
+    if !thresholds.is_empty() && only.is_none_or(|n| n == "candidate-count-limit") {
         all.push(Spec {
             name: "candidate-count-limit",
             description: "recall as modelled up to N0 candidates and only the window beyond (a buffer, a kernel or a cache that stops at N0; N0 and dprime fitted)",
@@ -615,22 +630,27 @@ pub fn compare_hypotheses(
         };
         // One fit per residue (a candidate-count limit has one per distinct N), concurrently;
         // the first of the best is kept, as a sequential scan would.
-        let fits: Vec<(Vec<f64>, f64, u64)> = residues
-            .par_iter()
-            .map(|&res| {
-                let surface = Surface {
-                    data,
-                    kind: spec.kind,
-                    params: spec.params.clone(),
-                    nuisance: nuisance.clone(),
-                    row_base: row_base.clone(),
-                    group_of_row: group_of_row.clone(),
-                    model,
-                    residue: res,
-                };
-                fit_surface(&surface, &lo, &hi, start.clone()).map(|(theta, ll)| (theta, ll, res))
-            })
-            .collect::<Result<_, _>>()?;
+        let fit_at = |res: u64| {
+            let surface = Surface {
+                data,
+                kind: spec.kind,
+                params: spec.params.clone(),
+                nuisance: nuisance.clone(),
+                row_base: row_base.clone(),
+                group_of_row: group_of_row.clone(),
+                model,
+                residue: res,
+            };
+            fit_surface(&surface, &lo, &hi, start.clone()).map(|(theta, ll)| (theta, ll, res))
+        };
+        let bounds = match spec.kind {
+            Kind::CandidateLimit if !full_scan => limit_bounds(data, &row_base, &group_of_row, &residues, &nuisance, model)?,
+            _ => None,
+        };
+        let fits: Vec<(Vec<f64>, f64, u64)> = match bounds {
+            Some(bounds) => branch_and_bound(&residues, &bounds, fit_at)?,
+            None => residues.par_iter().map(|&res| fit_at(res)).collect::<Result<_, _>>()?,
+        };
         let mut best: Option<(Vec<f64>, f64, u64)> = None;
         for fit in fits {
             if best.as_ref().is_none_or(|b| fit.1 > b.1) {
@@ -703,6 +723,128 @@ pub fn compare_hypotheses(
     Ok(out)
 }
 
+/// The recall the engine promises (docs/model.md): a computed never-selected recall is within
+/// this of the model's, which [`limit_bounds`] allows for.
+const ENGINE_RECALL_TOLERANCE: f64 = 1e-6;
+
+/// Upper bounds on `candidate-count-limit`'s maximised log-likelihood at each threshold of
+/// `thresholds`, or `None` where no bound is proved (the caller then fits every threshold).
+///
+/// At threshold N0 a row with at most N0 candidates has the modelled recall and one with more
+/// has r0, the never-selected recall (dprime at [`NEVER_SELECTED_DPRIME`]). A row of the first
+/// kind contributes at most its saturated log-likelihood (the binomial's at hits/trials); one
+/// of the second at most the largest over the values r0 takes, an interval [r0(ρ_hi),
+/// r0(ρ_lo)] over the box of layer_corr: with every needle token's score Normal(dprime,
+/// needle_sd²) and equicorrelated (ρ) across tokens and layers, whatever ρ, the event that no
+/// layer selects the needle is a lower orthant of those scores (given the distractors,
+/// independent of them), whose probability does not decrease in ρ (Slepian's inequality), so
+/// P(some layer selects) and with it r0 (affine in it) are monotone in ρ. The proof needs: the
+/// readout `any`; each needle entry a monotone function of one needle token (no pooling, or one
+/// needle token per entry: pooling several makes the entry's variance depend on ρ); layer_corr
+/// the only free parameter besides dprime; binomial rows (no needle ids: a beta-binomial row
+/// has no such interval bound); and the exact engine's values (within
+/// [`ENGINE_RECALL_TOLERANCE`], by which the interval is widened).
+fn limit_bounds(
+    data: &Dataset,
+    row_base: &[Scenario],
+    group_of_row: &[usize],
+    thresholds: &[u64],
+    nuisance: &[FreeParam],
+    model: &dyn RecallModel,
+) -> Result<Option<Vec<f64>>, CalibError> {
+    use crate::scenario::{Pooling, Readout};
+    if data.is_selection() || data.has_needles() || nuisance.iter().any(|p| p.field != Field::LayerCorr) {
+        return Ok(None);
+    }
+    let one_token = |s: &Scenario| {
+        s.pooling == Pooling::None || crate::geometry::Geometry::new(s).needle_entries.iter().all(|e| e.needle_tokens <= 1)
+    };
+    if !row_base.iter().all(|s| s.readout == Readout::Any && one_token(s)) {
+        return Ok(None);
+    }
+    // Per distinct row: its candidate count and the range of r0 over the box.
+    let ends: Vec<f64> = match nuisance.first() {
+        Some(p) => vec![p.lo, p.hi],
+        None => vec![f64::NAN],
+    };
+    let mut rows = Vec::with_capacity(row_base.len());
+    for s in row_base {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for &rho in &ends {
+            let mut never = s.clone();
+            if !rho.is_nan() {
+                set_field(&mut never, Field::LayerCorr, rho)?;
+            }
+            set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
+            if !model.is_exact(&never) {
+                return Ok(None);
+            }
+            let r0 = model.recall(&never).map_err(CalibError::Model)?;
+            if !(0.0..=1.0).contains(&r0) {
+                return Ok(None);
+            }
+            lo = lo.min(r0);
+            hi = hi.max(r0);
+        }
+        rows.push((s.n_candidates(), lo - ENGINE_RECALL_TOLERANCE, hi + ENGINE_RECALL_TOLERANCE));
+    }
+    let saturated = |r: &crate::measured::Observation| binom_loglik(r.hits, r.trials, r.hits as f64 / r.trials.max(1) as f64);
+    Ok(Some(
+        thresholds
+            .iter()
+            .map(|&n0| {
+                data.rows
+                    .iter()
+                    .zip(group_of_row)
+                    .map(|(r, &g)| {
+                        let (n, lo, hi) = rows[g];
+                        if n <= n0 {
+                            saturated(r)
+                        } else {
+                            // The binomial log-likelihood is unimodal in p, largest at hits/trials.
+                            let p = (r.hits as f64 / r.trials.max(1) as f64).clamp(lo.max(0.0), hi.min(1.0));
+                            binom_loglik(r.hits, r.trials, p)
+                        }
+                    })
+                    .sum()
+            })
+            .collect(),
+    ))
+}
+
+/// The fits at the thresholds whose bound can still beat the best fit found: in order of
+/// decreasing bound, a batch (one per thread) at a time, until the next bound is below the best
+/// log-likelihood fitted. A threshold left out has a fit no better than its bound, below one
+/// fitted, so the best of these fits (the first of the best in threshold order) is the full
+/// scan's.
+fn branch_and_bound(
+    thresholds: &[u64],
+    bounds: &[f64],
+    fit_at: impl Fn(u64) -> Result<(Vec<f64>, f64, u64), CalibError> + Sync,
+) -> Result<Vec<(Vec<f64>, f64, u64)>, CalibError> {
+    let mut order: Vec<usize> = (0..thresholds.len()).collect();
+    // Stable: equal bounds keep threshold order.
+    order.sort_by(|&a, &b| bounds[b].total_cmp(&bounds[a]));
+    let batch = rayon::current_num_threads().max(1);
+    let mut fitted: Vec<(usize, (Vec<f64>, f64, u64))> = Vec::new();
+    let mut best = f64::NEG_INFINITY;
+    let mut at = 0;
+    while at < order.len() {
+        let next: Vec<usize> = order[at..].iter().copied().take(batch).take_while(|&i| !(bounds[i] < best)).collect();
+        if next.is_empty() {
+            break;
+        }
+        at += next.len();
+        let fits: Vec<(Vec<f64>, f64, u64)> = next.par_iter().map(|&i| fit_at(thresholds[i])).collect::<Result<_, _>>()?;
+        for (i, fit) in next.into_iter().zip(fits) {
+            best = best.max(fit.1);
+            fitted.push((i, fit));
+        }
+    }
+    fitted.sort_by_key(|f| f.0);
+    Ok(fitted.into_iter().map(|f| f.1).collect())
+}
+
 /// ΔAIC within which hypotheses are equally supported by the data (Burnham & Anderson's
 /// "substantial support"): among them the order follows plausibility, not the last digits of AIC.
 pub const AIC_TIE: f64 = 2.0;
@@ -742,5 +884,48 @@ pub(crate) fn akaike_weights(h: &mut [HypothesisResult]) {
     for x in h.iter_mut() {
         x.delta_aic = x.aic - min;
         x.weight = (-(x.delta_aic) / 2.0).exp() / total;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::cache::CachedModel;
+    use crate::engine::{EngineChoice, EngineModel};
+    use crate::measured::Observation;
+
+    /// One row per context length at depth 0.5, k 512, 10 trials.
+    fn table(cells: &[(u64, u64)]) -> Dataset {
+        let rows = cells.iter().enumerate().map(|(i, &(l, h))| Observation::cell(l, 512, Some(0.5), 10, h, i as u64 + 2)).collect();
+        Dataset::of_rows("constructed", rows)
+    }
+
+    /// candidate-count-limit fitted at the thresholds its bound leaves in play is the fit of
+    /// every threshold (estimates, log-likelihood, fitted recall: all equal), on a table that
+    /// declines with length (the bound leaves out most thresholds, checked), a cliff to zero and
+    /// a cliff to a partial recall, on a V4 stack.
+    #[test]
+    fn the_bound_leaves_the_candidate_limit_fit_unchanged() {
+        let declining: Vec<(u64, u64)> = [10, 10, 9, 9, 8, 8, 7, 6, 6, 5, 5, 4].iter().enumerate().map(|(i, &h)| (2000 * (i as u64 + 1), h)).collect();
+        let cliff: Vec<(u64, u64)> = (1..=10u64).map(|i| (2000 * i, if i <= 3 { 10 } else { 0 })).collect();
+        let partial: Vec<(u64, u64)> = (1..=10u64).map(|i| (2000 * i, if i <= 4 { 10 } else { 2 })).collect();
+        let base = Scenario::preset("deepseek-v4-flash").unwrap();
+        let free = vec![default_param(Field::LayerCorr).unwrap()];
+        for (name, cells, least_pruned) in [("declining", declining, 5), ("cliff", cliff, 0), ("partial", partial, 5)] {
+            let data = table(&cells);
+            let engine = EngineModel::new(EngineChoice::Analytic, 1000, 1);
+            let model = CachedModel::new(&engine);
+            let bounded = compare(&data, &base, &free, &model, false, Some("candidate-count-limit")).unwrap();
+            let full = compare(&data, &base, &free, &model, true, Some("candidate-count-limit")).unwrap();
+            assert_eq!(bounded, full, "{name}");
+            let (row_base, group_of_row) = row_bases(&data, &base, &[]).unwrap();
+            let thresholds = candidate_thresholds(&data, &base);
+            let bounds = limit_bounds(&data, &row_base, &group_of_row, &thresholds, &free, &model).unwrap().expect("a bound on this stack");
+            let pruned = bounds.iter().filter(|&&b| b < full[0].loglik).count();
+            assert!(pruned >= least_pruned, "{name}: {pruned} of {} thresholds bounded below the fit", thresholds.len());
+            // A bound is a bound: at the chosen threshold it is at least the fit.
+            let at = thresholds.iter().position(|&t| Some(t as f64) == full[0].estimate(CANDIDATE_LIMIT)).unwrap();
+            assert!(bounds[at] >= full[0].loglik, "{name}: bound {} below the fit {}", bounds[at], full[0].loglik);
+        }
     }
 }

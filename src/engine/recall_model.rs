@@ -35,6 +35,13 @@ pub trait RecallModel: Sync {
     fn shares_across_layers(&self) -> bool {
         true
     }
+    /// Whether `recall(s)` is the exact engine's value (within its quadrature tolerance), not a
+    /// Monte Carlo estimate or a stand-in: properties of the model as stated (monotonicity in a
+    /// parameter) then hold for the computed values up to that tolerance, and a bound may rely
+    /// on them. Conservative by default.
+    fn is_exact(&self, _s: &Scenario) -> bool {
+        false
+    }
     /// Recall of `s` as a function of `index_topk` alone (every other field as in `s`; k < 1
     /// read as 1), for the searches over k: by default one [`RecallModel::recall`] per k; a
     /// model whose one evaluation answers every k (Monte Carlo: no draw depends on k) overrides
@@ -463,6 +470,10 @@ impl RecallModel for EngineModel {
                 None => self.recall(&at),
             }
         }))
+    }
+
+    fn is_exact(&self, s: &Scenario) -> bool {
+        matches!(route(s, self.choice), Ok(Route::Analytic(_)))
     }
 
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
