@@ -112,6 +112,9 @@ struct OrderTable {
     ladder: Ladder,
     /// Per sharpness class ([`sharpness_class`]), the rule [`Ladder::choose`] found for it.
     choices: [OnceLock<Option<usize>>; SHARPNESS_CLASSES],
+    /// Per needle law of c normal entries of one sd, by c and the quarter octave of the sd
+    /// within the table's range ([`OrderTable::law_rule`]), the rule found for it.
+    law_choices: LawChoices,
     /// F_{T_j} at any point: for a needle sharper than T_j, integrated over the needle's law;
     /// made at its first use ([`OrderTable::cdf`]: most tables serve Gauss rules only, and a
     /// fit over distractor fields makes a table per evaluation).
@@ -127,6 +130,14 @@ struct OrderTable {
 
 /// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]).
 type MaxChoices = Arc<Mutex<Vec<(MaxKind, Option<usize>)>>>;
+
+/// The rules found per (entries, quarter octave) ([`OrderTable::law_rule`]).
+type LawChoices = Arc<Mutex<Vec<((u32, u32), Option<usize>)>>>;
+
+/// Steps per octave of the needle sd at which [`OrderTable::law_rule`] checks rules: a law is
+/// integrated by the rule checked at the sharpest sd of its step, at most 2^(1/4) = 1.19 times
+/// sharper than itself.
+const LAW_STEPS_PER_OCTAVE: f64 = 4.0;
 
 /// What fixes the shape of a max-pooled needle's survival function apart from its needle
 /// token's mean and sd: 1 − (F_tok(t)^n_dist · Φ((t − μ)/σ)^n_needle)^c for c entries of
@@ -231,6 +242,11 @@ impl OrderTable {
         if let [(EntryLaw::Max { token, n_dist, n_needle, needle_sd, .. }, entries)] = *laws {
             return self.max_rule(MaxKind { token, n_dist, n_needle, entries }, needle_sd, width);
         }
+        if let [(EntryLaw::Gauss { sd, .. }, c)] = *laws {
+            if c >= 1.0 && c <= NEEDLE_SIDE_ENTRIES as f64 && c.fract() == 0.0 && sd >= 2.0 * width {
+                return self.law_rule(c as u32, sd, width);
+            }
+        }
         let class = sharpness_class(laws)?;
         // The table's resolution holds for laws of sd ≥ 2·width (see `panel_width`); a rule is
         // checked at the sharpest sd of that range, divided by the class's factor.
@@ -245,6 +261,36 @@ impl OrderTable {
 }
 
 impl OrderTable {
+    /// The Gauss rule for a needle of `c` entries, each Normal(m, sd²) given z (sd ≥ 2·width, the
+    /// table's resolution): checked, once per c and quarter octave of sd, on the law's own family
+    /// 1 − Φ((t − m)/s)^c at kernel centres m over T_j's support, with s the sharpest sd of the
+    /// quarter octave (a broader law of the family is smoother). Checked at the law's own
+    /// sharpness rather than at the table's resolution divided by a factor for several entries
+    /// (up to four times sharper than the law): at a layer correlation near 1 (needle sd
+    /// √(1 − ρ) per layer) the rule is about half the size.
+    fn law_rule(&self, c: u32, sd: f64, width: f64) -> Option<&GaussRule> {
+        let floor = 2.0 * width;
+        let step = ((sd / floor).log2() * LAW_STEPS_PER_OCTAVE).floor().clamp(0.0, LAW_STEPS_PER_OCTAVE - 1.0) as u32;
+        let known = self.law_choices.lock().ok().and_then(|m| m.iter().find(|(k, _)| *k == (c, step)).map(|&(_, at)| at));
+        let at = match known {
+            Some(at) => at,
+            None => {
+                let s = floor * 2f64.powf(step as f64 / LAW_STEPS_PER_OCTAVE);
+                let at = kernel_centres(&self.t, s).and_then(|centres| {
+                    self.ladder.choose_by(&self.t, &self.wf, &centres, TOL_RULE, |rule, m| {
+                        let laws = [(EntryLaw::Gauss { mean: m, sd: s }, c as f64)];
+                        rule.integrate(|x| needle_sf(&laws, x))
+                    })
+                });
+                if let Ok(mut m) = self.law_choices.lock() {
+                    m.push(((c, step), at));
+                }
+                at
+            }
+        }?;
+        Some(self.ladder.rule(at))
+    }
+
     /// The Gauss rule for a max-pooled needle law of kind `kind` whose needle tokens have sd
     /// `needle_sd` (Quest and max-pooled layers), or `None`. The rule is checked, once per kind,
     /// on that law's own family: 1 − (F_tok(t)^n_dist · Φ((t − m)/s)^n_needle)^c at kernel
@@ -509,7 +555,7 @@ impl Analytic {
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
         let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| self.order_density(os.j, t))).collect();
-        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf: OnceLock::new(), needle_choices: Default::default(), max_choices: Default::default() })
+        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), law_choices: Default::default(), cdf: OnceLock::new(), needle_choices: Default::default(), max_choices: Default::default() })
     }
 
     /// [`Analytic::rank_le_given`] from a table of T_j: on a Gauss rule of the table, or over
