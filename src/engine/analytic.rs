@@ -25,6 +25,9 @@ const TOL_INNER: f64 = 1e-9;
 const TOL_OUTER: f64 = 1e-9;
 /// The outer integral runs over z in [−Z_MAX, Z_MAX]; the normal mass outside is 1.5e-23.
 const Z_MAX: f64 = 10.0;
+/// How many needle sds beyond T_j's support [`Analytic::transition`] puts the ends of the
+/// shared component's range where the selection probability moves: Q(9) = 1.1e-19.
+const TRANSITION_SDS: f64 = 9.0;
 /// Density ratio (in nats) below which the order statistic's tails are cut off.
 const TAIL_NATS: f64 = 46.0;
 /// Absolute tolerance to which an [`OrderTable`]'s panels resolve T_j's density (its integral
@@ -627,6 +630,58 @@ impl Analytic {
         integrate(|t| self.order_density(os.j, t) * needle_sf(laws, t), os.lo, os.hi, &breaks, TOL_INNER)
     }
 
+    /// The Gauss rule of `table` for the needle's laws at every z, if it has one: the laws'
+    /// shape (the sds, the entry counts, a max-pooled law's kind) does not depend on z, only
+    /// their location, so the rule [`OrderTable::rule_for`] gives at z = 0 is the one it gives
+    /// at every z; found once per outer integral instead of once per node.
+    fn shared_rule<'t>(&self, table: Option<&'t OrderTable>, laws: &mut Vec<(EntryLaw, f64)>) -> Option<&'t GaussRule> {
+        let table = table?;
+        if self.model.needle_entries.is_empty() {
+            return None;
+        }
+        self.needle_laws(Some(0.0), laws);
+        table.rule_for(laws)
+    }
+
+    /// Where P(rank ≤ j | z) moves, for needle laws that are all normal with a location
+    /// increasing in z (the tabled case: every node of T_j's table lies in [lo, hi]): below
+    /// `from` every needle entry lies [`TRANSITION_SDS`] sds below T_j's support, so P(rank ≤ j
+    /// | z) < c·Q(9) ≈ 1e-19 per entry; above `to` the entries of one law lie that far above it,
+    /// so it is within that of 1. Both within [−Z_MAX, Z_MAX], the range integrated otherwise;
+    /// `None` when the laws are of another form (then that whole range is integrated).
+    fn transition(&self, os: &OrderStat, laws: &mut Vec<(EntryLaw, f64)>) -> Option<(f64, f64)> {
+        let gauss = |laws: &[(EntryLaw, f64)]| -> Option<Vec<(f64, f64)>> {
+            laws.iter().map(|(l, _)| if let EntryLaw::Gauss { mean, sd } = *l { (sd > 0.0).then_some((mean, sd)) } else { None }).collect()
+        };
+        self.needle_laws(Some(0.0), laws);
+        let at0 = gauss(laws)?;
+        self.needle_laws(Some(1.0), laws);
+        let at1 = gauss(laws)?;
+        let (mut from, mut to) = (f64::INFINITY, f64::INFINITY);
+        for (&(m0, sd), &(m1, _)) in at0.iter().zip(&at1) {
+            let slope = m1 - m0;
+            if !(slope > 0.0) {
+                return None;
+            }
+            from = from.min((os.lo - TRANSITION_SDS * sd - m0) / slope);
+            to = to.min((os.hi + TRANSITION_SDS * sd - m0) / slope);
+        }
+        let (from, to) = (from.max(-Z_MAX), to.min(Z_MAX));
+        (from < to).then_some((from, to))
+    }
+
+    /// [`Analytic::rank_le`] at z, on `rule` when [`Analytic::shared_rule`] found one (what
+    /// [`Analytic::rank_le_tabled`] would do at z, without looking for the rule again).
+    fn rank_le_at(&self, os: &OrderStat, table: Option<&OrderTable>, rule: Option<&GaussRule>, z: f64, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
+        match rule {
+            Some(rule) => {
+                self.needle_laws(Some(z), laws);
+                rule.integrate(|t| needle_sf(laws, t))
+            }
+            None => self.rank_le(os, table, Some(z), laws),
+        }
+    }
+
     /// E_z[g(P(rank ≤ j | z))] when the shared component matters, else g(P(rank ≤ j)). With
     /// `across_layers` false only the sharing within one layer counts (several needle entries
     /// or pooled needle tokens): one layer's rank has the needle's marginal law otherwise.
@@ -637,7 +692,19 @@ impl Analytic {
             // Many evaluations of one T_j: tabulated (and kept for the next scenario).
             let p = self.prepared(j.max(1), self.needle_law_scale(Some(0.0)));
             let (os, table) = (&p.os, p.table.as_ref());
-            integrate(|z| ln_norm_pdf(z).exp() * g(self.rank_le(os, table, Some(z), &mut laws)), -Z_MAX, Z_MAX, &[0.0], TOL_OUTER)
+            let rule = self.shared_rule(table, &mut laws);
+            #[cfg(test)]
+            let rule_for_transition = rule.filter(|_| !tests::NO_TRIM.with(|c| c.get()));
+            #[cfg(not(test))]
+            let rule_for_transition = rule;
+            let Some((from, to)) = rule_for_transition.and_then(|_| self.transition(os, &mut laws)) else {
+                return integrate(|z| ln_norm_pdf(z).exp() * g(self.rank_le_at(os, table, rule, z, &mut laws)), -Z_MAX, Z_MAX, &[0.0], TOL_OUTER);
+            };
+            // Below `from` and above `to` the integrand is φ(z) times a constant (to ~1e-18):
+            // those parts are that constant times the normal tail's mass.
+            let mut at = |z: f64| g(self.rank_le_at(os, table, rule, z, &mut laws));
+            let tails = at(from) * crate::stats::norm_cdf(from) + at(to) * crate::stats::norm_sf(to);
+            tails + integrate(|z| ln_norm_pdf(z).exp() * at(z), from, to, &[0.0], TOL_OUTER)
         } else {
             // One evaluation: one adaptive inner integral costs less than a table, and a fit over
             // distractor fields (hard negatives, k) asks for each T_j once.
@@ -677,6 +744,7 @@ impl Analytic {
         };
         let (os, table) = (&p.os, p.table.as_ref());
         let mut laws = Vec::with_capacity(self.model.needle_groups.len());
+        let rule = if shared { self.shared_rule(table, &mut laws) } else { None };
         let fill = |a: f64, w: f64, out: &mut [f64]| {
             let a = a.clamp(0.0, 1.0);
             for (m, o) in out.iter_mut().enumerate() {
@@ -686,7 +754,7 @@ impl Analytic {
         if shared {
             out = integrate_vec(
                 |z, o| {
-                    let a = self.rank_le(os, table, Some(z), &mut laws);
+                    let a = self.rank_le_at(os, table, rule, z, &mut laws);
                     fill(a, ln_norm_pdf(z).exp(), o)
                 },
                 n as usize + 1,
@@ -919,6 +987,46 @@ mod tests {
     thread_local! {
         /// Set by a test: every tabled inner integral runs over the whole table.
         pub(super) static NO_RULES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        /// Set by a test: the outer integral runs over the whole range of z.
+        pub(super) static NO_TRIM: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// The outer integral over the range where the selection probability moves, with the
+    /// normal tails' mass beyond it, is the integral over the whole range: stacked rows over
+    /// the layer correlation, the needle's separation and spread, and the context length, on
+    /// two V4 presets.
+    #[test]
+    fn the_transition_range_changes_no_recall() {
+        let (mut worst, mut trimmed) = (0.0f64, 0);
+        for preset in ["deepseek-v4-flash-sglang", "deepseek-v4-pro"] {
+            for ctx in ["4000", "22000", "90000"] {
+                for corr in ["0.3", "0.9", "0.99", "0.9999"] {
+                    for (dprime, sd) in [("0.5", "1"), ("1.5", "1"), ("3", "0.5"), ("-1", "2")] {
+                        let mut s = Scenario::preset(preset).unwrap();
+                        for (f, v) in [(Field::ContextLen, ctx), (Field::LayerCorr, corr), (Field::Dprime, dprime), (Field::NeedleSd, sd)] {
+                            s.set_text(f, v).unwrap();
+                        }
+                        s.validate().unwrap();
+                        let a = Analytic::new(&s).unwrap();
+                        let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+                        let mut laws = Vec::new();
+                        if a.shared_rule(p.table.as_ref(), &mut laws).is_some() && a.transition(&p.os, &mut laws).is_some() {
+                            trimmed += 1;
+                        }
+                        let r = a.recall();
+                        NO_TRIM.with(|c| c.set(true));
+                        let full = a.recall();
+                        NO_TRIM.with(|c| c.set(false));
+                        worst = worst.max((r - full).abs());
+                        // Each is an adaptive quadrature to TOL_OUTER (their difference on these
+                        // rows is at most 8e-12); a tail left out or counted twice would be
+                        // orders of magnitude more.
+                        assert!((r - full).abs() <= 2.0 * TOL_OUTER, "{preset} {ctx} corr {corr} dprime {dprime} sd {sd}: {r} vs {full}");
+                    }
+                }
+            }
+        }
+        assert!(trimmed >= 60, "the range was trimmed on {trimmed} rows (largest difference {worst:e})");
     }
 
     /// The Gauss rules change no recall and no layer-count pmf beyond 1e-12: stacked rows over
