@@ -809,8 +809,22 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     let classes = t.validation.iter().find(|v| v.model == cs::TailModel::Classes).unwrap();
     assert!(classes.biased(), "{classes:?}");
     assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_gpd.is_some() && rep.classes.is_empty(), "{t:?}");
+    // The fraction of smallest score is reported; every fraction enters the mixture, weights
+    // ∝ exp(ln_weight) on the common scale, summing to 1.
     let chosen = t.validation.iter().find(|v| v.model == t.model).unwrap();
     assert!(t.validation.iter().all(|v| v.score().is_none_or(|s| s >= chosen.score().unwrap())));
+    let scale = cs::predict::common_scale(&t.validation);
+    let fractions: Vec<&cs::Validation> = t.validation.iter().filter(|v| v.model != cs::TailModel::Classes && v.errors.is_some()).collect();
+    assert_eq!(t.mixture.len(), fractions.len());
+    assert!((t.mixture.iter().map(|m| m.1).sum::<f64>() - 1.0).abs() < 1e-12);
+    let lw: Vec<f64> = fractions.iter().map(|v| v.ln_weight(&scale).unwrap()).collect();
+    let best = lw.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = lw.iter().map(|l| (l - best).exp()).sum();
+    for ((v, (m, w)), l) in fractions.iter().zip(&t.mixture).zip(&lw) {
+        assert_eq!(v.model, *m);
+        assert!((w - (l - best).exp() / total).abs() < 1e-12, "{t:?}");
+    }
+    eprintln!("mixture {:?}", t.mixture);
     let demo = cs::read_file(&root.join("demo.npz")).unwrap();
     let rep = cs::predict_report(&demo, &cells, o, &dsa_sim::progress::Silent).unwrap();
     assert_eq!(rep.tails[0].model, cs::TailModel::Classes, "{:?}", rep.tails[0]);
