@@ -413,7 +413,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     if !tail_models.is_empty() {
         outln!(
             out,
-            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the query-top fractions mixed with weights ∝ exp(−½ Σ (error / se)²)):",
+            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors; where that is a query-top fraction, every fraction mixed with weights ∝ exp(−½ Σ_k (error / mean se at k)²)):",
             cs::predict::SPLITS,
             cs::predict::VALIDATION_KS.map(|k| k.to_string()).join(", "),
             cs::predict::SWITCH_SE
