@@ -294,6 +294,7 @@ fn cli_json_and_bad_input() {
     let tm = &v["tail_models"][0];
     assert_eq!(tm["chosen"]["model"], if rep.tails[0].model == cs::TailModel::Classes { "classes" } else { "query-top" });
     assert_eq!(tm["validation"].as_array().unwrap().len(), rep.tails[0].validation.len());
+    assert_eq!(tm["mixture"].as_array().unwrap().len(), rep.tails[0].mixture.len());
     assert_eq!(tm["validation"][0]["errors"][0]["error"].as_f64().unwrap(), rep.tails[0].validation[0].errors.as_ref().unwrap()[0]);
     let (code, _, err) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--tail-model", "pooled"]);
     assert_eq!(code, 2, "{err}");
@@ -702,7 +703,7 @@ fn a_real_bm25_capture_extrapolates_within_2_points() {
 /// half-width / 1.96, for the predicted queries' sampling; the binomial sd of the other half's
 /// measured m), the rule `a_real_bm25_capture_within_its_candidate_count` applies within the
 /// captured count. At k = 1 that sd is about 4 points, so this holds the prediction to about
-/// 12 points there, not 2: the largest ratio now is 2.0 sd (−4.6 points at 16,384, k = 16);
+/// 12 points there, not 2: the largest ratio now is 1.4 sd (−4.6 points at 16,384, k = 16);
 /// the classes alone reach 3.01 sd (−11.7 points at 8,000, k = 1) and would fail it, barely.
 #[test]
 fn a_real_bm25_capture_extrapolates_at_k_1_and_within_query_sampling() {

@@ -30,8 +30,9 @@
 //! Where the classes are biased on the capture itself (fitted on random halves of every
 //! query's distractors, they mispredict the recall the whole capture measures by more than 3
 //! standard errors at some k), the query-top model ([`super::top`]: each query's tail located
-//! and scaled by its own top scores, one pooled shape) replaces them, at the fraction that
-//! predicts the halvings best; the band holds the chosen model fixed.
+//! and scaled by its own top scores, one pooled shape) replaces them where it predicts the
+//! halvings better, every fraction mixed at the recall level with weights by how well each
+//! predicts them ([`Validation::ln_weight`]); the band holds the chosen model and weights fixed.
 //! `recall_empirical` is the pooled empirical law alone with every one of the N − 1 drawn from
 //! it (no tail, no own draw): what the tail fit corrects beyond the sample.
 

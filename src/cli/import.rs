@@ -266,7 +266,8 @@ pub struct ScoresArgs {
     #[arg(long, default_value_t = cs::classes::MAX_CLASSES, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=(cs::classes::MAX_CLASSES as u64)))]
     pub tail_classes: usize,
     /// The tail models that compete for each layer: auto (the classes and the query-top model,
-    /// the one that best predicts the capture's own held-out half), classes, or query-top.
+    /// the one that best predicts the capture's own held-out half; the query-top model's
+    /// fractions mixed by how well each predicts it), classes, or query-top.
     #[arg(long, value_enum, default_value_t = TailModelArg::Auto, value_name = "MODEL")]
     pub tail_model: TailModelArg,
     /// Print one JSON object on stdout instead of the summary.
