@@ -294,6 +294,7 @@ fn cli_json_and_bad_input() {
     let tm = &v["tail_models"][0];
     assert_eq!(tm["chosen"]["model"], if rep.tails[0].model == cs::TailModel::Classes { "classes" } else { "query-top" });
     assert_eq!(tm["validation"].as_array().unwrap().len(), rep.tails[0].validation.len());
+    assert_eq!(tm["mixture"].as_array().unwrap().len(), rep.tails[0].mixture.len());
     assert_eq!(tm["validation"][0]["errors"][0]["error"].as_f64().unwrap(), rep.tails[0].validation[0].errors.as_ref().unwrap()[0]);
     let (code, _, err) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--tail-model", "pooled"]);
     assert_eq!(code, 2, "{err}");
@@ -622,14 +623,19 @@ fn bm25_measured(half: &str, n: u64, k: u64) -> (f64, usize) {
 }
 
 /// The prediction from tests/data/scores/bm25/train.npz at `cells`, printed beside both halves'
-/// measured recall; (prediction, band sd, [(half, measured, queries)]) per cell.
+/// measured recall; (prediction, [(half, measured, queries)]) per cell.
 fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
+    bm25_predictions_with(cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() })
+}
+
+/// [`bm25_predictions`] with given options.
+fn bm25_predictions_with(cells: &[Scenario], o: PredictOptions) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
     let c = cs::read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores/bm25/train.npz")).unwrap();
-    let rep = cs::predict_report(&c, cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    let rep = cs::predict_report(&c, cells, o, &dsa_sim::progress::Silent).unwrap();
     for v in &rep.tails[0].validation {
         eprintln!("validation {}: {:?} se {:?} score {:?}", v.model, v.errors, v.standard_errors, v.score());
     }
-    eprintln!("chosen: {} {:?}", rep.tails[0].model, rep.tails[0].top_gpd);
+    eprintln!("chosen: {} {:?} mixture {:?}", rep.tails[0].model, rep.tails[0].top_gpd, rep.tails[0].mixture);
     rep.predictions.into_iter()
         .zip(cells)
         .map(|(pr, s)| {
@@ -669,11 +675,12 @@ fn a_real_bm25_capture_within_its_candidate_count() {
 }
 
 /// NOT MET (issue 21 item 1): beyond the captured count the real capture's recall is
-/// under-predicted. Validation chooses the query-top model (0.5%): against the same queries
-/// measured at 4,000 to 16,384 candidates the worst error is −2.9 points (16,384, k = 4; k = 1:
-/// −1.8, −1.0, −0.3), against the other 300 queries −5.0 (8,000, k = 1), of which query
-/// sampling alone is about 2.7 points of sd (the classes alone: −9.3 and −11.7). Ignored until
-/// the prediction meets it; run by hand to see the figures.
+/// under-predicted at k = 4 and 16. Validation replaces the classes by the query-top model, its
+/// fractions mixed (0.25% 0.46, 0.5% 0.52, 1% 0.02): against the same queries measured at 4,000
+/// to 16,384 candidates the worst error is −2.3 points (16,384, k = 16; k = 4: −2.1; k = 1:
+/// −1.0, +0.0, +1.0), against the other 300 queries −4.6 (16,384, k = 16). Before the mixture
+/// (0.5% alone): −2.9 (16,384, k = 4) and −5.0 (8,000, k = 1); the classes alone: −9.3 and
+/// −11.7. Ignored until the prediction meets it; run by hand to see the figures.
 #[test]
 #[ignore]
 fn a_real_bm25_capture_extrapolates_within_2_points() {
@@ -685,6 +692,34 @@ fn a_real_bm25_capture_extrapolates_within_2_points() {
         }
     }
     assert!(worst <= 0.02, "largest difference {worst}");
+}
+
+/// Issue 21 item 1 on the real capture, where a bound means something. (1) k = 1 against the
+/// same queries measured at 4,000, 8,000 and 16,384 candidates (their captured distractors and
+/// the corpus's further ones): within 2 points (now −1.0, +0.0, +1.0; the query-top fraction of
+/// smallest validation score alone, as before the mixture: −1.8, −1.0, −0.3). (2) Every k
+/// against the other 300 queries, which differ from the predicted ones by query sampling as
+/// well: within 3 sd of the difference, the sd being √(band sd² + m(1 − m)/300) (the band's sd,
+/// half-width / 1.96, for the predicted queries' sampling; the binomial sd of the other half's
+/// measured m), the rule `a_real_bm25_capture_within_its_candidate_count` applies within the
+/// captured count. At k = 1 that sd is about 4 points, so this holds the prediction to about
+/// 12 points there, not 2: the largest ratio now is 1.4 sd (−4.6 points at 16,384, k = 16);
+/// the classes alone reach 3.01 sd (−11.7 points at 8,000, k = 1) and would fail it, barely.
+#[test]
+fn a_real_bm25_capture_extrapolates_at_k_1_and_within_query_sampling() {
+    let cells: Vec<Scenario> = [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    for ((pr, halves), s) in bm25_predictions(&cells).iter().zip(&cells) {
+        let band_sd = 0.5 * (pr.high - pr.low) / 1.96;
+        for &(h, m, n) in halves {
+            if h == "train" && s.index_topk == 1 {
+                assert!((pr.recall - m).abs() <= 0.02, "N={} k=1: predicted {pr:?} vs the same queries' {m}", s.context_len);
+            }
+            if h == "heldout" {
+                let sd = (band_sd * band_sd + m * (1.0 - m) / n as f64).sqrt();
+                assert!((pr.recall - m).abs() <= 3.0 * sd, "N={} k={}: predicted {pr:?} vs the other queries' {m}", s.context_len, s.index_topk);
+            }
+        }
+    }
 }
 
 /// A capture whose queries' tops are not their bulk's: each distractor is, with probability
@@ -809,8 +844,22 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     let classes = t.validation.iter().find(|v| v.model == cs::TailModel::Classes).unwrap();
     assert!(classes.biased(), "{classes:?}");
     assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_gpd.is_some() && rep.classes.is_empty(), "{t:?}");
+    // The fraction of smallest score is reported; every fraction enters the mixture, weights
+    // ∝ exp(ln_weight) on the common scale, summing to 1.
     let chosen = t.validation.iter().find(|v| v.model == t.model).unwrap();
     assert!(t.validation.iter().all(|v| v.score().is_none_or(|s| s >= chosen.score().unwrap())));
+    let scale = cs::predict::common_scale(&t.validation);
+    let fractions: Vec<&cs::Validation> = t.validation.iter().filter(|v| v.model != cs::TailModel::Classes && v.errors.is_some()).collect();
+    assert_eq!(t.mixture.len(), fractions.len());
+    assert!((t.mixture.iter().map(|m| m.1).sum::<f64>() - 1.0).abs() < 1e-12);
+    let lw: Vec<f64> = fractions.iter().map(|v| v.ln_weight(&scale).unwrap()).collect();
+    let best = lw.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let total: f64 = lw.iter().map(|l| (l - best).exp()).sum();
+    for ((v, (m, w)), l) in fractions.iter().zip(&t.mixture).zip(&lw) {
+        assert_eq!(v.model, *m);
+        assert!((w - (l - best).exp() / total).abs() < 1e-12, "{t:?}");
+    }
+    eprintln!("mixture {:?}", t.mixture);
     let demo = cs::read_file(&root.join("demo.npz")).unwrap();
     let rep = cs::predict_report(&demo, &cells, o, &dsa_sim::progress::Silent).unwrap();
     assert_eq!(rep.tails[0].model, cs::TailModel::Classes, "{:?}", rep.tails[0]);
@@ -821,3 +870,4 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     let top = cs::predict_report(&demo, &cells, PredictOptions { tail_model: cs::TailChoice::QueryTop, ..o }, &dsa_sim::progress::Silent).unwrap();
     assert!(matches!(top.tails[0].model, cs::TailModel::QueryTop(_)) && top.tails[0].validation.len() == cs::top::TOP_FRACTIONS.len());
 }
+

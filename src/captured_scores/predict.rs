@@ -30,8 +30,9 @@
 //! Where the classes are biased on the capture itself (fitted on random halves of every
 //! query's distractors, they mispredict the recall the whole capture measures by more than 3
 //! standard errors at some k), the query-top model ([`super::top`]: each query's tail located
-//! and scaled by its own top scores, one pooled shape) replaces them, at the fraction that
-//! predicts the halvings best; the band holds the chosen model fixed.
+//! and scaled by its own top scores, one pooled shape) replaces them where it predicts the
+//! halvings better, every fraction mixed at the recall level with weights by how well each
+//! predicts them ([`Validation::ln_weight`]); the band holds the chosen model and weights fixed.
 //! `recall_empirical` is the pooled empirical law alone with every one of the N − 1 drawn from
 //! it (no tail, no own draw): what the tail fit corrects beyond the sample.
 
@@ -137,10 +138,25 @@ pub struct Validation {
 /// another model may replace them.
 pub const SWITCH_SE: f64 = 3.0;
 
+/// The smallest standard error a validation error is divided by in [`Validation::ln_weight`]:
+/// at a k where every query is certain the standard error is ~0, and an error of rounding size
+/// would otherwise decide the weights.
+pub const SE_FLOOR: f64 = 1e-3 / SWITCH_SE;
+
 impl Validation {
     /// The sum over k of the squared mean error (the smallest is chosen).
     pub fn score(&self) -> Option<f64> {
         self.errors.as_ref().map(|e| e.iter().map(|v| v * v).sum())
+    }
+
+    /// The validation's pseudo-log-likelihood, −½ Σ_k (error_k / s_k)², with `scale` the s_k
+    /// ([`common_scale`]: one per k for every candidate, so a model is not favoured for being
+    /// noisier; the k treated as independent, which they are not: recall at k = 4 and 16 share
+    /// queries); None where the model could not be fitted on some half. Query-top fractions are
+    /// mixed with weights proportional to its exponential.
+    pub fn ln_weight(&self, scale: &[f64]) -> Option<f64> {
+        let e = self.errors.as_ref()?;
+        Some(-0.5 * e.iter().zip(scale).map(|(e, s)| (e / s).powi(2)).sum::<f64>())
     }
 
     /// Whether the error at some k exceeds [`SWITCH_SE`] standard errors (a model that fits
@@ -155,15 +171,29 @@ impl Validation {
     }
 }
 
+/// Per k, the mean of the fitted candidates' standard errors, floored at [`SE_FLOOR`]: the scale
+/// every candidate's [`Validation::ln_weight`] divides its errors by (empty: none fitted).
+pub fn common_scale(validation: &[Validation]) -> Vec<f64> {
+    let se: Vec<&Vec<f64>> = validation.iter().filter_map(|v| v.standard_errors.as_ref()).collect();
+    if se.is_empty() {
+        return Vec::new();
+    }
+    (0..VALIDATION_KS.len()).map(|k| (se.iter().map(|s| s[k]).sum::<f64>() / se.len() as f64).max(SE_FLOOR)).collect()
+}
+
 /// The tail model each layer's prediction used, with the evidence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerTail {
     /// The layer.
     pub layer: usize,
-    /// The model chosen.
+    /// The model chosen (where the query-top fractions are mixed, the one of largest weight).
     pub model: TailModel,
-    /// The query-top model's pooled law of the standardised excess, where it was chosen.
+    /// The query-top model's pooled law of the standardised excess at that fraction, where it
+    /// was chosen.
     pub top_gpd: Option<Gpd>,
+    /// Where the query-top model replaced the classes: every fraction that could be fitted,
+    /// with its weight in the mixture (they sum to 1); empty where the classes are used.
+    pub mixture: Vec<(TailModel, f64)>,
     /// Every candidate's validation (empty where one candidate alone was allowed).
     pub validation: Vec<Validation>,
 }
@@ -358,6 +388,14 @@ impl LayerModel {
     fn top_survival(&self, tops: &[QueryTop], gpd: &Gpd) -> Survival {
         tops.iter().enumerate().map(|(q, t)| vec![(1.0, t.survival(self.needle[q], self.own[q].1 as usize, gpd))]).collect()
     }
+
+    /// Every query's (weight, Q) pairs under a mixture of query-top fractions: mixed at the
+    /// recall level, as the classes are. One fraction of weight 1 is [`LayerModel::top_survival`].
+    fn tops_survival(&self, parts: &[(f64, &[QueryTop], Gpd)]) -> Survival {
+        (0..self.z.len())
+            .map(|q| parts.iter().map(|(w, tops, g)| (*w, tops[q].survival(self.needle[q], self.own[q].1 as usize, g))).collect())
+            .collect()
+    }
 }
 
 /// Each candidate model fitted on [`SPLITS`] random halves of every query's distractors (query
@@ -440,10 +478,11 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
 /// threshold, its top scores and a bulk below.
 const MIN_VALIDATION_DISTRACTORS: usize = 4 * top::MIN_TOP + 4;
 
-/// A layer's tail model as fitted on the whole capture.
+/// A layer's tail model as fitted on the whole capture: the classes, or the query-top model at
+/// one or more fractions, each with its mixture weight, every query's top and the pooled shape.
 enum Fitted {
     Classes(ClassChoice),
-    Top(Vec<QueryTop>, Gpd),
+    Tops(Vec<(f64, Vec<QueryTop>, Gpd)>),
 }
 
 /// Chooses a layer's tail model among `opts.tail_model`'s candidates and fits it.
@@ -464,9 +503,24 @@ fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Resu
         .fold(None, |b: Option<(TailModel, f64)>, (m, s)| match b {
             Some((_, bs)) if bs <= s => b,
             _ => Some((m, s)),
-        });
+        })
+        .map(|b| b.0);
+    // Where a query-top fraction wins, every fraction enters, mixed at the recall level with
+    // weights ∝ exp(ln_weight): the halvings order the fractions only within their noise (on
+    // the real BM25 capture the two best differ by 0.1 in pseudo-log-likelihood), and of two
+    // fractions that validate alike one's extrapolation can err one way and the other's the
+    // other way (BM25: 0.25% high at k = 1, 0.5% low at k = 4 and 16).
+    let mixture: Vec<(TailModel, f64)> = if matches!(best, Some(TailModel::QueryTop(_))) {
+        let scale = common_scale(&validation);
+        let weighted: Vec<(TailModel, f64)> = validation.iter().filter(|v| v.model != TailModel::Classes).filter_map(|v| v.ln_weight(&scale).map(|l| (v.model, l))).collect();
+        let top = weighted.iter().map(|w| w.1).fold(f64::NEG_INFINITY, f64::max);
+        let total: f64 = weighted.iter().map(|(_, l)| (l - top).exp()).sum();
+        weighted.iter().map(|&(m, l)| (m, (l - top).exp() / total)).collect()
+    } else {
+        Vec::new()
+    };
     let model = match (best, opts.tail_model) {
-        (Some((m, _)), _) => m,
+        (Some(m), _) => m,
         (None, TailChoice::QueryTop) if candidates.len() > 1 => {
             return Err(ScoresError(format!(
                 "layer {}: the query-top tail model could not be validated (every query needs at least {MIN_VALIDATION_DISTRACTORS} distractors, and half of them at least {} exceedances pooled)",
@@ -476,19 +530,30 @@ fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Resu
         }
         (None, _) => candidates[0],
     };
-    let fitted = match model {
-        TailModel::Classes => Fitted::Classes(choose_layer(m, layer.layer, opts.max_classes)?),
+    let fit_top = |f: f64| -> Result<(Vec<QueryTop>, Gpd), ScoresError> {
+        let tops = m.tops(f);
+        let g = m.top_gpd(&tops, None).map_err(|e| ScoresError(format!("layer {}: {}", layer.layer, e.0)))?;
+        Ok((tops, g))
+    };
+    let (fitted, top_gpd, mixture) = match model {
+        TailModel::Classes => (Fitted::Classes(choose_layer(m, layer.layer, opts.max_classes)?), None, Vec::new()),
         TailModel::QueryTop(f) => {
-            let tops = m.tops(f);
-            let g = m.top_gpd(&tops, None).map_err(|e| ScoresError(format!("layer {}: {}", layer.layer, e.0)))?;
-            Fitted::Top(tops, g)
+            // (A fraction that was fitted on every half fits on the whole.)
+            let mixture = if mixture.is_empty() { vec![(model, 1.0)] } else { mixture };
+            let mut parts = Vec::new();
+            let mut top_gpd = None;
+            for &(mm, w) in &mixture {
+                let TailModel::QueryTop(fm) = mm else { continue };
+                let (tops, g) = fit_top(fm)?;
+                if fm == f {
+                    top_gpd = Some(g);
+                }
+                parts.push((w, tops, g));
+            }
+            (Fitted::Tops(parts), top_gpd, mixture)
         }
     };
-    let top_gpd = match &fitted {
-        Fitted::Top(_, g) => Some(*g),
-        Fitted::Classes(_) => None,
-    };
-    Ok((LayerTail { layer: layer.layer, model, top_gpd, validation }, fitted))
+    Ok((LayerTail { layer: layer.layer, model, top_gpd, mixture, validation }, fitted))
 }
 
 /// P(at most `j` of `m` distractors drawn without replacement from `n`, `a` of which score
@@ -656,7 +721,7 @@ pub fn predict_report(
         .zip(&fits)
         .map(|(m, (_, f))| match f {
             Fitted::Classes(ch) => m.class_survival(&ch.mixture),
-            Fitted::Top(tops, g) => m.top_survival(tops, g),
+            Fitted::Tops(parts) => m.tops_survival(&parts.iter().map(|(w, t, g)| (*w, t.as_slice(), *g)).collect::<Vec<_>>()),
         })
         .collect();
     let empirical_sf: Vec<Survival> = models.iter().map(|m| (0..n).map(|q| vec![(1.0, m.survival(q, None))]).collect()).collect();
@@ -684,12 +749,13 @@ pub fn predict_report(
                 .map(|(m, (_, f))| {
                     let ch = match f {
                         Fitted::Classes(ch) => ch,
-                        Fitted::Top(tops, g) => {
-                            // The query-top model: each query's top is its own; the pooled shape
-                            // is refitted on the resampled queries' excesses.
+                        Fitted::Tops(parts) => {
+                            // The query-top model: each query's top is its own; each fraction's
+                            // pooled shape is refitted on the resampled queries' excesses, the
+                            // mixture weights held.
                             let mult: Vec<f64> = weights.iter().map(|&w| w as f64).collect();
-                            let g = m.top_gpd(tops, Some(&mult)).unwrap_or(*g);
-                            return m.top_survival(tops, &g);
+                            let refit: Vec<(f64, &[QueryTop], Gpd)> = parts.iter().map(|(w, tops, g)| (*w, tops.as_slice(), m.top_gpd(tops, Some(&mult)).unwrap_or(*g))).collect();
+                            return m.tops_survival(&refit);
                         }
                     };
                     if ch.classes() > 1 {

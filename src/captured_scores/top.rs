@@ -16,7 +16,8 @@
 //! excess over the same scale. No likelihood argument makes that right; whether it predicts is
 //! decided on the capture itself ([`mod@super::predict`]: each candidate tail model is fitted on half
 //! of every query's distractors and scored by how well it predicts the recall the whole capture
-//! measures), and it is used only where it predicts better than the classes.
+//! measures), and it is used only where it predicts better than the classes, its fractions then
+//! mixed by how well each predicts.
 
 use super::tail::{fit_gpd, fit_gpd_weighted, Gpd};
 use super::ScoresError;

@@ -266,7 +266,8 @@ pub struct ScoresArgs {
     #[arg(long, default_value_t = cs::classes::MAX_CLASSES, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=(cs::classes::MAX_CLASSES as u64)))]
     pub tail_classes: usize,
     /// The tail models that compete for each layer: auto (the classes and the query-top model,
-    /// the one that best predicts the capture's own held-out half), classes, or query-top.
+    /// the one that best predicts the capture's own held-out half; the query-top model's
+    /// fractions mixed by how well each predicts it), classes, or query-top.
     #[arg(long, value_enum, default_value_t = TailModelArg::Auto, value_name = "MODEL")]
     pub tail_model: TailModelArg,
     /// Print one JSON object on stdout instead of the summary.
@@ -371,6 +372,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
                 "layer": t.layer,
                 "chosen": model_json(&t.model),
                 "gpd": t.top_gpd.map(|g| json!({"xi": g.xi, "sigma": g.sigma})),
+                "mixture": t.mixture.iter().map(|(m, w)| json!({"candidate": model_json(m), "weight": w})).collect::<Vec<_>>(),
                 "validation": t.validation.iter().map(|v| json!({
                     "candidate": model_json(&v.model),
                     "errors": v.errors.as_ref().zip(v.standard_errors.as_ref()).map(|(e, se)| cs::predict::VALIDATION_KS.iter().zip(e).zip(se).map(|((k, e), se)| json!({"k": k, "error": e, "se": se})).collect::<Vec<_>>()),
@@ -412,7 +414,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     if !tail_models.is_empty() {
         outln!(
             out,
-            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors):",
+            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors; where that is a query-top fraction, every fraction mixed with weights ∝ exp(−½ Σ_k (error / mean se at k)²)):",
             cs::predict::SPLITS,
             cs::predict::VALIDATION_KS.map(|k| k.to_string()).join(", "),
             cs::predict::SWITCH_SE
@@ -423,6 +425,10 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
                 _ => String::new(),
             };
             outln!(out, "  layer {}: {}{how}", t.layer, t.model);
+            if t.mixture.len() > 1 {
+                let w: Vec<String> = t.mixture.iter().map(|(m, w)| format!("{m} {w:.3}")).collect();
+                outln!(out, "    mixed: {}", w.join(", "));
+            }
             for v in &t.validation {
                 let e = v.errors.as_ref().zip(v.standard_errors.as_ref()).map_or("could not be fitted on a half".to_string(), |(e, se)| {
                     e.iter().zip(se).map(|(x, se)| format!("{x:+.4} ({se:.4})")).collect::<Vec<_>>().join(" ")
