@@ -94,17 +94,24 @@ struct OrderStat {
 /// T_j's density at fixed quadrature nodes: the part of P(rank ≤ j | z) that does not depend on
 /// the needle, computed once per order statistic and reused at every z of the outer integral
 /// (the layers' shared component), where the per-z adaptive inner integral would evaluate the
-/// density (a binomial pmf) afresh at every node. Panels resolve the density to [`TOL_TABLE`]
-/// and are no wider than [`PANEL_PER_SCALE`] needle-law scales, so Σ w·f(t)·S(t | z) is the
-/// inner integral to the same accuracy for every z.
+/// density (a binomial pmf) afresh at every node. The coarse panels resolve the density to
+/// [`TOL_TABLE`], and the Gauss rules are built on them; the fine panels, split from them to no
+/// wider than [`PANEL_PER_SCALE`] needle-law scales and made only when a needle law needs them,
+/// make Σ w·f(t)·S(t | z) the inner integral to the same accuracy for every z.
 #[derive(Debug, Clone)]
 struct OrderTable {
-    /// Panel edges, increasing; 15 nodes each.
-    panels: Vec<(f64, f64)>,
-    /// Node positions, panel by panel.
-    t: Vec<f64>,
-    /// Kronrod weight × f_{T_j}(t) at each node.
-    wf: Vec<f64>,
+    /// T_j's own adaptive panels (its density resolved to [`TOL_TABLE`]): the measure of the
+    /// Gauss rules, whose moments they give as exactly as the refined panels, at half the
+    /// density evaluations or fewer (with hard negatives each is a convolution, and a fit over
+    /// their fields makes a table per evaluation).
+    coarse: TableNodes,
+    /// Each coarse panel's split to the needle's scale (all 1 when the table is not refined).
+    splits: Vec<usize>,
+    /// T_j's density, for the refined panels' new nodes.
+    density: OrderDensity,
+    /// The panels no wider than the needle's scale ([`OrderTable::fine`]): made at their first
+    /// use, the sum over every node or F_{T_j} (most tables serve Gauss rules only).
+    fine: OnceLock<TableNodes>,
     /// The resolution asked for: the widest panel for the needle sds of its key (a power of
     /// two; `None`: a point mass).
     width: Option<f64>,
@@ -129,6 +136,66 @@ struct OrderTable {
     /// Per max-pooled needle law ([`MaxKind`]), the rule found for it (shared by clones: a
     /// choice is a function of the table alone).
     max_choices: MaxChoices,
+}
+
+/// Panels of T_j's table with their 15 Kronrod nodes each and the weights × f_{T_j} there.
+#[derive(Debug, Clone)]
+struct TableNodes {
+    /// Panel edges, increasing.
+    panels: Vec<(f64, f64)>,
+    /// Node positions, panel by panel.
+    t: Vec<f64>,
+    /// Kronrod weight × f_{T_j}(t) at each node.
+    wf: Vec<f64>,
+}
+
+/// What T_j's density depends on: the distractors' laws and counts, and j.
+#[derive(Debug, Clone, Copy)]
+struct OrderDensity {
+    distractor: EntryLaw,
+    hard: EntryLaw,
+    n_regular: u64,
+    n_hard: u64,
+    j: u64,
+}
+
+impl OrderDensity {
+    /// ln f_{T_j}(t).
+    fn ln(&self, t: f64) -> f64 {
+        let group = |law: &EntryLaw| {
+            let (q, f) = law.sf_cdf(t);
+            (q, f, law.ln_pdf(t))
+        };
+        let j = self.j;
+        let (qr, fr, gr) = group(&self.distractor);
+        let v = if self.n_hard == 0 {
+            let n = self.n_regular;
+            (n as f64).ln() + ln_binom_pmf(n - 1, j - 1, qr, fr) + gr
+        } else {
+            let (qh, fh, gh) = group(&self.hard);
+            let mut total = 0.0;
+            if self.n_regular > 0 {
+                total += (self.n_regular as f64).ln().exp() * gr.exp() * sum_pmf(self.n_regular - 1, qr, fr, self.n_hard, qh, fh, j - 1);
+            }
+            total += self.n_hard as f64 * gh.exp() * sum_pmf(self.n_regular, qr, fr, self.n_hard - 1, qh, fh, j - 1);
+            total.ln()
+        };
+        if v.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            v
+        }
+    }
+
+    /// f_{T_j}(t), 0 where its logarithm is −∞.
+    fn at(&self, t: f64) -> f64 {
+        let d = self.ln(t);
+        if d == f64::NEG_INFINITY {
+            0.0
+        } else {
+            d.exp()
+        }
+    }
 }
 
 /// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]).
@@ -186,9 +253,43 @@ fn sharpness_class(laws: &[(EntryLaw, f64)]) -> Option<usize> {
 }
 
 impl OrderTable {
-    /// F_{T_j} from the table's panels, made at the first call.
+    /// The panels refined to the needle's scale: each coarse panel split as `splits` says, a
+    /// panel left whole keeping its nodes and densities (the same arithmetic places them).
+    fn fine(&self) -> &TableNodes {
+        self.fine.get_or_init(|| {
+            let c = &self.coarse;
+            let total: usize = self.splits.iter().sum();
+            let mut fine = TableNodes { panels: Vec::with_capacity(total), t: Vec::with_capacity(15 * total), wf: Vec::with_capacity(15 * total) };
+            let mut nodes = Vec::with_capacity(15);
+            for (p, (&(a, b), &n)) in c.panels.iter().zip(&self.splits).enumerate() {
+                if n == 1 {
+                    fine.panels.push((a, b));
+                    fine.t.extend_from_slice(&c.t[15 * p..15 * p + 15]);
+                    fine.wf.extend_from_slice(&c.wf[15 * p..15 * p + 15]);
+                    continue;
+                }
+                for i in 0..n {
+                    let lo = if i == 0 { a } else { a + (b - a) * i as f64 / n as f64 };
+                    let hi = if i + 1 == n { b } else { a + (b - a) * (i + 1) as f64 / n as f64 };
+                    fine.panels.push((lo, hi));
+                    nodes.clear();
+                    kronrod_nodes(lo, hi, &mut nodes);
+                    for &(t, w) in &nodes {
+                        fine.t.push(t);
+                        fine.wf.push(w * self.density.at(t));
+                    }
+                }
+            }
+            fine
+        })
+    }
+
+    /// F_{T_j} from the table's refined panels, made at the first call.
     fn cdf(&self) -> &TableCdf {
-        self.cdf.get_or_init(|| TableCdf::new(&self.panels, &self.t, &self.wf))
+        self.cdf.get_or_init(|| {
+            let f = self.fine();
+            TableCdf::new(&f.panels, &f.t, &f.wf)
+        })
     }
 
     /// P(rank ≤ j | z) integrated over the needle's law when it is one law of `c` entries
@@ -217,7 +318,7 @@ impl OrderTable {
         let law = gauss_rule::max_of_normals(c as u32);
         let at = (*self.needle_choices[c as usize - 1].get_or_init(|| {
             let sd = 4.0 * width;
-            let (lo, hi) = gauss_rule::span(&self.t);
+            let (lo, hi) = gauss_rule::span(&self.coarse.t);
             let spread = hi - lo;
             // Centres every half of the finer of the two scales (the needle's, T_j's support
             // over 30), at most MAX_CHECK_CENTRES of them.
@@ -258,7 +359,7 @@ impl OrderTable {
             return None;
         }
         let scale = 2.0 * width / (1u32 << class) as f64;
-        let at = (*self.choices[class].get_or_init(|| self.ladder.choose(&self.t, &self.wf, scale, TOL_RULE)))?;
+        let at = (*self.choices[class].get_or_init(|| self.ladder.choose(&self.coarse.t, &self.coarse.wf, scale, TOL_RULE)))?;
         Some(self.ladder.rule(at))
     }
 }
@@ -279,8 +380,8 @@ impl OrderTable {
             Some(at) => at,
             None => {
                 let s = floor * 2f64.powf(step as f64 / LAW_STEPS_PER_OCTAVE);
-                let at = kernel_centres(&self.t, s).and_then(|centres| {
-                    self.ladder.choose_by(&self.t, &self.wf, &centres, TOL_RULE, |rule, m| {
+                let at = kernel_centres(&self.coarse.t, s).and_then(|centres| {
+                    self.ladder.choose_by(&self.coarse.t, &self.coarse.wf, &centres, TOL_RULE, |rule, m| {
                         let laws = [(EntryLaw::Gauss { mean: m, sd: s }, c as f64)];
                         rule.integrate(|x| needle_sf(&laws, x))
                     })
@@ -309,9 +410,9 @@ impl OrderTable {
         let at = match known {
             Some(at) => at,
             None => {
-                let at = kernel_centres(&self.t, scale).and_then(|centres| {
+                let at = kernel_centres(&self.coarse.t, scale).and_then(|centres| {
                     let law = |m: f64| EntryLaw::Max { token: kind.token, n_dist: kind.n_dist, n_needle: kind.n_needle, needle_mean: m, needle_sd: scale };
-                    self.ladder.choose_by(&self.t, &self.wf, &centres, TOL_RULE, |rule, m| {
+                    self.ladder.choose_by(&self.coarse.t, &self.coarse.wf, &centres, TOL_RULE, |rule, m| {
                         let laws = [(law(m), kind.entries)];
                         rule.integrate(|x| needle_sf(&laws, x))
                     })
@@ -361,33 +462,15 @@ impl Analytic {
         self.model.n_regular + self.model.n_hard
     }
 
+    /// T_j's density.
+    fn order_density_of(&self, j: u64) -> OrderDensity {
+        let m = &self.model;
+        OrderDensity { distractor: m.distractor, hard: m.hard, n_regular: m.n_regular, n_hard: m.n_hard, j }
+    }
+
     /// ln f_{T_j}(t).
     fn ln_order_density(&self, j: u64, t: f64) -> f64 {
-        let m = &self.model;
-        let group = |law: &EntryLaw| {
-            let (q, f) = law.sf_cdf(t);
-            (q, f, law.ln_pdf(t))
-        };
-        let (qr, fr, gr) = group(&m.distractor);
-        let v = if m.n_hard == 0 {
-            let n = m.n_regular;
-            (n as f64).ln() + ln_binom_pmf(n - 1, j - 1, qr, fr) + gr
-        } else {
-            let (qh, fh, gh) = group(&m.hard);
-            let mut total = 0.0;
-            if m.n_regular > 0 {
-                total += (m.n_regular as f64).ln().exp()
-                    * gr.exp()
-                    * sum_pmf(m.n_regular - 1, qr, fr, m.n_hard, qh, fh, j - 1);
-            }
-            total += m.n_hard as f64 * gh.exp() * sum_pmf(m.n_regular, qr, fr, m.n_hard - 1, qh, fh, j - 1);
-            total.ln()
-        };
-        if v.is_nan() {
-            f64::NEG_INFINITY
-        } else {
-            v
-        }
+        self.order_density_of(j).ln(t)
     }
 
     /// Expected number of distractors scoring above t.
@@ -465,12 +548,7 @@ impl Analytic {
 
     /// f_{T_j}(t), 0 where its logarithm is −∞.
     fn order_density(&self, j: u64, t: f64) -> f64 {
-        let d = self.ln_order_density(j, t);
-        if d == f64::NEG_INFINITY {
-            0.0
-        } else {
-            d.exp()
-        }
+        self.order_density_of(j).at(t)
     }
 
     /// The needle's law of each kind of entry given z, with the entries of that kind.
@@ -543,22 +621,28 @@ impl Analytic {
         let splits: Vec<f64> = coarse.iter().map(|&(a, b)| width.map_or(1.0, |w| ((b - a) / w).ceil().max(1.0))).collect();
         let total: f64 = splits.iter().sum();
         let refined = total.is_finite() && total <= MAX_TABLE_PANELS as f64;
-        let mut panels = Vec::with_capacity(coarse.len());
-        for (&(a, b), &split) in coarse.iter().zip(&splits) {
-            let n = if refined { split as usize } else { 1 };
-            for i in 0..n {
-                let lo = if i == 0 { a } else { a + (b - a) * i as f64 / n as f64 };
-                let hi = if i + 1 == n { b } else { a + (b - a) * (i + 1) as f64 / n as f64 };
-                panels.push((lo, hi));
-            }
-        }
-        let mut nodes = Vec::with_capacity(15 * panels.len());
-        for &(a, b) in &panels {
+        let splits: Vec<usize> = splits.iter().map(|&n| if refined { n as usize } else { 1 }).collect();
+        let mut nodes = Vec::with_capacity(15 * coarse.len());
+        for &(a, b) in &coarse {
             kronrod_nodes(a, b, &mut nodes);
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
-        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| self.order_density(os.j, t))).collect();
-        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), law_choices: Default::default(), cdf: OnceLock::new(), needle_choices: Default::default(), max_choices: Default::default() })
+        let density = self.order_density_of(os.j);
+        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| density.at(t))).collect();
+        Some(OrderTable {
+            coarse: TableNodes { panels: coarse, t, wf },
+            splits,
+            density,
+            fine: OnceLock::new(),
+            width,
+            refined,
+            ladder: Ladder::new(),
+            choices: Default::default(),
+            law_choices: Default::default(),
+            cdf: OnceLock::new(),
+            needle_choices: Default::default(),
+            max_choices: Default::default(),
+        })
     }
 
     /// [`Analytic::rank_le_given`] from a table of T_j: on a Gauss rule of the table, or over
@@ -582,13 +666,14 @@ impl Analytic {
         let needle_sf = |t: f64| needle_sf(laws, t);
         let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
         let mut total = 0.0;
-        for (p, &(a, b)) in table.panels.iter().enumerate() {
+        let fine = table.fine();
+        for (p, &(a, b)) in fine.panels.iter().enumerate() {
             if has_jump && laws.iter().filter_map(|(l, _)| l.breakpoint()).any(|x| x > a && x < b) {
                 let jumps: Vec<f64> = laws.iter().filter_map(|(l, _)| l.breakpoint()).collect();
                 total += integrate(|t| self.order_density(os.j, t) * needle_sf(t), a, b, &jumps, TOL_TABLE);
             } else {
                 let at = 15 * p;
-                for (t, wf) in table.t[at..at + 15].iter().zip(&table.wf[at..at + 15]) {
+                for (t, wf) in fine.t[at..at + 15].iter().zip(&fine.wf[at..at + 15]) {
                     total += wf * needle_sf(*t);
                 }
             }
