@@ -947,9 +947,18 @@ fn needle_sf(laws: &[(EntryLaw, f64)], t: f64) -> f64 {
 /// The terms are log-concave in i (a product of two log-concave sequences), so they rise to one
 /// mode and fall. The mode is found by bisection on the ratio of consecutive terms, and the sum
 /// walks outwards from it with that ratio (a few flops per term instead of two binomial pmfs),
-/// until the terms fall below 1e-20 of the sum. Degenerate probabilities (0 or 1) take the
+/// until the terms no longer change the sum. Degenerate probabilities (0 or 1) take the
 /// direct sum.
 fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -> f64 {
+    // A term below half an ulp of the running total leaves it unchanged (round to nearest), and
+    // every later one is smaller: stopping there gives the sum of a longer walk bit for bit.
+    // Half an ulp is more than 2^-54 of the total (exactly so at the top of a binade).
+    sum_pmf_walk(n_a, p_a, q_a, n_b, p_b, q_b, m, f64::EPSILON / 4.0)
+}
+
+/// [`sum_pmf`], walking until a term falls below `cut` of the sum.
+#[allow(clippy::too_many_arguments)]
+fn sum_pmf_walk(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64, cut: f64) -> f64 {
     let lo = m.saturating_sub(n_a);
     let hi = n_b.min(m);
     if lo > hi {
@@ -980,7 +989,6 @@ fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -
     if ln_peak == f64::NEG_INFINITY || ln_peak.is_nan() {
         return sum_pmf_direct(n_a, p_a, q_a, n_b, p_b, q_b, m);
     }
-    const CUT: f64 = 1e-20;
     let mut total = 1.0;
     let mut t = 1.0;
     let mut i = mode;
@@ -988,7 +996,7 @@ fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -
         t *= ratio(i);
         i += 1;
         total += t;
-        if t < CUT * total {
+        if t < cut * total {
             break;
         }
     }
@@ -998,7 +1006,7 @@ fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -
         t /= ratio(i - 1);
         i -= 1;
         total += t;
-        if t < CUT * total {
+        if t < cut * total {
             break;
         }
     }
@@ -1248,6 +1256,9 @@ mod sum_pmf_tests {
                         let m = (mean + k * sd).round().max(0.0) as u64;
                         let want = brute(n_a, p_a, n_b, p_b, m);
                         let got = sum_pmf(n_a, p_a, 1.0 - p_a, n_b, p_b, 1.0 - p_b, m);
+                        // Stopping where the terms no longer change the sum: the longer walk's sum.
+                        let longer = sum_pmf_walk(n_a, p_a, 1.0 - p_a, n_b, p_b, 1.0 - p_b, m, 1e-30);
+                        assert_eq!(got.to_bits(), longer.to_bits(), "n_a {n_a} p_a {p_a} n_b {n_b} p_b {p_b} m {m}");
                         let err = (got - want).abs() / want.max(1e-300);
                         if want > 1e-250 {
                             assert!(err < 1e-9, "n_a {n_a} p_a {p_a} n_b {n_b} p_b {p_b} m {m}: {got} vs {want}");
