@@ -315,10 +315,7 @@ impl Analytic {
     /// ln f_{T_j}(t).
     fn ln_order_density(&self, j: u64, t: f64) -> f64 {
         let m = &self.model;
-        let group = |law: &EntryLaw| {
-            let (q, f) = law.sf_cdf(t);
-            (q, f, law.ln_pdf(t))
-        };
+        let group = |law: &EntryLaw| law.sf_cdf_ln_pdf(t);
         let (qr, fr, gr) = group(&m.distractor);
         let v = if m.n_hard == 0 {
             let n = m.n_regular;
