@@ -21,6 +21,7 @@ use super::binomial;
 use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Distractor, Pooling, Scenario};
+use crate::scores::ziggurat::max_of_standard_normals;
 use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
 use crate::trials::{trial_rng, ReadoutRule, RecordPlan, Tally, TrialPlan, VarRecordPlan};
 use rand::Rng;
@@ -319,7 +320,7 @@ impl Plan {
     /// by `touching(b, rng)` and the runs of blocks between them in [`Plan::plain_blocks`]' loop
     /// (no search for the needle per block: this loop is most of a materialising trial).
     #[inline(always)]
-    fn fill_blocks<R: Rng + ?Sized>(&self, rng: &mut R, blocks: &mut [f64], mut touching: impl FnMut(u64, &mut R) -> f64) {
+    fn fill_blocks<R: Rng + Clone>(&self, rng: &mut R, blocks: &mut [f64], mut touching: impl FnMut(u64, &mut R) -> f64) {
         let mut from = 0usize;
         for &t in &self.touching {
             let t = t as usize;
@@ -333,13 +334,20 @@ impl Plan {
     /// Draws the statistics of consecutive blocks that do not meet the needle into `out`, as
     /// [`Plan::block_stat`] draws each.
     #[inline(always)]
-    fn plain_blocks<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [f64]) {
+    fn plain_blocks<R: Rng + Clone>(&self, rng: &mut R, out: &mut [f64]) {
         let c = self.compress_ratio;
         let max = self.pooling == Pooling::Max;
         if !max && self.token.is_normal() {
             let sd = (c as f64).sqrt();
             for v in out {
                 *v = sd * rng.sample::<f64, _>(StandardNormal);
+            }
+            return;
+        }
+        if max && self.token.is_normal() {
+            // The loop below's draws and maximum, a batch of draws at a time (Quest's pages).
+            for v in out {
+                *v = max_of_standard_normals(rng, c);
             }
             return;
         }
