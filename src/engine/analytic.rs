@@ -15,7 +15,7 @@ use crate::geometry::Geometry;
 use crate::quadrature::{adaptive_panels, integrate, integrate_vec, kronrod_nodes};
 use crate::scenario::{Readout, Scenario};
 use crate::scores::{EntryLaw, NotExact, ScoreModel, TokenLaw};
-use crate::stats::{ln_binom_pmf, ln_norm_pdf};
+use crate::stats::{ln_binom_pmf, ln_norm_cdf, ln_norm_pdf};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -125,8 +125,10 @@ struct OrderTable {
     max_choices: MaxChoices,
 }
 
-/// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]).
-type MaxChoices = Arc<Mutex<Vec<(MaxKind, Option<usize>)>>>;
+/// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]), each with its
+/// distractor tokens' part of ln F at the rule's nodes once asked for
+/// ([`OrderTable::max_rule_parts`]).
+type MaxChoices = Arc<Mutex<Vec<(MaxKind, Option<usize>, Option<Arc<[f64]>>)>>>;
 
 /// What fixes the shape of a max-pooled needle's survival function apart from its needle
 /// token's mean and sd: 1 − (F_tok(t)^n_dist · Φ((t − μ)/σ)^n_needle)^c for c entries of
@@ -256,7 +258,7 @@ impl OrderTable {
         if kind.n_needle == 0 || !(needle_sd >= scale) {
             return None;
         }
-        let known = self.max_choices.lock().ok().and_then(|m| m.iter().find(|(k, _)| *k == kind).map(|&(_, at)| at));
+        let known = self.max_choices.lock().ok().and_then(|m| m.iter().find(|(k, ..)| *k == kind).map(|&(_, at, _)| at));
         let at = match known {
             Some(at) => at,
             None => {
@@ -268,13 +270,76 @@ impl OrderTable {
                     })
                 });
                 if let Ok(mut m) = self.max_choices.lock() {
-                    m.push((kind, at));
+                    m.push((kind, at, None));
                 }
                 at
             }
         }?;
         Some(self.ladder.rule(at))
     }
+
+    /// [`OrderTable::rule_for`]'s rule for one max-pooled needle law of distractor tokens
+    /// (`laws` = [(`EntryLaw::Max`, entries)], n_dist > 0), with n_dist · ln F_tok at each of
+    /// its nodes: that part of the law's ln_cdf is the same for every needle mean and sd, so a
+    /// fit's every evaluation at every z reads it instead of computing it.
+    fn max_rule_parts(&self, laws: &[(EntryLaw, f64)]) -> Option<(&GaussRule, Arc<[f64]>)> {
+        let [(EntryLaw::Max { token, n_dist, n_needle, .. }, entries)] = *laws else { return None };
+        if n_dist == 0 {
+            return None;
+        }
+        let rule = self.rule_for(laws)?;
+        let kind = MaxKind { token, n_dist, n_needle, entries };
+        let mut m = self.max_choices.lock().ok()?;
+        let slot = m.iter_mut().find(|(k, ..)| *k == kind)?;
+        let parts = slot.2.get_or_insert_with(|| {
+            rule.nodes
+                .iter()
+                .map(|&t| {
+                    // As EntryLaw::ln_cdf sums it (from 0.0).
+                    let mut v = 0.0;
+                    v += n_dist as f64 * token.ln_cdf(t);
+                    v
+                })
+                .collect()
+        });
+        Some((rule, Arc::clone(parts)))
+    }
+}
+
+/// [`needle_sf`] of one max-pooled law `law` (n_dist > 0) of `entries` entries at the nodes of
+/// `rule`, integrated: its distractor tokens' part of ln F at each node from `parts`
+/// ([`OrderTable::max_rule_parts`]), the rest as [`EntryLaw::ln_cdf`], [`EntryLaw::sf`] and
+/// [`needle_sf`] compute it (the same operations in the same order: the same sum).
+fn integrate_max_needle(rule: &GaussRule, parts: &[f64], law: &EntryLaw, entries: f64) -> f64 {
+    let EntryLaw::Max { n_needle, needle_mean, needle_sd, .. } = *law else { unreachable!("a max-pooled law") };
+    let ln_cdf = |i: usize, t: f64| {
+        let mut v = parts[i];
+        if n_needle > 0 {
+            let l = if needle_sd > 0.0 { ln_norm_cdf((t - needle_mean) / needle_sd) } else if t >= needle_mean { 0.0 } else { f64::NEG_INFINITY };
+            v += n_needle as f64 * l;
+        }
+        v
+    };
+    rule.nodes
+        .iter()
+        .zip(&rule.weights)
+        .enumerate()
+        .map(|(i, (&t, &w))| {
+            let q = -ln_cdf(i, t).exp_m1();
+            let sf = if entries == 1.0 {
+                q
+            } else {
+                let c = 1.0 - q;
+                let (mut sum, mut pow) = (0.0, 1.0);
+                for _ in 0..entries as u32 {
+                    sum += pow;
+                    pow *= c;
+                }
+                q * sum
+            };
+            w * sf
+        })
+        .sum()
 }
 
 /// The scale over which a needle law's survival function bends (0 for a point mass): the panel
@@ -516,6 +581,13 @@ impl Analytic {
     /// to the needle's scale.
     fn rank_le_tabled(&self, os: &OrderStat, table: &OrderTable, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         self.needle_laws(z, laws);
+        if let [(law, entries)] = laws[..] {
+            if entries <= SUM_FORM_ENTRIES {
+                if let Some((rule, parts)) = table.max_rule_parts(laws) {
+                    return integrate_max_needle(rule, &parts, &law, entries);
+                }
+            }
+        }
         if let Some(rule) = table.rule_for(laws) {
             return rule.integrate(|t| needle_sf(laws, t));
         }
@@ -865,7 +937,7 @@ pub fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Field;
+    use crate::scenario::{Distractor, Field};
 
     thread_local! {
         /// Set by a test: every tabled inner integral runs over the whole table.
@@ -959,6 +1031,37 @@ mod tests {
             assert!(pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12), "{ctx} k {k} corr {corr} sd {sd}: layer-count pmf");
         }
         assert!(used * 2 > rows, "a max-pooled rule on {used} of {rows} rows");
+    }
+
+    /// The max-pooled rule with its kept distractor parts is the rule on `needle_sf`, bit for
+    /// bit: at many needle means and sds, one and several entries, a point-mass needle token, the
+    /// Gumbel and Student-t token laws.
+    #[test]
+    fn max_rule_parts_integrate_as_needle_sf_does() {
+        let mut compared = 0;
+        for (distractor, needle_tokens, repeat) in [(Distractor::Normal, 1, 1), (Distractor::Normal, 1, 3), (Distractor::Gumbel, 2, 1), (Distractor::StudentT(6.0), 1, 2)] {
+            let s = Scenario { context_len: 10000, index_topk: 8, layer_corr: 0.3, needle_sd: 0.4, distractor, needle_tokens, repeat, ..Scenario::preset("quest-16").unwrap() };
+            s.validate().unwrap();
+            let a = Analytic::new(&s).unwrap();
+            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+            let table = p.table.as_ref().unwrap();
+            let mut laws = Vec::new();
+            a.needle_laws(Some(0.0), &mut laws);
+            let [(EntryLaw::Max { token, n_dist, n_needle, .. }, entries)] = laws[..] else { panic!("{laws:?}") };
+            for i in 0..200 {
+                let needle_mean = -2.0 + 0.05 * i as f64;
+                for needle_sd in [0.2, 0.4, 1.3, 0.0] {
+                    let laws = [(EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd }, entries)];
+                    let Some(rule) = table.rule_for(&laws) else { continue };
+                    let (same, parts) = table.max_rule_parts(&laws).unwrap();
+                    assert!(std::ptr::eq(rule, same));
+                    let got = integrate_max_needle(rule, &parts, &laws[0].0, entries);
+                    assert_eq!(got.to_bits(), rule.integrate(|t| needle_sf(&laws, t)).to_bits(), "{distractor} mean {needle_mean} sd {needle_sd}");
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared >= 1000, "{compared}");
     }
 
     #[test]
