@@ -123,7 +123,13 @@ struct OrderTable {
     /// Per max-pooled needle law ([`MaxKind`]), the rule found for it (shared by clones: a
     /// choice is a function of the table alone).
     max_choices: MaxChoices,
+    /// Per (distractor token law, n_dist) of a max-pooled needle law, n_dist · ln F_tok at
+    /// every node ([`OrderTable::max_table_parts`]).
+    max_table_parts: MaxTableParts,
 }
+
+/// [`OrderTable::max_table_parts`]' kept parts.
+type MaxTableParts = Arc<Mutex<Vec<((TokenLaw, u64), Arc<[f64]>)>>>;
 
 /// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]), each with its
 /// distractor tokens' part of ln F at the rule's nodes once asked for
@@ -291,55 +297,64 @@ impl OrderTable {
         let kind = MaxKind { token, n_dist, n_needle, entries };
         let mut m = self.max_choices.lock().ok()?;
         let slot = m.iter_mut().find(|(k, ..)| *k == kind)?;
-        let parts = slot.2.get_or_insert_with(|| {
-            rule.nodes
-                .iter()
-                .map(|&t| {
-                    // As EntryLaw::ln_cdf sums it (from 0.0).
-                    let mut v = 0.0;
-                    v += n_dist as f64 * token.ln_cdf(t);
-                    v
-                })
-                .collect()
-        });
+        let parts = slot.2.get_or_insert_with(|| rule.nodes.iter().map(|&t| max_part(token, n_dist, t)).collect());
         Some((rule, Arc::clone(parts)))
+    }
+
+    /// n_dist · ln F_tok at every node of the table, for a max-pooled needle law of distractor
+    /// tokens `token` (`None` for any other law): the whole-table sum's every evaluation at
+    /// every z reads it (a needle too sharp for a rule: layer_corr near 1, small needle_sd).
+    fn max_table_parts(&self, law: &EntryLaw) -> Option<Arc<[f64]>> {
+        let EntryLaw::Max { token, n_dist, .. } = *law else { return None };
+        if n_dist == 0 {
+            return None;
+        }
+        let mut m = self.max_table_parts.lock().ok()?;
+        if let Some((_, parts)) = m.iter().find(|(k, _)| *k == (token, n_dist)) {
+            return Some(Arc::clone(parts));
+        }
+        let parts: Arc<[f64]> = self.t.iter().map(|&t| max_part(token, n_dist, t)).collect();
+        m.push(((token, n_dist), Arc::clone(&parts)));
+        Some(parts)
     }
 }
 
-/// [`needle_sf`] of one max-pooled law `law` (n_dist > 0) of `entries` entries at the nodes of
-/// `rule`, integrated: its distractor tokens' part of ln F at each node from `parts`
-/// ([`OrderTable::max_rule_parts`]), the rest as [`EntryLaw::ln_cdf`], [`EntryLaw::sf`] and
-/// [`needle_sf`] compute it (the same operations in the same order: the same sum).
-fn integrate_max_needle(rule: &GaussRule, parts: &[f64], law: &EntryLaw, entries: f64) -> f64 {
+/// [`needle_sf`] at t of one max-pooled law `law` (n_dist > 0) of `entries` ≤
+/// [`SUM_FORM_ENTRIES`] entries, its distractor tokens' part of ln F at t given (`part`,
+/// [`OrderTable::max_rule_parts`], [`OrderTable::max_table_parts`]); the rest as
+/// [`EntryLaw::ln_cdf`], [`EntryLaw::sf`] and [`needle_sf`] compute it (the same operations in
+/// the same order: the same value).
+#[inline]
+fn max_needle_sf(part: f64, t: f64, law: &EntryLaw, entries: f64) -> f64 {
     let EntryLaw::Max { n_needle, needle_mean, needle_sd, .. } = *law else { unreachable!("a max-pooled law") };
-    let ln_cdf = |i: usize, t: f64| {
-        let mut v = parts[i];
-        if n_needle > 0 {
-            let l = if needle_sd > 0.0 { ln_norm_cdf((t - needle_mean) / needle_sd) } else if t >= needle_mean { 0.0 } else { f64::NEG_INFINITY };
-            v += n_needle as f64 * l;
-        }
-        v
-    };
-    rule.nodes
-        .iter()
-        .zip(&rule.weights)
-        .enumerate()
-        .map(|(i, (&t, &w))| {
-            let q = -ln_cdf(i, t).exp_m1();
-            let sf = if entries == 1.0 {
-                q
-            } else {
-                let c = 1.0 - q;
-                let (mut sum, mut pow) = (0.0, 1.0);
-                for _ in 0..entries as u32 {
-                    sum += pow;
-                    pow *= c;
-                }
-                q * sum
-            };
-            w * sf
-        })
-        .sum()
+    let mut v = part;
+    if n_needle > 0 {
+        let l = if needle_sd > 0.0 { ln_norm_cdf((t - needle_mean) / needle_sd) } else if t >= needle_mean { 0.0 } else { f64::NEG_INFINITY };
+        v += n_needle as f64 * l;
+    }
+    let q = -v.exp_m1();
+    if entries == 1.0 {
+        return q;
+    }
+    let c = 1.0 - q;
+    let (mut sum, mut pow) = (0.0, 1.0);
+    for _ in 0..entries as u32 {
+        sum += pow;
+        pow *= c;
+    }
+    q * sum
+}
+
+/// `rule.integrate(|t| needle_sf(..))` for one max-pooled law, from its parts at the rule's nodes.
+fn integrate_max_needle(rule: &GaussRule, parts: &[f64], law: &EntryLaw, entries: f64) -> f64 {
+    rule.nodes.iter().zip(&rule.weights).zip(parts).map(|((&t, &w), &part)| w * max_needle_sf(part, t, law, entries)).sum()
+}
+
+/// n_dist · ln F_tok(t), as [`EntryLaw::ln_cdf`] sums it (from 0.0).
+fn max_part(token: TokenLaw, n_dist: u64, t: f64) -> f64 {
+    let mut v = 0.0;
+    v += n_dist as f64 * token.ln_cdf(t);
+    v
 }
 
 /// The scale over which a needle law's survival function bends (0 for a point mass): the panel
@@ -571,7 +586,7 @@ impl Analytic {
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
         let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| self.order_density(os.j, t))).collect();
-        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf: OnceLock::new(), needle_choices: Default::default(), max_choices: Default::default() })
+        Some(OrderTable { panels, t, wf, width, refined, ladder: Ladder::new(), choices: Default::default(), cdf: OnceLock::new(), needle_choices: Default::default(), max_choices: Default::default(), max_table_parts: Default::default() })
     }
 
     /// [`Analytic::rank_le_given`] from a table of T_j: on a Gauss rule of the table, or over
@@ -600,6 +615,11 @@ impl Analytic {
         }
         let laws = &*laws;
         let needle_sf = |t: f64| needle_sf(laws, t);
+        // One max-pooled law: its distractor part at the nodes read from the table.
+        let max_parts = match laws[..] {
+            [(ref law, entries)] if entries <= SUM_FORM_ENTRIES => table.max_table_parts(law).map(|p| (p, law, entries)),
+            _ => None,
+        };
         let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
         let mut total = 0.0;
         for (p, &(a, b)) in table.panels.iter().enumerate() {
@@ -608,8 +628,18 @@ impl Analytic {
                 total += integrate(|t| self.order_density(os.j, t) * needle_sf(t), a, b, &jumps, TOL_TABLE);
             } else {
                 let at = 15 * p;
-                for (t, wf) in table.t[at..at + 15].iter().zip(&table.wf[at..at + 15]) {
-                    total += wf * needle_sf(*t);
+                let nodes = table.t[at..at + 15].iter().zip(&table.wf[at..at + 15]);
+                match &max_parts {
+                    Some((parts, law, entries)) => {
+                        for ((t, wf), &part) in nodes.zip(&parts[at..at + 15]) {
+                            total += wf * max_needle_sf(part, *t, law, *entries);
+                        }
+                    }
+                    None => {
+                        for (t, wf) in nodes {
+                            total += wf * needle_sf(*t);
+                        }
+                    }
                 }
             }
         }
@@ -1034,11 +1064,12 @@ mod tests {
     }
 
     /// The max-pooled rule with its kept distractor parts is the rule on `needle_sf`, bit for
-    /// bit: at many needle means and sds, one and several entries, a point-mass needle token, the
-    /// Gumbel and Student-t token laws.
+    /// bit, and so is the survival at the whole table's nodes from their kept parts: at many
+    /// needle means and sds, one and several entries, a point-mass needle token, the Gumbel and
+    /// Student-t token laws.
     #[test]
     fn max_rule_parts_integrate_as_needle_sf_does() {
-        let mut compared = 0;
+        let (mut compared, mut table_nodes) = (0, 0);
         for (distractor, needle_tokens, repeat) in [(Distractor::Normal, 1, 1), (Distractor::Normal, 1, 3), (Distractor::Gumbel, 2, 1), (Distractor::StudentT(6.0), 1, 2)] {
             let s = Scenario { context_len: 10000, index_topk: 8, layer_corr: 0.3, needle_sd: 0.4, distractor, needle_tokens, repeat, ..Scenario::preset("quest-16").unwrap() };
             s.validate().unwrap();
@@ -1059,9 +1090,20 @@ mod tests {
                     assert_eq!(got.to_bits(), rule.integrate(|t| needle_sf(&laws, t)).to_bits(), "{distractor} mean {needle_mean} sd {needle_sd}");
                     compared += 1;
                 }
+                // The whole table's nodes, for needles too sharp for a rule as well.
+                let parts = table.max_table_parts(&laws[0].0).unwrap();
+                assert_eq!(parts.len(), table.t.len());
+                for needle_sd in [0.001, 0.05, 0.4, 0.0] {
+                    let law = EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd };
+                    let laws = [(law, entries)];
+                    for (&t, &part) in table.t.iter().zip(parts.iter()).step_by(7) {
+                        assert_eq!(max_needle_sf(part, t, &law, entries).to_bits(), needle_sf(&laws, t).to_bits(), "{distractor} mean {needle_mean} sd {needle_sd} t {t}");
+                        table_nodes += 1;
+                    }
+                }
             }
         }
-        assert!(compared >= 1000, "{compared}");
+        assert!(compared >= 1000 && table_nodes > 100_000, "{compared} {table_nodes}");
     }
 
     #[test]
