@@ -97,63 +97,6 @@ fn at_once(bits: u64) -> (f64, bool) {
     (x, x.abs() < ZIG_NORM_X[i + 1])
 }
 
-/// The largest x of a whole batch's draws when the sampler accepts every one at once, else
-/// `None`.
-#[inline]
-fn batch_max(bits: &[u64; BATCH]) -> Option<f64> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if avx512() {
-            // SAFETY: the CPU has AVX-512 F (checked).
-            return unsafe { batch_max_avx512(bits) };
-        }
-    }
-    batch_max_portable(bits)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn avx512() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f")
-}
-
-fn batch_max_portable(bits: &[u64; BATCH]) -> Option<f64> {
-    let mut all = true;
-    let mut m = f64::NEG_INFINITY;
-    for &b in bits {
-        let (x, ok) = at_once(b);
-        all &= ok;
-        m = m.max(x);
-    }
-    all.then_some(m)
-}
-
-/// [`batch_max_portable`] eight lanes at a time: the same IEEE operations on each draw (an
-/// or, a subtraction, a product, an absolute value, a comparison), table entries gathered.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn batch_max_avx512(bits: &[u64; BATCH]) -> Option<f64> {
-    use std::arch::x86_64::*;
-    let low8 = _mm512_set1_epi64(0xff);
-    let exponent = _mm512_set1_epi64((1024u64 << 52) as i64);
-    let three = _mm512_set1_pd(3.0);
-    let magnitude = _mm512_set1_epi64(i64::MAX);
-    let table = ZIG_NORM_X.as_ptr();
-    let mut m = _mm512_set1_pd(f64::NEG_INFINITY);
-    let mut ok: u16 = 0;
-    for h in 0..BATCH / 8 {
-        let b = _mm512_loadu_si512(bits.as_ptr().add(8 * h) as *const _);
-        let idx = _mm512_and_si512(b, low8);
-        let u = _mm512_sub_pd(_mm512_castsi512_pd(_mm512_or_si512(_mm512_srli_epi64::<12>(b), exponent)), three);
-        let edge = _mm512_i64gather_pd::<8>(idx, table as *const _);
-        let next = _mm512_i64gather_pd::<8>(idx, table.add(1) as *const _);
-        let x = _mm512_mul_pd(u, edge);
-        let ax = _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(x), magnitude));
-        ok |= (_mm512_cmp_pd_mask::<_CMP_LT_OQ>(ax, next) as u16) << (8 * h);
-        m = _mm512_max_pd(m, x);
-    }
-    (ok == u16::MAX).then(|| _mm512_reduce_max_pd(m))
-}
-
 /// The largest of `n` draws of [`StandardNormal`] from `rng`, and `rng` where those draws leave
 /// it (−∞ for n = 0).
 #[inline]
@@ -164,31 +107,32 @@ pub fn max_of_standard_normals<R: RngCore + Clone>(rng: &mut R, n: u64) -> f64 {
         let m = left.min(BATCH as u64) as usize;
         left -= m as u64;
         let saved = rng.clone();
-        let mut bits = [0u64; BATCH];
-        for b in &mut bits[..m] {
-            *b = rng.next_u64();
+        let (mut xs, mut accepted) = ([0.0f64; BATCH], [false; BATCH]);
+        for (x, ok) in xs[..m].iter_mut().zip(&mut accepted[..m]) {
+            (*x, *ok) = at_once(rng.next_u64());
         }
         // No draw is NaN or −0 (u = 0 is +0), so the maximum is one value in any order.
-        if m == BATCH {
-            if let Some(x) = batch_max(&bits) {
-                acc = acc.max(x);
-                continue;
+        match accepted[..m].iter().position(|&ok| !ok) {
+            None => {
+                // Four running maxima, not one chain of dependent comparisons.
+                let mut lanes = [f64::NEG_INFINITY; 4];
+                for (j, &x) in xs[..m].iter().enumerate() {
+                    let l = &mut lanes[j & 3];
+                    *l = if x > *l { x } else { *l };
+                }
+                acc = lanes.iter().fold(acc, |a, &l| a.max(l));
             }
-        }
-        // Replay the draws the sampler accepts at once, then draw the rest by the sampler.
-        *rng = saved;
-        let mut j = 0;
-        while j < m {
-            let (x, ok) = at_once(bits[j]);
-            if !ok {
-                break;
+            Some(first) => {
+                // Replay the draws the sampler accepts at once, then draw the rest by it.
+                *rng = saved;
+                for &x in &xs[..first] {
+                    rng.next_u64();
+                    acc = acc.max(x);
+                }
+                for _ in first..m {
+                    acc = acc.max(rng.sample::<f64, _>(StandardNormal));
+                }
             }
-            rng.next_u64();
-            acc = acc.max(x);
-            j += 1;
-        }
-        for _ in j..m {
-            acc = acc.max(rng.sample::<f64, _>(StandardNormal));
         }
     }
     acc
@@ -199,38 +143,6 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
-
-    /// The vector test is the portable one, lane for lane: random batches (most accepted at once,
-    /// a sixth not), and batches built on every layer's edge.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_vector_batch_is_the_portable_one() {
-        if !avx512() {
-            return;
-        }
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
-        let mut accepted = 0;
-        for case in 0..200_000u64 {
-            let mut bits = [0u64; BATCH];
-            for b in &mut bits {
-                *b = rng.next_u64();
-            }
-            if case % 4 == 0 {
-                // Layer i's largest and smallest u, and the two sides of zero.
-                for (j, b) in bits.iter_mut().enumerate() {
-                    let i = (case / 4 + j as u64) % 256;
-                    let mantissa = [0xf_ffff_ffff_ffff, 0, 0x8_0000_0000_0000, 0x7_ffff_ffff_ffff][j % 4];
-                    *b = (mantissa << 12) | i;
-                }
-            }
-            let want = batch_max_portable(&bits);
-            // SAFETY: AVX-512 F checked above.
-            let got = unsafe { batch_max_avx512(&bits) };
-            assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "{bits:x?}");
-            accepted += want.is_some() as u32;
-        }
-        assert!(accepted > 100_000 && accepted < 190_000, "{accepted}");
-    }
 
     /// Draw for draw the sampler's: the same maximum to the bit and the same generator state
     /// after it, for batch sizes below, at and above a batch, over enough draws to meet every
