@@ -1168,7 +1168,7 @@ struct NoiseScratch {
 /// count) and the clusters of their windows.
 #[derive(Default)]
 struct CrossingScratch {
-    crossings: Vec<(f64, f64, i8)>,
+    crossings: Vec<(f64, f32, i8)>,
     clusters: Vec<WindowCluster>,
 }
 
@@ -1263,7 +1263,13 @@ fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64
                 return;
             }
             if r + wr > 0.0 {
-                crossings.push((r, wr, 0));
+                // The window kept in single precision, rounded up (a wider window is still one):
+                // 16-byte crossings sort faster.
+                let mut w = wr as f32;
+                if (w as f64) < wr {
+                    w = w.next_up();
+                }
+                crossings.push((r, w, 0));
             }
             if dz > 0.0 {
                 // Above this needle line for σ > r.
@@ -1297,6 +1303,7 @@ fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64
     clusters.clear();
     let mut c = count0;
     for &(x, w, change) in crossings.iter() {
+        let w = w as f64;
         let before = c;
         c += change as i64;
         let mut k = WindowCluster { lo: x - w, hi: x + w, size: 1, cmin: before.min(c), cmax: before.max(c) };

@@ -107,31 +107,34 @@ pub fn max_of_standard_normals<R: RngCore + Clone>(rng: &mut R, n: u64) -> f64 {
         let m = left.min(BATCH as u64) as usize;
         left -= m as u64;
         let saved = rng.clone();
-        let (mut xs, mut accepted) = ([0.0f64; BATCH], [false; BATCH]);
-        for (x, ok) in xs[..m].iter_mut().zip(&mut accepted[..m]) {
-            (*x, *ok) = at_once(rng.next_u64());
+        // Past m, −∞: no lane's maximum changes.
+        let mut xs = [f64::NEG_INFINITY; BATCH];
+        let mut rejected = 0u32;
+        for (j, x) in xs[..m].iter_mut().enumerate() {
+            let (v, ok) = at_once(rng.next_u64());
+            *x = v;
+            rejected |= (!ok as u32) << j;
         }
-        // No draw is NaN or −0 (u = 0 is +0), so the maximum is one value in any order.
-        match accepted[..m].iter().position(|&ok| !ok) {
-            None => {
-                // Four running maxima, not one chain of dependent comparisons.
-                let mut lanes = [f64::NEG_INFINITY; 4];
-                for (j, &x) in xs[..m].iter().enumerate() {
-                    let l = &mut lanes[j & 3];
-                    *l = if x > *l { x } else { *l };
+        if rejected == 0 {
+            // No draw is NaN or −0 (u = 0 is +0), so the maximum is one value in any order:
+            // four running maxima, not one chain of dependent comparisons.
+            let mut lanes = [f64::NEG_INFINITY; 4];
+            for q in xs.chunks_exact(4) {
+                for k in 0..4 {
+                    lanes[k] = if q[k] > lanes[k] { q[k] } else { lanes[k] };
                 }
-                acc = lanes.iter().fold(acc, |a, &l| a.max(l));
             }
-            Some(first) => {
-                // Replay the draws the sampler accepts at once, then draw the rest by it.
-                *rng = saved;
-                for &x in &xs[..first] {
-                    rng.next_u64();
-                    acc = acc.max(x);
-                }
-                for _ in first..m {
-                    acc = acc.max(rng.sample::<f64, _>(StandardNormal));
-                }
+            acc = lanes.iter().fold(acc, |a, &l| a.max(l));
+        } else {
+            // Replay the draws the sampler accepts at once, then draw the rest by it.
+            let first = rejected.trailing_zeros() as usize;
+            *rng = saved;
+            for &x in &xs[..first] {
+                rng.next_u64();
+                acc = acc.max(x);
+            }
+            for _ in first..m {
+                acc = acc.max(rng.sample::<f64, _>(StandardNormal));
             }
         }
     }
