@@ -15,7 +15,7 @@ use crate::geometry::Geometry;
 use crate::quadrature::{adaptive_panels, integrate, integrate_vec, kronrod_nodes};
 use crate::scenario::{Readout, Scenario};
 use crate::scores::{EntryLaw, NotExact, ScoreModel, TokenLaw};
-use crate::stats::{ln_binom_pmf, ln_norm_pdf};
+use crate::stats::{ln_binom_pmf, ln_norm_cdf, ln_norm_pdf};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -120,8 +120,11 @@ struct OrderTable {
     /// Gauss rules of the table's measure: a needle survival function smooth over T_j's support
     /// is integrated by a few nodes instead of every node (the same sum to [`TOL_TABLE`]).
     ladder: Ladder,
+    /// Gauss rules of the refined panels' measure, for a rule larger than the coarse panels'
+    /// nodes can give ([`OrderTable::choose`]).
+    fine_ladder: Ladder,
     /// Per sharpness class ([`sharpness_class`]), the rule [`Ladder::choose`] found for it.
-    choices: [OnceLock<Option<usize>>; SHARPNESS_CLASSES],
+    choices: [OnceLock<Option<RuleAt>>; SHARPNESS_CLASSES],
     /// Per needle law of c normal entries of one sd, by c and the quarter octave of the sd
     /// within the table's range ([`OrderTable::law_rule`]), the rule found for it.
     law_choices: LawChoices,
@@ -136,6 +139,9 @@ struct OrderTable {
     /// Per max-pooled needle law ([`MaxKind`]), the rule found for it (shared by clones: a
     /// choice is a function of the table alone).
     max_choices: MaxChoices,
+    /// Per (distractor token law, n_dist) of a max-pooled needle law, n_dist · ln F_tok at
+    /// every node of the refined panels ([`OrderTable::max_table_parts`]).
+    max_table_parts: MaxTableParts,
 }
 
 /// Panels of T_j's table with their 15 Kronrod nodes each and the weights × f_{T_j} there.
@@ -162,10 +168,7 @@ struct OrderDensity {
 impl OrderDensity {
     /// ln f_{T_j}(t).
     fn ln(&self, t: f64) -> f64 {
-        let group = |law: &EntryLaw| {
-            let (q, f) = law.sf_cdf(t);
-            (q, f, law.ln_pdf(t))
-        };
+        let group = |law: &EntryLaw| law.sf_cdf_ln_pdf(t);
         let j = self.j;
         let (qr, fr, gr) = group(&self.distractor);
         let v = if self.n_hard == 0 {
@@ -198,11 +201,26 @@ impl OrderDensity {
     }
 }
 
-/// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]).
-type MaxChoices = Arc<Mutex<Vec<(MaxKind, Option<usize>)>>>;
+/// [`OrderTable::max_table_parts`]' kept parts.
+type MaxTableParts = Arc<Mutex<Vec<((TokenLaw, u64), Arc<[f64]>)>>>;
+
+/// The rules found per max-pooled needle kind ([`OrderTable::max_rule`]), each with its
+/// distractor tokens' part of ln F at the rule's nodes once asked for
+/// ([`OrderTable::max_rule_parts`]).
+type MaxChoices = Arc<Mutex<Vec<(MaxKind, Option<RuleAt>, Option<Arc<[f64]>>)>>>;
+
+/// Where a table's rule is: on the refined panels' ladder (else the coarse one), at which size.
+type RuleAt = (bool, usize);
 
 /// The rules found per (entries, quarter octave) ([`OrderTable::law_rule`]).
-type LawChoices = Arc<Mutex<Vec<((u32, u32), Option<usize>)>>>;
+type LawChoices = Arc<Mutex<Vec<((u32, u32), Option<RuleAt>)>>>;
+
+/// The Gauss rule [`Analytic::shared_rule`] found for the needle's laws at every z, with a
+/// max-pooled law's distractor parts at its nodes ([`OrderTable::max_rule_parts`]).
+struct SharedRule<'t> {
+    rule: &'t GaussRule,
+    parts: Option<Arc<[f64]>>,
+}
 
 /// Steps per octave of the needle sd at which [`OrderTable::law_rule`] checks rules: a law is
 /// integrated by the rule checked at the sharpest sd of its step, at most 2^(1/4) = 1.19 times
@@ -253,6 +271,29 @@ fn sharpness_class(laws: &[(EntryLaw, f64)]) -> Option<usize> {
 }
 
 impl OrderTable {
+    /// The smallest rule `choose` finds on the coarse panels' measure or, where none is found
+    /// there, on the refined panels' (more nodes: a larger rule can be built and checked;
+    /// the measure the rules were built on before the coarse panels served).
+    fn choose(&self, choose: impl Fn(&Ladder, &[f64], &[f64]) -> Option<usize>) -> Option<RuleAt> {
+        if let Some(at) = choose(&self.ladder, &self.coarse.t, &self.coarse.wf) {
+            return Some((false, at));
+        }
+        if !self.refined || self.splits.iter().all(|&n| n == 1) {
+            return None;
+        }
+        let f = self.fine();
+        choose(&self.fine_ladder, &f.t, &f.wf).map(|at| (true, at))
+    }
+
+    /// The rule at `at` ([`OrderTable::choose`] built it).
+    fn rule_at(&self, (fine, at): RuleAt) -> &GaussRule {
+        if fine {
+            self.fine_ladder.rule(at)
+        } else {
+            self.ladder.rule(at)
+        }
+    }
+
     /// The panels refined to the needle's scale: each coarse panel split as `splits` says, a
     /// panel left whole keeping its nodes and densities (the same arithmetic places them).
     fn fine(&self) -> &TableNodes {
@@ -359,8 +400,8 @@ impl OrderTable {
             return None;
         }
         let scale = 2.0 * width / (1u32 << class) as f64;
-        let at = (*self.choices[class].get_or_init(|| self.ladder.choose(&self.coarse.t, &self.coarse.wf, scale, TOL_RULE)))?;
-        Some(self.ladder.rule(at))
+        let at = (*self.choices[class].get_or_init(|| self.choose(|ladder, t, w| ladder.choose(t, w, scale, TOL_RULE))))?;
+        Some(self.rule_at(at))
     }
 }
 
@@ -381,9 +422,11 @@ impl OrderTable {
             None => {
                 let s = floor * 2f64.powf(step as f64 / LAW_STEPS_PER_OCTAVE);
                 let at = kernel_centres(&self.coarse.t, s).and_then(|centres| {
-                    self.ladder.choose_by(&self.coarse.t, &self.coarse.wf, &centres, TOL_RULE, |rule, m| {
-                        let laws = [(EntryLaw::Gauss { mean: m, sd: s }, c as f64)];
-                        rule.integrate(|x| needle_sf(&laws, x))
+                    self.choose(|ladder, t, w| {
+                        ladder.choose_by(t, w, &centres, TOL_RULE, |rule, m| {
+                            let laws = [(EntryLaw::Gauss { mean: m, sd: s }, c as f64)];
+                            rule.integrate(|x| needle_sf(&laws, x))
+                        })
                     })
                 });
                 if let Ok(mut m) = self.law_choices.lock() {
@@ -392,7 +435,7 @@ impl OrderTable {
                 at
             }
         }?;
-        Some(self.ladder.rule(at))
+        Some(self.rule_at(at))
     }
 
     /// The Gauss rule for a max-pooled needle law of kind `kind` whose needle tokens have sd
@@ -406,25 +449,100 @@ impl OrderTable {
         if kind.n_needle == 0 || !(needle_sd >= scale) {
             return None;
         }
-        let known = self.max_choices.lock().ok().and_then(|m| m.iter().find(|(k, _)| *k == kind).map(|&(_, at)| at));
+        let known = self.max_choices.lock().ok().and_then(|m| m.iter().find(|(k, ..)| *k == kind).map(|&(_, at, _)| at));
         let at = match known {
             Some(at) => at,
             None => {
                 let at = kernel_centres(&self.coarse.t, scale).and_then(|centres| {
                     let law = |m: f64| EntryLaw::Max { token: kind.token, n_dist: kind.n_dist, n_needle: kind.n_needle, needle_mean: m, needle_sd: scale };
-                    self.ladder.choose_by(&self.coarse.t, &self.coarse.wf, &centres, TOL_RULE, |rule, m| {
-                        let laws = [(law(m), kind.entries)];
-                        rule.integrate(|x| needle_sf(&laws, x))
+                    self.choose(|ladder, t, w| {
+                        ladder.choose_by(t, w, &centres, TOL_RULE, |rule, m| {
+                            let laws = [(law(m), kind.entries)];
+                            rule.integrate(|x| needle_sf(&laws, x))
+                        })
                     })
                 });
                 if let Ok(mut m) = self.max_choices.lock() {
-                    m.push((kind, at));
+                    m.push((kind, at, None));
                 }
                 at
             }
         }?;
-        Some(self.ladder.rule(at))
+        Some(self.rule_at(at))
     }
+
+    /// [`OrderTable::rule_for`]'s rule for one max-pooled needle law of distractor tokens
+    /// (`laws` = [(`EntryLaw::Max`, entries)], n_dist > 0), with n_dist · ln F_tok at each of
+    /// its nodes: that part of the law's ln_cdf is the same for every needle mean and sd, so a
+    /// fit's every evaluation at every z reads it instead of computing it.
+    fn max_rule_parts(&self, laws: &[(EntryLaw, f64)]) -> Option<(&GaussRule, Arc<[f64]>)> {
+        let [(EntryLaw::Max { token, n_dist, n_needle, .. }, entries)] = *laws else { return None };
+        if n_dist == 0 {
+            return None;
+        }
+        let rule = self.rule_for(laws)?;
+        let kind = MaxKind { token, n_dist, n_needle, entries };
+        let mut m = self.max_choices.lock().ok()?;
+        let slot = m.iter_mut().find(|(k, ..)| *k == kind)?;
+        let parts = slot.2.get_or_insert_with(|| rule.nodes.iter().map(|&t| max_part(token, n_dist, t)).collect());
+        Some((rule, Arc::clone(parts)))
+    }
+
+    /// n_dist · ln F_tok at every node of the refined panels, for a max-pooled needle law of
+    /// distractor tokens `token` (`None` for any other law): the whole-table sum's every
+    /// evaluation at every z reads it (a needle too sharp for a rule: layer_corr near 1, small
+    /// needle_sd).
+    fn max_table_parts(&self, law: &EntryLaw) -> Option<Arc<[f64]>> {
+        let EntryLaw::Max { token, n_dist, .. } = *law else { return None };
+        if n_dist == 0 {
+            return None;
+        }
+        let mut m = self.max_table_parts.lock().ok()?;
+        if let Some((_, parts)) = m.iter().find(|(k, _)| *k == (token, n_dist)) {
+            return Some(Arc::clone(parts));
+        }
+        let parts: Arc<[f64]> = self.fine().t.iter().map(|&t| max_part(token, n_dist, t)).collect();
+        m.push(((token, n_dist), Arc::clone(&parts)));
+        Some(parts)
+    }
+}
+
+/// [`needle_sf`] at t of one max-pooled law `law` (n_dist > 0) of `entries` ≤
+/// [`SUM_FORM_ENTRIES`] entries, its distractor tokens' part of ln F at t given (`part`,
+/// [`OrderTable::max_rule_parts`], [`OrderTable::max_table_parts`]); the rest as
+/// [`EntryLaw::ln_cdf`], [`EntryLaw::sf`] and [`needle_sf`] compute it (the same operations in
+/// the same order: the same value).
+#[inline]
+fn max_needle_sf(part: f64, t: f64, law: &EntryLaw, entries: f64) -> f64 {
+    let EntryLaw::Max { n_needle, needle_mean, needle_sd, .. } = *law else { unreachable!("a max-pooled law") };
+    let mut v = part;
+    if n_needle > 0 {
+        let l = if needle_sd > 0.0 { ln_norm_cdf((t - needle_mean) / needle_sd) } else if t >= needle_mean { 0.0 } else { f64::NEG_INFINITY };
+        v += n_needle as f64 * l;
+    }
+    let q = -v.exp_m1();
+    if entries == 1.0 {
+        return q;
+    }
+    let c = 1.0 - q;
+    let (mut sum, mut pow) = (0.0, 1.0);
+    for _ in 0..entries as u32 {
+        sum += pow;
+        pow *= c;
+    }
+    q * sum
+}
+
+/// `rule.integrate(|t| needle_sf(..))` for one max-pooled law, from its parts at the rule's nodes.
+fn integrate_max_needle(rule: &GaussRule, parts: &[f64], law: &EntryLaw, entries: f64) -> f64 {
+    rule.nodes.iter().zip(&rule.weights).zip(parts).map(|((&t, &w), &part)| w * max_needle_sf(part, t, law, entries)).sum()
+}
+
+/// n_dist · ln F_tok(t), as [`EntryLaw::ln_cdf`] sums it (from 0.0).
+fn max_part(token: TokenLaw, n_dist: u64, t: f64) -> f64 {
+    let mut v = 0.0;
+    v += n_dist as f64 * token.ln_cdf(t);
+    v
 }
 
 /// The scale over which a needle law's survival function bends (0 for a point mass): the panel
@@ -637,11 +755,13 @@ impl Analytic {
             width,
             refined,
             ladder: Ladder::new(),
+            fine_ladder: Ladder::new(),
             choices: Default::default(),
             law_choices: Default::default(),
             cdf: OnceLock::new(),
             needle_choices: Default::default(),
             max_choices: Default::default(),
+            max_table_parts: Default::default(),
         })
     }
 
@@ -652,6 +772,13 @@ impl Analytic {
     /// to the needle's scale.
     fn rank_le_tabled(&self, os: &OrderStat, table: &OrderTable, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         self.needle_laws(z, laws);
+        if let [(law, entries)] = laws[..] {
+            if entries <= SUM_FORM_ENTRIES {
+                if let Some((rule, parts)) = table.max_rule_parts(laws) {
+                    return integrate_max_needle(rule, &parts, &law, entries);
+                }
+            }
+        }
         if let Some(rule) = table.rule_for(laws) {
             return rule.integrate(|t| needle_sf(laws, t));
         }
@@ -664,6 +791,11 @@ impl Analytic {
         }
         let laws = &*laws;
         let needle_sf = |t: f64| needle_sf(laws, t);
+        // One max-pooled law: its distractor part at the nodes read from the table.
+        let max_parts = match laws[..] {
+            [(ref law, entries)] if entries <= SUM_FORM_ENTRIES => table.max_table_parts(law).map(|p| (p, law, entries)),
+            _ => None,
+        };
         let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
         let mut total = 0.0;
         let fine = table.fine();
@@ -673,8 +805,18 @@ impl Analytic {
                 total += integrate(|t| self.order_density(os.j, t) * needle_sf(t), a, b, &jumps, TOL_TABLE);
             } else {
                 let at = 15 * p;
-                for (t, wf) in fine.t[at..at + 15].iter().zip(&fine.wf[at..at + 15]) {
-                    total += wf * needle_sf(*t);
+                let nodes = fine.t[at..at + 15].iter().zip(&fine.wf[at..at + 15]);
+                match &max_parts {
+                    Some((parts, law, entries)) => {
+                        for ((t, wf), &part) in nodes.zip(&parts[at..at + 15]) {
+                            total += wf * max_needle_sf(part, *t, law, *entries);
+                        }
+                    }
+                    None => {
+                        for (t, wf) in nodes {
+                            total += wf * needle_sf(*t);
+                        }
+                    }
                 }
             }
         }
@@ -719,13 +861,20 @@ impl Analytic {
     /// shape (the sds, the entry counts, a max-pooled law's kind) does not depend on z, only
     /// their location, so the rule [`OrderTable::rule_for`] gives at z = 0 is the one it gives
     /// at every z; found once per outer integral instead of once per node.
-    fn shared_rule<'t>(&self, table: Option<&'t OrderTable>, laws: &mut Vec<(EntryLaw, f64)>) -> Option<&'t GaussRule> {
+    fn shared_rule<'t>(&self, table: Option<&'t OrderTable>, laws: &mut Vec<(EntryLaw, f64)>) -> Option<SharedRule<'t>> {
         let table = table?;
         if self.model.needle_entries.is_empty() {
             return None;
         }
         self.needle_laws(Some(0.0), laws);
-        table.rule_for(laws)
+        if let [(_, entries)] = laws[..] {
+            if entries <= SUM_FORM_ENTRIES {
+                if let Some((rule, parts)) = table.max_rule_parts(laws) {
+                    return Some(SharedRule { rule, parts: Some(parts) });
+                }
+            }
+        }
+        table.rule_for(laws).map(|rule| SharedRule { rule, parts: None })
     }
 
     /// Where P(rank ≤ j | z) moves, for needle laws that are all normal with a location
@@ -757,13 +906,12 @@ impl Analytic {
 
     /// [`Analytic::rank_le`] at z, on `rule` when [`Analytic::shared_rule`] found one (what
     /// [`Analytic::rank_le_tabled`] would do at z, without looking for the rule again).
-    fn rank_le_at(&self, os: &OrderStat, table: Option<&OrderTable>, rule: Option<&GaussRule>, z: f64, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
-        match rule {
-            Some(rule) => {
-                self.needle_laws(Some(z), laws);
-                rule.integrate(|t| needle_sf(laws, t))
-            }
-            None => self.rank_le(os, table, Some(z), laws),
+    fn rank_le_at(&self, os: &OrderStat, table: Option<&OrderTable>, rule: Option<&SharedRule>, z: f64, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
+        let Some(r) = rule else { return self.rank_le(os, table, Some(z), laws) };
+        self.needle_laws(Some(z), laws);
+        match (&r.parts, &laws[..]) {
+            (Some(parts), [(law, entries)]) => integrate_max_needle(r.rule, parts, law, *entries),
+            _ => r.rule.integrate(|t| needle_sf(laws, t)),
         }
     }
 
@@ -779,10 +927,11 @@ impl Analytic {
             let (os, table) = (&p.os, p.table.as_ref());
             let rule = self.shared_rule(table, &mut laws);
             #[cfg(test)]
-            let rule_for_transition = rule.filter(|_| !tests::NO_TRIM.with(|c| c.get()));
+            let trim = rule.is_some() && !tests::NO_TRIM.with(|c| c.get());
             #[cfg(not(test))]
-            let rule_for_transition = rule;
-            let Some((from, to)) = rule_for_transition.and_then(|_| self.transition(os, &mut laws)) else {
+            let trim = rule.is_some();
+            let rule = rule.as_ref();
+            let Some((from, to)) = trim.then(|| self.transition(os, &mut laws)).flatten() else {
                 return integrate(|z| ln_norm_pdf(z).exp() * g(self.rank_le_at(os, table, rule, z, &mut laws)), -Z_MAX, Z_MAX, &[0.0], TOL_OUTER);
             };
             // Below `from` and above `to` the integrand is φ(z) times a constant (to ~1e-18):
@@ -830,6 +979,7 @@ impl Analytic {
         let (os, table) = (&p.os, p.table.as_ref());
         let mut laws = Vec::with_capacity(self.model.needle_groups.len());
         let rule = if shared { self.shared_rule(table, &mut laws) } else { None };
+        let rule = rule.as_ref();
         let fill = |a: f64, w: f64, out: &mut [f64]| {
             let a = a.clamp(0.0, 1.0);
             for (m, o) in out.iter_mut().enumerate() {
@@ -1075,7 +1225,7 @@ pub fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Field;
+    use crate::scenario::{Distractor, Field};
 
     thread_local! {
         /// Set by a test: every tabled inner integral runs over the whole table.
@@ -1209,6 +1359,49 @@ mod tests {
             assert!(pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12), "{ctx} k {k} corr {corr} sd {sd}: layer-count pmf");
         }
         assert!(used * 2 > rows, "a max-pooled rule on {used} of {rows} rows");
+    }
+
+    /// The max-pooled rule with its kept distractor parts is the rule on `needle_sf`, bit for
+    /// bit, and so is the survival at the whole table's nodes from their kept parts: at many
+    /// needle means and sds, one and several entries, a point-mass needle token, the Gumbel and
+    /// Student-t token laws.
+    #[test]
+    fn max_rule_parts_integrate_as_needle_sf_does() {
+        let (mut compared, mut table_nodes) = (0, 0);
+        for (distractor, needle_tokens, repeat) in [(Distractor::Normal, 1, 1), (Distractor::Normal, 1, 3), (Distractor::Gumbel, 2, 1), (Distractor::StudentT(6.0), 1, 2)] {
+            let s = Scenario { context_len: 10000, index_topk: 8, layer_corr: 0.3, needle_sd: 0.4, distractor, needle_tokens, repeat, ..Scenario::preset("quest-16").unwrap() };
+            s.validate().unwrap();
+            let a = Analytic::new(&s).unwrap();
+            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+            let table = p.table.as_ref().unwrap();
+            let mut laws = Vec::new();
+            a.needle_laws(Some(0.0), &mut laws);
+            let [(EntryLaw::Max { token, n_dist, n_needle, .. }, entries)] = laws[..] else { panic!("{laws:?}") };
+            for i in 0..200 {
+                let needle_mean = -2.0 + 0.05 * i as f64;
+                for needle_sd in [0.2, 0.4, 1.3, 0.0] {
+                    let laws = [(EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd }, entries)];
+                    let Some(rule) = table.rule_for(&laws) else { continue };
+                    let (same, parts) = table.max_rule_parts(&laws).unwrap();
+                    assert!(std::ptr::eq(rule, same));
+                    let got = integrate_max_needle(rule, &parts, &laws[0].0, entries);
+                    assert_eq!(got.to_bits(), rule.integrate(|t| needle_sf(&laws, t)).to_bits(), "{distractor} mean {needle_mean} sd {needle_sd}");
+                    compared += 1;
+                }
+                // The whole table's nodes, for needles too sharp for a rule as well.
+                let parts = table.max_table_parts(&laws[0].0).unwrap();
+                assert_eq!(parts.len(), table.fine().t.len());
+                for needle_sd in [0.001, 0.05, 0.4, 0.0] {
+                    let law = EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd };
+                    let laws = [(law, entries)];
+                    for (&t, &part) in table.fine().t.iter().zip(parts.iter()).step_by(7) {
+                        assert_eq!(max_needle_sf(part, t, &law, entries).to_bits(), needle_sf(&laws, t).to_bits(), "{distractor} mean {needle_mean} sd {needle_sd} t {t}");
+                        table_nodes += 1;
+                    }
+                }
+            }
+        }
+        assert!(compared >= 1000 && table_nodes > 100_000, "{compared} {table_nodes}");
     }
 
     #[test]

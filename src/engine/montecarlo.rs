@@ -21,6 +21,7 @@ use super::binomial;
 use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Distractor, Pooling, Scenario};
+use crate::scores::ziggurat::max_of_standard_normals;
 use crate::scores::{needle_token, EntryLaw, NotExact, ScoreModel, TokenLaw};
 use crate::trials::{trial_rng, ReadoutRule, RecordPlan, Tally, TrialPlan, VarRecordPlan};
 use rand::Rng;
@@ -319,7 +320,7 @@ impl Plan {
     /// by `touching(b, rng)` and the runs of blocks between them in [`Plan::plain_blocks`]' loop
     /// (no search for the needle per block: this loop is most of a materialising trial).
     #[inline(always)]
-    fn fill_blocks<R: Rng + ?Sized>(&self, rng: &mut R, blocks: &mut [f64], mut touching: impl FnMut(u64, &mut R) -> f64) {
+    fn fill_blocks<R: Rng + Clone>(&self, rng: &mut R, blocks: &mut [f64], mut touching: impl FnMut(u64, &mut R) -> f64) {
         let mut from = 0usize;
         for &t in &self.touching {
             let t = t as usize;
@@ -333,13 +334,20 @@ impl Plan {
     /// Draws the statistics of consecutive blocks that do not meet the needle into `out`, as
     /// [`Plan::block_stat`] draws each.
     #[inline(always)]
-    fn plain_blocks<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [f64]) {
+    fn plain_blocks<R: Rng + Clone>(&self, rng: &mut R, out: &mut [f64]) {
         let c = self.compress_ratio;
         let max = self.pooling == Pooling::Max;
         if !max && self.token.is_normal() {
             let sd = (c as f64).sqrt();
             for v in out {
                 *v = sd * rng.sample::<f64, _>(StandardNormal);
+            }
+            return;
+        }
+        if max && self.token.is_normal() {
+            // The loop below's draws and maximum, a batch of draws at a time (Quest's pages).
+            for v in out {
+                *v = max_of_standard_normals(rng, c);
             }
             return;
         }
@@ -1107,12 +1115,13 @@ impl Replay {
 /// materialising run, not two.
 ///
 /// Exactly, not nearly: a run compares rounded scores, the toggles come from rounded crossing
-/// points, and the two can disagree only within a few ulps of a crossing. Each layer therefore
-/// also keeps a window half-width w (a bound on that disagreement, from the rounding-error
-/// bounds of `a + σ·z` and of the crossing's division) and the crossings near the answer's
-/// boundary (see [`noise_layer_record`]); a σ within w of one of them — or a layer whose lines
-/// are too close to parallel to bound — is answered by running that trial again at σ. A verdict's
-/// noise search costs one materialising run (and the record's sorting) instead of one per value.
+/// points, and the two can disagree only within a few ulps of a crossing. Each crossing
+/// therefore has a window (a bound on that disagreement, from the rounding-error bounds of
+/// `a + σ·z` and of the crossing's division), and each layer keeps the stretches of overlapping
+/// windows where the disagreement could reach the answer's boundary (see
+/// [`noise_layer_record`]); a σ in one of them — or a layer whose lines are too close to
+/// parallel to bound — is answered by running that trial again at σ. A verdict's noise search
+/// costs one materialising run (and the record's sorting) instead of one per value.
 #[derive(Debug)]
 pub struct NoiseReplay {
     key: String,
@@ -1152,7 +1161,27 @@ struct NoiseScratch {
     blocks: Vec<f64>,
     needle: Vec<(f64, f64)>,
     lines: Vec<(f64, f64)>,
-    crossings: Vec<(f64, i8)>,
+    crossings: CrossingScratch,
+}
+
+/// [`noise_layer_record`]'s buffers: the crossings (point, window half-width, change of the
+/// count) and the clusters of their windows.
+#[derive(Default)]
+struct CrossingScratch {
+    crossings: Vec<(f64, f32, i8)>,
+    clusters: Vec<WindowCluster>,
+}
+
+/// A stretch [lo, hi] of σ where the windows of `size` crossings overlap (a connected part of
+/// their union), and the least and greatest count of lines above the envelope by crossings
+/// within it (`cmin`, `cmax`).
+#[derive(Debug, Clone, Copy)]
+struct WindowCluster {
+    lo: f64,
+    hi: f64,
+    size: i64,
+    cmin: i64,
+    cmax: i64,
 }
 
 impl VarRecordPlan for NoiseRecorder<'_> {
@@ -1192,26 +1221,28 @@ impl VarRecordPlan for NoiseRecorder<'_> {
 /// Appends one layer's record of a noise replay to `out`: for each `below` of `belows` in turn,
 /// whether at most `below` of the distractor lines `lines` (a + σ·z) lie strictly above the
 /// envelope of the needle's lines `needle` as σ → 0⁺ (1 or 0), the σ where that changes (count,
-/// then the points), the window half-width w, and the crossings near the boundary (count, then
-/// the points); or just [`RERUN`] (for every `below`: no crossing depends on it). The crossings
-/// are computed and sorted once for all of `belows`.
+/// then the points), and the stretches of σ where a run may disagree with that answer (count,
+/// then each stretch's ends); or just [`RERUN`] (for every `below`: no crossing depends on it).
+/// The crossings are computed and sorted once for all of `belows`.
 ///
 /// Rounding: a run's comparison of a + σ·z (each rounded twice) with a needle line is decided
 /// by the exact one when they differ by more than E = 2.0001u(|a| + |a'| + σ(|z| + |z'|)) (u the
 /// unit roundoff); the exact difference is |Δz|·|σ − r| at crossing r, and the rounded crossing
-/// is within 3.01u|r| of r; so outside w_r = 32u(|a| + |a'| + 2|r|(|z| + |z'|))/|Δz| + 16u|r|
-/// (4× the bound) of the rounded crossing, the run agrees with it, provided |Δz| ≥ 1e-10(|z| + |z'|)
-/// (else [`RERUN`]). With w the largest w_r of the layer and M the most crossings within any
-/// interval of length 2w, a run's count at σ differs from the count by crossings by at most the
-/// crossings within w of σ (≤ M), and that count from the count next to any one of them by at
-/// most M. So the answer by crossings is the run's at every σ farther than w from each crossing
-/// whose count on either side lies within 2M of the boundary (`below`, `below + 1`): those are
-/// kept, and a σ within w of one is run again.
-fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64], crossings: &mut Vec<(f64, i8)>, out: &mut Vec<f64>) {
+/// is within 3.01u|r| of r; so outside the window w_r = 32u(|a| + |a'| + 2|r|(|z| + |z'|))/|Δz|
+/// + 16u|r| (4× the bound) of the rounded crossing, the run agrees with it, provided
+/// |Δz| ≥ 1e-10(|z| + |z'|) (else [`RERUN`]). A σ in no window is thus answered by the count
+/// by crossings exactly. The windows' union splits into clusters (connected parts); in a cluster
+/// of `size` windows, at most `size` contain σ, so a run's count differs from the count by
+/// crossings by at most `size`, and that count lies between the least and greatest count by
+/// crossings within the cluster (its crossings are contiguous in σ order). A cluster whose range
+/// so widened still lies wholly within the boundary (≤ `below`) or wholly beyond it cannot
+/// change the answer; the others are kept, and a σ in one of them is run again. (Each window is
+/// a crossing's own: one nearly parallel line far along σ widens only its own cluster.)
+fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64], scratch: &mut CrossingScratch, out: &mut Vec<f64>) {
     const U: f64 = f64::EPSILON / 2.0;
+    let CrossingScratch { crossings, clusters } = scratch;
     crossings.clear();
     let mut count0: i64 = 0;
-    let mut w = 0.0f64;
     for &(a, z) in lines {
         // Above every needle line for σ in (lo, hi), lo and hi among the crossings; `from`/`to`
         // the index in `crossings` of the crossing that set each.
@@ -1232,8 +1263,13 @@ fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64
                 return;
             }
             if r + wr > 0.0 {
-                w = w.max(wr);
-                crossings.push((r, 0));
+                // The window kept in single precision, rounded up (a wider window is still one):
+                // 16-byte crossings sort faster.
+                let mut w = wr as f32;
+                if (w as f64) < wr {
+                    w = w.next_up();
+                }
+                crossings.push((r, w, 0));
             }
             if dz > 0.0 {
                 // Above this needle line for σ > r.
@@ -1249,75 +1285,82 @@ fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64
         }
         if lo < hi && hi > 0.0 {
             match from {
-                Some(j) if lo > 0.0 => crossings[j].1 = 1,
+                Some(j) if lo > 0.0 => crossings[j].2 = 1,
                 _ => count0 += 1,
             }
             if let Some(j) = to.filter(|_| hi.is_finite()) {
-                crossings[j].1 = -1;
+                crossings[j].2 = -1;
             }
         }
         debug_assert!(crossings[first..].iter().all(|c| c.0.is_finite()));
     }
     crossings.sort_unstable_by(|x, y| x.0.total_cmp(&y.0));
-    // M: the most crossings within any closed interval of length 2w.
-    let mut m: i64 = 0;
-    let mut j = 0;
-    for i in 0..crossings.len() {
-        while crossings[j].0 < crossings[i].0 - 2.0 * w {
-            j += 1;
+    // The clusters of windows, in σ order: each crossing's window joins the clusters it meets
+    // (only the last ones can: those before are disjoint and in order). The counts by crossings
+    // just before and after each crossing bound the count anywhere in its cluster (between
+    // crossings at one point the intermediate counts are not attained: bounding by them too only
+    // keeps more).
+    clusters.clear();
+    let mut c = count0;
+    for &(x, w, change) in crossings.iter() {
+        let w = w as f64;
+        let before = c;
+        c += change as i64;
+        let mut k = WindowCluster { lo: x - w, hi: x + w, size: 1, cmin: before.min(c), cmax: before.max(c) };
+        while let Some(last) = clusters.last().copied().filter(|l| l.hi >= k.lo) {
+            clusters.pop();
+            k = WindowCluster { lo: k.lo.min(last.lo), hi: k.hi.max(last.hi), size: k.size + last.size, cmin: k.cmin.min(last.cmin), cmax: k.cmax.max(last.cmax) };
         }
-        m = m.max((i - j + 1) as i64);
+        clusters.push(k);
     }
     for &below in belows {
         let within = |c: i64| c <= below;
-        let near = |c: i64| c >= below + 1 - 2 * m && c <= below + 2 * m;
         out.push(within(count0) as u8 as f64);
-        // Two passes over the crossings: the toggles, then the near crossings.
-        for pass in 0..2 {
-            let at = out.len();
-            out.push(0.0);
-            if pass == 1 {
-                out[at] = w;
-                out.push(0.0);
+        // The toggles.
+        let at = out.len();
+        out.push(0.0);
+        let mut c = count0;
+        let mut i = 0;
+        while i < crossings.len() {
+            let x = crossings[i].0;
+            let before = c;
+            while i < crossings.len() && crossings[i].0 == x {
+                c += crossings[i].2 as i64;
+                i += 1;
             }
-            let n_at = out.len() - 1;
-            let mut c = count0;
-            let mut i = 0;
-            while i < crossings.len() {
-                let x = crossings[i].0;
-                let before = c;
-                while i < crossings.len() && crossings[i].0 == x {
-                    c += crossings[i].1 as i64;
-                    i += 1;
-                }
-                let keep = if pass == 0 { within(before) != within(c) } else { near(before) || near(c) };
-                if keep {
-                    out.push(x);
-                    out[n_at] += 1.0;
-                }
+            if within(before) != within(c) {
+                out.push(x);
+                out[at] += 1.0;
             }
+        }
+        // The clusters whose widened range of counts meets both sides of the boundary.
+        let at = out.len();
+        out.push(0.0);
+        for k in clusters.iter().filter(|k| k.cmin - k.size <= below && k.cmax + k.size > below) {
+            out.extend([k.lo, k.hi]);
+            out[at] += 1.0;
         }
     }
 }
 
 /// One k_eff's part of a noise replay's layer record (see [`noise_layer_record`]), from `at`:
 /// whether the needle ranks within k_eff at `sigma` (by the toggles) and whether `sigma` lies
-/// within the window of a near crossing (the trial must run again); and where the part ends.
+/// in a kept cluster of windows (the trial must run again); and where the part ends.
 fn noise_layer_part(rec: &[f64], at: usize, sigma: f64) -> (bool, bool, usize) {
     let first = rec[at];
     let toggles = rec[at + 1] as usize;
     let crossed = rec[at + 2..at + 2 + toggles].iter().filter(|&&x| x < sigma).count();
     let at = at + 2 + toggles;
-    let (w, near) = (rec[at], rec[at + 1] as usize);
-    let again = rec[at + 2..at + 2 + near].iter().any(|&x| (sigma - x).abs() <= w);
-    ((first == 1.0) != (crossed % 2 == 1), again, at + 2 + near)
+    let kept = rec[at] as usize;
+    let again = rec[at + 1..at + 1 + 2 * kept].chunks_exact(2).any(|k| k[0] <= sigma && sigma <= k[1]);
+    ((first == 1.0) != (crossed % 2 == 1), again, at + 1 + 2 * kept)
 }
 
 /// Where the part of a noise replay's layer record that follows `at` ends (see
 /// [`noise_layer_part`]).
 fn skip_noise_layer_part(rec: &[f64], at: usize) -> usize {
     let at = at + 2 + rec[at + 1] as usize;
-    at + 2 + rec[at + 1] as usize
+    at + 1 + 2 * rec[at] as usize
 }
 
 impl NoiseReplay {
@@ -1541,14 +1584,65 @@ mod tests {
         }
     }
 
+    /// A layer record's parts, one per `below`: (first, toggles, kept clusters' ends).
+    fn record_parts<'a>(out: &'a [f64], belows: &[i64]) -> Vec<(f64, &'a [f64], &'a [f64])> {
+        let mut at = 0;
+        let parts = belows
+            .iter()
+            .map(|_| {
+                let end = skip_noise_layer_part(out, at);
+                let toggles = out[at + 1] as usize;
+                let kept = out[at + 2 + toggles] as usize;
+                assert_eq!(end - at, 3 + toggles + 2 * kept);
+                let part = (out[at], &out[at + 2..at + 2 + toggles], &out[at + 3 + toggles..end]);
+                at = end;
+                part
+            })
+            .collect();
+        assert_eq!(at, out.len());
+        parts
+    }
+
+    /// Checks a layer record against a run's own comparisons (rounded a + σ·z against the
+    /// needle's rounded best) at each σ of `probes` and at the record's kept points and just
+    /// beside them; returns how many σ it answered without running again.
+    fn check_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64], out: &[f64], mut probes: Vec<f64>, what: &str) -> usize {
+        let parts = record_parts(out, belows);
+        for (_, toggles, kept) in &parts {
+            probes.extend(toggles.iter().chain(kept.iter()).flat_map(|&x| {
+                let up = f64::from_bits(x.to_bits() + 1);
+                let down = if x > 0.0 { f64::from_bits(x.to_bits() - 1) } else { x };
+                [x, up, down, x * (1.0 + 1e-12), x * (1.0 - 1e-12), x + 1e-9]
+            }));
+        }
+        let mut decided = 0;
+        let mut at = 0;
+        for (&below, (_, toggles, kept)) in belows.iter().zip(&parts) {
+            for &sigma in probes.iter().filter(|&&x| x > 0.0) {
+                let y = needle.iter().fold(f64::NEG_INFINITY, |y, &(a, z)| y.max(a + sigma * z));
+                let above = lines.iter().filter(|&&(a, z)| a + sigma * z > y).count() as i64;
+                let (within, again, end) = noise_layer_part(out, at, sigma);
+                assert_eq!(end, at + 3 + toggles.len() + kept.len());
+                assert_eq!(again, kept.chunks_exact(2).any(|k| k[0] <= sigma && sigma <= k[1]));
+                if again {
+                    continue;
+                }
+                assert_eq!(within, above <= below, "{what}: below {below} σ {sigma:e}");
+                decided += 1;
+            }
+            at += 3 + toggles.len() + kept.len();
+        }
+        decided
+    }
+
     /// A layer record answers like counting lines above the envelope, at every σ outside its
-    /// kept windows: random lines, many needle entries, ties and crossings at σ ≤ 0 included.
+    /// kept clusters: random lines, many needle entries, ties and crossings at σ ≤ 0 included.
     #[test]
     fn a_noise_layer_record_counts_lines_above_the_envelope() {
         use rand::SeedableRng;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
         let n01 = |rng: &mut Xoshiro256PlusPlus| rng.sample::<f64, _>(StandardNormal);
-        let (mut crossings, mut out) = (Vec::new(), Vec::new());
+        let (mut scratch, mut out) = (CrossingScratch::default(), Vec::new());
         let mut decided = 0;
         for case in 0..400 {
             let entries = 1 + case % 4;
@@ -1559,43 +1653,91 @@ mod tests {
             // answering for its own k.
             let belows = [(case % 7) as i64 * 3 - 1, (case % 5) as i64 * 7 + 2];
             out.clear();
-            noise_layer_record(&needle, &lines, &belows, &mut crossings, &mut out);
+            noise_layer_record(&needle, &lines, &belows, &mut scratch, &mut out);
             assert_ne!(out[0], RERUN);
-            let mut at = 0;
-            for &below in &belows {
-                let part = &out[at..skip_noise_layer_part(&out, at)];
-                at += part.len();
-                let toggles = part[1] as usize;
-                let (w, near) = (part[2 + toggles], part[3 + toggles] as usize);
-                assert_eq!(part.len(), 4 + toggles + near);
-                let mut probes: Vec<f64> = (0..50).map(|_| (n01(&mut rng) * 3.0).exp()).collect();
-                // The kept points themselves and just beside them.
-                probes.extend(part[2..2 + toggles].iter().chain(&part[4 + toggles..]).flat_map(|&x| [x, x * (1.0 + 1e-12), x + 1e-9]));
-                for sigma in probes.into_iter().filter(|&x| x > 0.0) {
-                    let y = needle.iter().fold(f64::NEG_INFINITY, |y, &(a, z)| y.max(a + sigma * z));
-                    let above = lines.iter().filter(|&&(a, z)| a + sigma * z > y).count() as i64;
-                    let (within, again, end) = noise_layer_part(&out, at - part.len(), sigma);
-                    assert_eq!(end, at);
-                    assert_eq!(again, part[4 + toggles..].iter().any(|&x| (sigma - x).abs() <= w));
-                    if again {
-                        continue;
-                    }
-                    assert_eq!(within, above <= below, "case {case} below {below} σ {sigma}");
-                    decided += 1;
-                }
-            }
-            assert_eq!(at, out.len());
+            let probes: Vec<f64> = (0..50).map(|_| (n01(&mut rng) * 3.0).exp()).collect();
+            decided += check_layer_record(&needle, &lines, &belows, &out, probes, &format!("case {case}"));
         }
         assert!(decided > 30_000, "{decided}");
     }
 
-    /// A noise level on a kept crossing runs its trials again, and the counts stay the run's.
+    /// Where rounding decides: lines nearly parallel to a needle line (wide windows, some far
+    /// along σ), lines through a needle line's own point (crossings at σ = 0), lines crossing it
+    /// within a few ulps of each other, and equal needle entries. Every σ a record answers
+    /// without running again is the run's answer, probed inside, at and beside every kept
+    /// cluster and toggle; a cluster is kept only where its widened count range meets the
+    /// boundary, so a wide window far from the boundary keeps nothing.
+    #[test]
+    fn a_noise_layer_record_is_exact_where_rounding_decides() {
+        use rand::SeedableRng;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(81);
+        let n01 = |rng: &mut Xoshiro256PlusPlus| rng.sample::<f64, _>(StandardNormal);
+        let (mut scratch, mut out) = (CrossingScratch::default(), Vec::new());
+        let (mut decided, mut kept_total, mut parts_total) = (0, 0, 0);
+        for case in 0..300 {
+            let (ae, ze) = (2.0 + n01(&mut rng), n01(&mut rng));
+            let mut needle = vec![(ae, ze)];
+            if case % 3 == 1 {
+                needle.push((ae, ze));
+            }
+            if case % 3 == 2 {
+                needle.push((ae - 0.5, ze + 0.7));
+            }
+            let mut lines: Vec<(f64, f64)> = (0..40).map(|_| (n01(&mut rng), n01(&mut rng))).collect();
+            for j in 0..12 {
+                // Slope within 1e-9 … 1e-3 of the needle's (never below the 1e-10 refusal), the
+                // crossing at σ from 1e-3 to 1e4.
+                let dz = 10f64.powf(-3.0 - 6.0 * rng.random::<f64>()) * if j % 2 == 0 { 1.0 } else { -1.0 };
+                let r = 10f64.powf(-3.0 + 7.0 * rng.random::<f64>());
+                lines.push((ae - r * dz, ze + dz));
+            }
+            // Through the needle's point at σ = 0, and a bundle crossing it within ulps of one σ.
+            lines.push((ae, ze + 0.3));
+            lines.push((ae, ze - 0.3));
+            let r0 = 0.5 + rng.random::<f64>();
+            for j in 0..8 {
+                // Rising through the needle's line and, every other one, falling through it.
+                let dz = (0.2 + 0.1 * j as f64) * if j % 2 == 0 { 1.0 } else { -1.0 };
+                let a = ae - r0 * dz;
+                lines.push((f64::from_bits(a.to_bits() + j / 2), ze + dz));
+            }
+            let belows = [(case % 9) as i64, 40 + (case % 5) as i64, 1000];
+            out.clear();
+            noise_layer_record(&needle, &lines, &belows, &mut scratch, &mut out);
+            if out[0] == RERUN {
+                continue;
+            }
+            let mut probes: Vec<f64> = (0..40).map(|_| (n01(&mut rng) * 3.0).exp()).collect();
+            probes.push(r0);
+            // Every crossing of every line with every needle line, and beside it.
+            for &(a, z) in &lines {
+                for &(a2, z2) in &needle {
+                    let r = -(a - a2) / (z - z2);
+                    if r > 0.0 && r.is_finite() {
+                        probes.extend([r, f64::from_bits(r.to_bits() + 1), f64::from_bits(r.to_bits() - 1), r * (1.0 + 1e-13), r * (1.0 - 1e-13)]);
+                    }
+                }
+            }
+            decided += check_layer_record(&needle, &lines, &belows, &out, probes, &format!("case {case}"));
+            for (_, _, kept) in record_parts(&out, &belows) {
+                kept_total += kept.len() / 2;
+                parts_total += 1;
+            }
+            // Far beyond every line (below ≥ the line count): nothing near the boundary.
+            assert!(record_parts(&out, &belows)[2].2.is_empty(), "case {case}");
+        }
+        assert!(decided > 100_000, "{decided}");
+        // Kept clusters are few per part: those next to the boundary, not every wide window.
+        assert!(kept_total < 4 * parts_total, "{kept_total} clusters kept in {parts_total} parts");
+    }
+
+    /// A noise level in a kept cluster runs its trials again, and the counts stay the run's.
     #[test]
     fn a_noise_level_on_a_crossing_runs_the_trial_again() {
         let s = Scenario { context_len: 1200, score_noise: 0.5, index_topk: 4, dprime: 1.0, ..Scenario::preset("quest-16").unwrap() };
         s.validate().unwrap();
         let replay = NoiseReplay::new(&s, 100, 4).unwrap();
-        // The first kept crossing (a toggle or a near crossing) at σ > 0 of any trial's layer.
+        // The centre of the first kept cluster at σ > 0 of any trial's layer.
         let mut sigma = None;
         for bounds in replay.starts.windows(2) {
             let rec = &replay.values[bounds[0]..bounds[1]];
@@ -1606,12 +1748,13 @@ mod tests {
                     continue;
                 }
                 let toggles = rec[at + 1] as usize;
-                let near = rec[at + 3 + toggles] as usize;
-                sigma = sigma.or(rec[at + 2..at + 2 + toggles].iter().chain(&rec[at + 4 + toggles..at + 4 + toggles + near]).copied().find(|&x| x > 0.0));
+                let kept = rec[at + 2 + toggles] as usize;
+                let ends = &rec[at + 3 + toggles..at + 3 + toggles + 2 * kept];
+                sigma = sigma.or(ends.chunks_exact(2).map(|k| 0.5 * (k[0] + k[1])).find(|&x| x > 0.0));
                 at = skip_noise_layer_part(rec, at);
             }
         }
-        let sigma = sigma.expect("a crossing");
+        let sigma = sigma.expect("a kept cluster");
         let at = Scenario { score_noise: sigma, ..s.clone() };
         let (tally, reruns) = replay.tally_counted(&at).unwrap();
         assert!(reruns >= 1);

@@ -111,7 +111,33 @@ impl EntryLaw {
                     (1.0 - f, f)
                 }
             }
+            EntryLaw::Max { .. } => {
+                // ln_sf is ln1m_exp(ln_cdf) for a max: one ln_cdf serves both.
+                let l = self.ln_cdf(x);
+                (ln1m_exp(l).exp(), l.exp())
+            }
             _ => (self.ln_sf(x).exp(), self.ln_cdf(x).exp()),
+        }
+    }
+
+    /// ([`EntryLaw::sf_cdf`], [`EntryLaw::ln_pdf`]) at x, the same values; the max of distractor
+    /// tokens (an order statistic's every density evaluation on Quest's pages) computes its
+    /// token's ln_cdf once for the three.
+    #[inline]
+    pub fn sf_cdf_ln_pdf(&self, x: f64) -> (f64, f64, f64) {
+        match *self {
+            EntryLaw::Max { token, n_dist, n_needle: 0, .. } if n_dist > 0 => {
+                let l = token.ln_cdf(x);
+                // As ln_cdf sums it (from 0.0, which a −0 term does not change to −0).
+                let mut ln_cdf = 0.0;
+                ln_cdf += n_dist as f64 * l;
+                let n = n_dist as f64;
+                (ln1m_exp(ln_cdf).exp(), ln_cdf.exp(), n.ln() + (n - 1.0) * l + token.ln_pdf(x))
+            }
+            _ => {
+                let (q, f) = self.sf_cdf(x);
+                (q, f, self.ln_pdf(x))
+            }
         }
     }
 
@@ -206,6 +232,29 @@ mod tests {
                 let c = integrate(|t| law.ln_pdf(t).exp(), -60.0, x, &[0.0, 1.0], 1e-13);
                 assert!((c - law.ln_cdf(x).exp()).abs() < 1e-9, "{d}: {c} vs {}", law.ln_cdf(x).exp());
                 assert!((law.sf(x) - law.ln_sf(x).exp()).abs() < 1e-14);
+            }
+        }
+    }
+
+    /// The combined evaluation is the three separate ones, bit for bit, on every kind of law.
+    #[test]
+    fn sf_cdf_ln_pdf_is_the_separate_evaluations() {
+        let mut laws = vec![EntryLaw::Gauss { mean: 0.3, sd: 1.2 }, EntryLaw::Token(TokenLaw::new(Distractor::Normal))];
+        for d in [Distractor::Normal, Distractor::Gumbel, Distractor::StudentT(5.0)] {
+            for (n_dist, n_needle) in [(16, 0), (1, 0), (15, 1), (0, 2)] {
+                laws.push(EntryLaw::Max { token: TokenLaw::new(d), n_dist, n_needle, needle_mean: 2.0, needle_sd: 0.5 });
+            }
+        }
+        for law in laws {
+            for i in -400..=400 {
+                let x = i as f64 * 0.025;
+                let (q, f, g) = law.sf_cdf_ln_pdf(x);
+                let (q0, f0) = law.sf_cdf(x);
+                let bits = |v: f64| v.to_bits();
+                assert_eq!((bits(q), bits(f), bits(g)), (bits(q0), bits(f0), bits(law.ln_pdf(x))), "{law:?} at {x}");
+                if let EntryLaw::Max { .. } = law {
+                    assert_eq!((bits(q0), bits(f0)), (bits(law.ln_sf(x).exp()), bits(law.ln_cdf(x).exp())), "{law:?} at {x}");
+                }
             }
         }
     }

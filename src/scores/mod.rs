@@ -9,6 +9,7 @@
 pub mod distractor;
 pub mod entry;
 mod model;
+pub mod ziggurat;
 
 pub use distractor::TokenLaw;
 pub use entry::EntryLaw;
