@@ -550,12 +550,11 @@ fn compare(
         nuisance.extend(default_param(Field::LayerCorr));
     }
     let mut all = specs();
-    all.retain(|sp| only.is_none_or(|n| n == sp.name));
     if data.is_selection() {
         // Selections are observed directly: whether a selected needle is read does not enter.
         all.retain(|sp| sp.kind != Kind::ReadFailure);
     }
-    if let Some(c) = periodic_modulus(data, base).filter(|_| only.is_none_or(|n| n == "length-periodic")) {
+    if let Some(c) = periodic_modulus(data, base) {
         all.push(Spec {
             name: "length-periodic",
             description: "queries whose context length falls in one residue class modulo the compression ratio never select the needle with probability f (the residue, f and dprime fitted)",
@@ -564,7 +563,7 @@ fn compare(
         });
     }
     let thresholds = candidate_thresholds(data, base);
-    if !thresholds.is_empty() && only.is_none_or(|n| n == "candidate-count-limit") {
+    if !thresholds.is_empty() {
         all.push(Spec {
             name: "candidate-count-limit",
             description: "recall as modelled up to N0 candidates and only the window beyond (a buffer, a kernel or a cache that stops at N0; N0 and dprime fitted)",
@@ -572,6 +571,7 @@ fn compare(
             params: vec![Param::Field(Field::Dprime)],
         });
     }
+    all.retain(|sp| only.is_none_or(|n| n == sp.name));
     // The hypotheses are fitted concurrently (each fit is a deterministic function of the table,
     // and the memo and T_j's tables return the same values whoever computes them first): a
     // fit's distinct rows are few (a table's lengths), too few alone to keep both cores busy.
@@ -788,7 +788,6 @@ fn limit_bounds(
         }
         rows.push((s.n_candidates(), lo - ENGINE_RECALL_TOLERANCE, hi + ENGINE_RECALL_TOLERANCE));
     }
-    let saturated = |r: &crate::measured::Observation| binom_loglik(r.hits, r.trials, r.hits as f64 / r.trials.max(1) as f64);
     Ok(Some(
         thresholds
             .iter()
@@ -798,13 +797,10 @@ fn limit_bounds(
                     .zip(group_of_row)
                     .map(|(r, &g)| {
                         let (n, lo, hi) = rows[g];
-                        if n <= n0 {
-                            saturated(r)
-                        } else {
-                            // The binomial log-likelihood is unimodal in p, largest at hits/trials.
-                            let p = (r.hits as f64 / r.trials.max(1) as f64).clamp(lo.max(0.0), hi.min(1.0));
-                            binom_loglik(r.hits, r.trials, p)
-                        }
+                        // The binomial log-likelihood is unimodal in p, largest at hits/trials (the
+                        // saturated model's).
+                        let p = if n <= n0 { r.observed() } else { r.observed().clamp(lo.max(0.0), hi.min(1.0)) };
+                        binom_loglik(r.hits, r.trials, p)
                     })
                     .sum()
             })

@@ -215,11 +215,21 @@ type RuleAt = (bool, usize);
 /// The rules found per (entries, quarter octave) ([`OrderTable::law_rule`]).
 type LawChoices = Arc<Mutex<Vec<((u32, u32), Option<RuleAt>)>>>;
 
-/// The Gauss rule [`Analytic::shared_rule`] found for the needle's laws at every z, with a
+/// A Gauss rule of T_j's table for the needle's laws ([`OrderTable::rule_with_parts`]), with a
 /// max-pooled law's distractor parts at its nodes ([`OrderTable::max_rule_parts`]).
 struct SharedRule<'t> {
     rule: &'t GaussRule,
     parts: Option<Arc<[f64]>>,
+}
+
+impl SharedRule<'_> {
+    /// P(rank ≤ j) for the needle's `laws` (of the shape the rule was found for) on the rule.
+    fn integrate(&self, laws: &[(EntryLaw, f64)]) -> f64 {
+        match (&self.parts, laws) {
+            (Some(parts), [(law, entries)]) => integrate_max_needle(self.rule, parts, law, *entries),
+            _ => self.rule.integrate(|t| needle_sf(laws, t)),
+        }
+    }
 }
 
 /// Steps per octave of the needle sd at which [`OrderTable::law_rule`] checks rules: a law is
@@ -471,6 +481,19 @@ impl OrderTable {
         Some(self.rule_at(at))
     }
 
+    /// [`OrderTable::rule_for`]'s rule for `laws`, with a max-pooled law's kept distractor parts
+    /// where it has them ([`OrderTable::max_rule_parts`]); the same sum either way.
+    fn rule_with_parts(&self, laws: &[(EntryLaw, f64)]) -> Option<SharedRule<'_>> {
+        if let [(_, entries)] = laws {
+            if *entries <= SUM_FORM_ENTRIES {
+                if let Some((rule, parts)) = self.max_rule_parts(laws) {
+                    return Some(SharedRule { rule, parts: Some(parts) });
+                }
+            }
+        }
+        self.rule_for(laws).map(|rule| SharedRule { rule, parts: None })
+    }
+
     /// [`OrderTable::rule_for`]'s rule for one max-pooled needle law of distractor tokens
     /// (`laws` = [(`EntryLaw::Max`, entries)], n_dist > 0), with n_dist · ln F_tok at each of
     /// its nodes: that part of the law's ln_cdf is the same for every needle mean and sd, so a
@@ -520,17 +543,7 @@ fn max_needle_sf(part: f64, t: f64, law: &EntryLaw, entries: f64) -> f64 {
         let l = if needle_sd > 0.0 { ln_norm_cdf((t - needle_mean) / needle_sd) } else if t >= needle_mean { 0.0 } else { f64::NEG_INFINITY };
         v += n_needle as f64 * l;
     }
-    let q = -v.exp_m1();
-    if entries == 1.0 {
-        return q;
-    }
-    let c = 1.0 - q;
-    let (mut sum, mut pow) = (0.0, 1.0);
-    for _ in 0..entries as u32 {
-        sum += pow;
-        pow *= c;
-    }
-    q * sum
+    any_of(-v.exp_m1(), entries)
 }
 
 /// `rule.integrate(|t| needle_sf(..))` for one max-pooled law, from its parts at the rule's nodes.
@@ -772,15 +785,8 @@ impl Analytic {
     /// to the needle's scale.
     fn rank_le_tabled(&self, os: &OrderStat, table: &OrderTable, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         self.needle_laws(z, laws);
-        if let [(law, entries)] = laws[..] {
-            if entries <= SUM_FORM_ENTRIES {
-                if let Some((rule, parts)) = table.max_rule_parts(laws) {
-                    return integrate_max_needle(rule, &parts, &law, entries);
-                }
-            }
-        }
-        if let Some(rule) = table.rule_for(laws) {
-            return rule.integrate(|t| needle_sf(laws, t));
+        if let Some(rule) = table.rule_with_parts(laws) {
+            return rule.integrate(laws);
         }
         if let Some(p) = table.needle_side(laws) {
             return p;
@@ -867,14 +873,7 @@ impl Analytic {
             return None;
         }
         self.needle_laws(Some(0.0), laws);
-        if let [(_, entries)] = laws[..] {
-            if entries <= SUM_FORM_ENTRIES {
-                if let Some((rule, parts)) = table.max_rule_parts(laws) {
-                    return Some(SharedRule { rule, parts: Some(parts) });
-                }
-            }
-        }
-        table.rule_for(laws).map(|rule| SharedRule { rule, parts: None })
+        table.rule_with_parts(laws)
     }
 
     /// Where P(rank ≤ j | z) moves, for needle laws that are all normal with a location
@@ -909,10 +908,7 @@ impl Analytic {
     fn rank_le_at(&self, os: &OrderStat, table: Option<&OrderTable>, rule: Option<&SharedRule>, z: f64, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
         let Some(r) = rule else { return self.rank_le(os, table, Some(z), laws) };
         self.needle_laws(Some(z), laws);
-        match (&r.parts, &laws[..]) {
-            (Some(parts), [(law, entries)]) => integrate_max_needle(r.rule, parts, law, *entries),
-            _ => r.rule.integrate(|t| needle_sf(laws, t)),
-        }
+        r.integrate(laws)
     }
 
     /// E_z[g(P(rank ≤ j | z))] when the shared component matters, else g(P(rank ≤ j)). With
@@ -1075,21 +1071,28 @@ fn needle_sf(laws: &[(EntryLaw, f64)], t: f64) -> f64 {
             return law.sf(t);
         }
         if *n <= SUM_FORM_ENTRIES {
-            // 1 − (1 − q)^n = q · Σ_{i<n} (1 − q)^i: a sum of positive terms, exact to rounding
-            // for every q (no cancellation), and one tail probability instead of a logarithm
-            // and an exponential.
-            let q = law.sf(t);
-            let c = 1.0 - q;
-            let (mut sum, mut pow) = (0.0, 1.0);
-            for _ in 0..*n as u32 {
-                sum += pow;
-                pow *= c;
-            }
-            return q * sum;
+            return any_of(law.sf(t), *n);
         }
     }
     let ln_f: f64 = laws.iter().map(|(l, n)| n * l.ln_cdf(t)).sum();
     -ln_f.exp_m1()
+}
+
+/// 1 − (1 − q)^n for n ≤ [`SUM_FORM_ENTRIES`] entries each above t with probability q, as
+/// q · Σ_{i<n} (1 − q)^i: a sum of positive terms, exact to rounding for every q (no
+/// cancellation), and one tail probability instead of a logarithm and an exponential.
+#[inline]
+fn any_of(q: f64, n: f64) -> f64 {
+    if n == 1.0 {
+        return q;
+    }
+    let c = 1.0 - q;
+    let (mut sum, mut pow) = (0.0, 1.0);
+    for _ in 0..n as u32 {
+        sum += pow;
+        pow *= c;
+    }
+    q * sum
 }
 
 /// Σ_i P[Bin(n_b, p_b) = i] · P[Bin(n_a, p_a) = m − i]: the pmf of a sum of two binomials at m.

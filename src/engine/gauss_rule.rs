@@ -8,9 +8,9 @@
 //! degree < 2n, gives the same integral with n ≪ hundreds of evaluations. The rule comes from
 //! the measure's three-term recurrence (the discretised Stieltjes procedure, run on the table's
 //! own nodes: stable for n well below the number of nodes) and the Golub–Welsch eigenproblem of
-//! its Jacobi matrix (implicit QL on the tridiagonal matrix, [`tridiagonal_eigen`]). Whether a rule is good enough for a given
-//! sharpness is not assumed: [`Ladder::choose`] checks it against a rule of twice its size
-//! (and the tests against the whole measure).
+//! its Jacobi matrix (implicit QL on the tridiagonal matrix, [`tridiagonal_eigen`]). Whether a
+//! rule is good enough for a given sharpness is not assumed: [`Ladder::choose`] checks it
+//! against a rule of twice its size (and the tests against the whole measure).
 
 /// An n-point quadrature rule: Σ weight · f(node).
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +25,7 @@ impl GaussRule {
     /// The n-point Gauss rule of the measure Σ w δ(t) (positive weights), or `None` when the
     /// measure has fewer than about n points of support or the recurrence breaks down.
     pub fn of_measure(t: &[f64], w: &[f64], n: usize) -> Option<GaussRule> {
-        Recurrence::new(t, w)?.rule(t, w, n)
+        Recurrence::new(t, w)?.rule(w, n)
     }
 
     /// The rule of the Jacobi matrix (diagonal `alpha`, off-diagonal `beta`) of a measure of
@@ -92,9 +92,8 @@ impl Recurrence {
     /// Orthonormal polynomials at the points: q_{k+1} = ((x − α_k) q_k − β_k q_{k−1}) / β_{k+1}.
     fn extend(&mut self, w: &[f64], n: usize) {
         while !self.broken && self.alpha.len() < n {
-            if self.alpha.len() > self.beta.len() {
+            if let (Some(&a), true) = (self.alpha.last(), self.alpha.len() > self.beta.len()) {
                 // α_k is known: the step to q_{k+1}.
-                let a = *self.alpha.last().expect("one α");
                 let b = self.beta.last().copied().unwrap_or(0.0);
                 let mut norm = 0.0;
                 for i in 0..self.x.len() {
@@ -117,8 +116,8 @@ impl Recurrence {
     }
 
     /// The n-point rule, or `None` (too few points, or a breakdown before n).
-    fn rule(&mut self, t: &[f64], w: &[f64], n: usize) -> Option<GaussRule> {
-        if n == 0 || t.len() < 3 * n {
+    fn rule(&mut self, w: &[f64], n: usize) -> Option<GaussRule> {
+        if n == 0 || self.x.len() < 3 * n {
             return None;
         }
         self.extend(w, n);
@@ -265,7 +264,7 @@ impl Ladder {
             .get(at)?
             .get_or_init(|| {
                 let mut r = self.recurrence.lock().unwrap_or_else(|e| e.into_inner());
-                r.get_or_insert_with(|| Recurrence::new(t, w)).as_mut()?.rule(t, w, SIZES[at])
+                r.get_or_insert_with(|| Recurrence::new(t, w)).as_mut()?.rule(w, SIZES[at])
             })
             .as_ref()
     }
