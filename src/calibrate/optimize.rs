@@ -206,6 +206,9 @@ const SETTLE_GAIN: f64 = 1e3;
 /// Coarse tolerances of [`minimize_bounded`]'s first pass over its starts.
 const COARSE_FTOL: f64 = 1e-2;
 const COARSE_XTOL: f64 = 3e-2;
+/// Starts whose coarse minimum is within this of the best coarse one are polished: twice the
+/// coarse tolerance.
+const POLISH_MARGIN: f64 = 2.0 * COARSE_FTOL;
 /// The polishing simplex's size, as a fraction of the first pass's initial steps.
 const POLISH_STEP: f64 = 0.1;
 
@@ -497,12 +500,12 @@ pub fn minimize_bounded(
             break;
         }
     }
-    // Every start to a coarse tolerance, then each polished to `opts` by Newton's method (or,
-    // where the objective is not smooth enough for it, the simplex): the simplex spends most
-    // of a run creeping the last 1e-2 of a curved valley, which Newton crosses in two or three
-    // steps. Every start is polished: a start whose coarse minimum is not the best can still
-    // hold the best minimum (on the seed table `hard-negatives` lost 0.6 log-likelihood units
-    // when only the best coarse start was polished).
+    // Every start to a coarse tolerance, then those whose coarse minimum is within
+    // POLISH_MARGIN of the best polished to `opts` by Newton's method (or, where the objective
+    // is not smooth enough for it, the simplex): the simplex spends most of a run creeping the
+    // last 1e-2 of a curved valley, which Newton crosses in two or three steps. A start that
+    // ended further above the best stopped within about the coarse tolerance of its own
+    // minimum, too far to overtake by polishing.
     let coarse = NmOptions { ftol: opts.ftol.max(COARSE_FTOL), xtol: opts.xtol.max(COARSE_XTOL), max_evals: opts.max_evals };
     let rough: Vec<Minimum> = chosen
         .iter()
@@ -514,7 +517,8 @@ pub fn minimize_bounded(
         .collect();
     let polish: Vec<f64> = step.iter().map(|s| s * POLISH_STEP).collect();
     let mut best: Option<Minimum> = None;
-    for r in rough {
+    let floor = rough.iter().map(|m| m.fx).fold(f64::INFINITY, f64::min);
+    for r in rough.into_iter().filter(|m| m.fx <= floor + POLISH_MARGIN) {
         let (mut m, converged) = newton_polish(f, r, lo, hi, opts);
         evals += m.evals;
         if !converged {
