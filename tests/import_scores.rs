@@ -635,7 +635,7 @@ fn bm25_predictions_with(cells: &[Scenario], o: PredictOptions) -> Vec<(cs::Pred
     for v in &rep.tails[0].validation {
         eprintln!("validation {}: {:?} se {:?} score {:?}", v.model, v.errors, v.standard_errors, v.score());
     }
-    eprintln!("chosen: {} {:?} mixture {:?}", rep.tails[0].model, rep.tails[0].top_gpd, rep.tails[0].mixture);
+    eprintln!("chosen: {} {:?} mixture {:?}", rep.tails[0].model, rep.tails[0].top_prior, rep.tails[0].mixture);
     rep.predictions.into_iter()
         .zip(cells)
         .map(|(pr, s)| {
@@ -843,7 +843,7 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     assert_eq!(t.validation.len(), 1 + cs::top::TOP_FRACTIONS.len());
     let classes = t.validation.iter().find(|v| v.model == cs::TailModel::Classes).unwrap();
     assert!(classes.biased(), "{classes:?}");
-    assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_gpd.is_some() && rep.classes.is_empty(), "{t:?}");
+    assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_prior.is_some() && rep.classes.is_empty(), "{t:?}");
     // The fraction of smallest score is reported; every fraction enters the mixture, weights
     // ∝ exp(ln_weight) on the common scale, summing to 1.
     let chosen = t.validation.iter().find(|v| v.model == t.model).unwrap();

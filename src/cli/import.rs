@@ -371,7 +371,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
             "tail_models": tail_models.iter().map(|t| json!({
                 "layer": t.layer,
                 "chosen": model_json(&t.model),
-                "gpd": t.top_gpd.map(|g| json!({"xi": g.xi, "sigma": g.sigma})),
+                "scale_law": t.top_prior.map(|p| json!({"xi": p.xi, "ln_sigma_mean": p.mu, "ln_sigma_sd": p.tau})),
                 "mixture": t.mixture.iter().map(|(m, w)| json!({"candidate": model_json(m), "weight": w})).collect::<Vec<_>>(),
                 "validation": t.validation.iter().map(|v| json!({
                     "candidate": model_json(&v.model),
@@ -420,8 +420,8 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
             cs::predict::SWITCH_SE
         );
         for t in &tail_models {
-            let how = match (&t.model, t.top_gpd) {
-                (cs::TailModel::QueryTop(_), Some(g)) => format!(" (pooled shape of the standardised excess: xi = {:.3}, sigma = {:.3})", g.xi, g.sigma),
+            let how = match (&t.model, t.top_prior) {
+                (cs::TailModel::QueryTop(_), Some(p)) => format!(" (shared shape xi = {:.3}; the queries' scales, in sd units: ln sigma ~ N({:.3}, {:.3}^2))", p.xi, p.mu, p.tau),
                 _ => String::new(),
             };
             outln!(out, "  layer {}: {}{how}", t.layer, t.model);
