@@ -378,3 +378,70 @@ mod tests {
         assert_eq!(t.survival(1994.0 + 6.0, 0, 2, &g), 0.0);
     }
 }
+
+#[cfg(test)]
+mod known_truth {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Normal, Uniform};
+
+    /// `queries` queries of n = 2,000 distractors whose top m = 5 (0.25%) lie above u = 0 with
+    /// GPD(xi, σ_q) excesses, ln σ_q ~ N(mu, tau²), the rest below (−1 − j/n): the scale law
+    /// the hierarchical fit claims to recover. Returns each query's sorted scores and σ_q.
+    fn capture(queries: usize, xi: f64, mu: f64, tau: f64, seed: u64) -> (Vec<Vec<f64>>, Vec<f64>) {
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+        let n01 = Normal::new(0.0, 1.0).unwrap();
+        let u01 = Uniform::new(0.0f64, 1.0).unwrap();
+        let n = 2000;
+        let mut out = Vec::new();
+        let mut sigmas = Vec::new();
+        for _ in 0..queries {
+            let sigma = (mu + tau * n01.sample(&mut rng)).exp();
+            let mut s: Vec<f64> = (0..5).map(|_| sigma / xi * ((1.0 - u01.sample(&mut rng)).powf(-xi) - 1.0)).collect();
+            s.push(0.0);
+            s.extend((0..n - 6).map(|j| -1.0 - j as f64 / n as f64));
+            s.sort_unstable_by(|a, b| b.total_cmp(a));
+            out.push(s);
+            sigmas.push(sigma);
+        }
+        (out, sigmas)
+    }
+
+    #[test]
+    fn the_hierarchical_fit_recovers_the_scale_law_and_its_predictions() {
+        let (xi, mu, tau) = (0.1, -0.5, 0.6);
+        // Over 20 seeds (1..=20, by hand) the fits' sds are 0.033 in ξ, 0.041 in mu and 0.047 in
+        // tau, the posterior prediction's relative error has sd 0.06 (mean −0.002), the
+        // plug-in's is −0.41 (sd 0.05): bounds at about 4 sd.
+        for seed in [1u64, 2, 3] {
+            let (scores, sigmas) = capture(400, xi, mu, tau, seed);
+            let tops: Vec<QueryTop> = scores.iter().map(|s| QueryTop::new(s, 0.0025)).collect();
+            assert!(tops.iter().all(|t| t.u == 0.0 && t.above == 5));
+            let sorted: Vec<&[f64]> = scores.iter().map(Vec::as_slice).collect();
+            let fit = fit_prior(&tops, &sorted, None).unwrap();
+            let p = fit.prior;
+            eprintln!("seed {seed}: {p:?}");
+            // The prediction it claims: P(a new excess of query q beyond y_q), y_q three times
+            // the query's own mean excess (a needle beyond its sample, in its own units),
+            // averaged over the queries, against the truth under each query's own σ_q; and the
+            // plug-in of the query's own maximum-likelihood scale at the true shape, which
+            // five excesses leave uncertain by a factor of about 1.5.
+            let post = fit.posteriors(None);
+            let (mut truth, mut predicted, mut plug) = (0.0, 0.0, 0.0);
+            for (q, t) in tops.iter().enumerate() {
+                let y = 3.0 * t.scale;
+                truth += Gpd { xi, sigma: sigmas[q] }.sf(y);
+                predicted += post[q].iter().map(|&(g, w)| w * fit.gpd(g).sf(y)).sum::<f64>();
+                let best = (0..fit.ln_sigma.len()).max_by(|&a, &b| fit.loglik[q][a].total_cmp(&fit.loglik[q][b])).unwrap();
+                plug += Gpd { xi: p.xi, sigma: fit.ln_sigma[best].exp() }.sf(y);
+            }
+            let n = tops.len() as f64;
+            eprintln!("  truth {:.5} posterior {:.5} plug-in {:.5}", truth / n, predicted / n, plug / n);
+            assert!((p.xi - xi).abs() < 0.13 && (p.mu - mu).abs() < 0.16 && (p.tau - tau).abs() < 0.19, "seed {seed}: {p:?}");
+            assert!((predicted / truth - 1.0).abs() < 0.24, "seed {seed}: posterior {predicted} vs truth {truth}");
+            // What the posterior corrects: its own scale plugged in, a query's far tail is too
+            // light (Jensen: the survival is convex in the scale there).
+            assert!(plug / truth - 1.0 < -0.2, "seed {seed}: plug-in {plug} vs truth {truth}");
+        }
+    }
+}
