@@ -30,8 +30,9 @@
 //! Where the classes are biased on the capture itself (fitted on random halves of every
 //! query's distractors, they mispredict the recall the whole capture measures by more than 3
 //! standard errors at some k), the query-top model ([`super::top`]: each query's tail located
-//! and scaled by its own top scores, one pooled shape) replaces them where it predicts the
-//! halvings better, every fraction mixed at the recall level with weights by how well each
+//! by its own top scores, its scale drawn from a law shared by the queries, averaged over its
+//! posterior) replaces them where it predicts the halvings better and is not biased there
+//! itself, every fraction mixed at the recall level with weights by how well each
 //! predicts them ([`Validation::ln_weight`]); the band holds the chosen model and weights fixed.
 //! `recall_empirical` is the pooled empirical law alone with every one of the N − 1 drawn from
 //! it (no tail, no own draw): what the tail fit corrects beyond the sample.
@@ -73,8 +74,9 @@ pub enum TailModel {
     /// Each query standardised by its mean and sd, the queries pooled in tail classes
     /// ([`super::classes`]).
     Classes,
-    /// Each query's tail located and scaled by its own top scores (the threshold leaving this
-    /// fraction of its distractors above it), one pooled shape ([`super::top`]).
+    /// Each query's tail located by its own top scores (the threshold leaving this fraction of
+    /// its distractors above it), its scale drawn from a law shared by the queries
+    /// ([`super::top`]).
     QueryTop(f64),
 }
 
@@ -601,7 +603,7 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
 const MIN_VALIDATION_DISTRACTORS: usize = 4 * top::MIN_TOP + 4;
 
 /// A layer's tail model as fitted on the whole capture: the classes, or the query-top model at
-/// one or more fractions, each with its mixture weight, every query's top and the pooled shape.
+/// one or more fractions, each with its mixture weight, every query's top and the hierarchical fit.
 enum Fitted {
     Classes(ClassChoice),
     Tops(Vec<TopPart>),

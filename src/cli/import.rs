@@ -282,7 +282,8 @@ pub enum TailModelArg {
     Auto,
     /// Queries standardised by their mean and sd, pooled in tail classes.
     Classes,
-    /// Each query's tail located and scaled by its own top scores, one pooled shape.
+    /// Each query's tail located by its own top scores, its scale drawn from a law shared by the
+    /// queries (one shape), each query averaged over its posterior scale.
     QueryTop,
 }
 
@@ -414,7 +415,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     if !tail_models.is_empty() {
         outln!(
             out,
-            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors; where that is a query-top fraction, every fraction mixed with weights ∝ exp(−½ Σ_k (error / mean se at k)²)):",
+            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors among the classes and the fractions not so biased themselves; where that is a query-top fraction, every fraction mixed with weights ∝ exp(−½ Σ_k (error / mean se at k)²)):",
             cs::predict::SPLITS,
             cs::predict::VALIDATION_KS.map(|k| k.to_string()).join(", "),
             cs::predict::SWITCH_SE
