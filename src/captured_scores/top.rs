@@ -231,7 +231,8 @@ fn marginal(table: &[Vec<f64>], lp: &[f64], mult: &[f64], mut post: Option<&mut 
             total += mult[q] * z;
         }
         if let Some(p) = post.as_deref_mut() {
-            p[q] = a.iter().map(|v| (v - z).exp()).collect();
+            // (No grid scale can hold the query's excesses: its posterior says nothing.)
+            p[q] = if z.is_finite() { a.iter().map(|v| (v - z).exp()).collect() } else { vec![1.0 / a.len() as f64; a.len()] };
         }
     }
     total
