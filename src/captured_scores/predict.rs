@@ -30,15 +30,16 @@
 //! Where the classes are biased on the capture itself (fitted on random halves of every
 //! query's distractors, they mispredict the recall the whole capture measures by more than 3
 //! standard errors at some k), the query-top model ([`super::top`]: each query's tail located
-//! and scaled by its own top scores, one pooled shape) replaces them where it predicts the
-//! halvings better, every fraction mixed at the recall level with weights by how well each
+//! by its own top scores, its scale drawn from a law shared by the queries, averaged over its
+//! posterior) replaces them where it predicts the halvings better and is not biased there
+//! itself, every fraction mixed at the recall level with weights by how well each
 //! predicts them ([`Validation::ln_weight`]); the band holds the chosen model and weights fixed.
 //! `recall_empirical` is the pooled empirical law alone with every one of the N − 1 drawn from
 //! it (no tail, no own draw): what the tail fit corrects beyond the sample.
 
 use super::classes::{self, ClassChoice, QueryTail, Start, TailClass};
 use super::tail::{excesses, fit_gpd, standardised, threshold_rank, Gpd};
-use super::top::{self, QueryTop};
+use super::top::{self, QueryTop, TopFit, TopPrior};
 use super::{CapturedScores, LayerScores, QueryScores, ScoresError};
 use crate::geometry::Geometry;
 use crate::scenario::Scenario;
@@ -73,8 +74,9 @@ pub enum TailModel {
     /// Each query standardised by its mean and sd, the queries pooled in tail classes
     /// ([`super::classes`]).
     Classes,
-    /// Each query's tail located and scaled by its own top scores (the threshold leaving this
-    /// fraction of its distractors above it), one pooled shape ([`super::top`]).
+    /// Each query's tail located by its own top scores (the threshold leaving this fraction of
+    /// its distractors above it), its scale drawn from a law shared by the queries
+    /// ([`super::top`]).
     QueryTop(f64),
 }
 
@@ -188,9 +190,9 @@ pub struct LayerTail {
     pub layer: usize,
     /// The model chosen (where the query-top fractions are mixed, the one of largest weight).
     pub model: TailModel,
-    /// The query-top model's pooled law of the standardised excess at that fraction, where it
-    /// was chosen.
-    pub top_gpd: Option<Gpd>,
+    /// The query-top model's fitted law at that fraction (shared shape, log-normal law of the
+    /// queries' scales), where it was chosen.
+    pub top_prior: Option<TopPrior>,
     /// Where the query-top model replaced the classes: every fraction that could be fitted,
     /// with its weight in the mixture (they sum to 1); empty where the classes are used.
     pub mixture: Vec<(TailModel, f64)>,
@@ -238,6 +240,10 @@ struct LayerModel {
     tails: Vec<QueryTail>,
     /// Each query's own draw: (its distractors, those scoring strictly above its needle).
     own: Vec<Own>,
+    /// Each query's distractors scoring exactly its needle's score (an atom of its law that
+    /// a continuous tail smooths across the needle: [`super::top`]'s note on ties; the
+    /// query-top model corrects for it, the classes do not).
+    ties: Vec<usize>,
 }
 
 /// A query's captured distractors n and how many of them score above its needle, a (its rank
@@ -268,8 +274,10 @@ impl LayerModel {
         let counts = z.iter().map(|zq| grid.iter().map(|&g| zq.partition_point(|&v| v > g) as u32).collect()).collect();
         let tails = z.iter().zip(&needle).map(|(zq, &x)| QueryTail { n: zq.len(), y: zq.iter().take_while(|&&v| v > u).map(|v| v - u).collect(), needle: x }).collect();
         let own = layer.queries.iter().map(|q| (q.distractors.len() as u64, q.above(q.needle) as u64)).collect();
-        LayerModel { z, pooled, u, needle, grid, counts, tails, own }
+        let ties = layer.queries.iter().map(|q| q.distractors.iter().filter(|&&d| d == q.needle).count()).collect();
+        LayerModel { z, pooled, u, needle, grid, counts, tails, own, ties }
     }
+
 
     /// The pooled fraction of distractors above x (exact, from the pooled sample).
     fn pooled_sf(&self, x: f64) -> f64 {
@@ -378,23 +386,139 @@ impl LayerModel {
         self.z.iter().map(|zq| QueryTop::new(zq, fraction)).collect()
     }
 
-    /// The pooled law of the tops' standardised excesses, query q counted `mult[q]` times.
-    fn top_gpd(&self, tops: &[QueryTop], mult: Option<&[f64]>) -> Result<Gpd, ScoresError> {
+    /// The hierarchical fit of the tops ([`top::fit_prior`]), query q counted `mult[q]` times.
+    fn top_fit(&self, tops: &[QueryTop], mult: Option<&[f64]>) -> Result<TopFit, ScoresError> {
         let sorted: Vec<&[f64]> = self.z.iter().map(Vec::as_slice).collect();
-        top::fit_pooled(tops, &sorted, mult)
+        top::fit_prior(tops, &sorted, mult)
     }
 
-    /// Every query's Q of its needle under the query-top model.
-    fn top_survival(&self, tops: &[QueryTop], gpd: &Gpd) -> Survival {
-        tops.iter().enumerate().map(|(q, t)| vec![(1.0, t.survival(self.needle[q], self.own[q].1 as usize, gpd))]).collect()
+    /// One fraction of the query-top model fitted: per query its posterior nodes, empty where
+    /// the needle lies at or below the query's threshold (or the query has no top): there Q is
+    /// the query's own exceedance fraction, whatever the scale; and per query the nodes of the
+    /// mass its Q scales ([`top::mass_nodes`]).
+    fn top_part(&self, weight: f64, tops: Vec<QueryTop>, fit: TopFit) -> TopPart {
+        let post = fit.posteriors(None);
+        let nodes = post.into_iter().enumerate().map(|(q, p)| if self.needle[q] > tops[q].u && tops[q].above > 0 { p } else { Vec::new() }).collect();
+        let mut cache = std::collections::HashMap::new();
+        let mass = tops
+            .iter()
+            .enumerate()
+            .map(|(q, t)| *cache.entry((t.mass_count(self.needle[q], self.own[q].1 as usize), t.n)).or_insert_with_key(|&(s, n)| top::mass_nodes(s, n)))
+            .collect();
+        TopPart { weight, tops, fit, nodes, mass }
     }
 
-    /// Every query's (weight, Q) pairs under a mixture of query-top fractions: mixed at the
-    /// recall level, as the classes are. One fraction of weight 1 is [`LayerModel::top_survival`].
-    fn tops_survival(&self, parts: &[(f64, &[QueryTop], Gpd)]) -> Survival {
+    /// Query q's Q under part `p` at grid node g (None: the node-free value) and mass node i.
+    fn top_q(&self, p: &TopPart, q: usize, g: Option<usize>, i: usize) -> f64 {
+        let gpd = g.map_or(Gpd { xi: 0.0, sigma: 1.0 }, |g| p.fit.gpd(g));
+        p.tops[q].survival_with(self.needle[q], self.ties[q], &gpd, p.mass[q][i])
+    }
+
+    /// Every query's (weight, Q) pairs under a mixture of query-top fractions, each averaged
+    /// over the query's posterior scale and its mass nodes: mixed at the recall level, as the
+    /// classes are.
+    fn tops_survival(&self, parts: &[TopPart]) -> Survival {
+        let mw = 1.0 / top::MASS_NODES as f64;
         (0..self.z.len())
-            .map(|q| parts.iter().map(|(w, tops, g)| (*w, tops[q].survival(self.needle[q], self.own[q].1 as usize, g))).collect())
+            .map(|q| {
+                let mut pairs = Vec::new();
+                for p in parts {
+                    for i in 0..top::MASS_NODES {
+                        if p.nodes[q].is_empty() {
+                            pairs.push((p.weight * mw, self.top_q(p, q, None, i)));
+                        } else {
+                            pairs.extend(p.nodes[q].iter().map(|&(g, w)| (p.weight * w * mw, self.top_q(p, q, Some(g), i))));
+                        }
+                    }
+                }
+                pairs
+            })
             .collect()
+    }
+}
+
+/// One query-top fraction as fitted on the whole capture: its mixture weight, every query's
+/// top, the hierarchical fit, every query's posterior nodes and mass nodes (see
+/// `LayerModel::top_part`).
+struct TopPart {
+    weight: f64,
+    tops: Vec<QueryTop>,
+    fit: TopFit,
+    nodes: Vec<Vec<(usize, f64)>>,
+    mass: Vec<[f64; top::MASS_NODES]>,
+}
+
+/// Per query, P(selected in this layer) at every cell from its (weight, Q) pairs and, where
+/// given, its own draw ([`selected`]); 0 for queries of weight 0 and for cells where the
+/// needle is always attended or there is no candidate (those do not read it).
+fn layer_selection(sf: &Survival, own: Option<&[Own]>, weights: Option<&[u32]>, cells: &[(Scenario, Geometry)]) -> Vec<Vec<f64>> {
+    (0..sf.len())
+        .map(|q| {
+            cells
+                .iter()
+                .map(|(_, g)| {
+                    if weights.is_some_and(|w| w[q] == 0) || g.always_attended || g.n_candidates == 0 {
+                        0.0
+                    } else {
+                        selected(g.n_candidates - 1, g.k_eff, &sf[q], own.map(|o| o[q]))
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The query-top model's per-query, per-cell selection probability at every posterior node of
+/// every fraction (the node-free value where a query has no nodes), computed once: a bootstrap
+/// resample moves only the posterior weights, so it reads these instead of recomputing them.
+struct TopTable {
+    /// Per part, per query, per node (or the one node-free value), per cell.
+    sel: Vec<Vec<Vec<Vec<f64>>>>,
+}
+
+impl TopTable {
+    fn new(m: &LayerModel, parts: &[TopPart], cells: &[(Scenario, Geometry)]) -> TopTable {
+        // Averaged over the query's mass nodes: they do not move with a resample.
+        let one = |p: &TopPart, q: usize, node: Option<usize>| -> Vec<f64> {
+            let pairs: Vec<(f64, f64)> = (0..top::MASS_NODES).map(|i| (1.0 / top::MASS_NODES as f64, m.top_q(p, q, node, i))).collect();
+            cells.iter().map(|(_, g)| if g.always_attended || g.n_candidates == 0 { 0.0 } else { selected(g.n_candidates - 1, g.k_eff, &pairs, Some(m.own[q])) }).collect()
+        };
+        let sel = parts
+            .iter()
+            .map(|p| {
+                (0..m.z.len())
+                    .into_par_iter()
+                    .map(|q| if p.nodes[q].is_empty() { vec![one(p, q, None)] } else { p.nodes[q].iter().map(|&(g, _)| one(p, q, Some(g))).collect() })
+                    .collect()
+            })
+            .collect();
+        TopTable { sel }
+    }
+
+    /// Per query and cell, P(selected) under the scale laws refitted on a resample (each
+    /// part's (mu, tau)), the posterior over each query's nodes reweighted by them.
+    fn resampled(&self, parts: &[TopPart], laws: &[(f64, f64)], weights: &[u32], cells: usize) -> Vec<Vec<f64>> {
+        let n = self.sel.first().map_or(0, Vec::len);
+        let mut out = vec![vec![0.0; cells]; n];
+        for ((p, sel), &(mu, tau)) in parts.iter().zip(&self.sel).zip(laws) {
+            for q in (0..n).filter(|&q| weights[q] > 0) {
+                let w: Vec<f64> = if p.nodes[q].is_empty() {
+                    vec![1.0]
+                } else {
+                    let a: Vec<f64> = p.nodes[q].iter().map(|&(g, _)| p.fit.loglik[q][g] - 0.5 * ((p.fit.ln_sigma[g] - mu) / tau).powi(2)).collect();
+                    let top = a.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = a.iter().map(|v| (v - top).exp()).collect();
+                    let s: f64 = e.iter().sum();
+                    e.into_iter().map(|v| v / s).collect()
+                };
+                for (wi, row) in w.iter().zip(&sel[q]) {
+                    for (o, v) in out[q].iter_mut().zip(row) {
+                        *o += p.weight * wi * v;
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
@@ -432,7 +556,7 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
                         TailModel::Classes => classes::choose(&m.tails, max_classes).map(|ch| m.class_survival(&ch.mixture)),
                         TailModel::QueryTop(f) => {
                             let tops = m.tops(*f);
-                            m.top_gpd(&tops, None).map(|g| m.top_survival(&tops, &g))
+                            m.top_fit(&tops, None).map(|fit| m.tops_survival(&[m.top_part(1.0, tops, fit)]))
                         }
                     }
                     .ok()?;
@@ -479,10 +603,10 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
 const MIN_VALIDATION_DISTRACTORS: usize = 4 * top::MIN_TOP + 4;
 
 /// A layer's tail model as fitted on the whole capture: the classes, or the query-top model at
-/// one or more fractions, each with its mixture weight, every query's top and the pooled shape.
+/// one or more fractions, each with its mixture weight, every query's top and the hierarchical fit.
 enum Fitted {
     Classes(ClassChoice),
-    Tops(Vec<(f64, Vec<QueryTop>, Gpd)>),
+    Tops(Vec<TopPart>),
 }
 
 /// Chooses a layer's tail model among `opts.tail_model`'s candidates and fits it.
@@ -493,12 +617,16 @@ fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Resu
     // The classes stay unless their validation error is beyond SWITCH_SE standard errors at
     // some k: the query-top model is an estimator chosen for what it predicts, not a likelihood
     // (super::top), so it replaces the classes only on evidence that they are biased, not on a
-    // score that query sampling alone could order; then the smallest score wins, ties to the
-    // earlier candidate (the classes).
+    // score that query sampling alone could order; then the smallest score wins among the
+    // classes and the fractions that are not biased by the same rule themselves, ties to the
+    // earlier candidate (the classes). (A replacement that fails the test the classes failed
+    // has shown only that it errs less at a doubling: on a normal capture predicted 5,000
+    // times beyond it, both err at k = 1 on the halves, and the query-top model's shape, fitted
+    // on every query's few top scores, extrapolates worse.)
     let classes_hold = validation.iter().any(|v| v.model == TailModel::Classes && v.errors.is_some() && !v.biased());
     let best = validation
         .iter()
-        .filter(|v| !classes_hold || v.model == TailModel::Classes)
+        .filter(|v| v.model == TailModel::Classes || (!classes_hold && !v.biased()))
         .filter_map(|v| v.score().map(|s| (v.model, s)))
         .fold(None, |b: Option<(TailModel, f64)>, (m, s)| match b {
             Some((_, bs)) if bs <= s => b,
@@ -530,30 +658,26 @@ fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Resu
         }
         (None, _) => candidates[0],
     };
-    let fit_top = |f: f64| -> Result<(Vec<QueryTop>, Gpd), ScoresError> {
-        let tops = m.tops(f);
-        let g = m.top_gpd(&tops, None).map_err(|e| ScoresError(format!("layer {}: {}", layer.layer, e.0)))?;
-        Ok((tops, g))
-    };
-    let (fitted, top_gpd, mixture) = match model {
+    let (fitted, top_prior, mixture) = match model {
         TailModel::Classes => (Fitted::Classes(choose_layer(m, layer.layer, opts.max_classes)?), None, Vec::new()),
         TailModel::QueryTop(f) => {
             // (A fraction that was fitted on every half fits on the whole.)
             let mixture = if mixture.is_empty() { vec![(model, 1.0)] } else { mixture };
             let mut parts = Vec::new();
-            let mut top_gpd = None;
+            let mut top_prior = None;
             for &(mm, w) in &mixture {
                 let TailModel::QueryTop(fm) = mm else { continue };
-                let (tops, g) = fit_top(fm)?;
+                let tops = m.tops(fm);
+                let fit = m.top_fit(&tops, None).map_err(|e| ScoresError(format!("layer {}: {}", layer.layer, e.0)))?;
                 if fm == f {
-                    top_gpd = Some(g);
+                    top_prior = Some(fit.prior);
                 }
-                parts.push((w, tops, g));
+                parts.push(m.top_part(w, tops, fit));
             }
-            (Fitted::Tops(parts), top_gpd, mixture)
+            (Fitted::Tops(parts), top_prior, mixture)
         }
     };
-    Ok((LayerTail { layer: layer.layer, model, top_gpd, mixture, validation }, fitted))
+    Ok((LayerTail { layer: layer.layer, model, top_prior, mixture, validation }, fitted))
 }
 
 /// P(at most `j` of `m` distractors drawn without replacement from `n`, `a` of which score
@@ -609,26 +733,32 @@ fn selected(d: u64, k_eff: u64, pairs: &[(f64, f64)], own: Option<Own>) -> f64 {
 /// each layer's (class weight, Q) pairs per query and, where given, each layer's own draws per
 /// query ([`selected`]).
 fn mean_recall(survival: &[Survival], own: Option<&[Vec<Own>]>, weights: Option<&[u32]>, cells: &[(Scenario, Geometry)]) -> Vec<f64> {
-    let n = survival[0].len();
+    let sel: Vec<Vec<Vec<f64>>> = survival.iter().enumerate().map(|(l, sl)| layer_selection(sl, own.map(|o| o[l].as_slice()), weights, cells)).collect();
+    mean_selected(&sel, weights, cells)
+}
+
+/// Mean recall over the queries (weighted by `weights`, or all once) for every scenario, given
+/// each layer's per-query, per-cell selection probability ([`layer_selection`]).
+fn mean_selected(sel: &[Vec<Vec<f64>>], weights: Option<&[u32]>, cells: &[(Scenario, Geometry)]) -> Vec<f64> {
+    let n = sel[0].len();
     let w = |q: usize| weights.map_or(1.0, |w| w[q] as f64);
     let total: f64 = (0..n).map(w).sum();
     cells
         .iter()
-        .map(|(s, g)| {
+        .enumerate()
+        .map(|(c, (s, g))| {
             let attended = if g.always_attended {
                 1.0
             } else if g.n_candidates == 0 {
                 0.0
             } else {
-                let k_eff = g.k_eff;
-                let d = g.n_candidates - 1;
                 (0..n)
                     .filter(|&q| w(q) > 0.0)
                     .map(|q| {
                         // A query's layers resample independently: missed only if all miss. In
                         // a layer the query's class is unknown: its miss probability is the
                         // posterior-weighted average of the classes' (recall mixes, not tails).
-                        let miss: f64 = survival.iter().enumerate().map(|(l, sl)| 1.0 - selected(d, k_eff, &sl[q], own.map(|o| o[l][q]))).product();
+                        let miss: f64 = sel.iter().map(|sl| 1.0 - sl[q][c]).product();
                         w(q) * (1.0 - miss)
                     })
                     .sum::<f64>()
@@ -716,17 +846,23 @@ pub fn predict_report(
     // for bit); more classes only where held-out likelihood supports them.
     let fits: Vec<(LayerTail, Fitted)> = models.iter().zip(&c.layers).map(|(m, l)| fit_layer(m, l, &opts)).collect::<Result<_, _>>()?;
     let cells: Vec<(Scenario, Geometry)> = cells.iter().map(|s| (s.clone(), Geometry::new(s))).collect();
-    let point_sf: Vec<Survival> = models
+    let own: Vec<Vec<Own>> = models.iter().map(|m| m.own.clone()).collect();
+    // The query-top layers' selection probabilities at every posterior node, once.
+    let top_tables: Vec<Option<TopTable>> = models.iter().zip(&fits).map(|(m, (_, f))| if let Fitted::Tops(parts) = f { Some(TopTable::new(m, parts, &cells)) } else { None }).collect();
+    let all = vec![1u32; n];
+    let point_sel: Vec<Vec<Vec<f64>>> = models
         .iter()
         .zip(&fits)
-        .map(|(m, (_, f))| match f {
-            Fitted::Classes(ch) => m.class_survival(&ch.mixture),
-            Fitted::Tops(parts) => m.tops_survival(&parts.iter().map(|(w, t, g)| (*w, t.as_slice(), *g)).collect::<Vec<_>>()),
+        .zip(&top_tables)
+        .enumerate()
+        .map(|(l, ((m, (_, f)), table))| match (f, table) {
+            (Fitted::Tops(parts), Some(table)) => table.resampled(parts, &parts.iter().map(|p| (p.fit.prior.mu, p.fit.prior.tau)).collect::<Vec<_>>(), &all, cells.len()),
+            (Fitted::Classes(ch), _) => layer_selection(&m.class_survival(&ch.mixture), Some(&own[l]), None, &cells),
+            (Fitted::Tops(_), None) => unreachable!("every query-top layer has its table"),
         })
         .collect();
     let empirical_sf: Vec<Survival> = models.iter().map(|m| (0..n).map(|q| vec![(1.0, m.survival(q, None))]).collect()).collect();
-    let own: Vec<Vec<Own>> = models.iter().map(|m| m.own.clone()).collect();
-    let point = mean_recall(&point_sf, Some(&own), None, &cells);
+    let point = mean_selected(&point_sel, None, &cells);
     let empirical = mean_recall(&empirical_sf, None, None, &cells);
     // The bootstrap: resample queries (as needles and as distractor samples alike), refit each
     // layer's tail on them (one class: the pooled tail; several: the mixture by EM with the
@@ -743,34 +879,48 @@ pub fn predict_report(
                 weights[q] += 1;
                 idx.push(q);
             }
-            let sf: Vec<Survival> = models
+            let sel: Vec<Vec<Vec<f64>>> = models
                 .iter()
                 .zip(&fits)
-                .map(|(m, (_, f))| {
-                    let ch = match f {
-                        Fitted::Classes(ch) => ch,
-                        Fitted::Tops(parts) => {
-                            // The query-top model: each query's top is its own; each fraction's
-                            // pooled shape is refitted on the resampled queries' excesses, the
-                            // mixture weights held.
+                .zip(&top_tables)
+                .enumerate()
+                .map(|(l, ((m, (_, f)), table))| {
+                    let ch = match (f, table) {
+                        (Fitted::Classes(ch), _) => ch,
+                        (Fitted::Tops(parts), Some(table)) => {
+                            // The query-top model: each query's top and its likelihood at every
+                            // scale are its own; each fraction's law of the scales is refitted
+                            // on the resampled queries (EM from the capture's, the shape and
+                            // the mixture weights held) and each query's posterior reweighted.
                             let mult: Vec<f64> = weights.iter().map(|&w| w as f64).collect();
-                            let refit: Vec<(f64, &[QueryTop], Gpd)> = parts.iter().map(|(w, tops, g)| (*w, tops.as_slice(), m.top_gpd(tops, Some(&mult)).unwrap_or(*g))).collect();
-                            return m.tops_survival(&refit);
+                            let laws: Vec<(f64, f64)> = parts
+                                .iter()
+                                .map(|p| {
+                                    let (mu, tau, _) = top::fit_scale_law(&p.fit.loglik, &p.fit.ln_sigma, &mult, (p.fit.prior.mu, p.fit.prior.tau));
+                                    (mu, tau)
+                                })
+                                .collect();
+                            return table.resampled(parts, &laws, &weights, cells.len());
                         }
+                        (Fitted::Tops(_), None) => unreachable!("every query-top layer has its table"),
                     };
-                    if ch.classes() > 1 {
-                        let mult: Vec<f64> = weights.iter().map(|&w| w as f64).collect();
-                        // A resample in which a class falls below the fewest exceedances a fit
-                        // accepts is refitted with one class: the pooled tail of the resample.
-                        if let Ok(mix) = classes::fit(&m.tails, &mult, Start::From(&ch.mixture.classes)) {
-                            return m.resampled_class_survival(&mix, &weights);
+                    let sf = 'sf: {
+                        if ch.classes() > 1 {
+                            let mult: Vec<f64> = weights.iter().map(|&w| w as f64).collect();
+                            // A resample in which a class falls below the fewest exceedances a
+                            // fit accepts is refitted with one class: the pooled tail of the
+                            // resample.
+                            if let Ok(mix) = classes::fit(&m.tails, &mult, Start::From(&ch.mixture.classes)) {
+                                break 'sf m.resampled_class_survival(&mix, &weights);
+                            }
                         }
-                    }
-                    let g = fit(m, &mut idx.iter().cloned()).ok();
-                    m.resampled_survival(&weights, g.as_ref())
+                        let g = fit(m, &mut idx.iter().cloned()).ok();
+                        m.resampled_survival(&weights, g.as_ref())
+                    };
+                    layer_selection(&sf, Some(&own[l]), Some(&weights), &cells)
                 })
                 .collect();
-            let r = mean_recall(&sf, Some(&own), Some(&weights), &cells);
+            let r = mean_selected(&sel, Some(&weights), &cells);
             progress.advance(1);
             r
         })

@@ -282,7 +282,8 @@ pub enum TailModelArg {
     Auto,
     /// Queries standardised by their mean and sd, pooled in tail classes.
     Classes,
-    /// Each query's tail located and scaled by its own top scores, one pooled shape.
+    /// Each query's tail located by its own top scores, its scale drawn from a law shared by the
+    /// queries (one shape), each query averaged over its posterior scale.
     QueryTop,
 }
 
@@ -371,7 +372,7 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
             "tail_models": tail_models.iter().map(|t| json!({
                 "layer": t.layer,
                 "chosen": model_json(&t.model),
-                "gpd": t.top_gpd.map(|g| json!({"xi": g.xi, "sigma": g.sigma})),
+                "scale_law": t.top_prior.map(|p| json!({"xi": p.xi, "ln_sigma_mean": p.mu, "ln_sigma_sd": p.tau})),
                 "mixture": t.mixture.iter().map(|(m, w)| json!({"candidate": model_json(m), "weight": w})).collect::<Vec<_>>(),
                 "validation": t.validation.iter().map(|v| json!({
                     "candidate": model_json(&v.model),
@@ -414,14 +415,14 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     if !tail_models.is_empty() {
         outln!(
             out,
-            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors; where that is a query-top fraction, every fraction mixed with weights ∝ exp(−½ Σ_k (error / mean se at k)²)):",
+            "tail model (fitted on half of every query's distractors, {} halvings, predicted − measured recall of the whole capture at k = {} (standard error); the classes unless an error of theirs exceeds {} standard errors, else the smallest sum of squared errors among the classes and the fractions not so biased themselves; where that is a query-top fraction, every fraction mixed with weights ∝ exp(−½ Σ_k (error / mean se at k)²)):",
             cs::predict::SPLITS,
             cs::predict::VALIDATION_KS.map(|k| k.to_string()).join(", "),
             cs::predict::SWITCH_SE
         );
         for t in &tail_models {
-            let how = match (&t.model, t.top_gpd) {
-                (cs::TailModel::QueryTop(_), Some(g)) => format!(" (pooled shape of the standardised excess: xi = {:.3}, sigma = {:.3})", g.xi, g.sigma),
+            let how = match (&t.model, t.top_prior) {
+                (cs::TailModel::QueryTop(_), Some(p)) => format!(" (shared shape xi = {:.3}; the queries' scales, in sd units: ln sigma ~ N({:.3}, {:.3}^2))", p.xi, p.mu, p.tau),
                 _ => String::new(),
             };
             outln!(out, "  layer {}: {}{how}", t.layer, t.model);
