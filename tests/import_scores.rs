@@ -881,8 +881,9 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
 }
 
 
-#[test]
-fn needles_that_tie_distractors_are_predicted_with_atoms() {
+/// The atoms capture's predictions (the query-top model forced) with the truth for the same
+/// queries: (k, prediction, truth) at 8,000 and 16,000 candidates and k = 1, 4, 16.
+fn atoms_predictions() -> Vec<(u64, cs::Prediction, f64)> {
     // A score law with atoms, as a lexical ranker's is (BM25 sums a few matched words' weights,
     // so whole blocks of candidates score exactly alike): every distractor is, with the
     // probabilities of ATOMS, one of four fixed scores in the top, else standard normal; half
@@ -898,7 +899,7 @@ fn needles_that_tie_distractors_are_predicted_with_atoms() {
     // 16,000 (the band rule allows 5.3 and 4.75: the second is just outside; without the
     // subtraction −0.1 and −1.4): a query's own
     // tied count is a noisy estimate of its atom's mass and Q is floored at 0, so a needle that
-    // happens to tie many is counted safe. Printed, not asserted.
+    // happens to tie many is counted safe (the ignored test below asserts it).
     let dir = tempfile::tempdir().unwrap();
     let n01 = Normal::new(0.0, 1.0).unwrap();
     let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
@@ -925,6 +926,7 @@ fn needles_that_tie_distractors_are_predicted_with_atoms() {
     let cells: Vec<Scenario> = [8000u64, 16_000].iter().flat_map(|&n| [1u64, 4, 16].map(move |k| cell(n, k))).collect();
     let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 100, seed: 5, tail_model: cs::TailChoice::QueryTop, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
     eprintln!("{} {:?} {:?}", rep.tails[0].model, rep.tails[0].top_prior, rep.tails[0].mixture);
+    let mut out = Vec::new();
     for (pr, s) in rep.predictions.iter().zip(&cells) {
         let same = t
             .rows
@@ -936,10 +938,36 @@ fn needles_that_tie_distractors_are_predicted_with_atoms() {
             })
             .sum::<f64>()
             / t.rows.len() as f64;
-        if s.index_topk == 4 {
-            eprintln!("N={} k=4 (not asserted): truth {same:.4} predicted {:.4} [{:.4}, {:.4}]", s.context_len, pr.recall, pr.low, pr.high);
-            continue;
+        eprintln!("N={} k={}: truth {same:.4} predicted {:.4} [{:.4}, {:.4}]", s.context_len, s.index_topk, pr.recall, pr.low, pr.high);
+        out.push((s.index_topk, pr.clone(), same));
+    }
+    out
+}
+
+#[test]
+fn needles_that_tie_distractors_are_predicted_with_atoms() {
+    // k = 1 and k = 16 (atoms_predictions' note): within the band rule.
+    let cells: Vec<Scenario> = [8000u64, 16_000].iter().flat_map(|&n| [1u64, 4, 16].map(move |k| cell(n, k))).collect();
+    let mut checked = 0;
+    for ((k, pr, same), s) in atoms_predictions().into_iter().zip(&cells) {
+        if k != 4 {
+            assert_truth_in_band(&pr, s, same);
+            checked += 1;
         }
-        assert_truth_in_band(pr, s, same);
+    }
+    assert_eq!(checked, 4);
+}
+
+/// NOT MET (issue 21 item 1): on the atoms capture the tie subtraction overshoots at k = 4
+/// (atoms_predictions' note: +5.0 and +4.75 points at 8,000 and 16,000, the second just outside
+/// the band rule). Ignored until the prediction meets it.
+#[test]
+#[ignore]
+fn needles_that_tie_distractors_are_predicted_with_atoms_at_k_4() {
+    let cells: Vec<Scenario> = [8000u64, 16_000].iter().flat_map(|&n| [1u64, 4, 16].map(move |k| cell(n, k))).collect();
+    for ((k, pr, same), s) in atoms_predictions().into_iter().zip(&cells) {
+        if k == 4 {
+            assert_truth_in_band(&pr, s, same);
+        }
     }
 }
