@@ -79,23 +79,14 @@ fn simplex(
     settle: bool,
 ) -> Minimum {
     let n = x0.len();
-    let mut evals = 0usize;
-    let mut eval = |x: &[f64], evals: &mut usize| {
-        *evals += 1;
-        let v = f(x);
-        if v.is_nan() {
-            f64::INFINITY
-        } else {
-            v
-        }
-    };
+    let mut obj = Counted { f, evals: 0 };
     let mut best_x: Vec<f64> = x0.to_vec();
     clamp_into(&mut best_x, lo, hi);
     if n == 0 {
-        let fx = eval(&best_x, &mut evals);
-        return Minimum { x: best_x, fx, evals };
+        let fx = obj.at(&best_x);
+        return Minimum { x: best_x, fx, evals: obj.evals };
     }
-    let mut best_f = eval(&best_x, &mut evals);
+    let mut best_f = obj.at(&best_x);
     let mut scale: Vec<f64> = step.to_vec();
     let width: Vec<f64> = (0..n).map(|i| (hi[i] - lo[i]).max(1e-300)).collect();
     for round in 0..8 {
@@ -107,7 +98,7 @@ fn simplex(
             let s = scale[i].abs().max(1e-12 * width[i]);
             p[i] = if p[i] + s <= hi[i] { p[i] + s } else { p[i] - s };
             clamp_into(&mut p, lo, hi);
-            let v = eval(&p, &mut evals);
+            let v = obj.at(&p);
             pts.push(p);
             vals.push(v);
         }
@@ -124,7 +115,7 @@ fn simplex(
                 .fold(0.0f64, f64::max);
             if (spread_x <= opts.xtol.max(1e-12) && (settle || (spread_f.is_finite() && spread_f <= opts.ftol)))
                 || spread_x <= 1e-12
-                || evals >= opts.max_evals
+                || obj.evals >= opts.max_evals
             {
                 break;
             }
@@ -143,10 +134,10 @@ fn simplex(
                 q
             };
             let xr = along(-1.0);
-            let fr = eval(&xr, &mut evals);
+            let fr = obj.at(&xr);
             if fr < vals[0] {
                 let xe = along(-2.0);
-                let fe = eval(&xe, &mut evals);
+                let fe = obj.at(&xe);
                 if fe < fr {
                     pts[n] = xe;
                     vals[n] = fe;
@@ -160,11 +151,11 @@ fn simplex(
             } else {
                 let (xc, fc) = if fr < vals[n] {
                     let xc = along(-0.5);
-                    let fc = eval(&xc, &mut evals);
+                    let fc = obj.at(&xc);
                     (xc, fc)
                 } else {
                     let xc = along(0.5);
-                    let fc = eval(&xc, &mut evals);
+                    let fc = obj.at(&xc);
                     (xc, fc)
                 };
                 if fc < vals[n].min(fr) {
@@ -175,7 +166,7 @@ fn simplex(
                     for j in 1..=n {
                         let mut q: Vec<f64> = (0..n).map(|i| pts[0][i] + 0.5 * (pts[j][i] - pts[0][i])).collect();
                         clamp_into(&mut q, lo, hi);
-                        vals[j] = eval(&q, &mut evals);
+                        vals[j] = obj.at(&q);
                         pts[j] = q;
                     }
                 }
@@ -190,7 +181,7 @@ fn simplex(
         // Restarts go on while they improve by more than ftol; on a surface of steps (`settle`)
         // a restart that gains less than a step's height only moves to a neighbouring step.
         let worth = if settle { opts.ftol * SETTLE_GAIN } else { opts.ftol };
-        if evals >= opts.max_evals || (round > 0 && !(improved > worth)) {
+        if obj.evals >= opts.max_evals || (round > 0 && !(improved > worth)) {
             break;
         }
         // Restart with a smaller fresh simplex: guards against collapse on a bound.
@@ -198,11 +189,30 @@ fn simplex(
             *s *= 0.5;
         }
     }
-    Minimum { x: best_x, fx: best_f, evals }
+    Minimum { x: best_x, fx: best_f, evals: obj.evals }
 }
 
 /// A settling simplex restarts while a restart gains more than this many ftol.
 const SETTLE_GAIN: f64 = 1e3;
+/// An objective that counts its evaluations and reads NaN as +∞ (a point where the model is
+/// undefined is never a minimum).
+struct Counted<'f> {
+    f: &'f mut dyn FnMut(&[f64]) -> f64,
+    evals: usize,
+}
+
+impl Counted<'_> {
+    fn at(&mut self, x: &[f64]) -> f64 {
+        self.evals += 1;
+        let v = (self.f)(x);
+        if v.is_nan() {
+            f64::INFINITY
+        } else {
+            v
+        }
+    }
+}
+
 /// Coarse tolerances of [`minimize_bounded`]'s first pass over its starts.
 const COARSE_FTOL: f64 = 1e-2;
 const COARSE_XTOL: f64 = 3e-2;
@@ -280,16 +290,7 @@ fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
 /// for the last 1e-3 of a curved valley).
 fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], hi: &[f64], opts: NmOptions) -> (Minimum, bool) {
     let n = start.x.len();
-    let mut evals = 0usize;
-    let mut eval = |x: &[f64], evals: &mut usize| {
-        *evals += 1;
-        let v = f(x);
-        if v.is_nan() {
-            f64::INFINITY
-        } else {
-            v
-        }
-    };
+    let mut obj = Counted { f, evals: 0 };
     let (mut x, mut fx) = (start.x, start.fx);
     let done = |x: Vec<f64>, fx: f64, evals: usize, ok: bool| (Minimum { x, fx, evals }, ok);
     let width: Vec<f64> = (0..n).map(|i| hi[i] - lo[i]).collect();
@@ -302,23 +303,23 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
     let (mut fp, mut fm) = (vec![0.0; n], vec![0.0; n]);
     let mut y = x.clone();
     for _ in 0..NEWTON_ITERS {
-        if evals + 2 * n * n + 2 > opts.max_evals {
-            return done(x, fx, evals, false);
+        if obj.evals + 2 * n * n + 2 > opts.max_evals {
+            return done(x, fx, obj.evals, false);
         }
         // The stencil's centre: x, moved inside the box by a step where it is nearer a bound.
         let c: Vec<f64> = (0..n).map(|i| x[i].clamp(lo[i] + h[i], hi[i] - h[i])).collect();
-        let fc = if c == x { fx } else { eval(&c, &mut evals) };
+        let fc = if c == x { fx } else { obj.at(&c) };
         for i in 0..n {
             y.copy_from_slice(&c);
             y[i] = c[i] + h[i];
-            fp[i] = eval(&y, &mut evals);
+            fp[i] = obj.at(&y);
             y[i] = c[i] - h[i];
-            fm[i] = eval(&y, &mut evals);
+            fm[i] = obj.at(&y);
             g[i] = (fp[i] - fm[i]) / (2.0 * h[i]);
             hess[i * n + i] = (fp[i] - 2.0 * fc + fm[i]) / (h[i] * h[i]);
         }
         if !(fc.is_finite() && g.iter().chain(&hess).all(|v| v.is_finite())) {
-            return done(x, fx, evals, false);
+            return done(x, fx, obj.evals, false);
         }
         // A step far from its curvature's scale: refit the steps and take the stencil again.
         let fitted: Vec<f64> = (0..n)
@@ -337,17 +338,17 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
                 y.copy_from_slice(&c);
                 y[i] += h[i];
                 y[j] += h[j];
-                let fpp = eval(&y, &mut evals);
+                let fpp = obj.at(&y);
                 y[i] = c[i] - h[i];
                 y[j] = c[j] - h[j];
-                let fmm = eval(&y, &mut evals);
+                let fmm = obj.at(&y);
                 let v = (fpp + fmm - fp[i] - fm[i] - fp[j] - fm[j] + 2.0 * fc) / (2.0 * h[i] * h[j]);
                 hess[i * n + j] = v;
                 hess[j * n + i] = v;
             }
         }
         if !hess.iter().all(|v| v.is_finite()) {
-            return done(x, fx, evals, false);
+            return done(x, fx, obj.evals, false);
         }
         // The model's gradient at x (the stencil was centred at c).
         for i in 0..n {
@@ -356,7 +357,7 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
         let free: Vec<usize> = (0..n).filter(|&i| !((x[i] <= lo[i] && g[i] > 0.0) || (x[i] >= hi[i] && g[i] < 0.0))).collect();
         let m = free.len();
         if m == 0 {
-            return done(x, fx, evals, true);
+            return done(x, fx, obj.evals, true);
         }
         // Newton's step on the free coordinates, damped until the system is positive definite.
         let diag: Vec<f64> = free.iter().map(|&i| hess[i * n + i].abs().max(1e-12 / (h[i] * h[i]))).collect();
@@ -373,7 +374,7 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
             }
             lambda = if lambda == 0.0 { 1e-3 } else { lambda * 10.0 };
             if lambda > 1e12 {
-                return done(x, fx, evals, false);
+                return done(x, fx, obj.evals, false);
             }
         };
         // The model's decrease over the free coordinates' full step: ½ gᵀ H⁻¹ g.
@@ -385,13 +386,13 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
             for (k, &i) in free.iter().enumerate() {
                 z[i] = (x[i] + t * step[k]).clamp(lo[i], hi[i]);
             }
-            let fz = eval(&z, &mut evals);
+            let fz = obj.at(&z);
             if t == 1.0 && decrement < opts.ftol && lambda == 0.0 {
                 // At the model's minimum to within ftol: take the step if it helps, and stop.
                 if fz < fx {
                     (x, fx) = (z, fz);
                 }
-                return done(x, fx, evals, true);
+                return done(x, fx, obj.evals, true);
             }
             if fz < fx {
                 (x, fx) = (z.clone(), fz);
@@ -400,11 +401,11 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
                     // The damped step of an indefinite Hessian (a curved ridge) is short: go on
                     // along it while that keeps lowering f.
                     let mut t = 2.0;
-                    while t <= RIDGE_STRETCH && evals < opts.max_evals {
+                    while t <= RIDGE_STRETCH && obj.evals < opts.max_evals {
                         for (k, &i) in free.iter().enumerate() {
                             z[i] = (x[i] + 0.5 * t * step[k]).clamp(lo[i], hi[i]);
                         }
-                        let fz = eval(&z, &mut evals);
+                        let fz = obj.at(&z);
                         if !(fz < fx) {
                             break;
                         }
@@ -417,10 +418,10 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
             t *= 0.5;
         }
         if !moved {
-            return done(x, fx, evals, false);
+            return done(x, fx, obj.evals, false);
         }
     }
-    done(x, fx, evals, false)
+    done(x, fx, obj.evals, false)
 }
 
 /// Screening points over the box: a full grid for up to 4 parameters, a Halton design beyond.
