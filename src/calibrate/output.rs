@@ -352,7 +352,11 @@ pub fn hypotheses_json(h: &[HypothesisResult]) -> Value {
 /// The hypotheses as a text table, estimates on a search bound marked `(bound)`.
 pub fn hypotheses_text(h: &[HypothesisResult]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "hypotheses (ranked by AIC; `(bound)`: estimate on a search bound, not a value the data support):");
+    let _ = writeln!(
+        s,
+        "hypotheses (ranked by AIC, those with plausible estimates first within ΔAIC {} of the lowest; `(bound)`: estimate on a search bound, not a value the data support):",
+        super::hypotheses::AIC_TIE
+    );
     let _ = writeln!(s, "  {:<28} {:>2} {:>10} {:>8} {:>8} {:>9}  estimates", "name", "k", "AIC", "ΔAIC", "weight", "fit p");
     for x in h {
         let est: Vec<String> = x
