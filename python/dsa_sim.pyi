@@ -121,9 +121,11 @@ def verdict(
 
     Returns call, target, recall_now, recall_2k, k_2x, recall_max_k, index_topk, max_topk,
     k_needed, dprime, dprime_needed_now, dprime_needed_max_k, score_noise,
-    score_noise_allowed_now, score_noise_allowed_max_k, coverage_horizon_tokens, n_candidates,
-    explanation, notes; with `data` the diagnosis (signatures, conditions, row_checks, hypotheses, …), with
-    `data` and `fit` the intervals and the calibration.
+    score_noise_allowed_now, score_noise_allowed_max_k, coverage_horizon_tokens, context_len,
+    n_candidates, explanation, notes; with `data` the diagnosis (signatures, conditions, row_checks,
+    hypotheses, …) and numbers_length ("longest_measured": the numbers are at the table's longest
+    length unless a context_len is given, "given"), with `data` and `fit` the intervals and the
+    calibration.
     """
 
 def probe(

@@ -104,6 +104,8 @@ pub struct Verdict {
     pub index_topk: u64,
     /// Kernel maximum k.
     pub max_topk: u64,
+    /// The context length L (tokens) every number is computed at.
+    pub context_len: u64,
     /// Candidates N = floor(L / c).
     pub n_candidates: u64,
     /// Recall at the current k.
@@ -246,6 +248,7 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
         target: t,
         index_topk: s.index_topk,
         max_topk: opts.max_topk,
+        context_len: s.context_len,
         n_candidates: s.n_candidates(),
         recall_now,
         k_2x,
@@ -274,14 +277,17 @@ fn opt_num(v: Option<f64>) -> String {
 pub fn explain(v: &Verdict) -> String {
     let t = v.target;
     match v.call {
-        Call::Saturated => format!(
-            "Recall is already {:.3} at k = {}, at or above the target {t}: nothing needs fixing for this scenario. \
-             For margin, k could go down to {} and the score noise up to {} before recall drops below the target.",
-            v.recall_now,
-            v.index_topk,
-            v.k_needed.map_or("?".into(), |k| k.to_string()),
-            opt_num(v.score_noise_allowed_now)
-        ),
+        Call::Saturated => {
+            let k = v.k_needed.map_or("?".into(), |k| k.to_string());
+            let margin = match v.score_noise_allowed_now {
+                Some(n) if n >= NOISE_CAP => format!("k could go down to {k} before recall drops below the target, and score noise would not bring it there"),
+                n => format!("k could go down to {k} and the score noise up to {} before recall drops below the target", opt_num(n)),
+            };
+            format!(
+                "Recall is already {:.3} at k = {}, at or above the target {t}: nothing needs fixing for this scenario. For margin, {margin}.",
+                v.recall_now, v.index_topk
+            )
+        }
         Call::CoverageLimited => format!(
             "Recall is {:.3} at k = {}, below the target {t}, but the needle ranks just outside the budget: raising k to {} \
              (within the kernel maximum {}) meets the target, so this is a coverage problem. \
@@ -412,6 +418,7 @@ pub fn verdict_json(v: &Verdict, s: &Scenario) -> serde_json::Value {
         "recall_max_k": v.recall_max_k,
         "index_topk": v.index_topk,
         "max_topk": v.max_topk,
+        "context_len": v.context_len,
         "n_candidates": v.n_candidates,
         "k_needed": v.k_needed,
         "dprime": v.dprime,
@@ -424,7 +431,7 @@ pub fn verdict_json(v: &Verdict, s: &Scenario) -> serde_json::Value {
         "explanation": explain(v),
         "notes": [
             "recall_2k is recall at k = 2 × index_topk (k_2x)",
-            "null k_needed / dprime_needed: unreachable (even selecting every candidate / up to dprime 50); null score_noise_allowed: not met even without noise; score_noise_allowed = 100 means noise does not matter"
+            "null k_needed / dprime_needed: unreachable (even selecting every candidate / up to dprime 50); dprime_needed = -10 (the search's lower end) means any dprime meets the target; null score_noise_allowed: not met even without noise; score_noise_allowed = 100 means noise does not matter"
         ],
         "scenario": serde_json::to_value(s).unwrap_or(serde_json::Value::Null),
     })
@@ -475,6 +482,7 @@ pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
     let mut line = |label: String, value: String| {
         let _ = writeln!(s, "  {label:<32} {value}");
     };
+    line("context length:".into(), format!("{} tokens (N = {} candidates)", v.context_len, v.n_candidates));
     line(format!("recall now (k = {}):", v.index_topk), format!("{:.4}{}", v.recall_now, r(&|c| c.range(|v| v.recall_now), 4)));
     line(format!("recall at 2k (k = {}):", v.k_2x), format!("{:.4}{}", v.recall_2k, r(&|c| c.range(|v| v.recall_2k), 4)));
     line(format!("recall at max k (k = {}):", v.max_topk), format!("{:.4}{}", v.recall_max_k, r(&|c| c.range(|v| v.recall_max_k), 4)));
@@ -488,12 +496,21 @@ pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
     );
     let bound_note = if v.dprime_on_bound { " (on the search bound: not a value the data support)" } else { "" };
     line("dprime now:".into(), format!("{:.3}{}{bound_note}", v.dprime, r(&|c| c.range(|v| v.dprime), 3)));
-    line(format!("dprime needed at k = {}:", v.index_topk), format!("{}{}", o(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3)));
-    line(format!("dprime needed at k = {}:", v.max_topk), format!("{}{}", o(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)));
+    // A search end is no figure to act on: say what it means.
+    let dn = |x: Option<f64>| match x {
+        Some(d) if d <= DPRIME_SEARCH.0 => format!("any (met even at dprime {:.0}, the search's lower end)", DPRIME_SEARCH.0),
+        _ => o(x),
+    };
+    let na = |x: Option<f64>| match x {
+        Some(n) if n >= NOISE_CAP => format!("any (met even at {NOISE_CAP:.0}: noise does not matter)"),
+        _ => o(x),
+    };
+    line(format!("dprime needed at k = {}:", v.index_topk), format!("{}{}", dn(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3)));
+    line(format!("dprime needed at k = {}:", v.max_topk), format!("{}{}", dn(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)));
     line("score noise now:".into(), format!("{:.3}", v.score_noise));
-    line(format!("score noise allowed, k = {}:", v.index_topk), format!("{}{}", o(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)));
-    line(format!("score noise allowed, k = {}:", v.max_topk), format!("{}{}", o(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)));
-    line("coverage horizon:".into(), format!("{} tokens (N = {} candidates now)", v.coverage_horizon_tokens, v.n_candidates));
+    line(format!("score noise allowed, k = {}:", v.index_topk), format!("{}{}", na(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)));
+    line(format!("score noise allowed, k = {}:", v.max_topk), format!("{}{}", na(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)));
+    line("coverage horizon:".into(), format!("{} tokens", v.coverage_horizon_tokens));
     if let Some(c) = cv {
         let calls: Vec<String> = c.calls().iter().map(|c| c.to_string()).collect();
         let _ = writeln!(s, "  calls within the fit's 95% region: {}", calls.join(", "));

@@ -130,3 +130,68 @@ fn cli_bad_input_exits_2_with_one_line() {
         assert!(err.contains(needle) && err.starts_with("error: "), "{a:?}: {err}");
     }
 }
+
+/// The verdict's numbers on a table are at a length the table measured, not a preset's default:
+/// the longest measured context length unless the user gives one (`--context-len`, a scenario
+/// file's `context_len`), and the output names which (docs/model.md#verdict).
+#[test]
+fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec!["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data, "--json"];
+        a.extend_from_slice(extra);
+        let (code, out, err) = run(&a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    // The seed table's rows run from 1,000 to 22,000 tokens; the preset's default is 65,536.
+    let longest = json(&[]);
+    assert_eq!(longest["numbers_length"], "longest_measured");
+    assert_eq!(longest["context_len"], 22000);
+    assert_eq!(longest["scenario"]["context_len"], 22000);
+    assert_eq!(longest["n_candidates"], 22000 / 4);
+    // Given the same length, every number is the same; only where it came from differs.
+    let given = json(&["--context-len", "22000"]);
+    assert_eq!(given["numbers_length"], "given");
+    for key in ["call", "recall_now", "recall_2k", "recall_max_k", "k_needed", "dprime_needed_now", "dprime_needed_max_k", "score_noise_allowed_now", "n_candidates", "numbers_from"] {
+        assert_eq!(longest[key], given[key], "{key}");
+    }
+    // Another given length moves the numbers.
+    let other = json(&["--context-len", "65536"]);
+    assert_eq!((other["numbers_length"].as_str(), other["context_len"].as_u64()), (Some("given"), Some(65536)));
+    assert_ne!(other["recall_now"], longest["recall_now"]);
+    // A scenario file's context_len is the user's too.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, "context_len = 30000\n").unwrap();
+    let from_file = json(&["--scenario", file.to_str().unwrap()]);
+    assert_eq!((from_file["numbers_length"].as_str(), from_file["context_len"].as_u64()), (Some("given"), Some(30000)));
+    // The calibrated path follows the same rule.
+    let fitted = json(&["--fit", "dprime"]);
+    assert_eq!((fitted["numbers_length"].as_str(), fitted["context_len"].as_u64()), (Some("longest_measured"), Some(22000)));
+    assert!(fitted["calibration"]["estimates"]["dprime"]["value"].is_f64(), "{}", fitted["calibration"]);
+    // The text names the length and where it came from.
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("at context_len 22000 (the longest measured; --context-len sets another)"), "{out}");
+    assert!(out.contains("context length:                  22000 tokens (N = 5500 candidates)"), "{out}");
+}
+
+/// A calibration experiment follows the same rule: its [scenario]'s context_len when it gives
+/// one, else the table's longest measured length, named in verdict.json.
+#[test]
+fn a_calibration_experiment_answers_at_its_scenarios_length_or_the_longest_measured() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("obs.csv"), "context_len,index_topk,trials,hits\n1024,512,40,36\n8192,512,40,12\n32768,512,40,4\n").unwrap();
+    for (extra, length, from) in [("", 32768, "longest_measured"), ("context_len = 16000\n", 16000, "given")] {
+        let exp = format!("name = \"cal\"\ndata = \"obs.csv\"\nfit = \"dprime\"\ntarget = 0.9\n[scenario]\npreset = \"deepseek-v4-flash\"\nstack = \"none\"\n{extra}");
+        std::fs::write(d.path().join("cal.toml"), exp).unwrap();
+        let out = d.path().join(format!("out{length}"));
+        let (code, _, err) = run(&["calibrate", "--experiment", d.path().join("cal.toml").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("verdict.json")).unwrap()).unwrap();
+        assert_eq!((j["context_len"].as_u64(), j["numbers_length"].as_str()), (Some(length), Some(from)), "{extra}");
+        let text = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
+        assert!(text.contains(&format!("numbers at context_len {length} (")), "{text}");
+    }
+}

@@ -6,8 +6,8 @@ use crate::calibrate::output::CalibrationReport;
 use crate::diagnosis::plan::Plan;
 use crate::engine::RecallModel;
 use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset};
-use crate::diagnosis::{calibrated_call, diagnose, CalibratedCall, Diagnosis};
-use crate::scenario::Scenario;
+use crate::diagnosis::{calibrated_call, diagnose, numbers_scenario, CalibratedCall, Diagnosis};
+use crate::scenario::{Field, Scenario};
 use crate::verdict::{verdict_json, verdict_text, Verdict, VerdictOptions};
 use std::path::Path;
 
@@ -39,7 +39,6 @@ fn load_all(paths: &[&Path]) -> Result<Dataset, CommandError> {
 /// that the predictions, the verdict and the planned cells answer for the captured needle and
 /// geometry. Recall tables (no selection rows) are returned unchanged.
 pub fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> Result<Scenario, CommandError> {
-    use crate::scenario::Field;
     let rows: Vec<_> = data.rows.iter().filter(|r| r.layer_counts.is_some()).collect();
     if rows.is_empty() {
         return Ok(base);
@@ -201,7 +200,8 @@ pub fn verdict_tables(
                     let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let call = calibrated_call(&data, &base, &report, model, opts)?;
+                let (at, length) = numbers_scenario(&data, &base, spec.gives(Field::ContextLen))?;
+                let call = calibrated_call(&data, &at, &report, model, opts)?.numbers_at(length);
                 Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data: data.clone() })
             })?
         }
@@ -209,7 +209,8 @@ pub fn verdict_tables(
             let data = load_all(paths)?;
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
-            let d = engine.in_pool(|| diagnose(&data, &base, &[], &engine.cached(&model, observe), opts))??;
+            let (at, length) = numbers_scenario(&data, &base, spec.gives(Field::ContextLen))?;
+            let d = engine.in_pool(|| diagnose(&data, &at, &[], &engine.cached(&model, observe), opts))??.numbers_at(length);
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
         }
         (None, Some(_)) => Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit")),
@@ -310,6 +311,8 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     let data = load(path)?;
     let base = with_table_facts(spec, base, &data)?;
     check_rows(&data, &base, engine)?;
+    // The hypotheses' physical calls at the length the verdict on this table uses.
+    let (base, _) = numbers_scenario(&data, &base, spec.gives(Field::ContextLen))?;
     let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
     let p = engine.in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
     Ok(Planned { plan: p, data })

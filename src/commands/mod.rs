@@ -111,6 +111,20 @@ impl ScenarioSpec {
         s.validate()?;
         Ok(s)
     }
+
+    /// Whether the user gave `field`: as a flag (keyword), or in the scenario file. A preset's
+    /// value is not the user's: the verdict on a table then answers at the table's own length
+    /// ([`crate::diagnosis::numbers_scenario`]). Call after [`ScenarioSpec::resolve`], which
+    /// reports an unreadable file.
+    pub fn gives(&self, field: Field) -> bool {
+        if self.fields.iter().any(|(f, _)| *f == field) {
+            return true;
+        }
+        let Some(path) = &self.file else { return false };
+        let Ok(text) = crate::input::read_to_string(path) else { return false };
+        let Ok(table) = toml::from_str::<toml::Table>(&text) else { return false };
+        table.keys().any(|k| Field::from_name(k).ok() == Some(field))
+    }
 }
 
 /// Engine, trials, seed and threads of the evaluating commands (`recall`, `rank`, `sweep`).

@@ -31,6 +31,46 @@ use crate::measured::Dataset;
 use crate::scenario::Scenario;
 use crate::verdict::{verdict, verdict_json, verdict_text, Call, Verdict, VerdictOptions};
 
+/// Where the verdict's numbers on a measured table are computed (docs/model.md#verdict).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumbersLength {
+    /// The context length the scenario gives (`--context-len`, a scenario file's or a
+    /// calibration experiment's `context_len`): the user's own question.
+    #[default]
+    Given,
+    /// The longest context length of the measured table: where the table says most about the
+    /// loss, and a length the data speak for. A preset's default length (65,536 on the V4 and
+    /// Quest presets) is a length nobody measured; the call must not rest on it.
+    LongestMeasured,
+}
+
+impl NumbersLength {
+    /// How the text names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NumbersLength::Given => "as the scenario gives it",
+            NumbersLength::LongestMeasured => "the longest measured; --context-len sets another",
+        }
+    }
+}
+
+/// The scenario the verdict's numbers on `data` are computed at: `base` when `given` (the user
+/// set its context length), else `base` at the table's longest measured context length.
+pub fn numbers_scenario(data: &Dataset, base: &Scenario, given: bool) -> Result<(Scenario, NumbersLength), CalibError> {
+    let longest = data.rows.iter().map(|r| r.context_len).max();
+    match longest {
+        Some(l) if !given => {
+            let mut s = base.clone();
+            s.set_text(crate::scenario::Field::ContextLen, &l.to_string())
+                .and_then(|_| s.validate())
+                .map_err(|e| CalibError::Input(format!("{}: the longest measured context length, {l}: {e}", data.source)))?;
+            Ok((s, NumbersLength::LongestMeasured))
+        }
+        _ => Ok((base.clone(), NumbersLength::Given)),
+    }
+}
+
 /// The diagnosis of a table: row checks, ranked hypotheses, signatures and the call.
 #[derive(Debug, Clone)]
 pub struct Diagnosis {
@@ -47,6 +87,9 @@ pub struct Diagnosis {
     pub verdict: Verdict,
     /// The hypothesis the numbers come from.
     pub numbers_from: String,
+    /// Where the numbers' context length comes from (set by the caller that knows:
+    /// [`Diagnosis::numbers_at`]).
+    pub numbers_length: NumbersLength,
     /// The scenario the numbers come from.
     pub scenario: Scenario,
     /// The condition columns' tests (`diagnosis::conditions`).
@@ -124,10 +167,28 @@ pub fn diagnose(
         None
     };
     let numbers_from = from.name.clone();
-    Ok(Diagnosis { checks, hypotheses, signatures: sig, call, verdict: v, numbers_from, scenario: scen, conditions, error_rates: rates, plan })
+    Ok(Diagnosis {
+        checks,
+        hypotheses,
+        signatures: sig,
+        call,
+        verdict: v,
+        numbers_from,
+        numbers_length: NumbersLength::Given,
+        scenario: scen,
+        conditions,
+        error_rates: rates,
+        plan,
+    })
 }
 
 impl Diagnosis {
+    /// The diagnosis with its numbers' length named as coming from `l` ([`numbers_scenario`]).
+    pub fn numbers_at(mut self, l: NumbersLength) -> Self {
+        self.numbers_length = l;
+        self
+    }
+
     /// Plain sentences explaining the call from the signatures.
     pub fn explanation(&self) -> String {
         let best = &self.hypotheses[0];
@@ -193,6 +254,7 @@ impl Diagnosis {
         j["error_rates"] = serde_json::json!(self.error_rates);
         j["conditions"] = serde_json::json!(self.conditions);
         j["numbers_from"] = serde_json::json!(self.numbers_from);
+        j["numbers_length"] = serde_json::json!(self.numbers_length);
         j["row_checks"] = serde_json::json!(self.checks);
         j["hypotheses"] = hypotheses_json(&self.hypotheses);
         j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
@@ -212,7 +274,12 @@ impl Diagnosis {
         text.push_str(&self.checks.text());
         text.push_str(&conditions::conditions_text(&self.conditions));
         text.push_str(&hypotheses_text(&self.hypotheses));
-        text.push_str(&format!("numbers at the fit of `{}`:\n", self.numbers_from));
+        text.push_str(&format!(
+            "numbers at the fit of `{}`, at context_len {} ({}):\n",
+            self.numbers_from,
+            self.verdict.context_len,
+            self.numbers_length.describe()
+        ));
         let body = verdict_text(&self.verdict, None);
         // The verdict's own explanation is replaced by the diagnosis's.
         let body = body.split("\n\n").next().unwrap_or("").to_string();

@@ -121,6 +121,10 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
         data.notes.push(format!("provenance (experiment): {note}"));
         data.provenance.get_or_insert_with(|| note.clone());
     }
+    // The verdict's numbers and the curves at the [scenario]'s context_len, else at the table's
+    // longest measured one (a preset's default is a length nobody measured).
+    let given = exp.scenario.as_ref().is_some_and(|t| t.keys().any(|k| Field::from_name(k).ok() == Some(Field::ContextLen)));
+    let (base, length) = crate::diagnosis::numbers_scenario(&data, &base, given)?;
     let model = EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED));
     let free = parse_fit_spec(&exp.fit, Some(&data))?;
     let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
@@ -163,10 +167,10 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
-    let call = crate::diagnosis::calibrated_call(&data, &base, &report, &model, opts)?;
+    let call = crate::diagnosis::calibrated_call(&data, &base, &report, &model, opts)?.numbers_at(length);
     // The diagnosis (row checks, every named hypothesis, the call with its signatures) when the
     // experiment compares hypotheses.
-    let diagnosis = if exp.compare { Some(crate::diagnosis::diagnose(&data, &base, &free, &model, opts)?) } else { None };
+    let diagnosis = if exp.compare { Some(crate::diagnosis::diagnose(&data, &base, &free, &model, opts)?.numbers_at(length)) } else { None };
 
     // Write everything into the staging folder, then move it into place; a failure removes it.
     let written = (|| -> Result<(), CalibError> {
