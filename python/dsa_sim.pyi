@@ -123,9 +123,10 @@ def verdict(
     k_needed, dprime, dprime_needed_now, dprime_needed_max_k, score_noise,
     score_noise_allowed_now, score_noise_allowed_max_k, coverage_horizon_tokens, context_len,
     n_candidates, explanation, notes; with `data` the diagnosis (signatures, conditions, row_checks,
-    hypotheses, …) and numbers_length ("longest_measured": the numbers are at the table's longest
-    length unless a context_len is given, "given"), with `data` and `fit` the intervals and the
-    calibration.
+    hypotheses, …), numbers_length ("longest_measured": the numbers are at the table's longest
+    length unless a context_len is given, "given") and numbers_topk ("every_rows": at the k every
+    row shares unless an index_topk is given, "given"), with `data` and `fit` the intervals and
+    the calibration.
     """
 
 def probe(

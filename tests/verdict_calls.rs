@@ -170,7 +170,33 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
     let fitted = json(&["--fit", "dprime"]);
     assert_eq!((fitted["numbers_length"].as_str(), fitted["context_len"].as_u64()), (Some("longest_measured"), Some(22000)));
     assert!(fitted["calibration"]["estimates"]["dprime"]["value"].is_f64(), "{}", fitted["calibration"]);
+    // The seed table measured k = 512 and 1024: "now" is the scenario's k.
+    assert_eq!((longest["numbers_topk"].as_str(), longest["index_topk"].as_u64()), (Some("given"), Some(512)));
+    // A table measured at one k answers at that k (the deployment's), unless --index-topk says
+    // otherwise; given that k, every number is the same.
+    let one_k = dir.path().join("one_k.csv");
+    std::fs::write(&one_k, "context_len,index_topk,trials,hits\n2000,256,10,10\n8000,256,10,4\n16000,256,10,1\n").unwrap();
+    let at = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec!["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", one_k.to_str().unwrap(), "--json"];
+        a.extend_from_slice(extra);
+        let (code, out, err) = run(&a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let rows_k = at(&[]);
+    assert_eq!((rows_k["numbers_topk"].as_str(), rows_k["index_topk"].as_u64()), (Some("every_rows"), Some(256)));
+    assert_eq!((rows_k["numbers_length"].as_str(), rows_k["context_len"].as_u64()), (Some("longest_measured"), Some(16000)));
+    let given_k = at(&["--index-topk", "256"]);
+    assert_eq!(given_k["numbers_topk"], "given");
+    for key in ["call", "recall_now", "recall_2k", "recall_max_k", "k_needed", "dprime_needed_now", "numbers_from"] {
+        assert_eq!(rows_k[key], given_k[key], "{key}");
+    }
+    let preset_k = at(&["--index-topk", "512"]);
+    assert_eq!((preset_k["numbers_topk"].as_str(), preset_k["index_topk"].as_u64()), (Some("given"), Some(512)));
     // The text names the length and where it came from.
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", one_k.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("at context_len 16000 (the longest measured; --context-len sets another), index_topk 256 (every row's; --index-topk sets another):"), "{out}");
     let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("at context_len 22000 (the longest measured; --context-len sets another)"), "{out}");

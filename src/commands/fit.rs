@@ -6,7 +6,7 @@ use crate::calibrate::output::CalibrationReport;
 use crate::diagnosis::plan::Plan;
 use crate::engine::RecallModel;
 use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset};
-use crate::diagnosis::{calibrated_call, diagnose, numbers_scenario, CalibratedCall, Diagnosis};
+use crate::diagnosis::{calibrated_call, diagnose, numbers_scenario, CalibratedCall, Diagnosis, GivenFields};
 use crate::scenario::{Field, Scenario};
 use crate::verdict::{verdict_json, verdict_text, Verdict, VerdictOptions};
 use std::path::Path;
@@ -79,6 +79,11 @@ pub fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> 
     }
     out.validate().map_err(|e| CommandError::input(format!("{}: {e}", data.source)))?;
     Ok(out)
+}
+
+/// Which of the fields the verdict's numbers on a table depend on the user gave.
+fn given_fields(spec: &ScenarioSpec) -> GivenFields {
+    GivenFields { context_len: spec.gives(Field::ContextLen), index_topk: spec.gives(Field::IndexTopk) }
 }
 
 /// What `calibrate` asks for besides the scenario and the engine.
@@ -200,7 +205,7 @@ pub fn verdict_tables(
                     let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let (at, length) = numbers_scenario(&data, &base, spec.gives(Field::ContextLen))?;
+                let (at, length) = numbers_scenario(&data, &base, given_fields(spec))?;
                 let call = calibrated_call(&data, &at, &report, model, opts)?.numbers_at(length);
                 Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data: data.clone() })
             })?
@@ -209,7 +214,7 @@ pub fn verdict_tables(
             let data = load_all(paths)?;
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
-            let (at, length) = numbers_scenario(&data, &base, spec.gives(Field::ContextLen))?;
+            let (at, length) = numbers_scenario(&data, &base, given_fields(spec))?;
             let d = engine.in_pool(|| diagnose(&data, &at, &[], &engine.cached(&model, observe), opts))??.numbers_at(length);
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
         }
@@ -312,7 +317,7 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     let base = with_table_facts(spec, base, &data)?;
     check_rows(&data, &base, engine)?;
     // The hypotheses' physical calls at the length the verdict on this table uses.
-    let (base, _) = numbers_scenario(&data, &base, spec.gives(Field::ContextLen))?;
+    let (base, _) = numbers_scenario(&data, &base, given_fields(spec))?;
     let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
     let p = engine.in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
     Ok(Planned { plan: p, data })

@@ -22,8 +22,8 @@ pub struct CalibratedCall {
     pub scenarios: Vec<Scenario>,
     /// The signatures and the call they force.
     pub signatures: FitSignatures,
-    /// Where the numbers' context length comes from ([`CalibratedCall::numbers_at`]).
-    pub numbers_length: super::NumbersLength,
+    /// Where the numbers' context length and k come from ([`CalibratedCall::numbers_at`]).
+    pub numbers_at: super::NumbersAt,
 }
 
 /// [`CalibratedCall`] of a calibration `report` of `data` on `base`.
@@ -42,13 +42,13 @@ pub fn calibrated_call(
     let evidence = rule::Evidence { signatures: &signatures.signatures, preferred: None, error_rates: None };
     cv.at_estimate.call = rule::decide(&evidence, cv.at_estimate.call);
     cv.region.iter_mut().for_each(|v| v.call = rule::decide(&evidence, v.call));
-    Ok(CalibratedCall { verdict: cv, scenarios, signatures, numbers_length: super::NumbersLength::Given })
+    Ok(CalibratedCall { verdict: cv, scenarios, signatures, numbers_at: super::NumbersAt::default() })
 }
 
 impl CalibratedCall {
-    /// The call with its numbers' length named as coming from `l` ([`super::numbers_scenario`]).
-    pub fn numbers_at(mut self, l: super::NumbersLength) -> Self {
-        self.numbers_length = l;
+    /// The call with its numbers named as at `at` ([`super::numbers_scenario`]).
+    pub fn numbers_at(mut self, at: super::NumbersAt) -> Self {
+        self.numbers_at = at;
         self
     }
 
@@ -56,7 +56,7 @@ impl CalibratedCall {
     pub fn to_json(&self) -> serde_json::Value {
         let mut j = calibrated_verdict_json(&self.verdict, &self.scenarios[0]);
         self.signatures.annotate(&mut j);
-        j["numbers_length"] = serde_json::json!(self.numbers_length);
+        self.numbers_at.annotate(&mut j);
         j
     }
 
@@ -70,7 +70,7 @@ impl CalibratedCall {
                 if self.signatures.signatures.contains(&Signature::WorseThanRandom) { "rejected" } else { "not rejected" }
             ));
         }
-        text.push_str(&format!("numbers at context_len {} ({}):\n", self.verdict.at_estimate.context_len, self.numbers_length.describe()));
+        text.push_str(&format!("numbers {}:\n", self.numbers_at.describe(&self.verdict.at_estimate)));
         text.push_str(&verdict_text(&self.verdict.at_estimate, Some(&self.verdict)));
         if self.signatures.forced_call.is_some() {
             text.push_str(&self.signatures.forced_text());

@@ -45,30 +45,85 @@ pub enum NumbersLength {
     LongestMeasured,
 }
 
-impl NumbersLength {
-    /// How the text names it.
-    pub fn describe(self) -> &'static str {
-        match self {
-            NumbersLength::Given => "as the scenario gives it",
-            NumbersLength::LongestMeasured => "the longest measured; --context-len sets another",
+/// Where the k of the verdict's "recall now" on a measured table comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumbersTopk {
+    /// The scenario's index_topk (given by the user, or the preset's when the table's rows
+    /// measured several k).
+    #[default]
+    Given,
+    /// The one index_topk every row of the table was measured at: the deployment's k, where a
+    /// preset's default may be another deployment's.
+    EveryRows,
+}
+
+/// Where the verdict's numbers on a measured table are: [`numbers_scenario`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NumbersAt {
+    /// Where the context length comes from.
+    pub length: NumbersLength,
+    /// Where the current k comes from.
+    pub topk: NumbersTopk,
+}
+
+impl NumbersAt {
+    /// The header of the numbers in text: `at context_len L (…)[, index_topk k (…)]`.
+    pub fn describe(self, v: &crate::verdict::Verdict) -> String {
+        let mut s = format!(
+            "at context_len {} ({})",
+            v.context_len,
+            match self.length {
+                NumbersLength::Given => "as the scenario gives it",
+                NumbersLength::LongestMeasured => "the longest measured; --context-len sets another",
+            }
+        );
+        if self.topk == NumbersTopk::EveryRows {
+            s.push_str(&format!(", index_topk {} (every row's; --index-topk sets another)", v.index_topk));
         }
+        s
+    }
+
+    /// Adds `numbers_length` and `numbers_topk` to a verdict's JSON.
+    pub fn annotate(self, j: &mut serde_json::Value) {
+        j["numbers_length"] = serde_json::json!(self.length);
+        j["numbers_topk"] = serde_json::json!(self.topk);
     }
 }
 
-/// The scenario the verdict's numbers on `data` are computed at: `base` when `given` (the user
-/// set its context length), else `base` at the table's longest measured context length.
-pub fn numbers_scenario(data: &Dataset, base: &Scenario, given: bool) -> Result<(Scenario, NumbersLength), CalibError> {
-    let longest = data.rows.iter().map(|r| r.context_len).max();
-    match longest {
-        Some(l) if !given => {
-            let mut s = base.clone();
-            s.set_text(crate::scenario::Field::ContextLen, &l.to_string())
-                .and_then(|_| s.validate())
-                .map_err(|e| CalibError::Input(format!("{}: the longest measured context length, {l}: {e}", data.source)))?;
-            Ok((s, NumbersLength::LongestMeasured))
-        }
-        _ => Ok((base.clone(), NumbersLength::Given)),
+/// What the user gave of the scenario fields the numbers on a table depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GivenFields {
+    /// `context_len` was given (`--context-len`, a scenario file, an experiment's [scenario]).
+    pub context_len: bool,
+    /// `index_topk` was given.
+    pub index_topk: bool,
+}
+
+/// The scenario the verdict's numbers on `data` are computed at: `base` at the table's longest
+/// measured context length unless the user gave one, and at the one index_topk every row shares
+/// unless the user gave one (several k in the table: the scenario's).
+pub fn numbers_scenario(data: &Dataset, base: &Scenario, given: GivenFields) -> Result<(Scenario, NumbersAt), CalibError> {
+    use crate::scenario::Field;
+    let mut s = base.clone();
+    let mut at = NumbersAt::default();
+    let set = |s: &mut Scenario, f: Field, v: u64, what: &str| {
+        s.set_text(f, &v.to_string())
+            .and_then(|_| s.validate())
+            .map_err(|e| CalibError::Input(format!("{}: {what}, {v}: {e}", data.source)))
+    };
+    if let (false, Some(l)) = (given.context_len, data.rows.iter().map(|r| r.context_len).max()) {
+        set(&mut s, Field::ContextLen, l, "the longest measured context length")?;
+        at.length = NumbersLength::LongestMeasured;
     }
+    let mut ks = data.rows.iter().map(|r| r.index_topk);
+    if let (false, Some(k)) = (given.index_topk, ks.next()) {
+        if ks.all(|o| o == k) {
+            set(&mut s, Field::IndexTopk, k, "the index_topk of every row")?;
+            at.topk = NumbersTopk::EveryRows;
+        }
+    }
+    Ok((s, at))
 }
 
 /// The diagnosis of a table: row checks, ranked hypotheses, signatures and the call.
@@ -87,9 +142,9 @@ pub struct Diagnosis {
     pub verdict: Verdict,
     /// The hypothesis the numbers come from.
     pub numbers_from: String,
-    /// Where the numbers' context length comes from (set by the caller that knows:
+    /// Where the numbers' context length and k come from (set by the caller that knows:
     /// [`Diagnosis::numbers_at`]).
-    pub numbers_length: NumbersLength,
+    pub numbers_at: NumbersAt,
     /// The scenario the numbers come from.
     pub scenario: Scenario,
     /// The condition columns' tests (`diagnosis::conditions`).
@@ -174,7 +229,7 @@ pub fn diagnose(
         call,
         verdict: v,
         numbers_from,
-        numbers_length: NumbersLength::Given,
+        numbers_at: NumbersAt::default(),
         scenario: scen,
         conditions,
         error_rates: rates,
@@ -183,9 +238,9 @@ pub fn diagnose(
 }
 
 impl Diagnosis {
-    /// The diagnosis with its numbers' length named as coming from `l` ([`numbers_scenario`]).
-    pub fn numbers_at(mut self, l: NumbersLength) -> Self {
-        self.numbers_length = l;
+    /// The diagnosis with its numbers named as at `at` ([`numbers_scenario`]).
+    pub fn numbers_at(mut self, at: NumbersAt) -> Self {
+        self.numbers_at = at;
         self
     }
 
@@ -254,7 +309,7 @@ impl Diagnosis {
         j["error_rates"] = serde_json::json!(self.error_rates);
         j["conditions"] = serde_json::json!(self.conditions);
         j["numbers_from"] = serde_json::json!(self.numbers_from);
-        j["numbers_length"] = serde_json::json!(self.numbers_length);
+        self.numbers_at.annotate(&mut j);
         j["row_checks"] = serde_json::json!(self.checks);
         j["hypotheses"] = hypotheses_json(&self.hypotheses);
         j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
@@ -274,12 +329,7 @@ impl Diagnosis {
         text.push_str(&self.checks.text());
         text.push_str(&conditions::conditions_text(&self.conditions));
         text.push_str(&hypotheses_text(&self.hypotheses));
-        text.push_str(&format!(
-            "numbers at the fit of `{}`, at context_len {} ({}):\n",
-            self.numbers_from,
-            self.verdict.context_len,
-            self.numbers_length.describe()
-        ));
+        text.push_str(&format!("numbers at the fit of `{}`, {}:\n", self.numbers_from, self.numbers_at.describe(&self.verdict)));
         let body = verdict_text(&self.verdict, None);
         // The verdict's own explanation is replaced by the diagnosis's.
         let body = body.split("\n\n").next().unwrap_or("").to_string();
