@@ -299,25 +299,11 @@ pub fn fit_prior(tops: &[QueryTop], sorted: &[&[f64]], mult: Option<&[f64]>) -> 
     if !vals[best].is_finite() {
         return Err(ScoresError("the query-top tail fit found no admissible shape".into()));
     }
-    let (mut a, mut b) = (coarse[best.saturating_sub(1)], coarse[(best + 1).min(coarse.len() - 1)]);
-    const G: f64 = 0.618_033_988_749_894_9;
-    let (mut c, mut d) = (b - G * (b - a), a + G * (b - a));
-    let (mut fc, mut fd) = (profile(c).2, profile(d).2);
-    while b - a > 1e-4 {
-        if fc > fd {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - G * (b - a);
-            fc = profile(c).2;
-        } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + G * (b - a);
-            fd = profile(d).2;
-        }
-    }
+    let (a, b) = (coarse[best.saturating_sub(1)], coarse[(best + 1).min(coarse.len() - 1)]);
+    // The maximum of the profile as the minimum of its negative (negation is exact, and every
+    // comparison and tie goes as it would on the profile itself).
+    let [(c, fc), (d, fd)] = super::tail::golden_section(|x| -profile(x).2, a, b, |a, b, _| !(b - a > 1e-4));
+    let (fc, fd) = (-fc, -fd);
     let xi = [(coarse[best], vals[best]), (c, fc), (d, fd)].into_iter().max_by(|x, y| x.1.total_cmp(&y.1)).unwrap().0;
     let table = loglik_table(tops, sorted, xi, &ln_sigma);
     let (mu, tau, _) = fit_scale_law(&table, &ln_sigma, mult, start);
