@@ -24,6 +24,8 @@ pub struct VerdictArgs {
     /// selection-independent misses) and every named hypothesis decide the call; with --fit,
     /// calibrate those fields first and the numbers carry 95% intervals. Repeatable: several
     /// tables (two probe runs, two builds) are joined into one, their condition columns united.
+    /// The numbers are at the table's longest context length and, when its rows share one, their
+    /// index_topk; --context-len and --index-topk ask about others.
     #[arg(long, value_name = "FILE.csv")]
     pub data: Vec<PathBuf>,
     /// Fields to fit with --data.
