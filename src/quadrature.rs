@@ -135,7 +135,7 @@ fn subdivide(mut f: impl FnMut(f64) -> f64, a: f64, b: f64, breakpoints: &[f64],
             .iter()
             .enumerate()
             .max_by(|x, y| x.1 .3.total_cmp(&y.1 .3))
-            .expect("at least one panel");
+            .expect("b > a makes a panel, and a split never leaves fewer");
         let (pa, pb, _, _) = panels.swap_remove(worst);
         let mid = 0.5 * (pa + pb);
         if !(mid > pa && mid < pb) {
@@ -207,7 +207,7 @@ pub fn integrate_vec(mut f: impl FnMut(f64, &mut [f64]), n: usize, a: f64, b: f6
         if total_err <= tol || panels.len() >= MAX_PANELS {
             break;
         }
-        let (worst, _) = panels.iter().enumerate().max_by(|x, y| x.1 .3.total_cmp(&y.1 .3)).expect("at least one panel");
+        let (worst, _) = panels.iter().enumerate().max_by(|x, y| x.1 .3.total_cmp(&y.1 .3)).expect("b > a makes a panel, and a split never leaves fewer");
         let (pa, pb, v, _) = panels.swap_remove(worst);
         let mid = 0.5 * (pa + pb);
         if !(mid > pa && mid < pb) {

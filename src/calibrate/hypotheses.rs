@@ -252,7 +252,7 @@ fn bounds_of(p: Param, user_free: &[FreeParam]) -> Result<(f64, f64), CalibError
             }
         },
         Param::DprimeNear | Param::DprimeFar => {
-            let d = default_param(Field::Dprime).expect("dprime is fittable");
+            let d = default_param(Field::Dprime).expect("Field::Dprime's spec has fit bounds (a constant of the field table)");
             match user_free.iter().find(|q| q.field == Field::Dprime) {
                 Some(q) => (q.lo, q.hi),
                 None => (d.lo, d.hi),
@@ -688,7 +688,9 @@ fn compare(
                 best = Some(fit);
             }
         }
-        let (theta, ll, residue) = best.expect("at least one residue");
+        // Every kind has a residue (0; two or more for length-periodic; the thresholds, not
+        // empty, for a candidate limit), and branch and bound fits its first batch whatever the bounds.
+        let (theta, ll, residue) = best.expect("at least one residue is fitted");
         let surface = Surface {
             data,
             kind: spec.kind,

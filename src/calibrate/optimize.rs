@@ -172,7 +172,7 @@ fn simplex(
                 }
             }
         }
-        let (bi, bv) = vals.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).map(|(i, v)| (i, *v)).unwrap();
+        let (bi, bv) = vals.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).map(|(i, v)| (i, *v)).expect("the simplex has n + 1 ≥ 1 vertices");
         let improved = best_f - bv;
         if bv <= best_f {
             best_f = bv;

@@ -167,7 +167,7 @@ pub fn rank_summary(c: &CapturedScores, js: &[u64]) -> Vec<RankSummary> {
             cands.sort_unstable();
             let median_candidates = cands[(n - 1) / 2];
             let grid: Vec<u64> = if js.is_empty() {
-                let top = *cands.last().unwrap() as u64;
+                let top = *cands.last().expect("a layer has queries (read_file refuses one without)") as u64;
                 std::iter::successors(Some(1u64), |&j| (j < top).then(|| (j * 2).min(top))).collect()
             } else {
                 js.to_vec()

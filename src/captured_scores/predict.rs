@@ -269,7 +269,7 @@ impl LayerModel {
         let mut pooled: Vec<f64> = z.iter().flatten().cloned().collect();
         pooled.sort_unstable_by(|a, b| b.total_cmp(a));
         let u = pooled[threshold_rank(pooled.len())];
-        let lo = *pooled.last().unwrap();
+        let lo = *pooled.last().expect("pooled is not empty: pooled[threshold_rank(..)] just above read it");
         let grid: Vec<f64> = (0..GRID).map(|i| lo + (u - lo) * i as f64 / (GRID - 1) as f64).collect();
         let counts = z.iter().map(|zq| grid.iter().map(|&g| zq.partition_point(|&v| v > g) as u32).collect()).collect();
         let tails = z.iter().zip(&needle).map(|(zq, &x)| QueryTail { n: zq.len(), y: zq.iter().take_while(|&&v| v > u).map(|v| v - u).collect(), needle: x }).collect();

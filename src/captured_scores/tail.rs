@@ -100,7 +100,7 @@ pub fn fit_gpd_weighted(y: &[f64], w: &[f64]) -> Result<Gpd, ScoresError> {
     grid.sort_by(|a, b| a.total_cmp(b));
     let f = |t: f64| profile(y, w, wsum, mean, t).map_or(f64::INFINITY, |p| p.0);
     let vals: Vec<f64> = grid.iter().map(|&t| f(t)).collect();
-    let best = (0..grid.len()).min_by(|&a, &b| vals[a].total_cmp(&vals[b])).unwrap();
+    let best = (0..grid.len()).min_by(|&a, &b| vals[a].total_cmp(&vals[b])).expect("the grid has 182 points");
     if !vals[best].is_finite() {
         return Err(ScoresError("the tail fit found no admissible shape".into()));
     }
@@ -109,8 +109,9 @@ pub fn fit_gpd_weighted(y: &[f64], w: &[f64]) -> Result<Gpd, ScoresError> {
     let (a, b) = (grid[best.saturating_sub(1)], grid[(best + 1).min(grid.len() - 1)]);
     let [(c, fc), (d, fd)] = golden_section(f, a, b, |a, b, i| i > 0 && ((b - a).abs() <= 1e-12 * (a.abs() + b.abs()) + 1e-300 || i >= 80));
     let candidates = [(grid[best], vals[best]), (c, fc), (d, fd)];
-    let (theta, _) = candidates.iter().cloned().min_by(|x, y| x.1.total_cmp(&y.1)).unwrap();
-    let (_, xi) = profile(y, w, wsum, mean, theta).unwrap();
+    let (theta, _) = candidates.iter().cloned().min_by(|x, y| x.1.total_cmp(&y.1)).expect("three candidates");
+    // f is +∞ only where profile is None, and θ's value is at most the finite vals[best].
+    let (_, xi) = profile(y, w, wsum, mean, theta).expect("the best candidate θ is in the profile's domain");
     let sigma = if theta.abs() * mean < 1e-9 { mean } else { xi / theta };
     Ok(Gpd { xi, sigma })
 }

@@ -72,7 +72,7 @@ pub fn mass_nodes(s: usize, n: usize) -> [f64; MASS_NODES] {
     if s >= n {
         return [1.0; MASS_NODES];
     }
-    let b = Beta::new(s as f64, (n - s) as f64).expect("0 < s < n");
+    let b = Beta::new(s as f64, (n - s) as f64).expect("0 < s < n (checked above): both shapes are positive and finite");
     std::array::from_fn(|i| b.inverse_cdf((i as f64 + 0.5) / MASS_NODES as f64))
 }
 
@@ -295,7 +295,7 @@ pub fn fit_prior(tops: &[QueryTop], sorted: &[&[f64]], mult: Option<&[f64]>) -> 
     // A coarse pass over the range, then golden section between the best point's neighbours.
     let coarse: Vec<f64> = (0..=10).map(|i| XI_RANGE.0 + (XI_RANGE.1 - XI_RANGE.0) * i as f64 / 10.0).collect();
     let vals: Vec<f64> = coarse.iter().map(|&x| profile(x).2).collect();
-    let best = (0..coarse.len()).max_by(|&a, &b| vals[a].total_cmp(&vals[b])).unwrap();
+    let best = (0..coarse.len()).max_by(|&a, &b| vals[a].total_cmp(&vals[b])).expect("the coarse pass has 11 points");
     if !vals[best].is_finite() {
         return Err(ScoresError("the query-top tail fit found no admissible shape".into()));
     }
@@ -304,7 +304,7 @@ pub fn fit_prior(tops: &[QueryTop], sorted: &[&[f64]], mult: Option<&[f64]>) -> 
     // comparison and tie goes as it would on the profile itself).
     let [(c, fc), (d, fd)] = super::tail::golden_section(|x| -profile(x).2, a, b, |a, b, _| !(b - a > 1e-4));
     let (fc, fd) = (-fc, -fd);
-    let xi = [(coarse[best], vals[best]), (c, fc), (d, fd)].into_iter().max_by(|x, y| x.1.total_cmp(&y.1)).unwrap().0;
+    let xi = [(coarse[best], vals[best]), (c, fc), (d, fd)].into_iter().max_by(|x, y| x.1.total_cmp(&y.1)).expect("three candidates").0;
     let table = loglik_table(tops, sorted, xi, &ln_sigma);
     let (mu, tau, _) = fit_scale_law(&table, &ln_sigma, mult, start);
     Ok(TopFit { prior: TopPrior { xi, mu, tau }, ln_sigma, loglik: table })

@@ -466,7 +466,7 @@ impl RuleOnPlan {
             (0..aic.len()).filter(|&i| f(&self.hypotheses[i])).min_by(|&a, &b| aic[a].total_cmp(&aic[b]))
         };
         let is_defect = |h: &RuleHypothesis| h.meaning == Meaning::Defect;
-        let best = argmin(&|_| true).expect("at least two hypotheses");
+        let best = argmin(&|_| true).expect("rule_on_plan keeps every leading hypothesis, and plan() leads with at least two");
         let best_defect = argmin(&is_defect);
         let floor = self.floor.as_ref().is_some_and(|f| {
             joined_hits.clear();

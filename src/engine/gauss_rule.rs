@@ -297,7 +297,7 @@ impl Ladder {
 
     /// The rule at a position [`Ladder::choose`] returned (built by it).
     pub fn rule(&self, at: usize) -> &GaussRule {
-        self.rules[at].get().and_then(Option::as_ref).expect("a rule that Ladder::choose returned is built")
+        self.rules[at].get().and_then(Option::as_ref).expect("Ladder::choose_by returns a position only once the rule there is built")
     }
 }
 
@@ -368,8 +368,10 @@ pub fn max_of_normals(c: u32) -> std::sync::Arc<Measure> {
         })
         .collect();
     let m = Arc::new(Measure { t, w, ladder: Ladder::new() });
-    memo.lock().unwrap_or_else(|e| e.into_inner()).insert(c, Arc::clone(&m));
-    m
+    // A thread that built it concurrently may have kept its own first: every caller gets that
+    // one, since a rule position chosen on one measure's ladder is read from whichever measure a
+    // later call returns (`OrderTable::needle_side`), and another's ladder may not have it built.
+    Arc::clone(memo.lock().unwrap_or_else(|e| e.into_inner()).entry(c).or_insert(m))
 }
 
 #[cfg(test)]
@@ -470,5 +472,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Concurrent first calls of [`max_of_normals`] for one c get one measure: a table keeps the
+    /// rule position it chose on the measure's ladder (`OrderTable::needle_side`) and reads the
+    /// rule from whichever measure a later call returns, so two copies would leave one without it.
+    #[test]
+    fn max_of_normals_is_one_measure_per_c_under_contention() {
+        let threads = 8;
+        let barrier = std::sync::Barrier::new(threads);
+        // A c no other test asks for, so every thread's call is a first call.
+        let laws: Vec<std::sync::Arc<Measure>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        max_of_normals(977)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(laws.iter().all(|l| std::sync::Arc::ptr_eq(l, &laws[0])), "concurrent first calls built separate measures");
     }
 }

@@ -201,7 +201,7 @@ impl Plan {
     /// independent work to overlap (a single trial is one long chain of dependent latencies:
     /// seed, normal, tail probability, square root, division).
     fn exact_batched(&self, seed: u64, range: std::ops::Range<u64>, tally: &mut Tally) {
-        let m = self.model.as_ref().expect("exact path needs closed-form laws");
+        let m = self.model.as_ref().expect("Plan::new takes the exact path only when ScoreModel::new succeeded");
         let mut i = range.start;
         while i < range.end {
             let len = (range.end - i).min(BATCH as u64) as usize;
@@ -221,7 +221,7 @@ impl Plan {
 
     /// Exact sampling: the needle's best entry, then binomial counts above it.
     fn rank_exact(&self, z: Option<f64>, rng: &mut Xoshiro256PlusPlus) -> u64 {
-        let m = self.model.as_ref().expect("exact path needs closed-form laws");
+        let m = self.model.as_ref().expect("Plan::new takes the exact path only when ScoreModel::new succeeded");
         let tails = self.exact_tails(m, z, rng);
         exact_rank(m, tails, rng)
     }
@@ -837,7 +837,7 @@ impl Recorder<'_> {
             for h in &layout.hood {
                 if h.touches {
                     for v in &mut out[h.offset..h.offset + plan.compress_ratio as usize] {
-                        *v = *next_token.next().expect("every block meeting the needle is pooled by a needle entry");
+                        *v = *next_token.next().expect("tokens holds c draws for each block in plan.touching, which has every hood block that touches");
                     }
                 } else {
                     out[h.offset] = blocks[h.block as usize];
@@ -1078,7 +1078,7 @@ impl Replay {
                 let (start, end, spans, _) = plan.block_span(h.block);
                 let mut next = layer[h.offset..].iter();
                 plan.pool_tokens(start, end, spans, |in_needle| {
-                    let x = *next.next().expect("c token draws per block");
+                    let x = *next.next().expect("a touching block's record holds its c token draws (ReplayLayout::new) and pool_tokens asks for c");
                     if in_needle {
                         mu + sd * x
                     } else {
@@ -1462,7 +1462,9 @@ impl NoiseReplay {
         }
         if !again_at.is_empty() {
             use rayon::prelude::*;
-            let plan = Plan::new(s, McPath::Materialise).expect("the replayed scenario materialises");
+            // The key matched: s is the recorded scenario but for score_noise and index_topk, which
+            // leave the candidate count (the only way Plan::new can fail here) as it was.
+            let plan = Plan::new(s, McPath::Materialise).expect("the recorded scenario's plan was built by NoiseReplay::for_topks");
             let (successes, attended) = again_at
                 .par_iter()
                 .map_init(Scratch::default, |scratch, &i| {

@@ -252,7 +252,7 @@ pub fn default_formats() -> Vec<Format> {
         "int4:32:fp32",
     ]
     .iter()
-    .map(|f| f.parse().expect("built-in format"))
+    .map(|f| f.parse().expect("every built-in format name parses"))
     .collect()
 }
 

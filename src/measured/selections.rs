@@ -151,9 +151,10 @@ pub(super) fn parse_records(
         let r = match index.get(&request) {
             Some(&i) => &mut requests[i].1,
             None => {
-                index.insert(request.clone(), requests.len());
+                let i = requests.len();
+                index.insert(request.clone(), i);
                 requests.push((request.clone(), Request { context_len, index_topk, depth, facts, selected: Vec::new(), line: rec.line }));
-                &mut requests.last_mut().unwrap().1
+                &mut requests[i].1
             }
         };
         if (r.context_len, r.index_topk, r.depth.map(f64::to_bits), r.facts) != (context_len, index_topk, depth.map(f64::to_bits), facts) {
@@ -221,7 +222,7 @@ pub(super) fn parse_records(
         let c = &mut cells[i];
         c.trials += 1;
         c.hits += (m > 0) as u64;
-        c.layer_counts.as_mut().unwrap()[m] += 1;
+        c.layer_counts.as_mut().expect("every cell is built above with layer counts")[m] += 1;
     }
     let provenance = super::provenance::from_header(text);
     let transcribed = provenance.as_deref().is_some_and(super::provenance::says_transcribed);

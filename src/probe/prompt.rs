@@ -66,7 +66,7 @@ pub struct Haystack {
 impl Haystack {
     /// The built-in neutral filler.
     pub fn noise() -> Haystack {
-        Haystack::from_text(NOISE_HAYSTACK, "built-in noise (RULER)").expect("the built-in haystack has words")
+        Haystack::from_text(NOISE_HAYSTACK, "built-in noise (RULER)").expect("NOISE_HAYSTACK has more than the 10 words from_text needs")
     }
 
     /// A haystack from a text (`name` for messages). At least 50 words.

@@ -152,7 +152,7 @@ macro_rules! keyword_enum {
                     $($word => Ok(<$t>::$variant),)+
                     o => {
                         let words: &[&str] = &[$($word),+];
-                        let (last, rest) = words.split_last().expect("at least one keyword");
+                        let (last, rest) = words.split_last().expect("keyword_enum! takes one keyword or more");
                         Err(format!("`{o}`: expected {} or {last}", rest.join(", ")))
                     }
                 }
