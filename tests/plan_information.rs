@@ -5,6 +5,7 @@
 
 use dsa_sim::diagnosis::plan::{candidate_k, candidates, information_design, Meaning, RuleHypothesis, RuleOnPlan, RIGHT_CALL_TABLES};
 use dsa_sim::calibrate::Dataset;
+use dsa_sim::measured::Observation;
 use dsa_sim::verdict::Call;
 use dsa_sim::Scenario;
 use std::process::Command;
@@ -167,6 +168,28 @@ fn candidates_are_the_kernels_k_only() {
     let ks = candidate_k(&any, &empty());
     assert!(!ks.is_empty() && ks.iter().all(|&k| k <= 768), "{ks:?}");
     assert!(candidates(&any, &empty()).iter().all(|o| o.index_topk <= 768 && o.context_len <= 64_000));
+}
+
+/// Lengths beyond 64,000 are proposed only up to the table's longest measured length (which the
+/// deployment ran), doubling from 128,000, and never beyond it.
+#[test]
+fn candidate_lengths_reach_the_longest_measured_length_and_no_further() {
+    let sg = Scenario::preset("deepseek-v4-flash-sglang").unwrap();
+    let lengths = |data: &Dataset| {
+        let mut l: Vec<u64> = candidates(&sg, data).iter().map(|o| o.context_len).collect();
+        l.sort_unstable();
+        l.dedup();
+        l
+    };
+    let short = Dataset::of_rows("t", vec![Observation::cell(16_000, 512, None, 10, 3, 2)]);
+    assert_eq!(lengths(&short).last(), Some(&64_000));
+    let long = Dataset::of_rows("t", vec![Observation::cell(16_000, 512, None, 10, 3, 2), Observation::cell(500_000, 512, None, 10, 0, 3)]);
+    let l = lengths(&long);
+    for want in [64_000, 128_000, 256_000, 256_003, 500_000] {
+        assert!(l.contains(&want), "{want} missing from {l:?}");
+    }
+    assert_eq!(l.last(), Some(&500_000), "L + 3 of the longest is beyond it: {l:?}");
+    assert!(!l.contains(&512_000), "{l:?}");
 }
 
 fn dsa(args: &[&str]) -> std::process::Output {

@@ -234,11 +234,22 @@ pub fn candidate_k(base: &Scenario, data: &Dataset) -> Vec<u64> {
 /// exceeds 1, to probe the length modulo c), the kernel's k ([`candidate_k`]), depths 0.1, 0.5
 /// and 0.9, each a valid scenario on `base`. The scenario has no context-window field: the
 /// lengths stop at [`MAX_PLANNED_CONTEXT`], within the window of every model the presets
-/// describe.
+/// describe, or at the table's longest measured length when that is longer (the deployment ran
+/// it), doubling from 128,000 up to it.
 pub fn candidates(base: &Scenario, data: &Dataset) -> Vec<Observation> {
     let mut ls: Vec<u64> = vec![1000, 2000, 4000, 8000, 16000, 32000, MAX_PLANNED_CONTEXT];
+    let longest = data.rows.iter().map(|r| r.context_len).max().unwrap_or(0);
+    let top = longest.max(MAX_PLANNED_CONTEXT);
+    let mut l = 2 * MAX_PLANNED_CONTEXT;
+    while l < longest {
+        ls.push(l);
+        l *= 2;
+    }
+    if longest > MAX_PLANNED_CONTEXT {
+        ls.push(longest);
+    }
     if base.compress_ratio > 1 {
-        let extra: Vec<u64> = ls.iter().map(|l| l + 3).filter(|&l| l <= MAX_PLANNED_CONTEXT).collect();
+        let extra: Vec<u64> = ls.iter().map(|l| l + 3).filter(|&l| l <= top).collect();
         ls.extend(extra);
     }
     let mut out = Vec::new();
