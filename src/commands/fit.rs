@@ -81,9 +81,10 @@ pub fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> 
     Ok(out)
 }
 
-/// Which of the fields the verdict's numbers on a table depend on the user gave.
-fn given_fields(spec: &ScenarioSpec) -> GivenFields {
-    GivenFields { context_len: spec.gives(Field::ContextLen), index_topk: spec.gives(Field::IndexTopk) }
+/// Which of the fields the verdict's numbers on a table depend on the user gave (`given`:
+/// [`ScenarioSpec::resolve_given`]).
+fn given_fields(given: &[Field]) -> GivenFields {
+    GivenFields { context_len: given.contains(&Field::ContextLen), index_topk: given.contains(&Field::IndexTopk) }
 }
 
 /// What `calibrate` asks for besides the scenario and the engine.
@@ -186,7 +187,7 @@ pub fn verdict_tables(
     observe: Evaluations,
 ) -> Result<VerdictResult, CommandError> {
     let data = (!tables.is_empty()).then_some(tables);
-    let base = spec.resolve()?;
+    let (base, given) = spec.resolve_given()?;
     let opts = VerdictOptions { target, max_topk: base.max_topk };
     opts.validate()?;
     let model = engine.model()?;
@@ -205,7 +206,7 @@ pub fn verdict_tables(
                     let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let (at, length) = numbers_scenario(&data, &base, given_fields(spec))?;
+                let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
                 let call = calibrated_call(&data, &at, &report, model, opts)?.numbers_at(length);
                 Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data: data.clone() })
             })?
@@ -214,7 +215,7 @@ pub fn verdict_tables(
             let data = load_all(paths)?;
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
-            let (at, length) = numbers_scenario(&data, &base, given_fields(spec))?;
+            let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
             let d = engine.in_pool(|| diagnose(&data, &at, &[], &engine.cached(&model, observe), opts))??.numbers_at(length);
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
         }
@@ -308,7 +309,7 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     for n in req.hypotheses {
         crate::calibrate::check_name(n)?;
     }
-    let base = spec.resolve()?;
+    let (base, given) = spec.resolve_given()?;
     let verdict = VerdictOptions { target: req.target.unwrap_or(0.9), max_topk: base.max_topk };
     verdict.validate()?;
     let model = engine.model()?;
@@ -317,7 +318,7 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     let base = with_table_facts(spec, base, &data)?;
     check_rows(&data, &base, engine)?;
     // The hypotheses' physical calls at the length the verdict on this table uses.
-    let (base, _) = numbers_scenario(&data, &base, given_fields(spec))?;
+    let (base, _) = numbers_scenario(&data, &base, given_fields(&given))?;
     let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
     let p = engine.in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
     Ok(Planned { plan: p, data })

@@ -74,6 +74,14 @@ impl ScenarioSpec {
     /// A field's error names it as its command-line flag (`--depth: …`), as the command line
     /// reports it.
     pub fn resolve(&self) -> Result<Scenario, CommandError> {
+        self.resolve_given().map(|(s, _)| s)
+    }
+
+    /// [`ScenarioSpec::resolve`], with the fields the user gave: as flags (keywords) or in the
+    /// scenario file, not the preset's. The verdict on a table answers at the table's own length
+    /// and k where the user gave none ([`crate::diagnosis::numbers_scenario`]).
+    pub fn resolve_given(&self) -> Result<(Scenario, Vec<Field>), CommandError> {
+        let mut given: Vec<Field> = self.fields.iter().map(|(f, _)| *f).collect();
         let mut s = match &self.preset {
             Some(name) => Scenario::preset(name)?,
             None => Scenario::default(),
@@ -102,6 +110,7 @@ impl ScenarioSpec {
             }
             s.apply_toml_table(&table)
                 .map_err(|e| CommandError::input(format!("--scenario {}: {e}", path.display())))?;
+            given.extend(crate::scenario::fields_in_table(&table));
         }
         let mut fields: Vec<&(Field, String)> = self.fields.iter().collect();
         fields.sort_by_key(|(f, _)| *f);
@@ -109,21 +118,7 @@ impl ScenarioSpec {
             s.set_text(*field, value).map_err(|e| CommandError::input(format!("--{}: {e}", field.flag())))?;
         }
         s.validate()?;
-        Ok(s)
-    }
-
-    /// Whether the user gave `field`: as a flag (keyword), or in the scenario file. A preset's
-    /// value is not the user's: the verdict on a table then answers at the table's own length
-    /// ([`crate::diagnosis::numbers_scenario`]). Call after [`ScenarioSpec::resolve`], which
-    /// reports an unreadable file.
-    pub fn gives(&self, field: Field) -> bool {
-        if self.fields.iter().any(|(f, _)| *f == field) {
-            return true;
-        }
-        let Some(path) = &self.file else { return false };
-        let Ok(text) = crate::input::read_to_string(path) else { return false };
-        let Ok(table) = toml::from_str::<toml::Table>(&text) else { return false };
-        table.keys().any(|k| Field::from_name(k).ok() == Some(field))
+        Ok((s, given))
     }
 }
 

@@ -124,7 +124,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     // The verdict's numbers and the curves at the [scenario]'s context_len and index_topk, else at
     // the table's longest measured length and the k every row shares (a preset's default is a
     // length nobody measured, and perhaps another deployment's k).
-    let sets = |f: Field| exp.scenario.as_ref().is_some_and(|t| t.keys().any(|k| Field::from_name(k).ok() == Some(f)));
+    let sets = |f: Field| exp.scenario.as_ref().is_some_and(|t| crate::scenario::fields_in_table(t).any(|g| g == f));
     let given = crate::diagnosis::GivenFields { context_len: sets(Field::ContextLen), index_topk: sets(Field::IndexTopk) };
     let (base, length) = crate::diagnosis::numbers_scenario(&data, &base, given)?;
     let model = EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED));

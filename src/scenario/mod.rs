@@ -374,6 +374,12 @@ pub fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str)
     }
 }
 
+/// The fields a scenario TOML table sets (its keys that name a field, by any accepted name):
+/// what a scenario file or an experiment's `[scenario]` gives, as against its preset.
+pub fn fields_in_table(table: &toml::Table) -> impl Iterator<Item = Field> + '_ {
+    table.keys().filter_map(|k| Field::from_name(k).ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,3 +443,4 @@ mod tests {
         }
     }
 }
+
