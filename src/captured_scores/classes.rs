@@ -137,8 +137,8 @@ fn ln_lik(q: &QueryTail, c: &TailClass, floor: f64, needle: bool) -> f64 {
     l - 0.5 * e * e - c.needle_sd.ln()
 }
 
-/// ln Σ exp(a).
-fn log_sum_exp(a: &[f64]) -> f64 {
+/// ln Σ exp(a), shifted by the largest term (−∞ when every term is).
+pub(crate) fn log_sum_exp(a: &[f64]) -> f64 {
     let m = a.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     if m == f64::NEG_INFINITY {
         return m;
