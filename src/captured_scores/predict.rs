@@ -456,16 +456,21 @@ fn layer_selection(sf: &Survival, own: Option<&[Own]>, weights: Option<&[u32]>, 
         .map(|q| {
             cells
                 .iter()
-                .map(|(_, g)| {
-                    if weights.is_some_and(|w| w[q] == 0) || g.always_attended || g.n_candidates == 0 {
-                        0.0
-                    } else {
-                        selected(g.n_candidates - 1, g.k_eff, &sf[q], own.map(|o| o[q]))
-                    }
-                })
+                .map(|(_, g)| if weights.is_some_and(|w| w[q] == 0) { 0.0 } else { cell_selection(g, &sf[q], own.map(|o| o[q])) })
                 .collect()
         })
         .collect()
+}
+
+/// A query's P(selected in this layer) at a cell of geometry `g` from its (weight, Q) pairs
+/// and, where given, its own draw ([`selected`]); 0 where the needle is always attended or there
+/// is no candidate (those cells do not read the selection).
+fn cell_selection(g: &Geometry, pairs: &[(f64, f64)], own: Option<Own>) -> f64 {
+    if g.always_attended || g.n_candidates == 0 {
+        0.0
+    } else {
+        selected(g.n_candidates - 1, g.k_eff, pairs, own)
+    }
 }
 
 /// The query-top model's per-query, per-cell selection probability at every posterior node of
@@ -481,7 +486,7 @@ impl TopTable {
         // Averaged over the query's mass nodes: they do not move with a resample.
         let one = |p: &TopPart, q: usize, node: Option<usize>| -> Vec<f64> {
             let pairs: Vec<(f64, f64)> = (0..top::MASS_NODES).map(|i| (1.0 / top::MASS_NODES as f64, m.top_q(p, q, node, i))).collect();
-            cells.iter().map(|(_, g)| if g.always_attended || g.n_candidates == 0 { 0.0 } else { selected(g.n_candidates - 1, g.k_eff, &pairs, Some(m.own[q])) }).collect()
+            cells.iter().map(|(_, g)| cell_selection(g, &pairs, Some(m.own[q]))).collect()
         };
         let sel = parts
             .iter()
