@@ -83,8 +83,18 @@ fn replay_counts_equal_the_materialising_path() {
             uncertain += (0 < slow.successes && slow.successes < trials) as u32;
             compared += 1;
         }
+        // Another k is refused unless it has the same k_eff (then its counts are the same run's).
+        let other = Scenario { index_topk: s.index_topk + 1, ..s.clone() };
+        let same_k_eff = dsa_sim::geometry::Geometry::new(&other).k_eff == dsa_sim::geometry::Geometry::new(&s).k_eff;
+        match replay.tally(&other) {
+            None => assert!(!same_k_eff, "{name}"),
+            Some(t) => {
+                assert!(same_k_eff, "{name}");
+                assert_eq!(t.successes, simulate(&other, trials, seed, McPath::Materialise).unwrap().successes, "{name}");
+            }
+        }
         // A scenario whose draws differ is refused.
-        assert!(replay.tally(&Scenario { index_topk: s.index_topk + 1, ..s.clone() }).is_none());
+        assert!(replay.tally(&Scenario { context_len: s.context_len + 4, ..s.clone() }).is_none());
         assert!(!replay.applies(&s, trials + 1, seed) && !replay.applies(&s, trials, seed + 1));
         // The parameters move the counts wherever the needle's scores matter.
         let fixed = name.contains("window") || name.contains("sink") || name.contains("k ≥ N") || name.contains("no entry");
@@ -244,4 +254,80 @@ fn replays_are_not_built_for_scenarios_asked_for_once() {
         check(&Scenario { hard_mean: 7.0, dprime, ..s.clone() });
     }
     assert_eq!(model.replays_built(), 3);
+}
+
+/// A replay kept for several k answers each of them with the materialising run's counts at that
+/// k, exactly (k beyond the candidates, k below the kernel's floor and k sharing one k_eff
+/// included), and refuses a k it did not keep.
+#[test]
+fn a_replay_kept_for_several_k_is_the_run_at_each() {
+    let (trials, seed) = (300, 23);
+    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let cases = [
+        ("v4 mean overlap", v4.clone()),
+        ("3 layers, shared, at least 2", Scenario { layers: 3, layer_corr: 0.5, readout: Readout::AtLeast(2), ..v4.clone() }),
+        ("max pooling with noise", Scenario { pooling: Pooling::Max, score_noise: 0.4, ..v4.clone() }),
+        ("unpooled gumbel", Scenario { pooling: Pooling::None, distractor: Distractor::Gumbel, ..v4.clone() }),
+    ];
+    // 750 candidates: 2000 and 5000 share k_eff 750.
+    let topks = [512u64, 64, 2000, 1, 200, 5000];
+    for (name, s) in cases {
+        let replay = Replay::for_topks(&s, &topks, trials, seed).unwrap();
+        assert_eq!(replay.k_effs().len(), 5, "{name}: {:?}", replay.k_effs());
+        assert_eq!(Replay::values_for_topks(&s, &topks, trials).unwrap(), replay.len() as u64, "{name}");
+        for &k in &topks {
+            for theta in [THETAS[0], THETAS[2], THETAS[6]] {
+                let st = at(&Scenario { index_topk: k, ..s.clone() }, theta);
+                assert!(replay.applies(&st, trials, seed), "{name} k {k}");
+                let fast = replay.tally(&st).unwrap();
+                let slow = simulate(&st, trials, seed, McPath::Materialise).unwrap();
+                assert_eq!((fast.successes, fast.attended), (slow.successes, slow.attended), "{name} k {k} {theta:?}");
+            }
+        }
+        assert!(replay.tally(&Scenario { index_topk: 300, ..s.clone() }).is_none(), "{name}: k 300 was not kept");
+        assert!(replay.tally(&Scenario { context_len: 3001, ..s.clone() }).is_none(), "{name}: another length");
+    }
+}
+
+/// A model told which (length, k) it will be asked for keeps one replay per length for all of
+/// them: the same recalls as a model that was not told (and as the materialising runs), from
+/// fewer replays.
+#[test]
+fn a_model_expecting_several_k_replays_each_length_once() {
+    use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
+    let (trials, seed) = (200, 6);
+    let v4 = Scenario { pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let rows: Vec<(u64, u64)> = vec![(2000, 64), (2000, 256), (3000, 64), (3000, 128), (3000, 512)];
+    let told = EngineModel::new(EngineChoice::Auto, trials, seed).expecting_topks(rows.iter().copied().chain([(9999, 7)]));
+    let plain = EngineModel::new(EngineChoice::Auto, trials, seed);
+    for dprime in [1.0, 2.5] {
+        for &(context_len, index_topk) in &rows {
+            let s = Scenario { context_len, index_topk, dprime, ..v4.clone() };
+            let want = simulate_successes(&s, trials, seed).unwrap() as f64 / trials as f64;
+            assert_eq!(told.recall(&s).unwrap(), want, "{s:?}");
+            assert_eq!(plain.recall(&s).unwrap(), want, "{s:?}");
+        }
+    }
+    assert_eq!(told.replays_built(), 2, "one replay per length");
+    assert_eq!(plain.replays_built(), rows.len() as u64);
+}
+
+/// The model's k-curve answers every k with the run at that k, and a second curve of the same
+/// scenario (the verdict asks for one several times) reuses the first one's rank record; another
+/// needle value is another record.
+#[test]
+fn k_curves_of_one_scenario_share_a_rank_record() {
+    use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
+    let (trials, seed) = (300, 8);
+    let s = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, layer_corr: 0.4, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let model = EngineModel::new(EngineChoice::Auto, trials, seed);
+    for (dprime, built) in [(1.5, 1), (1.5, 1), (2.5, 2)] {
+        let s = Scenario { dprime, ..s.clone() };
+        let curve = model.recall_in_k(&s).unwrap();
+        for k in [1u64, 100, 512, 749, 750, 4000] {
+            let want = simulate_successes(&Scenario { index_topk: k, ..s.clone() }, trials, seed).unwrap() as f64 / trials as f64;
+            assert_eq!(curve(k).unwrap(), want, "dprime {dprime} k {k}");
+        }
+        assert_eq!(model.rank_records_built(), built, "dprime {dprime}");
+    }
 }

@@ -726,12 +726,15 @@ struct HoodBlock {
 
 /// Where each value of a replay's trial record lies. A trial's record is `[z]` (when the plan
 /// draws the needle's shared component), one record per layer (none when no entry covers the
-/// needle), then the uniform the readout would draw. A layer's record is the k_eff-th largest
-/// distractor score (−∞ when every distractor is within k_eff − 1), then, unpooled, the
-/// standard normal of each needle entry; pooled, the records of the blocks the needle entries
-/// pool ([`HoodBlock`]), then each needle entry's score noise.
+/// needle), then the uniform the readout would draw. A layer's record is, for each k_eff the
+/// replay keeps (in [`Replay::k_effs`] order), the k_eff-th largest distractor score (−∞ when
+/// every distractor is within k_eff − 1), then, unpooled, the standard normal of each needle
+/// entry; pooled, the records of the blocks the needle entries pool ([`HoodBlock`]), then each
+/// needle entry's score noise.
 #[derive(Debug, Clone)]
 struct ReplayLayout {
+    /// How many k_eff-th largest scores start a layer record.
+    kths: usize,
     shared: bool,
     layer_len: usize,
     stride: usize,
@@ -744,12 +747,12 @@ struct ReplayLayout {
 }
 
 impl ReplayLayout {
-    fn new(plan: &Plan) -> ReplayLayout {
+    fn new(plan: &Plan, kths: usize) -> ReplayLayout {
         let g = &plan.geometry;
         let e = g.needle_entries.len();
         let mut hood: Vec<HoodBlock> = Vec::new();
         let mut entries = Vec::with_capacity(e);
-        let mut at = 1;
+        let mut at = kths;
         if plan.pooling != Pooling::None {
             // Needle entries are sorted by index, so their blocks arrive in increasing order.
             let pos = |b: u64, hood: &mut Vec<HoodBlock>, at: &mut usize| -> usize {
@@ -772,7 +775,7 @@ impl ReplayLayout {
         let layer_len = if e == 0 { 0 } else { at + e };
         let shared = plan.needs_shared();
         let stride = shared as usize + plan.rule.layers() as usize * layer_len + 1;
-        ReplayLayout { shared, layer_len, stride, hood, entries, noise_at }
+        ReplayLayout { kths, shared, layer_len, stride, hood, entries, noise_at }
     }
 }
 
@@ -788,6 +791,8 @@ pub struct ReplayScratch {
 struct Recorder<'a> {
     plan: &'a Plan,
     layout: &'a ReplayLayout,
+    /// The k_eff whose k-th largest distractor score each layer record starts with.
+    k_effs: &'a [u64],
 }
 
 impl Recorder<'_> {
@@ -797,8 +802,7 @@ impl Recorder<'_> {
         let start = rng.clone();
         loop {
             self.draw_layer(rng, scratch, out);
-            if let Some(kth) = scratch.scores.kth(self.plan.geometry.k_eff) {
-                out[0] = kth;
+            if scratch.scores.kths(self.k_effs, &mut out[..self.k_effs.len()]) {
                 return;
             }
             // Fewer than k scores above the guess: the same layer again from the same state of
@@ -816,7 +820,8 @@ impl Recorder<'_> {
         let ReplayScratch { blocks, tokens, scores } = scratch;
         scores.clear(g.n_distractors as usize);
         if plan.pooling == Pooling::None {
-            for v in &mut out[1..1 + g.needle_entries.len()] {
+            let at = layout.kths;
+            for v in &mut out[at..at + g.needle_entries.len()] {
                 *v = rng.sample(StandardNormal);
             }
             plan.direct_distractors(rng, |x| scores.push(x));
@@ -863,12 +868,27 @@ impl Recorder<'_> {
 /// about one in 250 for V4-Flash with mean pooling at 16K tokens, k = 512 (neighbouring entries
 /// share a block, which spreads the count above a level more than a binomial would). The result
 /// never depends on the guess, only the time does, so a worker's history cannot change a record.
+/// `x` as an integer whose order is `f64::total_cmp`'s (the sign bit kept, the other bits
+/// flipped for negative values, as `total_cmp` does on every comparison): selecting on
+/// integers compares faster, and [`order_value`] gives the score back bit for bit.
+#[inline(always)]
+fn order_key(x: f64) -> i64 {
+    let bits = x.to_bits() as i64;
+    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
+}
+
+/// The score of an [`order_key`] (the map is its own inverse).
+#[inline(always)]
+fn order_value(key: i64) -> f64 {
+    f64::from_bits((key ^ ((((key >> 63) as u64) >> 1) as i64)) as u64)
+}
+
 #[derive(Default)]
 struct KthLargest {
-    /// The `kept` scores, in room for every score of the layer: each score is written at
-    /// `kept`, which advances only when it is kept (a branch-free filter; a branch taken for one
-    /// score in six would mispredict).
-    buf: Vec<f64>,
+    /// The `kept` scores as [`order_key`]s, in room for every score of the layer: each is
+    /// written at `kept`, which advances only when it is kept (a branch-free filter; a branch
+    /// taken for one score in six would mispredict).
+    buf: Vec<i64>,
     kept: usize,
     count: usize,
     guess: Option<f64>,
@@ -878,7 +898,7 @@ impl KthLargest {
     /// Starts a layer of at most `n` scores.
     fn clear(&mut self, n: usize) {
         if self.buf.len() < n {
-            self.buf.resize(n, 0.0);
+            self.buf.resize(n, 0);
         }
         self.kept = 0;
         self.count = 0;
@@ -889,31 +909,64 @@ impl KthLargest {
         self.count += 1;
         // Without a guess every score is kept (the comparison with −∞ would drop a −∞ score).
         let floor = self.guess.unwrap_or(f64::NEG_INFINITY);
-        self.buf[self.kept] = x;
+        self.buf[self.kept] = order_key(x);
         self.kept += (self.guess.is_none() || x > floor) as usize;
     }
 
     /// The k-th largest score pushed since [`KthLargest::clear`], or `None` when fewer than k of
     /// them were kept (only with a guess).
+    #[cfg(test)]
     fn kth(&mut self, k: u64) -> Option<f64> {
-        let k = k as usize;
-        if k == 0 || k > self.count {
-            return Some(f64::NEG_INFINITY);
-        }
-        if self.kept < k {
+        let mut out = [0.0];
+        self.kths(&[k], &mut out).then_some(out[0])
+    }
+
+    /// Writes the k-th largest score pushed since [`KthLargest::clear`] for each k of `ks` into
+    /// `out` (same order), or returns false when fewer than the largest of them were kept (only
+    /// with a guess). The largest k is selected among the kept scores and each smaller one
+    /// among the scores before it (the largest k − 1, unordered), so several k cost little more
+    /// than one; the guess follows the largest k.
+    fn kths(&mut self, ks: &[u64], out: &mut [f64]) -> bool {
+        let count = self.count;
+        let has = |k: u64| k >= 1 && k as usize <= count;
+        let Some(top) = ks.iter().copied().filter(|&k| has(k)).max().map(|k| k as usize) else {
+            out.fill(f64::NEG_INFINITY);
+            return true;
+        };
+        if self.kept < top {
             debug_assert!(self.guess.is_some(), "without a guess every score is kept");
-            return None;
+            return false;
         }
         let above = &mut self.buf[..self.kept];
-        let desc = |a: &f64, b: &f64| b.total_cmp(a);
-        let kth = *above.select_nth_unstable_by(k - 1, desc).1;
+        let desc = |a: &i64, b: &i64| b.cmp(a);
+        let top_kth = order_value(*above.select_nth_unstable_by(top - 1, desc).1);
         // The next guess: this trial's k2-th largest, the (k2 − k)-th largest of those after the
         // k-th; the old one stays when too few were kept to say.
-        let k2 = k + k / 4 + 16;
+        let k2 = top + top / 4 + 16;
         if k2 <= above.len() {
-            self.guess = Some(*above[k..].select_nth_unstable_by(k2 - k - 1, desc).1);
+            self.guess = Some(order_value(*above[top..].select_nth_unstable_by(k2 - top - 1, desc).1));
         }
-        Some(kth)
+        // The smaller k from the largest down, each among the scores before the last one
+        // selected (the k' − 1 largest, unordered, for the last k'): its k-th is the k-th of
+        // all. Few k (at most a table's), so the descending order is found by scanning.
+        let mut last = top;
+        loop {
+            let next = ks.iter().copied().filter(|&k| has(k) && (k as usize) < last).max();
+            for (v, &k) in out.iter_mut().zip(ks) {
+                if k as usize == last && has(k) {
+                    *v = if last == top { top_kth } else { order_value(above[last - 1]) };
+                }
+            }
+            let Some(next) = next.map(|k| k as usize) else { break };
+            above[..last - 1].select_nth_unstable_by(next - 1, desc);
+            last = next;
+        }
+        for (v, &k) in out.iter_mut().zip(ks) {
+            if !has(k) {
+                *v = f64::NEG_INFINITY;
+            }
+        }
+        true
     }
 }
 
@@ -961,11 +1014,19 @@ impl RecordPlan for Recorder<'_> {
 /// k_eff-th largest distractor does not exceed y: the hit counts of
 /// [`simulate`]`(s, trials, seed, McPath::Materialise)`, exactly, in O(trials × needle tokens)
 /// instead of O(trials × N). Building one is a materialising run.
+///
+/// No draw depends on `index_topk` either (k enters only as k_eff), so a replay can keep each
+/// layer's k_eff-th largest distractor score for several k_eff at once ([`Replay::for_topks`]):
+/// the rows of a table measured at several k on one length, and the verdict's recall at the
+/// kernel maximum, then share one materialising run.
 #[derive(Debug)]
 pub struct Replay {
     plan: Plan,
     layout: ReplayLayout,
+    /// [`replay_key_any_k`] of the replayed scenario.
     key: String,
+    /// The k_eff kept, in layer-record order (distinct).
+    k_effs: Vec<u64>,
     trials: u64,
     seed: u64,
     records: Vec<f64>,
@@ -989,27 +1050,72 @@ pub fn replay_key(s: &Scenario) -> String {
     serde_json::to_string(&neutral).unwrap_or_default()
 }
 
+/// [`replay_key`] with `index_topk` set aside too: what a replay kept for several k depends on.
+fn replay_key_any_k(s: &Scenario) -> String {
+    replay_key(&Scenario { index_topk: 1, ..s.clone() })
+}
+
+/// The distinct k_eff of `s` at each k of `topks` (`s`'s own k when `topks` is empty), in order.
+fn distinct_k_effs(s: &Scenario, topks: &[u64]) -> Vec<u64> {
+    let mut k_effs: Vec<u64> = Vec::with_capacity(topks.len().max(1));
+    for &k in if topks.is_empty() { std::slice::from_ref(&s.index_topk) } else { topks } {
+        let k_eff = k_eff_at(s, k.max(1));
+        if !k_effs.contains(&k_eff) {
+            k_effs.push(k_eff);
+        }
+    }
+    k_effs
+}
+
 impl Replay {
     /// f64s a replay of `trials` trials of the validated scalar scenario `s` would hold, or `None`
     /// when it cannot be built (the scenario is too large to materialise).
     pub fn values(s: &Scenario, trials: u64) -> Option<u64> {
+        Replay::values_for_topks(s, &[s.index_topk], trials)
+    }
+
+    /// [`Replay::values`] of [`Replay::for_topks`]`(s, topks, …)`.
+    pub fn values_for_topks(s: &Scenario, topks: &[u64], trials: u64) -> Option<u64> {
         let plan = Plan::new(s, McPath::Materialise).ok()?;
-        (ReplayLayout::new(&plan).stride as u64).checked_mul(trials)
+        (ReplayLayout::new(&plan, distinct_k_effs(s, topks).len()).stride as u64).checked_mul(trials)
     }
 
     /// Draws `trials` trials of the validated scalar scenario `s` on the materialising path
     /// (whatever its laws), seeded from (seed, i), and keeps their records. The caller bounds
     /// the memory ([`Replay::values`] f64s).
     pub fn new(s: &Scenario, trials: u64, seed: u64) -> Result<Replay, NotExact> {
+        Replay::for_topks(s, &[s.index_topk], trials, seed)
+    }
+
+    /// [`Replay::new`] keeping each layer's k_eff-th largest distractor score at every
+    /// `index_topk` of `topks` (their k_eff, each once; `s`'s own k when empty): one
+    /// materialising run answers `s` at any of these k ([`Replay::values_for_topks`] f64s).
+    pub fn for_topks(s: &Scenario, topks: &[u64], trials: u64, seed: u64) -> Result<Replay, NotExact> {
         let plan = Plan::new(s, McPath::Materialise)?;
-        let layout = ReplayLayout::new(&plan);
-        let records = crate::trials::record(&Recorder { plan: &plan, layout: &layout }, trials, seed);
-        Ok(Replay { plan, layout, key: replay_key(s), trials, seed, records })
+        let k_effs = distinct_k_effs(s, topks);
+        let layout = ReplayLayout::new(&plan, k_effs.len());
+        let records = crate::trials::record(&Recorder { plan: &plan, layout: &layout, k_effs: &k_effs }, trials, seed);
+        Ok(Replay { plan, layout, key: replay_key_any_k(s), k_effs, trials, seed, records })
+    }
+
+    /// Where `s`'s k_eff-th largest lies in a layer record, when `s` is the replayed scenario
+    /// up to the fields [`replay_key`] sets aside and `index_topk`, at a k_eff kept.
+    fn column(&self, s: &Scenario) -> Option<usize> {
+        if self.key != replay_key_any_k(s) {
+            return None;
+        }
+        let k_eff = k_eff_at(s, s.index_topk);
+        self.k_effs.iter().position(|&k| k == k_eff)
     }
 
     /// Whether this replay answers for `s` under (trials, seed).
     pub fn applies(&self, s: &Scenario, trials: u64, seed: u64) -> bool {
-        self.trials == trials && self.seed == seed && self.key == replay_key(s)
+        self.trials == trials && self.seed == seed && self.column(s).is_some()
+    }
+
+    /// The `index_topk`-independent k_eff kept (distinct, in record order).
+    pub fn k_effs(&self) -> &[u64] {
+        &self.k_effs
     }
 
     /// f64s held.
@@ -1025,14 +1131,13 @@ impl Replay {
     /// The successes and attendance of the replayed trials for `s`: those of
     /// [`simulate`]`(s, trials, seed, McPath::Materialise)`, exactly (the rank histogram is not
     /// kept); `None` when `s` differs from the replayed scenario in a field other than those
-    /// [`replay_key`] sets aside.
+    /// [`replay_key`] sets aside and `index_topk`, or has a k_eff the replay did not keep.
     pub fn tally(&self, s: &Scenario) -> Option<Tally> {
-        if self.key != replay_key(s) {
-            return None;
-        }
+        let kth_at = self.column(s)?;
         let (plan, layout) = (&self.plan, &self.layout);
         let g = &plan.geometry;
-        let rule = ReadoutRule::new(s, g);
+        // Only k_eff depends on index_topk (Geometry::new), and the records answer s's.
+        let rule = ReadoutRule::new(s, &Geometry::new(s));
         let pooled = plan.pooling != Pooling::None;
         let mut hood = vec![0.0; layout.hood.len()];
         let mut tally = Tally { trials: self.trials, ..Tally::default() };
@@ -1057,9 +1162,9 @@ impl Replay {
                     } else {
                         // As in `rank_materialised`: the needle's entries, in order.
                         let needle_sd = plan.direct_needle_sd(sd);
-                        layer[1..].iter().fold(f64::NEG_INFINITY, |y, &x| y.max(mu + needle_sd * x))
+                        layer[layout.kths..].iter().fold(f64::NEG_INFINITY, |y, &x| y.max(mu + needle_sd * x))
                     };
-                    Some(!(layer[0] > y))
+                    Some(!(layer[kth_at] > y))
                 };
                 layers_attending += rule.attends_within(within) as u32;
             }
@@ -1384,13 +1489,7 @@ impl NoiseReplay {
             return Err(NotExact("a noise replay needs pooled entries and score noise > 0".into()));
         }
         let plan = Plan::new(s, McPath::Materialise)?;
-        let mut k_effs: Vec<u64> = Vec::with_capacity(topks.len() + 1);
-        for &k in if topks.is_empty() { std::slice::from_ref(&s.index_topk) } else { topks } {
-            let k_eff = k_eff_at(s, k.max(1));
-            if !k_effs.contains(&k_eff) {
-                k_effs.push(k_eff);
-            }
-        }
+        let k_effs = distinct_k_effs(s, topks);
         let belows: Vec<i64> = k_effs.iter().map(|&k| k as i64 - 1).collect();
         let (values, starts) = crate::trials::record_var(&NoiseRecorder { plan: &plan, belows: &belows }, trials, seed);
         Ok(NoiseReplay { key: noise_replay_key(s), k_effs, trials, seed, values, starts })
@@ -1526,14 +1625,63 @@ mod tests {
         }
     }
 
+    /// The order key sorts as `total_cmp` and gives every value back, bit for bit.
+    #[test]
+    fn order_key_is_total_cmp_and_inverts() {
+        let xs = [f64::NEG_INFINITY, -1e300, -1.0, -f64::MIN_POSITIVE, -0.0, 0.0, 5e-324, 1.0, 2.5, f64::MAX, f64::INFINITY];
+        for a in xs {
+            assert_eq!(order_value(order_key(a)).to_bits(), a.to_bits());
+            for b in xs {
+                assert_eq!(order_key(a).cmp(&order_key(b)), a.total_cmp(&b), "{a} {b}");
+            }
+        }
+    }
+
+    /// Several k at once are each the k-th largest alone, whatever the guess and the order of
+    /// the k (ties, ±0, k beyond the count, k = 0).
+    #[test]
+    fn kth_largest_of_several_k_is_each_alone() {
+        let mut rng = trial_rng(11, 0);
+        for n in [1usize, 5, 300] {
+            let xs: Vec<f64> = (0..n).map(|_| (rng.sample::<f64, _>(StandardNormal) * 3.0).round() / 3.0).collect();
+            for ks in [vec![1u64], vec![3, 1, 2], vec![n as u64, 1], vec![0, n as u64 + 1, 2], vec![n as u64 / 2 + 1, n as u64 / 5 + 1, n as u64]] {
+                for guess in [None, Some(-0.5), Some(0.0), Some(1.5)] {
+                    let mut many = KthLargest { guess, ..KthLargest::default() };
+                    many.clear(n);
+                    xs.iter().for_each(|&x| many.push(x));
+                    let mut out = vec![f64::NAN; ks.len()];
+                    let done = many.kths(&ks, &mut out);
+                    let alone: Vec<Option<f64>> = ks
+                        .iter()
+                        .map(|&k| {
+                            let mut one = KthLargest { guess, ..KthLargest::default() };
+                            one.clear(n);
+                            xs.iter().for_each(|&x| one.push(x));
+                            one.kth(k)
+                        })
+                        .collect();
+                    // Fewer kept than the largest k: refused, as the largest k alone is.
+                    let top = ks.iter().copied().filter(|&k| k >= 1 && k as usize <= n).max();
+                    let top_alone = top.and_then(|t| alone[ks.iter().position(|&k| k == t).unwrap()]);
+                    assert_eq!(done, top.is_none() || top_alone.is_some(), "n {n} {ks:?} {guess:?}");
+                    if done {
+                        for (i, a) in alone.iter().enumerate() {
+                            assert_eq!(Some(out[i].to_bits()), a.map(f64::to_bits), "n {n} {ks:?} {guess:?} k {}", ks[i]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// A layer whose guess keeps fewer than k scores is drawn again from the same generator
     /// state: its record is the one drawn without a guess.
     #[test]
     fn a_missed_guess_redraws_the_same_layer() {
         let s = Scenario { context_len: 2000, pooling: Pooling::Mean, index_topk: 100, ..Scenario::preset("deepseek-v4-flash").unwrap() };
         let plan = Plan::new(&s, McPath::Materialise).unwrap();
-        let layout = ReplayLayout::new(&plan);
-        let rec = Recorder { plan: &plan, layout: &layout };
+        let layout = ReplayLayout::new(&plan, 1);
+        let rec = Recorder { plan: &plan, layout: &layout, k_effs: &[plan.geometry.k_eff] };
         for i in 0..20 {
             let mut plain = vec![0.0; layout.stride];
             let mut missed = vec![0.0; layout.stride];

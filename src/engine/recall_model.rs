@@ -12,7 +12,7 @@
 //! `Replays`) and answers every later evaluation from it in O(trials × needle tokens), with exactly the counts of the
 //! materialising run (`tests/replay_equivalence.rs`).
 
-use super::montecarlo::{noise_replay_key, replay_key, NoiseReplay, RankRecord, Replay};
+use super::montecarlo::{noise_replay_key, rank_key, replay_key, NoiseReplay, RankRecord, Replay};
 use super::{check_monte_carlo, route, simulate_successes, EngineChoice, EngineError, Route, RunOptions};
 use crate::scenario::{Field, Model, Scenario};
 use std::collections::{HashMap, HashSet};
@@ -168,6 +168,21 @@ struct Family {
     varying: bool,
 }
 
+/// A cell's value once the thread that registered it has built it (every cell here is built by
+/// the request that registered it), waited for without blocking a rayon worker: meanwhile this
+/// thread runs other pending rayon jobs, among them the chunks of that build (a worker blocked
+/// on the cell would leave the builder to draw them alone, one core idle).
+fn built_elsewhere<T: Clone>(cell: &OnceLock<T>) -> T {
+    loop {
+        if let Some(v) = cell.get() {
+            return v.clone();
+        }
+        if !matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
 /// Most families and once-seen keys remembered before starting over (they only steer when
 /// replays are built).
 const MAX_REMEMBERED: usize = 1 << 20;
@@ -228,6 +243,28 @@ pub struct EngineModel {
     noise_replays: Mutex<NoiseReplays>,
     replays_built: AtomicU64,
     replay_budget: u64,
+    /// The (context_len, index_topk) the caller expects to ask for (a table's rows, the
+    /// verdict's kernel maximum at its length): a replay at a length keeps that length's k too
+    /// ([`Replay::for_topks`]).
+    expected_topks: Vec<(u64, u64)>,
+    rank_records: Mutex<RankRecords>,
+    rank_records_built: AtomicU64,
+}
+
+/// Most `index_topk`s a replay keeps besides its scenario's own: each adds one value per layer
+/// record and a selection among a layer's largest scores.
+pub const MAX_EXPECTED_TOPKS: usize = 7;
+
+/// A rank record being built or built, shared by every k-curve of its scenario.
+type RankCell = Arc<OnceLock<Result<Arc<RankRecord>, EngineError>>>;
+
+/// The rank records of an [`EngineModel`], by [`rank_key`]: the verdict asks for the k-curve of
+/// one scenario several times (k needed, recall at 2k, at the kernel maximum).
+#[derive(Debug, Default)]
+struct RankRecords {
+    by_key: HashMap<String, RankCell>,
+    /// f64s held by the records built.
+    values: u64,
 }
 
 /// A noise replay being built or built, shared by every curve that asks for it (the first
@@ -257,7 +294,35 @@ impl EngineModel {
             noise_replays: Mutex::new(NoiseReplays::default()),
             replays_built: AtomicU64::new(0),
             replay_budget: MAX_REPLAY_VALUES,
+            expected_topks: Vec::new(),
+            rank_records: Mutex::new(RankRecords::default()),
+            rank_records_built: AtomicU64::new(0),
         }
+    }
+
+    /// The same model expecting to be asked for scenarios at these (context_len, index_topk)
+    /// (a table's rows, the verdict's kernel maximum at its length): a replay of a scenario
+    /// then keeps, besides its own k, the first [`MAX_EXPECTED_TOPKS`] other k expected at its
+    /// length, so that the rows measured at several k on one length share a materialising run.
+    /// Only the time changes, never a recall.
+    pub fn expecting_topks(mut self, at: impl IntoIterator<Item = (u64, u64)>) -> EngineModel {
+        for pair in at {
+            if !self.expected_topks.contains(&pair) {
+                self.expected_topks.push(pair);
+            }
+        }
+        self
+    }
+
+    /// The `index_topk`s a replay of `s` keeps: its own, then the others expected at its length.
+    fn replay_topks(&self, s: &Scenario) -> Vec<u64> {
+        let mut topks = vec![s.index_topk];
+        for &(len, k) in &self.expected_topks {
+            if len == s.context_len && !topks.contains(&k) && topks.len() <= MAX_EXPECTED_TOPKS {
+                topks.push(k);
+            }
+        }
+        topks
     }
 
     /// The same model holding at most `values` f64s of replays (default [`MAX_REPLAY_VALUES`];
@@ -286,9 +351,10 @@ impl EngineModel {
             return Ok(None);
         }
         let key = replay_key(s);
-        let build = || {
+        let topks = self.replay_topks(s);
+        let build = |topks: &[u64]| {
             self.replays_built.fetch_add(1, Ordering::Relaxed);
-            Replay::new(s, self.trials, self.seed).map(Arc::new).map_err(|e| EngineError::NotExact(e.0))
+            Replay::for_topks(s, topks, self.trials, self.seed).map(Arc::new).map_err(|e| EngineError::NotExact(e.0))
         };
         let kept = {
             let Ok(mut m) = self.replays.lock() else { return Ok(None) };
@@ -305,8 +371,8 @@ impl EngineModel {
             }
         };
         if let Some(cell) = kept {
-            // Built, or being built by another thread: its draws, once.
-            return cell.get_or_init(build).clone().map(Some);
+            // Built, or being built by the thread that registered it: its draws, once.
+            return built_elsewhere(&cell).map(Some);
         }
         let opts = RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() };
         check_monte_carlo(s, &opts)?;
@@ -316,17 +382,23 @@ impl EngineModel {
         if !self.replays.lock().is_ok_and(|mut m| m.build_now(&key, s)) {
             return Ok(None);
         }
-        let values = match Replay::values(s, self.trials) {
-            Some(v) if v <= self.replay_budget => v,
-            _ => return Ok(None),
+        let fits = |topks: &[u64]| Replay::values_for_topks(s, topks, self.trials).filter(|&v| v <= self.replay_budget);
+        let (topks, values) = match fits(&topks) {
+            Some(v) => (topks, v),
+            None => match fits(&topks[..1]) {
+                Some(v) => (topks[..1].to_vec(), v),
+                None => return Ok(None),
+            },
         };
         let cell = {
-            let Ok(mut m) = self.replays.lock() else { return build().map(Some) };
+            let Ok(mut m) = self.replays.lock() else { return build(&topks).map(Some) };
             match m.by_key.get_mut(&key) {
                 // Another thread asked for it meanwhile: theirs (identical).
                 Some(theirs) => {
                     theirs.reused += 1;
-                    theirs.replay.clone()
+                    let theirs = theirs.replay.clone();
+                    drop(m);
+                    return built_elsewhere(&theirs).map(Some);
                 }
                 None => {
                     if m.values + values > self.replay_budget {
@@ -335,12 +407,51 @@ impl EngineModel {
                     }
                     m.values += values;
                     let cell = Arc::new(OnceLock::new());
-                    m.by_key.insert(key, Built { replay: cell.clone(), reused: 0, family: family_of(s) });
+                    let family = family_of(s);
+                    // The replay answers s at each k kept: registered under each of their keys
+                    // not already answered.
+                    for &k in &topks {
+                        m.by_key.entry(replay_key(&with_topk(s, k))).or_insert_with(|| Built { replay: cell.clone(), reused: 0, family });
+                    }
                     cell
                 }
             }
         };
-        cell.get_or_init(build).clone().map(Some)
+        cell.get_or_init(|| build(&topks)).clone().map(Some)
+    }
+
+    /// The rank record of `s` (validated, Monte Carlo, within the replay budget): kept from an
+    /// earlier k-curve of the same scenario at any k, or built now and kept. When the kept
+    /// records would exceed the replay budget they are dropped first.
+    fn rank_record(&self, s: &Scenario) -> Result<Arc<RankRecord>, EngineError> {
+        let build = || {
+            self.rank_records_built.fetch_add(1, Ordering::Relaxed);
+            RankRecord::new(s, self.trials, self.seed).map(Arc::new).map_err(|e| EngineError::NotExact(e.0))
+        };
+        let values = RankRecord::values(s, self.trials);
+        let cell = {
+            let Ok(mut m) = self.rank_records.lock() else { return build() };
+            let key = rank_key(s);
+            match m.by_key.get(&key) {
+                Some(c) => {
+                    let c = c.clone();
+                    drop(m);
+                    return built_elsewhere(&c);
+                }
+                None => {
+                    if m.values + values > self.replay_budget {
+                        // Keep the cells still being built (another thread waits on them).
+                        m.by_key.retain(|_, c| c.get().is_none());
+                        m.values = 0;
+                    }
+                    m.values += values;
+                    let c: RankCell = Arc::new(OnceLock::new());
+                    m.by_key.insert(key, c.clone());
+                    c
+                }
+            }
+        };
+        cell.get_or_init(build).clone()
     }
 
     /// The noise replay that answers `at` (validated, positive noise, on the materialising
@@ -356,7 +467,11 @@ impl EngineModel {
             let Ok(mut m) = self.noise_replays.lock() else { return build(&[at.index_topk]) };
             let key = noise_replay_key(at);
             match m.by_key.get(&key).and_then(|v| v.iter().find(|(ks, _)| ks.contains(&at.index_topk))) {
-                Some((ks, c)) => (ks.clone(), c.clone()),
+                Some((_, c)) => {
+                    let c = c.clone();
+                    drop(m);
+                    return built_elsewhere(&c);
+                }
                 None => {
                     let topks = if at.max_topk != at.index_topk { vec![at.index_topk, at.max_topk] } else { vec![at.index_topk] };
                     let c: NoiseCell = Arc::new(OnceLock::new());
@@ -393,6 +508,11 @@ impl EngineModel {
     pub fn replays_built(&self) -> u64 {
         self.replays_built.load(Ordering::Relaxed)
     }
+
+    /// Rank records ([`RankRecord`]: one run answering every k) built so far.
+    pub fn rank_records_built(&self) -> u64 {
+        self.rank_records_built.load(Ordering::Relaxed)
+    }
 }
 
 impl RecallModel for EngineModel {
@@ -415,9 +535,9 @@ impl RecallModel for EngineModel {
         }
     }
 
-    /// Monte Carlo: one run keeps every trial's ranks ([`RankRecord`]) and answers each k from
-    /// them, the counts of a run at that k exactly; analytic (or a record too large for the
-    /// replay budget): one evaluation per k.
+    /// Monte Carlo: one run keeps every trial's ranks ([`RankRecord`], kept for later curves of
+    /// the same scenario) and answers each k from them, the counts of a run at that k exactly;
+    /// analytic (or a record too large for the replay budget): one evaluation per k.
     fn recall_in_k<'a>(&'a self, s: &Scenario) -> Result<KCurve<'a>, EngineError> {
         s.validate()?;
         if s.model != Model::Scalar || !matches!(route(s, self.choice)?, Route::MonteCarlo { .. }) {
@@ -427,7 +547,7 @@ impl RecallModel for EngineModel {
         if RankRecord::values(s, self.trials) > self.replay_budget {
             return Ok(recall_per_k(self, s));
         }
-        let record = RankRecord::new(s, self.trials, self.seed).map_err(|e| EngineError::NotExact(e.0))?;
+        let record = self.rank_record(s)?;
         let s = s.clone();
         Ok(Box::new(move |k| {
             let at_k = with_topk(&s, k);
