@@ -12,11 +12,15 @@
 //! --data experiments/dsv4_seed_observations.csv --fit dprime`) is the whole command's library
 //! call, `commands::fit::verdict` (its replays built once per row, siblings in k at their first
 //! request, never twice for one key).
+//!
+//! `replay_several_k`: the seed table measures k = 512 and 1024 at 8000 tokens and the verdict
+//! asks for the kernel maximum 2048 at its length; one replay of a V4-Flash stack (mean pooling)
+//! kept for all three k against one replay per k (1000 trials).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dsa_sim::commands::fit::verdict;
 use dsa_sim::commands::{FitEngineSpec, ScenarioSpec};
-use dsa_sim::engine::montecarlo::NoiseReplay;
+use dsa_sim::engine::montecarlo::{NoiseReplay, Replay};
 use dsa_sim::engine::{with_noise, EngineChoice, EngineModel, RecallModel};
 use dsa_sim::scenario::{Field, Scenario};
 use std::hint::black_box;
@@ -95,5 +99,21 @@ fn mean_pooling_fit_verdict(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, noise_search, mean_pooling_fit_verdict);
+/// One materialising run kept for three k against one run per k.
+fn replay_several_k(c: &mut Criterion) {
+    let mut g = c.benchmark_group("replay_several_k");
+    g.sample_size(10);
+    let s = Scenario { context_len: 8000, pooling: dsa_sim::scenario::Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    s.validate().unwrap();
+    let topks = [512u64, 1024, 2048];
+    g.bench_function("V4-Flash stack, 8000 tokens, mean pooling: one replay kept for k = 512, 1024, 2048", |b| {
+        b.iter(|| Replay::for_topks(black_box(&s), &topks, 1000, 7).unwrap())
+    });
+    g.bench_function("V4-Flash stack, 8000 tokens, mean pooling: one replay per k (3)", |b| {
+        b.iter(|| topks.map(|k| Replay::new(&Scenario { index_topk: k, ..black_box(&s).clone() }, 1000, 7).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, noise_search, mean_pooling_fit_verdict, replay_several_k);
 criterion_main!(benches);

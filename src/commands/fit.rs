@@ -32,15 +32,6 @@ fn load_all(paths: &[&Path]) -> Result<Dataset, CommandError> {
     Ok(crate::measured::join(tables).map_err(CalibError::from)?)
 }
 
-/// The (context_len, index_topk) a fit or verdict on `data` asks its model for: the rows', then
-/// with the verdict's numbers scenario `at` its own k and its kernel maximum at its length.
-/// Given to [`crate::engine::EngineModel::expecting_topks`], so that one replay serves the rows
-/// of a length at every k.
-pub fn table_topks(data: &Dataset, at: Option<&Scenario>) -> Vec<(u64, u64)> {
-    let numbers = at.into_iter().flat_map(|s| [(s.context_len, s.index_topk), (s.context_len, s.max_topk)]);
-    data.rows.iter().map(|r| (r.context_len, r.index_topk)).chain(numbers).collect()
-}
-
 /// The base scenario with what a selection table says of its requests (`import topk`'s
 /// needle_tokens, compress_ratio and overlap, docs/capture.md#the-manifest). Each row's own
 /// values already make its row scenario ([`crate::measured::Observation::apply`]); here a field
@@ -121,7 +112,7 @@ pub fn calibrate(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &CalibrateReq
     let model = engine.model()?;
     let data = load(data_path)?;
     let base = with_table_facts(spec, base, &data)?;
-    let model = model.expecting_topks(table_topks(&data, None));
+    let model = model.expecting_topks(data.topks_asked(None));
     check_rows(&data, &base, engine)?;
     let free = parse_fit_spec(fit, Some(&data))?;
     let specs = parse_predict_specs(req.predict)?;
@@ -207,7 +198,7 @@ pub fn verdict_tables(
             let data = load_all(paths)?;
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
-            let model = model.expecting_topks(table_topks(&data, Some(&numbers_scenario(&data, &base, given_fields(&given))?.0)));
+            let model = model.expecting_topks(data.topks_asked(Some(&numbers_scenario(&data, &base, given_fields(&given))?.0)));
             let free = parse_fit_spec(fit, Some(&data))?;
             engine.in_pool(|| -> Result<_, CommandError> {
                 let cached = engine.cached(&model, observe);
@@ -227,7 +218,7 @@ pub fn verdict_tables(
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
             let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
-            let model = model.expecting_topks(table_topks(&data, Some(&at)));
+            let model = model.expecting_topks(data.topks_asked(Some(&at)));
             let d = engine.in_pool(|| diagnose(&data, &at, &[], &engine.cached(&model, observe), opts))??.numbers_at(length);
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
         }
@@ -331,7 +322,7 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     check_rows(&data, &base, engine)?;
     // The hypotheses' physical calls at the length the verdict on this table uses.
     let (base, _) = numbers_scenario(&data, &base, given_fields(&given))?;
-    let model = model.expecting_topks(table_topks(&data, Some(&base)));
+    let model = model.expecting_topks(data.topks_asked(Some(&base)));
     let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
     let p = engine.in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
     Ok(Planned { plan: p, data })

@@ -128,7 +128,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let given = crate::diagnosis::GivenFields { context_len: sets(Field::ContextLen), index_topk: sets(Field::IndexTopk) };
     let (base, length) = crate::diagnosis::numbers_scenario(&data, &base, given)?;
     let model = EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED))
-        .expecting_topks(crate::commands::fit::table_topks(&data, Some(&base)));
+        .expecting_topks(data.topks_asked(Some(&base)));
     let free = parse_fit_spec(&exp.fit, Some(&data))?;
     let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
     opts.validate()?;

@@ -336,6 +336,15 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// The (context_len, index_topk) a fit or verdict on this table asks its model for: the
+    /// rows', then, with the verdict's numbers scenario `at`, its own k and its kernel maximum
+    /// at its length. Given to `EngineModel::expecting_topks`, so that one replay serves the rows
+    /// of a length at every k.
+    pub fn topks_asked(&self, at: Option<&Scenario>) -> Vec<(u64, u64)> {
+        let numbers = at.into_iter().flat_map(|s| [(s.context_len, s.index_topk), (s.context_len, s.max_topk)]);
+        self.rows.iter().map(|r| (r.context_len, r.index_topk)).chain(numbers).collect()
+    }
+
     /// A table of `rows` from `source` with no notes, provenance or condition column (cells a
     /// program made: candidate or planned cells, simulated tables).
     pub fn of_rows(source: &str, rows: Vec<Observation>) -> Dataset {
