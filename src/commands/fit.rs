@@ -198,8 +198,9 @@ pub fn verdict_tables(
             let data = load_all(paths)?;
             let base = with_table_facts(spec, base, &data)?;
             check_rows(&data, &base, engine)?;
-            let model = model.expecting_topks(data.topks_asked(Some(&numbers_scenario(&data, &base, given_fields(&given))?.0)));
             let free = parse_fit_spec(fit, Some(&data))?;
+            let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
+            let model = model.expecting_topks(data.topks_asked(Some(&at)));
             engine.in_pool(|| -> Result<_, CommandError> {
                 let cached = engine.cached(&model, observe);
                 let model = &cached;
@@ -208,7 +209,6 @@ pub fn verdict_tables(
                     let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
                     report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
                 }
-                let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
                 let call = calibrated_call(&data, &at, &report, model, opts)?.numbers_at(length);
                 Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data: data.clone() })
             })?

@@ -856,18 +856,6 @@ impl Recorder<'_> {
     }
 }
 
-/// The k-th largest of a layer's distractor scores, exactly, with the needle ranking within k
-/// exactly when fewer than k scores exceed its score y, that is when the k-th largest does not:
-/// `!(kth > y)`, the same comparisons as counting (NaN-free scores; ±0 compare equal either way).
-/// −∞ when there are fewer than k scores (then any y has at most k − 1 above it).
-///
-/// Keeping and selecting among all N scores cost half as much again as drawing them, so only
-/// the scores above a guess are kept; when there are at least k of them they hold the k
-/// largest. The guess is the previous trial's (k + k/4 + 16)-th largest, so that a layer with
-/// fewer than k above it (drawn again, keeping every score: [`Recorder::record_layer`]) is rare:
-/// about one in 250 for V4-Flash with mean pooling at 16K tokens, k = 512 (neighbouring entries
-/// share a block, which spreads the count above a level more than a binomial would). The result
-/// never depends on the guess, only the time does, so a worker's history cannot change a record.
 /// `x` as an integer whose order is `f64::total_cmp`'s (the sign bit kept, the other bits
 /// flipped for negative values, as `total_cmp` does on every comparison): selecting on
 /// integers compares faster, and [`order_value`] gives the score back bit for bit.
@@ -883,6 +871,18 @@ fn order_value(key: i64) -> f64 {
     f64::from_bits((key ^ ((((key >> 63) as u64) >> 1) as i64)) as u64)
 }
 
+/// The k-th largest of a layer's distractor scores, exactly, with the needle ranking within k
+/// exactly when fewer than k scores exceed its score y, that is when the k-th largest does not:
+/// `!(kth > y)`, the same comparisons as counting (NaN-free scores; ±0 compare equal either way).
+/// −∞ when there are fewer than k scores (then any y has at most k − 1 above it).
+///
+/// Keeping and selecting among all N scores cost half as much again as drawing them, so only
+/// the scores above a guess are kept; when there are at least k of them they hold the k
+/// largest. The guess is the previous trial's (k + k/4 + 16)-th largest, so that a layer with
+/// fewer than k above it (drawn again, keeping every score: [`Recorder::record_layer`]) is rare:
+/// about one in 250 for V4-Flash with mean pooling at 16K tokens, k = 512 (neighbouring entries
+/// share a block, which spreads the count above a level more than a binomial would). The result
+/// never depends on the guess, only the time does, so a worker's history cannot change a record.
 #[derive(Default)]
 struct KthLargest {
     /// The `kept` scores as [`order_key`]s, in room for every score of the layer: each is
@@ -922,15 +922,15 @@ impl KthLargest {
     }
 
     /// Writes the k-th largest score pushed since [`KthLargest::clear`] for each k of `ks` into
-    /// `out` (same order), or returns false when fewer than the largest of them were kept (only
-    /// with a guess). The largest k is selected among the kept scores and each smaller one
+    /// `out` (same order; −∞ for k = 0 or beyond the count), or returns false when fewer than
+    /// the largest of them were kept (only with a guess; `out` is then to be discarded). The largest k is selected among the kept scores and each smaller one
     /// among the scores before it (the largest k − 1, unordered), so several k cost little more
     /// than one; the guess follows the largest k.
     fn kths(&mut self, ks: &[u64], out: &mut [f64]) -> bool {
         let count = self.count;
         let has = |k: u64| k >= 1 && k as usize <= count;
+        out.fill(f64::NEG_INFINITY);
         let Some(top) = ks.iter().copied().filter(|&k| has(k)).max().map(|k| k as usize) else {
-            out.fill(f64::NEG_INFINITY);
             return true;
         };
         if self.kept < top {
@@ -960,11 +960,6 @@ impl KthLargest {
             let Some(next) = next.map(|k| k as usize) else { break };
             above[..last - 1].select_nth_unstable_by(next - 1, desc);
             last = next;
-        }
-        for (v, &k) in out.iter_mut().zip(ks) {
-            if !has(k) {
-                *v = f64::NEG_INFINITY;
-            }
         }
         true
     }
@@ -1098,19 +1093,19 @@ impl Replay {
         Ok(Replay { plan, layout, key: replay_key_any_k(s), k_effs, trials, seed, records })
     }
 
-    /// Where `s`'s k_eff-th largest lies in a layer record, when `s` is the replayed scenario
-    /// up to the fields [`replay_key`] sets aside and `index_topk`, at a k_eff kept.
-    fn column(&self, s: &Scenario) -> Option<usize> {
+    /// Where the k_eff-th largest lies in a layer record for `s`, whose k_eff is `k_eff`, when
+    /// `s` is the replayed scenario up to the fields [`replay_key`] sets aside and `index_topk`,
+    /// at a k_eff kept.
+    fn column(&self, s: &Scenario, k_eff: u64) -> Option<usize> {
         if self.key != replay_key_any_k(s) {
             return None;
         }
-        let k_eff = k_eff_at(s, s.index_topk);
         self.k_effs.iter().position(|&k| k == k_eff)
     }
 
     /// Whether this replay answers for `s` under (trials, seed).
     pub fn applies(&self, s: &Scenario, trials: u64, seed: u64) -> bool {
-        self.trials == trials && self.seed == seed && self.column(s).is_some()
+        self.trials == trials && self.seed == seed && self.column(s, k_eff_at(s, s.index_topk)).is_some()
     }
 
     /// The `index_topk`-independent k_eff kept (distinct, in record order).
@@ -1133,11 +1128,12 @@ impl Replay {
     /// kept); `None` when `s` differs from the replayed scenario in a field other than those
     /// [`replay_key`] sets aside and `index_topk`, or has a k_eff the replay did not keep.
     pub fn tally(&self, s: &Scenario) -> Option<Tally> {
-        let kth_at = self.column(s)?;
+        // Only k_eff depends on index_topk (Geometry::new), and the records answer s's.
+        let s_geometry = Geometry::new(s);
+        let kth_at = self.column(s, s_geometry.k_eff)?;
         let (plan, layout) = (&self.plan, &self.layout);
         let g = &plan.geometry;
-        // Only k_eff depends on index_topk (Geometry::new), and the records answer s's.
-        let rule = ReadoutRule::new(s, &Geometry::new(s));
+        let rule = ReadoutRule::new(s, &s_geometry);
         let pooled = plan.pooling != Pooling::None;
         let mut hood = vec![0.0; layout.hood.len()];
         let mut tally = Tally { trials: self.trials, ..Tally::default() };

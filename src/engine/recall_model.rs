@@ -351,7 +351,6 @@ impl EngineModel {
             return Ok(None);
         }
         let key = replay_key(s);
-        let topks = self.replay_topks(s);
         let build = |topks: &[u64]| {
             self.replays_built.fetch_add(1, Ordering::Relaxed);
             Replay::for_topks(s, topks, self.trials, self.seed).map(Arc::new).map_err(|e| EngineError::NotExact(e.0))
@@ -382,6 +381,7 @@ impl EngineModel {
         if !self.replays.lock().is_ok_and(|mut m| m.build_now(&key, s)) {
             return Ok(None);
         }
+        let topks = self.replay_topks(s);
         let fits = |topks: &[u64]| Replay::values_for_topks(s, topks, self.trials).filter(|&v| v <= self.replay_budget);
         let (topks, values) = match fits(&topks) {
             Some(v) => (topks, v),
