@@ -22,6 +22,7 @@ use crate::calibrate::likelihood::binom_loglik;
 use crate::calibrate::{HypothesisResult, JointFloor};
 use crate::measured::Dataset;
 use rand_distr::{ChiSquared, Distribution};
+use rayon::prelude::*;
 
 /// Simulated tables per truth.
 pub const TABLES: u64 = 400;
@@ -167,7 +168,10 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
         (hits, rng)
     };
     // Tables from the physical fit: τ, then the false-alarm rate.
+    // Each table's draws come from (SEED, i) alone, so the tables are simulated in parallel
+    // with the same results in the same order.
     let null: Vec<(f64, bool)> = (0..TABLES)
+        .into_par_iter()
         .map(|i| {
             let (hits, mut rng) = draw(&physical.fitted, i);
             (evidence_on(&hits, &mut rng), floor_rejects(&hits))
@@ -181,6 +185,7 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], joint: Optio
     let (power, mean_evidence_under_defect) = match defect {
         Some(d) => {
             let alt: Vec<(f64, bool)> = (0..TABLES)
+                .into_par_iter()
                 .map(|i| {
                     let (hits, mut rng) = draw(&d.fitted, TABLES + i);
                     (evidence_on(&hits, &mut rng), floor_rejects(&hits))

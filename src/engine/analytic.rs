@@ -14,6 +14,7 @@ use super::table_cdf::TableCdf;
 use crate::geometry::Geometry;
 use crate::quadrature::{adaptive_panels, integrate, integrate_vec, kronrod_nodes};
 use crate::scenario::{Readout, Scenario};
+use crate::scores::key::{put_f64, put_tag, put_u64};
 use crate::scores::{EntryLaw, NotExact, ScoreModel, TokenLaw};
 use crate::stats::{ln_binom_pmf, ln_norm_cdf, ln_norm_pdf};
 use std::collections::HashMap;
@@ -701,8 +702,21 @@ impl Analytic {
     fn prepared(&self, j: u64, scale: f64) -> Arc<Prepared> {
         let m = &self.model;
         let width = panel_width(scale);
-        let hard = if m.n_hard > 0 { format!("{:?}", m.hard) } else { String::new() };
-        let key = format!("{:?}|{}|{hard}|{}|{j}|{width:?}", m.distractor, m.n_regular, m.n_hard);
+        let mut key = String::with_capacity(128);
+        m.distractor.put_key(&mut key);
+        put_u64(&mut key, m.n_regular);
+        put_u64(&mut key, m.n_hard);
+        if m.n_hard > 0 {
+            m.hard.put_key(&mut key);
+        }
+        put_u64(&mut key, j);
+        match width {
+            Some(w) => {
+                put_tag(&mut key, 'w');
+                put_f64(&mut key, w);
+            }
+            None => put_tag(&mut key, 'o'),
+        }
         let memo = TABLES.get_or_init(Default::default);
         if let Some(p) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Arc::clone(p);
@@ -1011,18 +1025,27 @@ impl Analytic {
     /// geometry's outcome (k, the window and the delivering layers, the needle entries' pooling),
     /// not where the needle sits. Rows of a table that differ only in depth (beyond the window)
     /// evaluate once. Exact: the evaluation reads nothing the key leaves out (an entry's index
-    /// is not read, only its pool and needle tokens), and f64s print as their shortest
-    /// round-tripping decimal.
+    /// is not read, only its pool and needle tokens), and f64s are compared by their bits
+    /// ([`crate::scores::key`]).
     pub fn evaluation_key(&self) -> String {
-        let mut model = self.model.clone();
-        for e in model.needle_entries.iter_mut().chain(model.needle_groups.iter_mut().map(|(e, _)| e)) {
-            e.index = 0;
-        }
+        let mut key = String::with_capacity(512);
+        self.model.put_key_without_index(&mut key);
         let g = &self.geometry;
-        format!(
-            "{model:?}|k {}|attended {}|delivered {:?}|layers {}|{:?}|read {:?}|guess {:?}",
-            g.k_eff, g.always_attended, g.delivered, self.layers, self.readout, self.p_read, self.p_guess
-        )
+        put_u64(&mut key, g.k_eff);
+        put_tag(&mut key, if g.always_attended { 'Y' } else { 'y' });
+        put_f64(&mut key, g.delivered);
+        put_u64(&mut key, u64::from(self.layers));
+        match self.readout {
+            Readout::Any => put_tag(&mut key, 'A'),
+            Readout::All => put_tag(&mut key, 'L'),
+            Readout::AtLeast(m) => {
+                put_tag(&mut key, 'M');
+                put_u64(&mut key, u64::from(m));
+            }
+        }
+        put_f64(&mut key, self.p_read);
+        put_f64(&mut key, self.p_guess);
+        key
     }
 
     /// P(correct answer) = p_u + (p_read − p_u)·P(attended), p_u the answer's probability when
@@ -1174,25 +1197,28 @@ fn sum_pmf_direct(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m:
         return 0.0;
     }
     let centre = ((n_b as f64 * p_b).round() as u64).clamp(lo, hi);
-    let term = |i: u64| (ln_binom_pmf(n_b, i, p_b, q_b) + ln_binom_pmf(n_a, m - i, p_a, q_a)).exp();
+    // A term from the second binomial's log pmf at i (computed once: it is also the walk's test).
+    let term = |ln_b: f64, i: u64| (ln_b + ln_binom_pmf(n_a, m - i, p_a, q_a)).exp();
     let ln_b_peak = ln_binom_pmf(n_b, centre, p_b, q_b);
-    let mut total = term(centre);
+    let mut total = term(ln_b_peak, centre);
     // Walk outwards until the second binomial's pmf is negligible (it bounds every term).
     let mut i = centre;
     while i > lo {
         i -= 1;
-        if ln_binom_pmf(n_b, i, p_b, q_b) < ln_b_peak - 40.0 {
+        let ln_b = ln_binom_pmf(n_b, i, p_b, q_b);
+        if ln_b < ln_b_peak - 40.0 {
             break;
         }
-        total += term(i);
+        total += term(ln_b, i);
     }
     let mut i = centre;
     while i < hi {
         i += 1;
-        if ln_binom_pmf(n_b, i, p_b, q_b) < ln_b_peak - 40.0 {
+        let ln_b = ln_binom_pmf(n_b, i, p_b, q_b);
+        if ln_b < ln_b_peak - 40.0 {
             break;
         }
-        total += term(i);
+        total += term(ln_b, i);
     }
     total
 }

@@ -8,6 +8,7 @@
 
 pub mod distractor;
 pub mod entry;
+pub mod key;
 mod model;
 pub mod ziggurat;
 

@@ -65,6 +65,43 @@ fn group_entries(entries: &[NeedleEntry]) -> Vec<(NeedleEntry, u64)> {
 }
 
 impl ScoreModel {
+    /// Appends the model's exact key ([`super::key`]) leaving out where the needle sits: its
+    /// entries' indices (the laws read only an entry's pool size and needle tokens).
+    pub fn put_key_without_index(&self, out: &mut String) {
+        use super::key::{put_f64, put_tag, put_u64};
+        self.token.put_key(out);
+        self.distractor.put_key(out);
+        self.hard.put_key(out);
+        put_u64(out, self.n_regular);
+        put_u64(out, self.n_hard);
+        let entry = |out: &mut String, e: &NeedleEntry| {
+            put_u64(out, e.pool_size);
+            put_u64(out, e.needle_tokens);
+        };
+        put_u64(out, self.needle_entries.len() as u64);
+        for e in &self.needle_entries {
+            entry(out, e);
+        }
+        put_u64(out, self.needle_groups.len() as u64);
+        for (e, n) in &self.needle_groups {
+            entry(out, e);
+            put_u64(out, *n);
+        }
+        put_tag(out, if self.shared { 'S' } else { 's' });
+        put_tag(out, if self.within_layer { 'W' } else { 'w' });
+        put_tag(
+            out,
+            match self.pooling {
+                Pooling::None => 'n',
+                Pooling::Mean => 'a',
+                Pooling::Max => 'x',
+            },
+        );
+        for x in [self.dprime, self.needle_sd, self.rho, self.noise] {
+            put_f64(out, x);
+        }
+    }
+
     /// The closed-form laws, or why there are none.
     pub fn new(s: &Scenario, g: &Geometry) -> Result<ScoreModel, NotExact> {
         let token = TokenLaw::new(s.distractor);
