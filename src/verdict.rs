@@ -394,6 +394,8 @@ pub fn calibrated_verdict(
     opts: VerdictOptions,
 ) -> Result<CalibratedVerdict, VerdictError> {
     use rayon::prelude::*;
+    // Their k-curves are asked for together (Monte Carlo: one run can record them all).
+    model.expect_k_curves(scenarios);
     let mut all: Vec<Verdict> =
         scenarios.par_iter().map(|s| verdict(s, model, opts)).collect::<Result<Vec<_>, _>>()?;
     if all.is_empty() {

@@ -331,3 +331,32 @@ fn k_curves_of_one_scenario_share_a_rank_record() {
         assert_eq!(model.rank_records_built(), built, "dprime {dprime}");
     }
 }
+
+/// A model told which scenarios' k-curves come next (the verdict at an estimate and at its
+/// region's points, which differ in the needle's parameters) records them in one run: every
+/// curve answers every k with the run at that k, and asking builds nothing more.
+#[test]
+fn k_curves_told_together_share_one_run() {
+    use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
+    let (trials, seed) = (300, 8);
+    let base = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, layer_corr: 0.4, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let ss: Vec<Scenario> = [(1.5, 1.0, 0.4), (0.5, 1.0, 0.4), (2.5, 1.3, 0.7)]
+        .iter()
+        .map(|&(dprime, needle_sd, layer_corr)| Scenario { dprime, needle_sd, layer_corr, ..base.clone() })
+        .collect();
+    let model = EngineModel::new(EngineChoice::Auto, trials, seed);
+    model.expect_k_curves(&ss);
+    assert_eq!(model.rank_records_built(), 1, "one run for the three needles");
+    for s in &ss {
+        let curve = model.recall_in_k(s).unwrap();
+        for k in [1u64, 100, 512, 749, 750, 4000] {
+            let want = simulate_successes(&Scenario { index_topk: k, ..s.clone() }, trials, seed).unwrap() as f64 / trials as f64;
+            assert_eq!(curve(k).unwrap(), want, "{s:?} k {k}");
+        }
+    }
+    assert_eq!(model.rank_records_built(), 1, "the curves built no record of their own");
+    // Told again, or of one scenario alone, it runs nothing.
+    model.expect_k_curves(&ss);
+    model.expect_k_curves(&[Scenario { dprime: 3.0, ..base.clone() }]);
+    assert_eq!(model.rank_records_built(), 1);
+}

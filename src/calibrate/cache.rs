@@ -108,6 +108,9 @@ impl RecallModel for CachedModel<'_> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+    fn expect_k_curves(&self, ss: &[Scenario]) {
+        self.inner.expect_k_curves(ss)
+    }
     fn evaluation_key(&self, s: &Scenario) -> String {
         self.inner.evaluation_key(s)
     }

@@ -713,6 +713,127 @@ impl RankRecord {
     }
 }
 
+/// The needle parameters of one scenario of [`RankRecord::for_needles`].
+#[derive(Debug, Clone, Copy)]
+struct NeedleParams {
+    dprime: f64,
+    needle_sd: f64,
+    layer_corr: f64,
+}
+
+/// Per-worker buffers of [`NeedlesRecorder`]: a layer's draws and record, and a needle's
+/// pooled blocks.
+#[derive(Default)]
+struct NeedlesScratch {
+    replay: ReplayScratch,
+    layer: Vec<f64>,
+    hood: Vec<f64>,
+}
+
+/// Draws the trials of [`RankRecord::for_needles`]: each layer as a replay records it (every
+/// distractor score kept), then the needle's rank at each scenario's parameters.
+struct NeedlesRecorder<'a> {
+    recorder: Recorder<'a>,
+    needles: &'a [NeedleParams],
+}
+
+impl RecordPlan for NeedlesRecorder<'_> {
+    type Scratch = NeedlesScratch;
+
+    fn chunk(&self) -> u64 {
+        CHUNK
+    }
+
+    /// Each scenario's [`RankRecord`] trial, one after the other.
+    fn stride(&self) -> usize {
+        self.needles.len() * (self.recorder.plan.rule.layers() as usize + 1)
+    }
+
+    /// [`RankRecorder::record_trial`] for every scenario from one trial's draws: the shared
+    /// component, each layer ([`Recorder::draw_layer`], the draws of `rank_materialised` in its
+    /// order), the readout's uniform.
+    fn record_trial(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut NeedlesScratch, out: &mut [f64]) {
+        let (plan, layout) = (self.recorder.plan, self.recorder.layout);
+        let layers = plan.rule.layers() as usize;
+        let per = layers + 1;
+        let z = if layout.shared { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
+        scratch.layer.resize(layout.layer_len, 0.0);
+        scratch.hood.resize(layout.hood.len(), 0.0);
+        for layer in 0..layers {
+            if plan.geometry.needle_entries.is_empty() {
+                for n in 0..self.needles.len() {
+                    out[n * per + layer] = -1.0;
+                }
+                continue;
+            }
+            // Every score kept: the rank counts all of them, not only those above a guess.
+            scratch.replay.scores.guess = None;
+            self.recorder.draw_layer(rng, &mut scratch.replay, &mut scratch.layer);
+            let scores = &scratch.replay.scores;
+            for (n, p) in self.needles.iter().enumerate() {
+                let (mu, sd) = needle_token(p.dprime, p.needle_sd, p.layer_corr, z);
+                let y = if plan.pooling == Pooling::None {
+                    // As in `rank_materialised`: the needle's entries, in order.
+                    let needle_sd = plan.direct_needle_sd(sd);
+                    scratch.layer[layout.kths..].iter().fold(f64::NEG_INFINITY, |y, &x| y.max(mu + needle_sd * x))
+                } else {
+                    pooled_needle(plan, layout, &scratch.layer, (mu, sd), &mut scratch.hood)
+                };
+                // The comparison `rank_materialised` makes, on the scores as drawn.
+                let above = scores.buf[..scores.kept].iter().filter(|&&k| order_value(k) > y).count();
+                out[n * per + layer] = (1 + above) as f64;
+            }
+        }
+        let u = rng.random::<f64>();
+        for n in 0..self.needles.len() {
+            out[n * per + layers] = u;
+        }
+    }
+}
+
+impl RankRecord {
+    /// The rank records of several validated scalar scenarios that differ only in the needle's
+    /// parameters (dprime, needle_sd, layer_corr) and `index_topk`, from one run: each equal to
+    /// [`RankRecord::new`] of its scenario, value for value. On the materialising path no draw
+    /// depends on those parameters (the distractors' scores and the needle tokens' standard
+    /// normals are drawn the same way, and the needle's entries are recomputed from them as a
+    /// [`Replay`] does), so one run's distractor scores are counted above each scenario's
+    /// needle. `None` when the scenarios differ in another field, run on the exact-sampling path
+    /// (whose draws depend on the needle), or disagree on drawing the needle's shared component.
+    /// The caller bounds the memory (the sum of their [`RankRecord::values`]).
+    pub fn for_needles(ss: &[Scenario], trials: u64, seed: u64) -> Result<Option<Vec<RankRecord>>, NotExact> {
+        let Some(first) = ss.first() else { return Ok(Some(Vec::new())) };
+        let without_needle = |s: &Scenario| rank_key(&Scenario { dprime: 0.0, needle_sd: 1.0, layer_corr: 0.0, ..s.clone() });
+        let plan = Plan::new(first, McPath::Auto)?;
+        let base = without_needle(first);
+        for s in ss {
+            let p = Plan::new(s, McPath::Auto)?;
+            if p.path != McPath::Materialise || p.needs_shared() != plan.needs_shared() || without_needle(s) != base {
+                return Ok(None);
+            }
+        }
+        let layout = ReplayLayout::new(&plan, 0);
+        let needles: Vec<NeedleParams> =
+            ss.iter().map(|s| NeedleParams { dprime: s.dprime, needle_sd: s.needle_sd, layer_corr: s.layer_corr }).collect();
+        let recorder = NeedlesRecorder { recorder: Recorder { plan: &plan, layout: &layout, k_effs: &[] }, needles: &needles };
+        let all = crate::trials::record(&recorder, trials, seed);
+        let layers = plan.rule.layers() as usize;
+        let per = layers + 1;
+        Ok(Some(
+            ss.iter()
+                .enumerate()
+                .map(|(n, s)| {
+                    let mut records = Vec::with_capacity(trials as usize * per);
+                    for trial in all.chunks_exact(ss.len() * per) {
+                        records.extend_from_slice(&trial[n * per..(n + 1) * per]);
+                    }
+                    RankRecord { key: rank_key(s), layers, trials, records }
+                })
+                .collect(),
+        ))
+    }
+}
+
 /// The blocks a needle entry pools, in a replay's layer record.
 #[derive(Debug, Clone, Copy)]
 struct HoodBlock {
@@ -1169,33 +1290,37 @@ impl Replay {
         Some(tally)
     }
 
-    /// The needle's best entry score in one pooled layer record, with needle tokens
-    /// Normal(mu, sd²): the blocks it pools recomputed token by token, as in
-    /// `rank_materialised`.
-    fn pooled_needle(&self, layer: &[f64], (mu, sd): (f64, f64), hood: &mut [f64]) -> f64 {
-        let (plan, layout) = (&self.plan, &self.layout);
-        for (v, h) in hood.iter_mut().zip(&layout.hood) {
-            *v = if h.touches {
-                let (start, end, spans, _) = plan.block_span(h.block);
-                let mut next = layer[h.offset..].iter();
-                plan.pool_tokens(start, end, spans, |in_needle| {
-                    let x = *next.next().expect("a touching block's record holds its c token draws (ReplayLayout::new) and pool_tokens asks for c");
-                    if in_needle {
-                        mu + sd * x
-                    } else {
-                        x
-                    }
-                })
-            } else {
-                layer[h.offset]
-            };
-        }
-        let mut y = f64::NEG_INFINITY;
-        for (k, &(own, prev)) in layout.entries.iter().enumerate() {
-            y = y.max(plan.pooled_entry(hood[own], prev.map(|p| hood[p])) + layer[layout.noise_at + k]);
-        }
-        y
+    /// The needle's best entry score in one pooled layer record ([`pooled_needle`]).
+    fn pooled_needle(&self, layer: &[f64], needle: (f64, f64), hood: &mut [f64]) -> f64 {
+        pooled_needle(&self.plan, &self.layout, layer, needle, hood)
     }
+}
+
+/// The needle's best entry score in one pooled layer record of `layout`, with needle tokens
+/// Normal(mu, sd²): the blocks it pools recomputed token by token, as in
+/// `rank_materialised`.
+fn pooled_needle(plan: &Plan, layout: &ReplayLayout, layer: &[f64], (mu, sd): (f64, f64), hood: &mut [f64]) -> f64 {
+    for (v, h) in hood.iter_mut().zip(&layout.hood) {
+        *v = if h.touches {
+            let (start, end, spans, _) = plan.block_span(h.block);
+            let mut next = layer[h.offset..].iter();
+            plan.pool_tokens(start, end, spans, |in_needle| {
+                let x = *next.next().expect("a touching block's record holds its c token draws (ReplayLayout::new) and pool_tokens asks for c");
+                if in_needle {
+                    mu + sd * x
+                } else {
+                    x
+                }
+            })
+        } else {
+            layer[h.offset]
+        };
+    }
+    let mut y = f64::NEG_INFINITY;
+    for (k, &(own, prev)) in layout.entries.iter().enumerate() {
+        y = y.max(plan.pooled_entry(hood[own], prev.map(|p| hood[p])) + layer[layout.noise_at + k]);
+    }
+    y
 }
 
 /// The materialising path's trials at every positive score noise, drawn once.
@@ -1692,6 +1817,46 @@ mod tests {
 
     /// One run's ranks answer every k: the rank record's tally at k equals a run at k, counts and
     /// first-layer histogram alike, on materialising and exact paths, one layer and stacks.
+    /// One run's records for several needles are each needle's own record, value for value;
+    /// scenarios that differ elsewhere, or run on the exact-sampling path, are refused.
+    #[test]
+    fn rank_records_for_several_needles_are_each_needles_own() {
+        let v4 = Scenario { context_len: 3000, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+        let needles = [(1.5, 1.0, 0.9), (-0.5, 1.0, 0.9), (3.0, 0.5, 0.2), (1.0, 2.0, 0.99)];
+        let cases = [
+            ("mean pooling with overlap, 21 layers", Scenario { pooling: Pooling::Mean, ..v4.clone() }),
+            ("max pooling with noise, at least 2 of 3", Scenario { pooling: Pooling::Max, score_noise: 0.4, layers: 3, readout: Readout::AtLeast(2), ..v4.clone().one_layer() }),
+            ("unpooled student-t with noise", Scenario { pooling: Pooling::None, distractor: Distractor::StudentT(4.0), score_noise: 0.3, layers: 2, ..v4.clone().one_layer() }),
+            ("unpooled normal: exact sampling", Scenario { pooling: Pooling::None, layers: 2, ..v4.clone().one_layer() }),
+        ];
+        for (name, base) in cases {
+            let ss: Vec<Scenario> = needles
+                .iter()
+                .map(|&(dprime, needle_sd, layer_corr)| Scenario { dprime, needle_sd, layer_corr, ..base.clone() })
+                .collect();
+            for s in &ss {
+                s.validate().unwrap();
+            }
+            let plan = Plan::new(&ss[0], McPath::Auto).unwrap();
+            let together = RankRecord::for_needles(&ss, 200, 9).unwrap();
+            assert_eq!(plan.path == McPath::Exact, name.contains("exact"), "{name}: {:?}", plan.path);
+            if plan.path != McPath::Materialise {
+                assert!(together.is_none(), "{name}: the exact path's draws depend on the needle");
+                continue;
+            }
+            let together = together.unwrap_or_else(|| panic!("{name}: one run serves these needles"));
+            assert_eq!(together.len(), ss.len());
+            for (s, r) in ss.iter().zip(&together) {
+                let alone = RankRecord::new(s, 200, 9).unwrap();
+                assert_eq!((r.key.as_str(), r.layers, r.trials), (alone.key.as_str(), alone.layers, alone.trials), "{name}");
+                assert_eq!(r.records, alone.records, "{name}: {s:?}");
+            }
+            // Another length is another set of draws.
+            let other = [ss[0].clone(), Scenario { context_len: 3001, ..ss[1].clone() }];
+            assert!(RankRecord::for_needles(&other, 200, 9).unwrap().is_none(), "{name}");
+        }
+    }
+
     #[test]
     fn a_rank_record_equals_a_run_at_every_k() {
         let v4 = Scenario::preset("deepseek-v4-flash").unwrap();

@@ -49,6 +49,12 @@ pub trait RecallModel: Sync {
     fn recall_in_k<'a>(&'a self, s: &Scenario) -> Result<KCurve<'a>, EngineError> {
         Ok(recall_per_k(self, s))
     }
+    /// Says that k-curves of `ss` ([`RecallModel::recall_in_k`]) are about to be asked for (the
+    /// verdict at an estimate and at its region's points), so that a model can prepare them
+    /// together; the curves' values do not depend on it. By default nothing.
+    fn expect_k_curves(&self, ss: &[Scenario]) {
+        let _ = ss;
+    }
     /// Recall of `s` as a function of `score_noise` alone (every other field as in `s`), for the
     /// verdict's noise search: by default one [`RecallModel::recall`] per level; a model whose
     /// one evaluation answers every level (Monte Carlo on the materialising path: the noise
@@ -454,6 +460,45 @@ impl EngineModel {
         cell.get_or_init(build).clone()
     }
 
+    /// The rank records of `ss` that one run can give together ([`RankRecord::for_needles`]:
+    /// Monte Carlo scenarios that differ only in the needle's parameters, on the materialising
+    /// path), built now and kept for their k-curves, when there are at least two not yet kept and
+    /// they fit the replay budget beside the records kept. Any other scenario is left to its
+    /// curve, as is every scenario when the run cannot serve them together.
+    fn prepare_rank_records(&self, ss: &[Scenario]) {
+        let mut wanted: Vec<Scenario> = Vec::new();
+        for s in ss {
+            let monte_carlo = s.validate().is_ok()
+                && s.model == Model::Scalar
+                && matches!(route(s, self.choice), Ok(Route::MonteCarlo { .. }))
+                && check_monte_carlo(s, &RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() }).is_ok();
+            if monte_carlo && !wanted.iter().any(|w| rank_key(w) == rank_key(s)) {
+                wanted.push(s.clone());
+            }
+        }
+        let values: u64 = wanted.iter().map(|s| RankRecord::values(s, self.trials)).fold(0, u64::saturating_add);
+        {
+            let Ok(m) = self.rank_records.lock() else { return };
+            wanted.retain(|s| !m.by_key.contains_key(&rank_key(s)));
+            if wanted.len() < 2 || m.values.saturating_add(values) > self.replay_budget {
+                return;
+            }
+        }
+        let Ok(Some(records)) = RankRecord::for_needles(&wanted, self.trials, self.seed) else { return };
+        self.rank_records_built.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut m) = self.rank_records.lock() else { return };
+        for (s, record) in wanted.iter().zip(records) {
+            let key = rank_key(s);
+            if m.by_key.contains_key(&key) {
+                continue;
+            }
+            m.values += RankRecord::values(s, self.trials);
+            let cell: RankCell = Arc::new(OnceLock::new());
+            let _ = cell.set(Ok(Arc::new(record)));
+            m.by_key.insert(key, cell);
+        }
+    }
+
     /// The noise replay that answers `at` (validated, positive noise, on the materialising
     /// path): the one kept for its scenario and k, or one built now for its k and the kernel
     /// maximum (`max_topk`: the verdict's other noise search), kept for later curves. When the
@@ -509,7 +554,9 @@ impl EngineModel {
         self.replays_built.load(Ordering::Relaxed)
     }
 
-    /// Rank records ([`RankRecord`]: one run answering every k) built so far.
+    /// Runs made for rank records so far ([`RankRecord`]: one run answering every k; one run
+    /// for several needles, [`RankRecord::for_needles`], when told of them together:
+    /// [`RecallModel::expect_k_curves`]).
     pub fn rank_records_built(&self) -> u64 {
         self.rank_records_built.load(Ordering::Relaxed)
     }
@@ -538,6 +585,13 @@ impl RecallModel for EngineModel {
     /// Monte Carlo: one run keeps every trial's ranks ([`RankRecord`], kept for later curves of
     /// the same scenario) and answers each k from them, the counts of a run at that k exactly;
     /// analytic (or a record too large for the replay budget): one evaluation per k.
+    /// Monte Carlo scenarios that differ only in the needle's parameters get their rank records
+    /// from one run ([`EngineModel::prepare_rank_records`]): the values are those of a record per
+    /// scenario, exactly.
+    fn expect_k_curves(&self, ss: &[Scenario]) {
+        self.prepare_rank_records(ss);
+    }
+
     fn recall_in_k<'a>(&'a self, s: &Scenario) -> Result<KCurve<'a>, EngineError> {
         s.validate()?;
         if s.model != Model::Scalar || !matches!(route(s, self.choice)?, Route::MonteCarlo { .. }) {
