@@ -16,11 +16,15 @@
 //! `replay_several_k`: the seed table measures k = 512 and 1024 at 8000 tokens and the verdict
 //! asks for the kernel maximum 2048 at its length; one replay of a V4-Flash stack (mean pooling)
 //! kept for all three k against one replay per k (1000 trials).
+//!
+//! `rank_records_together`: the verdict with a fit asks for the k-curves at the estimate and at
+//! the two ends of its likelihood region, three needles of one V4-Flash stack at 16000 tokens
+//! (mean pooling); their rank records from one run against one run each (300 trials).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dsa_sim::commands::fit::verdict;
 use dsa_sim::commands::{FitEngineSpec, ScenarioSpec};
-use dsa_sim::engine::montecarlo::{NoiseReplay, Replay};
+use dsa_sim::engine::montecarlo::{NoiseReplay, RankRecord, Replay};
 use dsa_sim::engine::{with_noise, EngineChoice, EngineModel, RecallModel};
 use dsa_sim::scenario::{Field, Scenario};
 use std::hint::black_box;
@@ -115,5 +119,23 @@ fn replay_several_k(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, noise_search, mean_pooling_fit_verdict, replay_several_k);
+/// Three needles' rank records from one run against one run each.
+fn rank_records_together(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rank_records_together");
+    g.sample_size(10);
+    let s = Scenario { context_len: 16_000, pooling: dsa_sim::scenario::Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let ss: Vec<Scenario> = [1.2, 0.9, 1.5].iter().map(|&dprime| Scenario { dprime, ..s.clone() }).collect();
+    for s in &ss {
+        s.validate().unwrap();
+    }
+    g.bench_function("V4-Flash stack, 16000 tokens, mean pooling: 3 needles, one run", |b| {
+        b.iter(|| RankRecord::for_needles(black_box(&ss), 300, 7).unwrap().unwrap())
+    });
+    g.bench_function("V4-Flash stack, 16000 tokens, mean pooling: 3 needles, one run each", |b| {
+        b.iter(|| black_box(&ss).iter().map(|s| RankRecord::new(s, 300, 7).unwrap()).collect::<Vec<_>>())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, noise_search, mean_pooling_fit_verdict, replay_several_k, rank_records_together);
 criterion_main!(benches);
