@@ -463,8 +463,9 @@ impl EngineModel {
     /// The rank records of `ss` that one run can give together ([`RankRecord::for_needles`]:
     /// Monte Carlo scenarios that differ only in the needle's parameters, on the materialising
     /// path), built now and kept for their k-curves, when there are at least two not yet kept and
-    /// they fit the replay budget beside the records kept. Any other scenario is left to its
-    /// curve, as is every scenario when the run cannot serve them together.
+    /// they fit the replay budget beside the records kept twice over (the run's buffer holds them
+    /// all before they are split). Any other scenario is left to its curve, as is every scenario
+    /// when the run cannot serve them together.
     fn prepare_rank_records(&self, ss: &[Scenario]) {
         let mut wanted: Vec<Scenario> = Vec::new();
         for s in ss {
@@ -476,11 +477,11 @@ impl EngineModel {
                 wanted.push(s.clone());
             }
         }
-        let values: u64 = wanted.iter().map(|s| RankRecord::values(s, self.trials)).fold(0, u64::saturating_add);
         {
             let Ok(m) = self.rank_records.lock() else { return };
             wanted.retain(|s| !m.by_key.contains_key(&rank_key(s)));
-            if wanted.len() < 2 || m.values.saturating_add(values) > self.replay_budget {
+            let values: u64 = wanted.iter().map(|s| RankRecord::values(s, self.trials)).fold(0, u64::saturating_add);
+            if wanted.len() < 2 || m.values.saturating_add(values.saturating_mul(2)) > self.replay_budget {
                 return;
             }
         }
@@ -582,9 +583,6 @@ impl RecallModel for EngineModel {
         }
     }
 
-    /// Monte Carlo: one run keeps every trial's ranks ([`RankRecord`], kept for later curves of
-    /// the same scenario) and answers each k from them, the counts of a run at that k exactly;
-    /// analytic (or a record too large for the replay budget): one evaluation per k.
     /// Monte Carlo scenarios that differ only in the needle's parameters get their rank records
     /// from one run ([`EngineModel::prepare_rank_records`]): the values are those of a record per
     /// scenario, exactly.
@@ -592,6 +590,9 @@ impl RecallModel for EngineModel {
         self.prepare_rank_records(ss);
     }
 
+    /// Monte Carlo: one run keeps every trial's ranks ([`RankRecord`], kept for later curves of
+    /// the same scenario) and answers each k from them, the counts of a run at that k exactly;
+    /// analytic (or a record too large for the replay budget): one evaluation per k.
     fn recall_in_k<'a>(&'a self, s: &Scenario) -> Result<KCurve<'a>, EngineError> {
         s.validate()?;
         if s.model != Model::Scalar || !matches!(route(s, self.choice)?, Route::MonteCarlo { .. }) {
