@@ -771,14 +771,8 @@ impl RecordPlan for NeedlesRecorder<'_> {
             self.recorder.draw_layer(rng, &mut scratch.replay, &mut scratch.layer);
             let scores = &scratch.replay.scores;
             for (n, p) in self.needles.iter().enumerate() {
-                let (mu, sd) = needle_token(p.dprime, p.needle_sd, p.layer_corr, z);
-                let y = if plan.pooling == Pooling::None {
-                    // As in `rank_materialised`: the needle's entries, in order.
-                    let needle_sd = plan.direct_needle_sd(sd);
-                    scratch.layer[layout.kths..].iter().fold(f64::NEG_INFINITY, |y, &x| y.max(mu + needle_sd * x))
-                } else {
-                    pooled_needle(plan, layout, &scratch.layer, (mu, sd), &mut scratch.hood)
-                };
+                let needle = needle_token(p.dprime, p.needle_sd, p.layer_corr, z);
+                let y = needle_best(plan, layout, &scratch.layer, needle, &mut scratch.hood);
                 // The comparison `rank_materialised` makes, on the scores as drawn.
                 let above = scores.buf[..scores.kept].iter().filter(|&&k| order_value(k) > y).count();
                 out[n * per + layer] = (1 + above) as f64;
@@ -805,8 +799,11 @@ impl RankRecord {
         let Some(first) = ss.first() else { return Ok(Some(Vec::new())) };
         let without_needle = |s: &Scenario| rank_key(&Scenario { dprime: 0.0, needle_sd: 1.0, layer_corr: 0.0, ..s.clone() });
         let plan = Plan::new(first, McPath::Auto)?;
+        if plan.path != McPath::Materialise {
+            return Ok(None);
+        }
         let base = without_needle(first);
-        for s in ss {
+        for s in &ss[1..] {
             let p = Plan::new(s, McPath::Auto)?;
             if p.path != McPath::Materialise || p.needs_shared() != plan.needs_shared() || without_needle(s) != base {
                 return Ok(None);
@@ -1255,7 +1252,6 @@ impl Replay {
         let (plan, layout) = (&self.plan, &self.layout);
         let g = &plan.geometry;
         let rule = ReadoutRule::new(s, &s_geometry);
-        let pooled = plan.pooling != Pooling::None;
         let mut hood = vec![0.0; layout.hood.len()];
         let mut tally = Tally { trials: self.trials, ..Tally::default() };
         for rec in self.records.chunks_exact(layout.stride) {
@@ -1274,13 +1270,7 @@ impl Replay {
                 } else {
                     let layer = &rec[at..at + layout.layer_len];
                     at += layout.layer_len;
-                    let y = if pooled {
-                        self.pooled_needle(layer, (mu, sd), &mut hood)
-                    } else {
-                        // As in `rank_materialised`: the needle's entries, in order.
-                        let needle_sd = plan.direct_needle_sd(sd);
-                        layer[layout.kths..].iter().fold(f64::NEG_INFINITY, |y, &x| y.max(mu + needle_sd * x))
-                    };
+                    let y = needle_best(plan, layout, layer, (mu, sd), &mut hood);
                     Some(!(layer[kth_at] > y))
                 };
                 layers_attending += rule.attends_within(within) as u32;
@@ -1290,9 +1280,17 @@ impl Replay {
         Some(tally)
     }
 
-    /// The needle's best entry score in one pooled layer record ([`pooled_needle`]).
-    fn pooled_needle(&self, layer: &[f64], needle: (f64, f64), hood: &mut [f64]) -> f64 {
-        pooled_needle(&self.plan, &self.layout, layer, needle, hood)
+}
+
+/// The needle's best entry score in one layer record of `layout`, with needle tokens
+/// Normal(mu, sd²), as `rank_materialised` computes it: unpooled, the needle's entries in
+/// order; pooled, [`pooled_needle`].
+fn needle_best(plan: &Plan, layout: &ReplayLayout, layer: &[f64], (mu, sd): (f64, f64), hood: &mut [f64]) -> f64 {
+    if plan.pooling == Pooling::None {
+        let needle_sd = plan.direct_needle_sd(sd);
+        layer[layout.kths..].iter().fold(f64::NEG_INFINITY, |y, &x| y.max(mu + needle_sd * x))
+    } else {
+        pooled_needle(plan, layout, layer, (mu, sd), hood)
     }
 }
 
