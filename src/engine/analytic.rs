@@ -26,6 +26,11 @@ const TOL_INNER: f64 = 1e-9;
 const TOL_OUTER: f64 = 1e-9;
 /// The outer integral runs over z in [−Z_MAX, Z_MAX]; the normal mass outside is 1.5e-23.
 const Z_MAX: f64 = 10.0;
+/// Most the outer integral's two tails, counted as their mass times the integrand's value at a
+/// cut ([`readout_moves`]), differ from their integrals: four orders below [`TOL_OUTER`].
+const TOL_TAIL_CUT: f64 = 1e-13;
+/// Bisection steps [`readout_moves`] takes on each side: a cut within 1/64 of the range.
+const CUT_STEPS: u32 = 6;
 /// How many needle sds beyond T_j's support [`Analytic::transition`] puts the ends of the
 /// shared component's range where the selection probability moves: Q(9) = 1.1e-19.
 const TRANSITION_SDS: f64 = 9.0;
@@ -947,7 +952,8 @@ impl Analytic {
             // Below `from` and above `to` the integrand is φ(z) times a constant (to ~1e-18):
             // those parts are that constant times the normal tail's mass.
             let mut at = |z: f64| g(self.rank_le_at(os, table, rule, z, &mut laws));
-            let tails = at(from) * crate::stats::norm_cdf(from) + at(to) * crate::stats::norm_sf(to);
+            let ((from, g_from), (to, g_to)) = readout_moves(&mut at, from, to);
+            let tails = g_from * crate::stats::norm_cdf(from) + g_to * crate::stats::norm_sf(to);
             tails + integrate(|z| ln_norm_pdf(z).exp() * at(z), from, to, &[0.0], TOL_OUTER)
         } else {
             // One evaluation: one adaptive inner integral costs less than a table, and a fit over
@@ -1223,6 +1229,41 @@ fn sum_pmf_direct(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m:
     total
 }
 
+/// Where `h`, increasing on [from, to] (a readout of the selection probability at z), moves
+/// enough to matter: ((from', h(from')), (to', h(to'))) with the parts of E[h(Z)] below from'
+/// and above to', each counted as h at the cut times the normal tail's mass, within
+/// [`TOL_TAIL_CUT`] of their integrals. Below from' h differs from h(from') by at most
+/// h(from') − h(from), and the tail's mass is Φ(from'); above to' likewise with Q(to'). A few
+/// bisection steps on each side, each one evaluation of h: the outer integral spends about 15
+/// per panel, and with many layers the readout saturates well inside the range where the
+/// selection probability itself moves.
+fn readout_moves(h: &mut impl FnMut(f64) -> f64, from: f64, to: f64) -> ((f64, f64), (f64, f64)) {
+    use crate::stats::{norm_cdf, norm_sf};
+    let (h_from, h_to) = (h(from), h(to));
+    let (mut lo, mut h_lo, mut hi) = (from, h_from, to);
+    for _ in 0..CUT_STEPS {
+        let mid = 0.5 * (lo + hi);
+        let v = h(mid);
+        if norm_cdf(mid) * (v - h_from).abs() <= TOL_TAIL_CUT {
+            (lo, h_lo) = (mid, v);
+        } else {
+            hi = mid;
+        }
+    }
+    let (lower, mut lo) = ((lo, h_lo), lo);
+    let (mut hi, mut h_hi) = (to, h_to);
+    for _ in 0..CUT_STEPS {
+        let mid = 0.5 * (lo + hi);
+        let v = h(mid);
+        if norm_sf(mid) * (h_to - v).abs() <= TOL_TAIL_CUT {
+            (hi, h_hi) = (mid, v);
+        } else {
+            lo = mid;
+        }
+    }
+    (lower, (hi, h_hi))
+}
+
 /// P(readout satisfied) when each of `n` layers attends independently with probability `a`.
 pub(crate) fn readout_probability(a: f64, n: u32, readout: Readout) -> f64 {
     let a = a.clamp(0.0, 1.0);
@@ -1299,6 +1340,35 @@ mod tests {
             }
         }
         assert!(trimmed >= 60, "the range was trimmed on {trimmed} rows (largest difference {worst:e})");
+    }
+
+    /// The readout's cuts: on readouts of a normal selection probability over many layers
+    /// (which saturate well inside the range where the probability moves), each tail counted as
+    /// its mass times the readout at the cut is within TOL_TAIL_CUT of its integral (the tail
+    /// integrated on its own to 1e-15), the cuts narrow the range, and the expectation from the
+    /// cut range and tails is the whole range's.
+    #[test]
+    fn readout_cuts_keep_the_tails_within_their_bound() {
+        use crate::stats::{norm_cdf, norm_sf};
+        let phi = |z: f64| ln_norm_pdf(z).exp();
+        let mut narrowed = 0;
+        for (layers, readout) in [(43, Readout::Any), (61, Readout::Any), (21, Readout::All), (43, Readout::AtLeast(5)), (2, Readout::Any), (1, Readout::Any)] {
+            for (shift, slope) in [(-2.0, 1.0), (0.0, 0.7), (1.5, 2.0), (-4.0, 0.5)] {
+                let h = |z: f64| readout_probability(norm_cdf(slope * z + shift), layers, readout);
+                let (from, to) = (-Z_MAX, Z_MAX);
+                let ((a, ha), (b, hb)) = readout_moves(&mut |z| h(z), from, to);
+                assert!(from <= a && a <= b && b <= to, "{a} {b}");
+                assert_eq!((ha.to_bits(), hb.to_bits()), (h(a).to_bits(), h(b).to_bits()));
+                let below = integrate(|z| phi(z) * (h(z) - ha), from, a, &[], 1e-15) + (h(from) - ha) * norm_cdf(from);
+                let above = integrate(|z| phi(z) * (h(z) - hb), b, to, &[], 1e-15) + (h(to) - hb) * norm_sf(to);
+                assert!(below.abs() <= TOL_TAIL_CUT && above.abs() <= TOL_TAIL_CUT, "{layers} {readout:?} {shift} {slope}: {below:e} {above:e}");
+                let cut = ha * norm_cdf(a) + hb * norm_sf(b) + integrate(|z| phi(z) * h(z), a, b, &[0.0], 1e-12);
+                let whole = integrate(|z| phi(z) * h(z), from, to, &[0.0], 1e-12);
+                assert!((cut - whole).abs() <= 1e-11, "{layers} {readout:?} {shift} {slope}: {cut} vs {whole}");
+                narrowed += usize::from(b - a < 0.75 * (to - from));
+            }
+        }
+        assert!(narrowed >= 20, "the range narrowed on {narrowed} of 24 readouts");
     }
 
     /// The Gauss rules change no recall and no layer-count pmf beyond 1e-12: stacked rows over
