@@ -105,7 +105,7 @@ impl ErrorRates {
         );
         match (&self.defect, self.power) {
             (Some(d), Some(p)) => s.push_str(&format!(
-                ", and finds a defect like the preferred one ({d}) {:.0}% of the time{}",
+                ", and finds a defect like the best-fitting one ({d}) {:.0}% of the time{}",
                 100.0 * p,
                 if self.defect_distinguishable() { "" } else { " (as fitted, it predicts these cells like the working indexer: not distinguishable on this design)" }
             )),
