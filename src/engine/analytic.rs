@@ -1244,28 +1244,25 @@ fn sum_pmf_direct(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m:
 fn readout_moves(h: &mut impl FnMut(f64) -> f64, from: f64, to: f64) -> ((f64, f64), (f64, f64)) {
     use crate::stats::{norm_cdf, norm_sf};
     let (h_from, h_to) = (h(from), h(to));
-    let (mut lo, mut h_lo, mut hi) = (from, h_from, to);
+    let lower = last_within(h, (from, h_from), to, |z, v| norm_cdf(z) * (v - h_from).abs() <= TOL_TAIL_CUT);
+    let upper = last_within(h, (to, h_to), lower.0, |z, v| norm_sf(z) * (h_to - v).abs() <= TOL_TAIL_CUT);
+    (lower, upper)
+}
+
+/// [`CUT_STEPS`] bisection steps from `good` = (z, h(z)), where `ok` holds, towards `bad`: the
+/// point nearest `bad` found where `ok(z, h(z))` holds, with h there.
+fn last_within(h: &mut impl FnMut(f64) -> f64, good: (f64, f64), bad: f64, ok: impl Fn(f64, f64) -> bool) -> (f64, f64) {
+    let ((mut z, mut hz), mut bad) = (good, bad);
     for _ in 0..CUT_STEPS {
-        let mid = 0.5 * (lo + hi);
+        let mid = 0.5 * (z + bad);
         let v = h(mid);
-        if norm_cdf(mid) * (v - h_from).abs() <= TOL_TAIL_CUT {
-            (lo, h_lo) = (mid, v);
+        if ok(mid, v) {
+            (z, hz) = (mid, v);
         } else {
-            hi = mid;
+            bad = mid;
         }
     }
-    let (lower, mut lo) = ((lo, h_lo), lo);
-    let (mut hi, mut h_hi) = (to, h_to);
-    for _ in 0..CUT_STEPS {
-        let mid = 0.5 * (lo + hi);
-        let v = h(mid);
-        if norm_sf(mid) * (h_to - v).abs() <= TOL_TAIL_CUT {
-            (hi, h_hi) = (mid, v);
-        } else {
-            lo = mid;
-        }
-    }
-    (lower, (hi, h_hi))
+    (z, hz)
 }
 
 /// P(readout satisfied) when each of `n` layers attends independently with probability `a`.
