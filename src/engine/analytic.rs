@@ -949,8 +949,9 @@ impl Analytic {
             let Some((from, to)) = trim.then(|| self.transition(os, &mut laws)).flatten() else {
                 return integrate(|z| ln_norm_pdf(z).exp() * g(self.rank_le_at(os, table, rule, z, &mut laws)), -Z_MAX, Z_MAX, &[0.0], TOL_OUTER);
             };
-            // Below `from` and above `to` the integrand is φ(z) times a constant (to ~1e-18):
-            // those parts are that constant times the normal tail's mass.
+            // Below `from` and above `to` the integrand is φ(z) times a constant (to ~1e-18), and
+            // the readout stops moving further inside ([`readout_moves`]): the parts beyond its
+            // cuts are the readout at each cut times the normal tail's mass, within 1e-13.
             let mut at = |z: f64| g(self.rank_le_at(os, table, rule, z, &mut laws));
             let ((from, g_from), (to, g_to)) = readout_moves(&mut at, from, to);
             let tails = g_from * crate::stats::norm_cdf(from) + g_to * crate::stats::norm_sf(to);
