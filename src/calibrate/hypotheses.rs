@@ -37,6 +37,7 @@ pub const HYPOTHESIS_NAMES: &[&str] = &[
     "length-periodic",
     "candidate-count-limit",
     "first-k-unscored",
+    "read-decline",
 ];
 
 /// The hypotheses that, when preferred, point to a broken implementation rather than to the
@@ -50,6 +51,25 @@ pub const CANDIDATE_LIMIT: &str = "candidate_limit";
 /// The dprime used for "the indexer never selects the needle" (the bottom of the search range:
 /// below every distractor, so only the window, the sink or N ≤ k bring it in).
 pub const NEVER_SELECTED_DPRIME: f64 = -10.0;
+
+/// The name of `read-decline`'s log10 L50 among its estimates (tokens).
+pub const READ_L50: &str = "log10_read_l50";
+
+/// The steepest fall of `read-decline`'s read rate searched: at s = 40 the rate is above 0.99
+/// at 0.89·L50 and below 0.01 at 1.12·L50, a step between any two lengths a report measures.
+pub const READ_SLOPE_MAX: f64 = 40.0;
+
+/// `read-decline`'s factor on the read rate at context length `l`: 1 / (1 + (l/L50)^s).
+fn read_factor(l: u64, log10_l50: f64, slope: f64) -> f64 {
+    let x = slope * ((l.max(1) as f64).log10() - log10_l50) * std::f64::consts::LN_10;
+    // 1 / (1 + e^x), without overflow for large x.
+    if x > 0.0 {
+        let e = (-x).exp();
+        e / (1.0 + e)
+    } else {
+        1.0 / (1.0 + x.exp())
+    }
+}
 
 /// Width, in decades of distance, of the positional hypothesis's change of separation.
 const POSITIONAL_WIDTH_DECADES: f64 = 0.1;
@@ -135,6 +155,10 @@ enum Param {
     Log10K,
     /// Broken-fraction / length-periodic: the fraction that never selects the needle.
     Broken,
+    /// Read-decline: log10 of the context length L50 at which the read rate has halved.
+    Log10L50,
+    /// Read-decline: the steepness s of the read rate's fall, 1 / (1 + (L/L50)^s).
+    ReadSlope,
 }
 
 impl Param {
@@ -146,6 +170,8 @@ impl Param {
             Param::Log10D0 => "log10_d0".into(),
             Param::Log10K => "log10_k_eff".into(),
             Param::Broken => "broken_fraction".into(),
+            Param::Log10L50 => READ_L50.into(),
+            Param::ReadSlope => "read_slope".into(),
         }
     }
     /// Whether `v` is a physical limit of the parameter (not an arbitrary search bound).
@@ -153,6 +179,9 @@ impl Param {
         match self {
             Param::Field(f) => f.is_physical_limit(v),
             Param::Broken => true,
+            // The steepest fall searched is a step (a context-window ceiling): a limit of the
+            // model, not an arbitrary bound.
+            Param::ReadSlope => v >= READ_SLOPE_MAX,
             _ => false,
         }
     }
@@ -173,6 +202,8 @@ enum Kind {
     CandidateLimit,
     /// The first k_eff entries by position are selected whatever their scores.
     FirstKUnscored,
+    /// The model's own read rate falls with context length: p_read · 1 / (1 + (L/L50)^s).
+    ReadDecline,
 }
 
 struct Spec {
@@ -239,6 +270,12 @@ fn specs() -> Vec<Spec> {
             kind: Kind::ReadFailure,
             params: vec![F(Field::PRead), F(Field::Dprime)],
         },
+        Spec {
+            name: "read-decline",
+            description: "the model's own read rate falls with context length, p_read · 1/(1 + (L/L50)^s) (L50, s and dprime fitted): selected or not, the needle is not used beyond about L50 — a model run past its trained context window (a steep fall), or one whose long-context reading degrades (dense attention loses it too)",
+            kind: Kind::ReadDecline,
+            params: vec![Param::Log10L50, Param::ReadSlope, F(Field::Dprime)],
+        },
     ]
 }
 
@@ -261,6 +298,8 @@ fn bounds_of(p: Param, user_free: &[FreeParam]) -> Result<(f64, f64), CalibError
         Param::Log10D0 => (1.0, 7.0),
         Param::Log10K => (0.0, 6.0),
         Param::Broken => (0.0, 1.0),
+        Param::Log10L50 => (2.0, 7.0),
+        Param::ReadSlope => (0.5, READ_SLOPE_MAX),
     })
 }
 
@@ -355,6 +394,20 @@ impl Surface<'_> {
 
     fn row_recall(&self, g: usize, theta: &[f64]) -> Result<f64, CalibError> {
         let (s, broken) = self.row_setup(g, theta)?;
+        if self.kind == Kind::ReadDecline {
+            // Recall is affine in p_read (Geometry::answer_probability), so the row's recall at
+            // read rate m·p_read is r(0) + m·(r(p_read) − r(0)): the two ends do not depend on
+            // L50 or s and stay in the model's memo while those two move.
+            let m = read_factor(s.context_len, theta[0], theta[1]);
+            let r1 = self.recall(&s)?;
+            if m >= 1.0 {
+                return Ok(r1);
+            }
+            let mut unread = s.clone();
+            set_field(&mut unread, Field::PRead, 0.0)?;
+            let r0 = self.recall(&unread)?;
+            return Ok(r0 + m * (r1 - r0));
+        }
         if self.kind == Kind::FirstKUnscored && broken == 0.0 {
             // Selected whatever the scores: the answer as when every selecting layer attends.
             let geo = crate::geometry::Geometry::new(&s);
@@ -483,6 +536,34 @@ fn fit_surface(surface: &Surface, lo: &[f64], hi: &[f64], starts: &[Vec<f64>]) -
     Ok((m.x, -m.fx))
 }
 
+/// Starts of `read-decline` at a step (s = 20) between each pair of neighbouring measured
+/// lengths where the pooled recall falls, the three largest falls first (`start`'s other values).
+fn decline_starts(data: &Dataset, start: &[f64]) -> Vec<Vec<f64>> {
+    let mut by_len: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    for r in &data.rows {
+        let e = by_len.entry(r.context_len).or_default();
+        e.0 += r.hits;
+        e.1 += r.trials;
+    }
+    let pooled: Vec<(u64, f64)> = by_len.into_iter().map(|(l, (h, n))| (l, h as f64 / n.max(1) as f64)).collect();
+    let mut falls: Vec<(f64, f64)> = pooled
+        .windows(2)
+        .filter(|w| w[1].1 < w[0].1)
+        .map(|w| (w[0].1 - w[1].1, 0.5 * ((w[0].0 as f64).log10() + (w[1].0 as f64).log10())))
+        .collect();
+    falls.sort_by(|a, b| b.0.total_cmp(&a.0));
+    falls
+        .into_iter()
+        .take(3)
+        .map(|(_, mid)| {
+            let mut x = start.to_vec();
+            x[0] = mid.clamp(2.0, 7.0);
+            x[1] = 20.0;
+            x
+        })
+        .collect()
+}
+
 /// `spec`'s parameter vector at which it predicts what the fitted `discrimination` does (its
 /// dprime and nuisance estimates; no hard negatives, no broken queries, p_read, needle_sd and
 /// k as `base` has them, dprime_near = dprime_far; `start`'s value where a parameter does not
@@ -499,8 +580,10 @@ fn nested_start(spec: &Spec, disc: &HypothesisResult, base: &Scenario, start: &[
         Param::Field(Field::Dprime) | Param::DprimeNear | Param::DprimeFar => dprime,
         Param::Field(f) => base.number(*f).unwrap_or(start[i]),
         Param::Log10K => (base.index_topk.max(1) as f64).log10(),
-        Param::Log10D0 => start[i],
+        Param::Log10D0 | Param::ReadSlope => start[i],
         Param::Broken => 0.0,
+        // L50 beyond every length: the read rate as given at every row.
+        Param::Log10L50 => hi[i],
     });
     let x: Vec<f64> = own.chain(shared).zip(lo.iter().zip(hi)).map(|(v, (a, b))| v.clamp(*a, *b)).collect();
     (x.len() == start.len()).then_some(x)
@@ -575,7 +658,7 @@ fn compare(
     let mut all = specs();
     if data.is_selection() {
         // Selections are observed directly: whether a selected needle is read does not enter.
-        all.retain(|sp| sp.kind != Kind::ReadFailure);
+        all.retain(|sp| !matches!(sp.kind, Kind::ReadFailure | Kind::ReadDecline));
     }
     if let Some(c) = periodic_modulus(data, base) {
         all.push(Spec {
@@ -635,6 +718,8 @@ fn compare(
                 Param::Log10D0 => (base.context_len.max(2) as f64 / 2.0).log10(),
                 Param::Log10K => (base.index_topk.max(1) as f64).log10(),
                 Param::Broken => 0.1,
+                Param::Log10L50 => (base.context_len.max(2) as f64).log10(),
+                Param::ReadSlope => 4.0,
             })
             .chain(nuisance.iter().map(|p| base.number(p.field).unwrap_or(p.lo)))
             .chain(od.then_some(super::likelihood::START_OVERDISPERSION))
@@ -646,9 +731,14 @@ fn compare(
         // p_read and needle_sd as given, dprime_near = dprime_far, k_eff = k), so started
         // there its fit is at least as good (a fit that missed it would rank a hypothesis
         // below one of its own special cases).
-        let starts: Vec<Vec<f64>> = std::iter::once(start.clone())
+        let mut starts: Vec<Vec<f64>> = std::iter::once(start.clone())
             .chain(nested.and_then(|h| nested_start(&spec, h, base, &start, &lo, &hi)))
             .collect();
+        if spec.kind == Kind::ReadDecline {
+            // A steep fall's likelihood is flat between two measured lengths: the simplex is
+            // also started at a step between each pair of neighbouring lengths where recall falls.
+            starts.extend(decline_starts(data, &start));
+        }
         let residues: Vec<u64> = match spec.kind {
             Kind::LengthPeriodic(c) => {
                 let mut r: Vec<u64> = data.rows.iter().map(|o| o.context_len % c).collect();

@@ -39,9 +39,9 @@ pub fn calibrated_call(
     cv.at_estimate.dprime_on_bound = report.fit.estimates.iter().any(|e| e.field == Field::Dprime && e.value_at_bound);
     let signatures = fit_signatures(data, base, &report.free, &report.fit, report.checks.as_ref(), model)?;
     // A defect is not a prescription: the fitted numbers stay, the call is the rule's.
-    let evidence = rule::Evidence { signatures: &signatures.signatures, preferred: None, error_rates: None };
-    cv.at_estimate.call = rule::decide(&evidence, cv.at_estimate.call);
-    cv.region.iter_mut().for_each(|v| v.call = rule::decide(&evidence, v.call));
+    let evidence = rule::Evidence::signatures_only(&signatures.signatures);
+    cv.at_estimate.call = rule::decide(&evidence, cv.at_estimate.call).0;
+    cv.region.iter_mut().for_each(|v| v.call = rule::decide(&evidence, v.call).0);
     Ok(CalibratedCall { verdict: cv, scenarios, signatures, numbers_at: super::NumbersAt::default() })
 }
 

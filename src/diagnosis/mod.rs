@@ -16,6 +16,7 @@ pub mod calibrated;
 pub mod conditions;
 pub mod error_rates;
 pub mod plan;
+pub mod plausible;
 pub mod rule;
 pub mod signature;
 
@@ -155,6 +156,12 @@ pub struct Diagnosis {
     /// diagnosis's own hypotheses, budget [`plan::UNDECIDED_BUDGET`], seed
     /// [`error_rates::SEED`]; None when no cell the kernel runs separates them).
     pub plan: Option<plan::Plan>,
+    /// Why the rule made the call.
+    pub reason: rule::Reason,
+    /// Why the numbers' "needed" figures are withheld (None: they are shown).
+    pub numbers_withheld: Option<String>,
+    /// The physical hypotheses that are not working explanations, with why.
+    pub implausible: Vec<(String, String)>,
 }
 
 /// Diagnoses `data`: row checks, every hypothesis, signatures, the call and the verdict's numbers.
@@ -168,14 +175,12 @@ pub fn diagnose(
     let base = &crate::calibrate::answer_scenario(data, base);
     let checks = row_checks(data, base, model)?;
     let hypotheses = compare_hypotheses(data, base, user_free, model)?;
+    let facts = plausible::TableFacts::of(data, base);
+    let explains: Vec<bool> = hypotheses.iter().map(|h| plausible::is_explanation(h, &facts)).collect();
     let lmax = hypotheses.iter().map(|h| h.loglik).fold(f64::NEG_INFINITY, f64::max);
     let lmin = hypotheses.iter().map(|h| h.loglik).fold(f64::INFINITY, f64::min);
-    if lmax - lmin < 1e-9 {
-        return Err(CalibError::Input(format!(
-            "{}: no row can separate any two hypotheses (every hypothesis predicts the same recall for every row, e.g. every row selects every candidate and finds the needle): measure longer contexts or smaller k",
-            data.source
-        )));
-    }
+    let all_found = data.rows.iter().all(|r| r.hits == r.trials) && !data.is_selection();
+    let separable = lmax - lmin >= 1e-9;
     let best = &hypotheses[0];
     let mut sig = Vec::new();
     if checks.any_below_floor() {
@@ -198,18 +203,56 @@ pub fn diagnose(
     if conditions.iter().any(|c| c.significant) {
         sig.push(Signature::ConditionDependent);
     }
-    let (from, scen) = hypotheses
+    // The best plausible explanation (hypotheses are in AIC order).
+    let explanation = hypotheses.iter().zip(&explains).find(|(_, &e)| e).map(|(h, _)| h);
+    let reading_explains = hypotheses
         .iter()
-        .find_map(|h| h.scenario(base).map(|s| (h, s)))
-        .ok_or_else(|| CalibError::Fit("no hypothesis gives a valid scenario".into()))?;
+        .zip(&explains)
+        .any(|(h, &e)| e && plausible::family(&h.name) == plausible::Family::Read && h.aic <= best.aic + crate::calibrate::hypotheses::AIC_TIE + 1e-9);
+    if explanation.is_some_and(|h| h.name == "read-decline") && !all_found {
+        sig.push(Signature::ReadDecline);
+    }
+    // The numbers: at the best plausible working explanation that is a plain scenario, else at
+    // the best plain scenario with every "needed" figure withheld.
+    let plain = |only_plausible: bool| {
+        hypotheses
+            .iter()
+            .zip(&explains)
+            .filter(|(_, &e)| e || !only_plausible)
+            .find_map(|(h, _)| h.scenario(base).map(|s| (h, s)))
+    };
+    let numbers_plausible = plain(true).is_some();
+    let (from, scen) = plain(true).or_else(|| plain(false)).ok_or_else(|| CalibError::Fit("no hypothesis gives a valid scenario".into()))?;
     let mut v = verdict(&scen, model, opts)?;
     v.dprime_on_bound = from.on_bound.iter().any(|n| n == "dprime");
-    let rates = error_rates::error_rates(data, &hypotheses, checks.joint.as_ref());
-    let evidence = rule::Evidence { signatures: &sig, preferred: Some(&best.name), error_rates: rates.as_ref().map(rule::DefectEvidence::from) };
-    let call = rule::decide(&evidence, v.call);
+    let rates = if separable && !all_found { error_rates::error_rates(data, &hypotheses, &explains, checks.joint.as_ref()) } else { None };
+    let k_matters = data.is_selection() || {
+        let mut ks: Vec<u64> = data.rows.iter().map(|r| r.index_topk).collect();
+        ks.sort_unstable();
+        ks.dedup();
+        ks.len() >= 2
+    };
+    let evidence = rule::Evidence {
+        signatures: &sig,
+        all_found,
+        condition_p: conditions.iter().map(|c| c.p_value).reduce(f64::min),
+        defect_preferred: best.is_implementation(),
+        explanation: explanation.map(|h| if plausible::family(&h.name) == plausible::Family::Read { rule::Explanation::Read } else { rule::Explanation::Working }),
+        reading_explains,
+        error_rates: rates.as_ref().map(rule::DefectEvidence::from),
+        k_matters,
+    };
+    let (call, reason) = if !separable && !all_found { (Call::Undecided, rule::Reason::NoExplanation) } else { rule::decide(&evidence, v.call) };
     v.call = call;
+    let numbers_withheld = if !numbers_plausible {
+        Some(format!("no working explanation with plausible values gives a scenario ({})", plausible::implausibility(from, &facts).unwrap_or_default()))
+    } else if !matches!(call, Call::Saturated | Call::CoverageLimited | Call::DiscriminationLimited | Call::ReadLimited) {
+        Some(format!("no fix is prescribed on an {call} call"))
+    } else {
+        None
+    };
     // "Undecided" is not a dead end: it comes with the measurement that would decide.
-    let plan = if call == Call::Undecided {
+    let plan = if call == Call::Undecided && separable {
         let popts = plan::PlanOptions { budget: plan::UNDECIDED_BUDGET, seed: error_rates::SEED, only: &[], verdict: opts };
         match plan::plan_from(data, base, &hypotheses, user_free, model, &popts) {
             Ok(p) => Some(p),
@@ -222,6 +265,12 @@ pub fn diagnose(
         None
     };
     let numbers_from = from.name.clone();
+    let implausible = hypotheses
+        .iter()
+        .zip(&explains)
+        .filter(|(h, &e)| !e && plausible::family(&h.name) != plausible::Family::Defect)
+        .filter_map(|(h, _)| plausible::implausibility(h, &facts).map(|r| (h.name.clone(), r)))
+        .collect();
     Ok(Diagnosis {
         checks,
         hypotheses,
@@ -234,6 +283,9 @@ pub fn diagnose(
         conditions,
         error_rates: rates,
         plan,
+        reason,
+        numbers_withheld,
+        implausible,
     })
 }
 
@@ -244,32 +296,45 @@ impl Diagnosis {
         self
     }
 
+    /// What to do next, in one line.
+    pub fn next_step(&self) -> String {
+        let cols: Vec<String> = self.conditions.iter().filter(|c| c.p_value < rule::CONDITION_SUGGESTIVE).map(|c| format!("`{}`", c.column)).collect();
+        match (self.call, self.reason) {
+            (_, rule::Reason::Condition | rule::Reason::ConditionSuggestive) => format!(
+                "rerun the failing cells under each value of {} (same prompts, same weights) and diff the indexer's top-k between them",
+                cols.join(", ")
+            ),
+            (Call::ImplementationSuspect, _) => "check the implementation: the signatures below say what to capture and compare against a reference".into(),
+            (Call::Undecided, _) => "measure the cells below (`dsa-sim plan` with this table as --data proposes them), then run the verdict on both tables".into(),
+            (Call::ReadLimited, _) => "check that a selected needle is read: the signatures below say how; neither k nor the indexer's precision fixes this".into(),
+            (Call::Saturated, _) => "nothing to fix on these cells".into(),
+            (Call::CoverageLimited, _) => "raise index_topk (the numbers below say to what)".into(),
+            (Call::DiscriminationLimited, _) => "improve the indexer's precision (the numbers below say by how much); raising k alone does not reach the target".into(),
+        }
+    }
+
     /// Plain sentences explaining the call from the signatures.
     pub fn explanation(&self) -> String {
         let best = &self.hypotheses[0];
-        let mut s = match self.call {
-            Call::ImplementationSuspect => format!(
-                "Neither raising k nor improving the indexer's precision explains these data: the implementation is suspect. Preferred hypothesis: {} (Akaike weight {:.3}).",
+        let mut s = format!("{}: {}.", self.call, self.reason.sentence());
+        match self.call {
+            Call::ImplementationSuspect | Call::Undecided | Call::ReadLimited => s.push_str(&format!(
+                " Best-fitting hypothesis: {} (Akaike weight {:.3}).",
                 best.name, best.weight
-            ),
-            Call::Undecided => format!(
-                "Undecided: the preferred hypothesis is {} (Akaike weight {:.3}), but on tables like this one the procedure would not tell a working indexer from the preferred defect reliably enough to act on. Measure the cells that would decide (below; `dsa-sim plan` with this table as --data proposes them), then run the verdict on both tables.",
-                best.name, best.weight
-            ),
-            Call::ReadLimited => format!(
-                "The needle is missed where selection cannot explain it: it is selected but not used (read-limited; preferred hypothesis {}, weight {:.3}). Raising k or the indexer's precision does not fix this.",
-                best.name, best.weight
-            ),
-            _ => format!(
-                "Preferred hypothesis: {} (Akaike weight {:.3}); the numbers below come from {}. {}",
+            )),
+            _ => s.push_str(&format!(
+                " Best-fitting hypothesis: {} (Akaike weight {:.3}); the numbers come from {}. {}",
                 best.name,
                 best.weight,
                 self.numbers_from,
                 crate::verdict::explain(&self.verdict)
-            ),
-        };
+            )),
+        }
         if let Some(r) = &self.error_rates {
             s.push_str(&format!("\n{}.", r.sentence()));
+        }
+        for (name, why) in &self.implausible {
+            s.push_str(&format!("\nnot a working explanation: {name} ({why})."));
         }
         for g in &self.signatures {
             s.push('\n');
@@ -314,13 +379,26 @@ impl Diagnosis {
         j["hypotheses"] = hypotheses_json(&self.hypotheses);
         j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
         j["plan"] = self.plan.as_ref().map_or(serde_json::Value::Null, |p| p.json());
+        j["reason"] = serde_json::json!(self.reason);
+        j["reason_text"] = serde_json::json!(self.reason.sentence());
+        j["next_step"] = serde_json::json!(self.next_step());
+        j["not_working_explanations"] = serde_json::Value::Array(
+            self.implausible.iter().map(|(n, w)| serde_json::json!({"name": n, "why": w})).collect(),
+        );
+        j["numbers_withheld"] = serde_json::json!(self.numbers_withheld);
+        if self.numbers_withheld.is_some() {
+            for key in ["k_needed", "dprime_needed_now", "dprime_needed_max_k", "score_noise_allowed_now", "score_noise_allowed_max_k"] {
+                j[key] = serde_json::Value::Null;
+            }
+        }
         j
     }
 
-    /// The text `verdict --data` prints: the table's warning, the row checks, the condition
-    /// tests, the hypotheses, the numbers and the call with its explanation.
+    /// The text `verdict --data` prints: the call, its reason and what to do next first; then
+    /// the table's warning, the row checks, the condition tests, the hypotheses, the numbers (or
+    /// why they are withheld) and the explanation.
     pub fn to_text(&self, data: &Dataset) -> String {
-        let mut text = String::new();
+        let mut text = format!("call: {}\nwhy: {}\nnext: {}\n\n", self.call, self.reason.sentence(), self.next_step());
         if let Some(w) = data.transcribed_warning() {
             text.push_str(&w);
             text.push('\n');
@@ -329,12 +407,18 @@ impl Diagnosis {
         text.push_str(&self.checks.text());
         text.push_str(&conditions::conditions_text(&self.conditions));
         text.push_str(&hypotheses_text(&self.hypotheses));
-        text.push_str(&format!("numbers at the fit of `{}`, {}:\n", self.numbers_from, self.numbers_at.describe(&self.verdict)));
-        let body = verdict_text(&self.verdict, None);
-        // The verdict's own explanation is replaced by the diagnosis's.
-        let body = body.split("\n\n").next().unwrap_or("").to_string();
-        text.push_str(&body);
-        text.push_str(&format!("\n\n{}\n", self.explanation()));
+        match &self.numbers_withheld {
+            Some(why) => text.push_str(&format!("numbers withheld: {why}.\n")),
+            None => {
+                text.push_str(&format!("numbers at the fit of `{}`, {}:\n", self.numbers_from, self.numbers_at.describe(&self.verdict)));
+                let body = verdict_text(&self.verdict, None);
+                // The verdict's own explanation is replaced by the diagnosis's.
+                let body = body.split("\n\n").next().unwrap_or("").to_string();
+                text.push_str(&body);
+                text.push('\n');
+            }
+        }
+        text.push_str(&format!("\n{}\n", self.explanation()));
         if let Some(p) = &self.plan {
             text.push_str(&format!("\nthe cells that would decide (`dsa-sim plan` with this table, budget {}):\n", p.budget));
             text.push_str(&p.text());

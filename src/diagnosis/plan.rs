@@ -463,6 +463,8 @@ pub struct RuleOnPlan {
     pub table_exact: bool,
     /// The measured table shows misses where every candidate is selected.
     pub table_read: bool,
+    /// The table joined with the planned cells measures more than one k.
+    pub k_matters: bool,
 }
 
 impl RuleOnPlan {
@@ -500,16 +502,42 @@ impl RuleOnPlan {
             (Some(w), Some(d)) => aic[w] - aic[d],
             _ => f64::NEG_INFINITY,
         };
-        let defect = DefectEvidence { evidence, threshold: self.threshold, false_alarm: self.false_alarm, defect_not_ruled_out: false };
-        let physical = match argmin(&|h| !is_defect(h)).map(|i| &self.hypotheses[i].meaning) {
+        // The symmetric standard on simulated tables: a physical call needs the best working
+        // hypothesis to beat the best defect by τ (the diagnosis simulates each competitor; a
+        // plan's thousands of tables take τ for both directions).
+        let defect = DefectEvidence {
+            evidence,
+            threshold: self.threshold,
+            false_alarm: self.false_alarm,
+            defect_not_ruled_out: best_defect.is_some() && -evidence < self.threshold,
+            defect_poor_fit: false,
+        };
+        let best_physical = argmin(&|h| !is_defect(h));
+        let physical = match best_physical.map(|i| &self.hypotheses[i].meaning) {
             Some(Meaning::Physical(c)) => *c,
             // Without the exact signature on this table the diagnosis takes the numbers of the
             // best plain scenario: the verdict's call there, which is not a defect call.
             Some(Meaning::WorseThanRandom) => Call::DiscriminationLimited,
             _ => Call::Undecided,
         };
-        let e = Evidence { signatures: &sig[..n], preferred: Some(&self.hypotheses[best].name), error_rates: Some(defect) };
-        let call = rule::decide(&e, physical);
+        let explanation = best_physical.filter(|&i| self.hypotheses[i].working).map(|i| {
+            if self.hypotheses[i].meaning == Meaning::Physical(Call::ReadLimited) {
+                rule::Explanation::Read
+            } else {
+                rule::Explanation::Working
+            }
+        });
+        let e = Evidence {
+            signatures: &sig[..n],
+            all_found: false,
+            condition_p: None,
+            defect_preferred: is_defect(&self.hypotheses[best]),
+            explanation,
+            reading_explains: false,
+            error_rates: Some(defect),
+            k_matters: self.k_matters,
+        };
+        let (call, _) = rule::decide(&e, physical);
         let class = match call {
             Call::ImplementationSuspect | Call::Undecided if floor || self.table_exact => named(Some(best)),
             Call::ImplementationSuspect | Call::Undecided if evidence > self.threshold => named(best_defect),
@@ -719,7 +747,7 @@ fn rule_on_plan(
             Meaning::Defect
         } else if h.estimates.iter().any(|(n, v)| n.starts_with("dprime") && *v < 0.0) {
             Meaning::WorseThanRandom
-        } else if h.name == "read-failure" {
+        } else if super::plausible::family(&h.name) == super::plausible::Family::Read {
             Meaning::Physical(Call::ReadLimited)
         } else {
             let s = h.scenario(base).ok_or_else(|| CalibError::Fit(format!("hypothesis `{}` gives no valid scenario", h.name)))?;
@@ -782,10 +810,15 @@ fn rule_on_plan(
                 Some(x)
             })
             .collect();
-        if let Some(r) = error_rates(&joined, &extended, floor.as_ref()) {
+        let explains: Vec<bool> = extended.iter().map(|x| x.name != "random-indexer" && hypotheses.iter().any(|h| h.name == x.name && h.working)).collect();
+        if let Some(r) = error_rates(&joined, &extended, &explains, floor.as_ref()) {
             threshold = r.threshold;
             false_alarm = r.false_alarm;
         }
     }
-    Ok(RuleOnPlan { hypotheses, truths: leading.len(), trials, threshold, false_alarm, floor, table_hits: data.rows.iter().map(|r| r.hits).collect(), table_exact, table_read })
+    let mut ks: Vec<u64> = data.rows.iter().map(|r| r.index_topk).chain(design.chosen.iter().map(|c| cand[c.0].index_topk)).collect();
+    ks.sort_unstable();
+    ks.dedup();
+    let k_matters = data.is_selection() || ks.len() >= 2;
+    Ok(RuleOnPlan { hypotheses, truths: leading.len(), trials, threshold, false_alarm, floor, table_hits: data.rows.iter().map(|r| r.hits).collect(), table_exact, table_read, k_matters })
 }

@@ -1,22 +1,27 @@
-//! The decision rule (docs/model.md#verdict): the one place a call is made from the evidence —
-//! the signatures, the preferred hypothesis, the rule's simulated error rates — and, when the
-//! evidence does not override it, the call a working indexer's numbers give
-//! ([`crate::verdict::verdict`]: saturated, coverage- or discrimination-limited).
+//! The decision rule (docs/model.md#verdict): the one place a call is made from the evidence.
 //!
-//! In order:
-//! 1. **Exact signatures** decide by themselves (each is a test at a stated level, not a model
-//!    comparison): recall differing between conditions at identical cells, rows jointly below
-//!    the random-indexer floor, a fitted separation significantly below 0, or a preferred fit
-//!    that is both poor and on a search bound → `implementation-suspect`.
-//! 2. **A defect preferred by the hypotheses** counts only through the simulated threshold τ:
-//!    the defect's evidence (ΔAIC against the best working indexer) must exceed what tables from
-//!    a working indexer reach 5% of the time. If it does but the procedure's false-alarm rate on
-//!    tables like the user's exceeds [`MAX_FALSE_ALARM`] → `undecided`; otherwise
-//!    `implementation-suspect`.
-//! 3. **Misses where every candidate is selected** (or a preferred read-failure) → `read-limited`.
-//! 4. A physical call is made only when the preferred defect is ruled out: a defect that this
-//!    design would find, and whose tables show evidence as low as the data's at least
-//!    [`super::error_rates::MAX_DEFECT_P`] of the time, leaves the call `undecided`.
+//! A call is a prescription a person acts on, so every call must be separated from the others
+//! by the evidence at one standard, whichever way it points. In order:
+//! 1. **Every needle found** → `saturated`, whatever the table's geometry.
+//! 2. **A condition column** (recall differing between its values at identical cells; no
+//!    physical hypothesis depends on the build) with p < [`super::CONDITION_ALPHA`] →
+//!    `implementation-suspect` naming it; with p < [`CONDITION_SUGGESTIVE`] every physical call is
+//!    ruled out and the call is `undecided` unless a defect call stands by itself.
+//! 3. **Exact signatures** (rows jointly below the random-indexer floor, a separation
+//!    significantly below 0, a poor fit on a search bound) → `implementation-suspect`, unless a
+//!    plausible explanation by the model's own reading fits about as well (the floor assumes
+//!    a selected needle is read).
+//! 4. **Defect evidence**: AIC(best working explanation) − AIC(best defect) above τ, the 95th
+//!    percentile of that evidence on tables from the working explanations → `implementation-
+//!    suspect` (`undecided` where the design's false-alarm rate exceeds [`MAX_FALSE_ALARM`] or
+//!    the defect's fit matches the table badly).
+//! 5. A **physical call** (coverage-, discrimination-, read-limited) needs a plausible working
+//!    explanation ([`super::plausible`]) and every competing defect ruled out at the same
+//!    standard (its own tables show evidence as low as the data's less than 5% of the time);
+//!    `coverage-limited` needs evidence that k matters (k varied in the table, or captured
+//!    selections). Otherwise `undecided`, with the cells that would decide.
+//!
+//! [`decide`] returns the call with its [`Reason`]; the sentences of every reason live here.
 
 use super::error_rates::ErrorRates;
 use super::signature::Signature;
@@ -27,27 +32,38 @@ pub const POOR_FIT_P: f64 = 0.001;
 /// Largest false-alarm rate (a working indexer called implementation-suspect on tables like the
 /// user's) at which an implementation-suspect call is made.
 pub const MAX_FALSE_ALARM: f64 = 0.10;
-/// Smallest power (a defect like the preferred one found on tables like the user's) the issue's
-/// targets ask of the procedure; reported beside the call, see [`ErrorRates::meets_targets`].
+/// Smallest power (a defect like the best competitor found on tables like the user's) the
+/// procedure aims at; reported beside the call, see [`ErrorRates::meets_targets`].
 pub const MIN_POWER: f64 = 0.90;
+/// A condition column's p-value below which no physical call is made (between this and
+/// [`super::CONDITION_ALPHA`] the call is `undecided`).
+pub const CONDITION_SUGGESTIVE: f64 = 0.05;
 
 /// The defect evidence of the hypotheses and what the simulation at the table's design says of
 /// it ([`ErrorRates`]; the plan's simulated tables give their own).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DefectEvidence {
-    /// AIC(best working indexer) − AIC(best defect).
+    /// AIC(best working explanation) − AIC(best defect).
     pub evidence: f64,
-    /// τ: the evidence the rule needs.
+    /// τ: the evidence a defect call needs.
     pub threshold: f64,
     /// The rule's false-alarm rate at the design.
     pub false_alarm: f64,
-    /// The data leave the preferred defect plausible ([`ErrorRates::defect_not_ruled_out`]).
+    /// Some competing defect is not ruled out at the standard a defect call meets.
     pub defect_not_ruled_out: bool,
+    /// The best defect's fit matches the table badly: its evidence supports no call.
+    pub defect_poor_fit: bool,
 }
 
 impl From<&ErrorRates> for DefectEvidence {
     fn from(r: &ErrorRates) -> Self {
-        DefectEvidence { evidence: r.evidence, threshold: r.threshold, false_alarm: r.false_alarm, defect_not_ruled_out: r.defect_not_ruled_out() }
+        DefectEvidence {
+            evidence: r.evidence,
+            threshold: r.threshold,
+            false_alarm: r.false_alarm,
+            defect_not_ruled_out: !r.not_ruled_out().is_empty(),
+            defect_poor_fit: r.competitors.first().is_some_and(|c| c.poor_fit),
+        }
     }
 }
 
@@ -56,47 +72,149 @@ impl From<&ErrorRates> for DefectEvidence {
 pub struct Evidence<'a> {
     /// The signatures found.
     pub signatures: &'a [Signature],
-    /// The preferred hypothesis (None on a calibrated fit, which compares none).
-    pub preferred: Option<&'a str>,
-    /// The defect evidence with its simulated threshold (recall tables; None without).
+    /// Every needle of the table was found.
+    pub all_found: bool,
+    /// The smallest p-value of the table's condition columns (None without one).
+    pub condition_p: Option<f64>,
+    /// The best hypothesis overall is a defect (a calibrated fit compares none: false).
+    pub defect_preferred: bool,
+    /// The best plausible explanation ([`super::plausible`]), if any: whether it is the model's
+    /// reading (read-limited) rather than a working indexer's numbers.
+    pub explanation: Option<Explanation>,
+    /// A plausible reading explanation fits about as well as the best hypothesis: the floor's
+    /// assumption that a selected needle is read may not hold.
+    pub reading_explains: bool,
+    /// The defect evidence with its simulated thresholds (recall tables; None without).
     pub error_rates: Option<DefectEvidence>,
+    /// The table shows that k matters (several k measured, or captured selections).
+    pub k_matters: bool,
 }
 
-/// Signatures that decide by themselves.
+impl Evidence<'_> {
+    /// Evidence that is only signatures (a calibrated fit's: no hypotheses compared, a plausible
+    /// working fit assumed, k's effect taken from the fit).
+    pub fn signatures_only(signatures: &[Signature]) -> Evidence<'_> {
+        Evidence {
+            signatures,
+            all_found: false,
+            condition_p: None,
+            defect_preferred: false,
+            explanation: Some(Explanation::Working),
+            reading_explains: false,
+            error_rates: None,
+            k_matters: true,
+        }
+    }
+}
+
+/// The kind of the best plausible explanation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Explanation {
+    /// A working indexer: the numbers' call.
+    Working,
+    /// The model's own reading: read-limited.
+    Read,
+}
+
+/// Why the rule made its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// Every needle was found.
+    AllFound,
+    /// A condition column differs significantly at identical cells.
+    Condition,
+    /// A condition column differs at p < 0.05 but not below the defect level.
+    ConditionSuggestive,
+    /// An exact signature.
+    Signature,
+    /// The defect evidence exceeds τ.
+    DefectEvidence,
+    /// The defect evidence exceeds τ but the design's false-alarm rate is too high, or the
+    /// defect's fit matches the table badly.
+    DefectUnreliable,
+    /// No plausible working explanation, and no defect called.
+    NoExplanation,
+    /// A competing defect is not ruled out.
+    DefectNotRuledOut,
+    /// Misses where every candidate is selected, or a plausible reading explanation.
+    Reading,
+    /// The numbers say raise k, but the table never showed that k matters.
+    KNotShown,
+    /// The working explanation's numbers.
+    Numbers,
+}
+
+impl Reason {
+    /// The one-line reason printed under the call.
+    pub fn sentence(self) -> &'static str {
+        match self {
+            Reason::AllFound => "every needle of the table was found",
+            Reason::Condition => "recall differs between the values of a condition column at identical cells, which no property of the indexer explains",
+            Reason::ConditionSuggestive => "recall differs between the values of a condition column at identical cells (p < 0.05, not below the defect level 0.01): no physical call can be made while the condition may matter",
+            Reason::Signature => "the data show a pattern no working indexer produces (see the signatures)",
+            Reason::DefectEvidence => "a defect hypothesis explains the table better than any working indexer, beyond what working indexers reach on tables like this 95% of the time",
+            Reason::DefectUnreliable => "a defect hypothesis is preferred, but on this design the procedure cannot separate it from a working indexer reliably enough to act on",
+            Reason::NoExplanation => "no working indexer explains the table with plausible values, and the defect evidence does not reach the defect call's standard",
+            Reason::DefectNotRuledOut => "a defect hypothesis that predicts these cells otherwise is not ruled out at the standard a defect call must meet: no fix can be prescribed yet",
+            Reason::Reading => "the needle is lost where selection cannot explain it: the model does not read it",
+            Reason::KNotShown => "the working explanation says raise k, but the table measured one k: that k matters is an extrapolation the data never tested",
+            Reason::Numbers => "a plausible working explanation, every competing defect ruled out",
+        }
+    }
+}
+
+/// Signatures that decide by themselves (unless the model's reading explains the table).
 fn exact(sig: &[Signature]) -> bool {
     let has = |s: Signature| sig.contains(&s);
-    has(Signature::ConditionDependent)
-        || has(Signature::WorseThanRandom)
-        || has(Signature::BelowRandomFloor)
-        || (has(Signature::PoorFit) && has(Signature::ParameterOnBound))
+    has(Signature::WorseThanRandom) || has(Signature::BelowRandomFloor) || (has(Signature::PoorFit) && has(Signature::ParameterOnBound))
 }
 
-/// The call the evidence makes whatever a working indexer's numbers say (`None`: the numbers'
-/// call stands).
-pub fn overriding_call(e: &Evidence) -> Option<Call> {
-    let has = |s: Signature| e.signatures.contains(&s);
-    let exact = exact(e.signatures);
-    let preferred_defect = e.preferred.is_some_and(|n| crate::calibrate::hypotheses::IMPLEMENTATION_HYPOTHESES.contains(&n));
+/// The call and its reason: the evidence's, or else `physical` (the call of the best plausible
+/// working explanation's numbers).
+pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
+    use Call::*;
+    if e.all_found {
+        return (Saturated, Reason::AllFound);
+    }
+    if e.signatures.contains(&Signature::ConditionDependent) {
+        return (ImplementationSuspect, Reason::Condition);
+    }
+    if exact(e.signatures) && !e.reading_explains {
+        return (ImplementationSuspect, Reason::Signature);
+    }
     let by_evidence = match e.error_rates {
         Some(r) => r.evidence > r.threshold,
-        None => preferred_defect,
+        None => e.defect_preferred,
     };
-    if exact || by_evidence {
-        return Some(match e.error_rates {
-            Some(r) if !exact && r.false_alarm > MAX_FALSE_ALARM => Call::Undecided,
-            _ => Call::ImplementationSuspect,
-        });
+    if by_evidence {
+        let unreliable = e.error_rates.is_some_and(|r| r.false_alarm > MAX_FALSE_ALARM || r.defect_poor_fit);
+        return if unreliable { (Undecided, Reason::DefectUnreliable) } else { (ImplementationSuspect, Reason::DefectEvidence) };
     }
-    if has(Signature::MissesWhenAllSelected) || e.preferred == Some("read-failure") {
-        return Some(Call::ReadLimited);
+    if e.condition_p.is_some_and(|p| p < CONDITION_SUGGESTIVE) {
+        return (Undecided, Reason::ConditionSuggestive);
     }
-    match e.error_rates {
-        Some(r) if r.defect_not_ruled_out => Some(Call::Undecided),
-        _ => None,
+    let Some(explanation) = e.explanation else {
+        return (Undecided, Reason::NoExplanation);
+    };
+    if e.error_rates.is_some_and(|r| r.defect_not_ruled_out) {
+        return (Undecided, Reason::DefectNotRuledOut);
     }
+    if explanation == Explanation::Read || e.signatures.contains(&Signature::MissesWhenAllSelected) {
+        return (ReadLimited, Reason::Reading);
+    }
+    if physical == CoverageLimited && !e.k_matters {
+        return (Undecided, Reason::KNotShown);
+    }
+    (physical, Reason::Numbers)
 }
 
-/// The call: the evidence's, or else `physical` (the call of a working indexer's numbers).
-pub fn decide(e: &Evidence, physical: Call) -> Call {
-    overriding_call(e).unwrap_or(physical)
+/// The call a calibrated fit's signatures force whatever its numbers say (None: the numbers'
+/// call stands).
+pub fn overriding_call(signatures: &[Signature]) -> Option<Call> {
+    let e = Evidence::signatures_only(signatures);
+    match decide(&e, Call::Saturated) {
+        (c, Reason::Numbers) if c == Call::Saturated => None,
+        (c, _) => Some(c),
+    }
 }

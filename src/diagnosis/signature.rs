@@ -37,6 +37,8 @@ pub enum Signature {
     CandidateCountLimit,
     /// The first-k-unscored hypothesis is preferred.
     FirstKUnscored,
+    /// The best plausible explanation is the model's own read rate falling with length.
+    ReadDecline,
 }
 
 impl Signature {
@@ -77,6 +79,7 @@ impl Signature {
             Signature::WorseThanRandom => "worse_than_random",
             Signature::CandidateCountLimit => "candidate_count_limit",
             Signature::FirstKUnscored => "first_k_unscored",
+            Signature::ReadDecline => "read_decline",
         }
     }
     /// What it means.
@@ -94,6 +97,7 @@ impl Signature {
             Signature::WorseThanRandom => "the fitted separation is significantly below 0 (the random-indexer hypothesis rejected in favour of it): the indexer ranks the needle below a typical distractor, which is not imprecision but a defect (scores of the wrong sign, a wrong query or key, positions swapped)",
             Signature::CandidateCountLimit => "recall follows the model up to a number of candidates N0 and falls to what the window holds beyond it: something stops at N0 candidates (a buffer, a kernel's tile count, a cache page limit)",
             Signature::FirstKUnscored => "the needle is found exactly when one of its entries is among the first k by position: the kernel returns the first k candidates unscored",
+            Signature::ReadDecline => "the model's own read rate falls with context length (a steep fall is a context-window ceiling): selected or not, the needle is not used beyond about L50, which no k and no indexer precision changes",
         }
     }
     /// What to check next.
@@ -111,6 +115,7 @@ impl Signature {
             Signature::WorseThanRandom => "capture the indexer's scores at a failing length and check the needle's sign and rank against a reference implementation (same prompt, same weights); check q/k layouts, RoPE on the indexer path and the dequantisation scales",
             Signature::CandidateCountLimit => "measure just below and just above N0 candidates (N0 × compress_ratio tokens) and log how many candidates the indexer scores and the top-k kernel sees; a power of two points at a fixed-size buffer",
             Signature::FirstKUnscored => "capture the top-k at a failing length: indices 0..k−1 in order whatever the scores mean the scoring output is not reaching the top-k kernel",
+            Signature::ReadDecline => "measure the failing lengths with every candidate selected (dense attention, or k ≥ N): if those lose the needle too it is the model's own limit, not sparse attention; compare the length with the trained context window (rope_orig_len × rope_factor)",
         }
     }
 }
@@ -208,6 +213,6 @@ pub fn fit_signatures(
     if checks.is_some_and(|c| !c.selection_independent_misses().is_empty()) {
         sig.push(Signature::MissesWhenAllSelected);
     }
-    let forced_call = super::rule::overriding_call(&super::rule::Evidence { signatures: &sig, preferred: None, error_rates: None });
+    let forced_call = super::rule::overriding_call(&sig);
     Ok(FitSignatures { signatures: sig, forced_call, random_indexer_lr: lr })
 }

@@ -1,0 +1,136 @@
+//! Which fitted hypotheses count as explanations a person could act on (docs/model.md#plausible).
+//!
+//! A hypothesis belongs to one [`Family`]: a working indexer (the physical calls' explanations),
+//! the model's own reading (read-limited), a defect (implementation-suspect) or the random
+//! indexer (the least favourable working indexer: the null of the defect evidence, never an
+//! explanation by itself). A physical fit is a **working explanation** only when its estimates
+//! are values a working indexer and model produce ([`implausibility`] says why not otherwise):
+//! a fit that needs a separation below 0, hard negatives far above the needle, an estimate on an
+//! arbitrary search bound, or a model that stops reading far inside its trained window with no
+//! row measuring that, explains the table only by assuming a defect under another name.
+
+use crate::calibrate::HypothesisResult;
+use crate::measured::Dataset;
+use crate::scenario::Scenario;
+
+/// What a hypothesis means for the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// A working indexer: coverage-, discrimination-limited or saturated by the numbers.
+    Working,
+    /// The model does not read a selected needle: read-limited.
+    Read,
+    /// A broken implementation: implementation-suspect.
+    Defect,
+    /// dprime = 0: no better than chance.
+    Random,
+}
+
+/// The family of a hypothesis by name.
+pub fn family(name: &str) -> Family {
+    match name {
+        "random-indexer" => Family::Random,
+        "read-failure" | "read-decline" => Family::Read,
+        n if crate::calibrate::hypotheses::IMPLEMENTATION_HYPOTHESES.contains(&n) => Family::Defect,
+        _ => Family::Working,
+    }
+}
+
+/// Largest separation (distractor sd) a working indexer is credited with: the seed
+/// investigation's bf16 indexer ranked the needle 1st–3rd of 22K candidates, about dprime 4;
+/// beyond 12 every needle would rank first at any length a model serves.
+pub const MAX_DPRIME: f64 = 12.0;
+/// Largest query-to-query spread of the needle's separation (distractor sd).
+pub const MAX_NEEDLE_SD: f64 = 3.0;
+/// Largest fraction of look-alike distractors: beyond half, the "needle" is not distinguishable
+/// from the haystack by any content.
+pub const MAX_HARD_FRACTION: f64 = 0.5;
+/// How far above the needle's own separation a look-alike may score: a "look-alike" scoring far
+/// above the needle is a better match, not a hard negative.
+pub const MAX_HARD_ABOVE_NEEDLE: f64 = 3.0;
+/// Goodness-of-fit p-value below which an explanation fits the table too badly to support a
+/// prescription (or an error rate simulated from it).
+pub const MIN_GOF_P: f64 = 0.01;
+/// The read rate of a model falls inside its trained window only where a row measures it: a
+/// read-decline whose L50 lies below this fraction of the trained window is otherwise not an
+/// explanation (a model trained to 128K that stops reading at 4K is broken, not long-context-limited).
+pub const MIN_L50_OF_WINDOW: f64 = 0.5;
+
+/// What the plausibility of a fit depends on besides its estimates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableFacts {
+    /// The context window the model was trained to (rope_orig_len × rope_factor of the scenario).
+    pub trained_window: u64,
+    /// The longest context length of a row where every candidate is selected (k ≥ N: dense
+    /// attention), which measures the model's own read rate directly.
+    pub longest_dense: Option<u64>,
+}
+
+impl TableFacts {
+    /// The facts of `data` on `base`.
+    pub fn of(data: &Dataset, base: &Scenario) -> Self {
+        let trained_window = (base.rope_orig_len as f64 * base.rope_factor.max(1.0)).round() as u64;
+        let longest_dense = data
+            .rows
+            .iter()
+            .filter_map(|r| r.apply(base).ok().map(|s| (r.context_len, s)))
+            .filter(|(_, s)| s.index_topk >= s.n_candidates())
+            .map(|(l, _)| l)
+            .max();
+        TableFacts { trained_window, longest_dense }
+    }
+}
+
+/// Why a fitted hypothesis is not a working explanation (None: it is one). Defects and the
+/// random indexer are never working explanations.
+pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String> {
+    match family(&h.name) {
+        Family::Defect => return Some("a defect, not a working indexer".into()),
+        Family::Random => return Some("the random indexer (dprime = 0) is no better than chance".into()),
+        _ => {}
+    }
+    if let Some(p) = h.on_bound.first() {
+        return Some(format!("its {p} lies on a search bound"));
+    }
+    let est = |n: &str| h.estimate(n);
+    if let Some(d) = est("dprime") {
+        if d < 0.0 {
+            return Some(format!("dprime {d:.2} ranks the needle below a typical distractor"));
+        }
+        if d > MAX_DPRIME {
+            return Some(format!("dprime {d:.2} is beyond what an indexer reaches ({MAX_DPRIME})"));
+        }
+    }
+    if let Some(sd) = est("needle_sd").filter(|&v| v > MAX_NEEDLE_SD) {
+        return Some(format!("needle_sd {sd:.2} is beyond {MAX_NEEDLE_SD}"));
+    }
+    if let Some(f) = est("hard_negatives").filter(|&v| v > MAX_HARD_FRACTION) {
+        return Some(format!("hard_negatives {f:.2} is beyond {MAX_HARD_FRACTION} of the candidates"));
+    }
+    if let (Some(m), Some(d)) = (est("hard_mean"), est("dprime")) {
+        if est("hard_negatives").is_some_and(|f| f > 0.0) && m > d.max(0.0) + MAX_HARD_ABOVE_NEEDLE {
+            return Some(format!("hard negatives {m:.2} sd above the distractors score far above the needle itself ({d:.2})"));
+        }
+    }
+    if let Some(l) = est(crate::calibrate::hypotheses::READ_L50) {
+        let l50 = 10f64.powf(l);
+        let window = facts.trained_window as f64;
+        let measured = facts.longest_dense.is_some_and(|d| d as f64 >= l50);
+        if l50 < MIN_L50_OF_WINDOW * window && !measured {
+            return Some(format!(
+                "its read rate halves at {:.0} tokens, far inside the trained window ({} tokens), and no row with every candidate selected measures reading there",
+                l50, facts.trained_window
+            ));
+        }
+    }
+    if let Some(p) = h.gof_p.filter(|&p| p < MIN_GOF_P) {
+        return Some(format!("it fits the table poorly (goodness of fit p = {p:.1e})"));
+    }
+    None
+}
+
+/// Whether `h` is a working explanation (a working indexer or the model's reading, plausible).
+pub fn is_explanation(h: &HypothesisResult, facts: &TableFacts) -> bool {
+    implausibility(h, facts).is_none()
+}
