@@ -813,7 +813,11 @@ fn compare(
         for (j, p) in all_params.iter().enumerate() {
             let eps = 1e-6 * (hi[j] - lo[j]);
             let v = theta[j];
-            if ((v - lo[j]).abs() <= eps || (hi[j] - v).abs() <= eps) && !p.physical(v) {
+            // Within eps of a bound that is a physical limit (layer_corr 0, p_read 1) is that
+            // limit, not a search bound, whatever the last digits the simplex stopped at.
+            let at_lo = (v - lo[j]).abs() <= eps;
+            let at_hi = (hi[j] - v).abs() <= eps;
+            if (at_lo && !p.physical(lo[j])) || (at_hi && !p.physical(hi[j])) {
                 on_bound.push(p.name());
             }
         }

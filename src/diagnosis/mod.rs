@@ -232,6 +232,25 @@ pub fn diagnose(
         ks.dedup();
         ks.len() >= 2
     };
+    let every_row_dense = !data.is_selection() && data.rows.iter().all(|r| r.apply(base).is_ok_and(|s| s.index_topk >= s.n_candidates()));
+    let dense = every_row_dense.then(|| {
+        // On such a table dprime is not identified (nothing is selected): only the read-decline's
+        // shape and the recall at the longest length speak.
+        let decline = hypotheses.iter().find(|h| h.name == "read-decline");
+        let collapse = decline.and_then(|h| {
+            let l50 = 10f64.powf(h.estimate(crate::calibrate::hypotheses::READ_L50)?);
+            plausible::collapse_inside_window(l50, h.estimate("read_slope")?, &facts)
+        });
+        let longest = data.rows.iter().map(|r| r.context_len).max().unwrap_or(0);
+        let (h, n) = data.rows.iter().filter(|r| r.context_len == longest).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
+        if collapse.is_some() {
+            rule::DenseReading::CollapsesInsideWindow
+        } else if n > 0 && h as f64 / n as f64 >= opts.target {
+            rule::DenseReading::MeetsTarget
+        } else {
+            rule::DenseReading::Declines
+        }
+    });
     let evidence = rule::Evidence {
         signatures: &sig,
         all_found,
@@ -241,6 +260,7 @@ pub fn diagnose(
         reading_explains,
         error_rates: rates.as_ref().map(rule::DefectEvidence::from),
         k_matters,
+        dense,
     };
     let (call, reason) = if !separable && !all_found { (Call::Undecided, rule::Reason::NoExplanation) } else { rule::decide(&evidence, v.call) };
     v.call = call;

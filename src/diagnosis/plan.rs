@@ -536,6 +536,7 @@ impl RuleOnPlan {
             reading_explains: false,
             error_rates: Some(defect),
             k_matters: self.k_matters,
+            dense: None,
         };
         let (call, _) = rule::decide(&e, physical);
         let class = match call {

@@ -49,13 +49,20 @@ pub const MAX_HARD_FRACTION: f64 = 0.5;
 /// How far above the needle's own separation a look-alike may score: a "look-alike" scoring far
 /// above the needle is a better match, not a hard negative.
 pub const MAX_HARD_ABOVE_NEEDLE: f64 = 3.0;
+/// A fitted separation this far below 0 is the random indexer's within the fit's resolution
+/// (one trial a cell moves dprime by more); below it the fit ranks the needle below a typical
+/// distractor.
+pub const DPRIME_RESOLUTION: f64 = 0.1;
 /// Goodness-of-fit p-value below which an explanation fits the table too badly to support a
 /// prescription (or an error rate simulated from it).
 pub const MIN_GOF_P: f64 = 0.01;
-/// The read rate of a model falls inside its trained window only where a row measures it: a
-/// read-decline whose L50 lies below this fraction of the trained window is otherwise not an
-/// explanation (a model trained to 128K that stops reading at 4K is broken, not long-context-limited).
+/// A model's read rate collapses only near the end of its trained window: a steep read-decline
+/// whose L50 lies below this fraction of the trained window is not an explanation (a model
+/// trained to 128K that stops reading at 4K is broken, not long-context-limited).
 pub const MIN_L50_OF_WINDOW: f64 = 0.5;
+/// A read-decline this steep is a collapse: the read rate falls from 0.9 to 0.1 within a factor
+/// 81^(1/8) ≈ 1.73 of context length.
+pub const STEEP_FALL: f64 = 8.0;
 
 /// What the plausibility of a fit depends on besides its estimates.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,7 +102,7 @@ pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String
     }
     let est = |n: &str| h.estimate(n);
     if let Some(d) = est("dprime") {
-        if d < 0.0 {
+        if d < -DPRIME_RESOLUTION {
             return Some(format!("dprime {d:.2} ranks the needle below a typical distractor"));
         }
         if d > MAX_DPRIME {
@@ -113,21 +120,25 @@ pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String
             return Some(format!("hard negatives {m:.2} sd above the distractors score far above the needle itself ({d:.2})"));
         }
     }
-    if let Some(l) = est(crate::calibrate::hypotheses::READ_L50) {
-        let l50 = 10f64.powf(l);
-        let window = facts.trained_window as f64;
-        let measured = facts.longest_dense.is_some_and(|d| d as f64 >= l50);
-        if l50 < MIN_L50_OF_WINDOW * window && !measured {
-            return Some(format!(
-                "its read rate halves at {:.0} tokens, far inside the trained window ({} tokens), and no row with every candidate selected measures reading there",
-                l50, facts.trained_window
-            ));
+    if let (Some(l), Some(slope)) = (est(crate::calibrate::hypotheses::READ_L50), est("read_slope")) {
+        if let Some(why) = collapse_inside_window(10f64.powf(l), slope, facts) {
+            return Some(why);
         }
     }
     if let Some(p) = h.gof_p.filter(|&p| p < MIN_GOF_P) {
         return Some(format!("it fits the table poorly (goodness of fit p = {p:.1e})"));
     }
     None
+}
+
+/// Why a read rate halving at `l50` with steepness `slope` is no model's own limit: a collapse
+/// (slope ≥ [`STEEP_FALL`]) far inside the trained window ([`MIN_L50_OF_WINDOW`]). A gradual
+/// decline is what models do on hard tasks well inside their window; a cliff there is a bug.
+pub fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Option<String> {
+    let window = facts.trained_window as f64;
+    (slope >= STEEP_FALL && l50 < MIN_L50_OF_WINDOW * window).then(|| {
+        format!("its read rate collapses at {l50:.0} tokens, far inside the trained window ({} tokens)", facts.trained_window)
+    })
 }
 
 /// Whether `h` is a working explanation (a working indexer or the model's reading, plausible).

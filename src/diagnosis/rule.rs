@@ -88,6 +88,21 @@ pub struct Evidence<'a> {
     pub error_rates: Option<DefectEvidence>,
     /// The table shows that k matters (several k measured, or captured selections).
     pub k_matters: bool,
+    /// Every row selects every candidate (dense attention, k ≥ N): what the table says of the
+    /// model's own reading (None: some row tests selection).
+    pub dense: Option<DenseReading>,
+}
+
+/// What a table whose every row selects every candidate says: it measures the model's own
+/// reading and nothing of sparse attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenseReading {
+    /// The recall at the longest measured length meets the target.
+    MeetsTarget,
+    /// It does not, and the read rate falls as models' do (gradually, or near the trained window).
+    Declines,
+    /// The read rate collapses far inside the trained window: a defect outside selection.
+    CollapsesInsideWindow,
 }
 
 impl Evidence<'_> {
@@ -103,6 +118,7 @@ impl Evidence<'_> {
             reading_explains: false,
             error_rates: None,
             k_matters: true,
+            dense: None,
         }
     }
 }
@@ -139,6 +155,11 @@ pub enum Reason {
     DefectNotRuledOut,
     /// Misses where every candidate is selected, or a plausible reading explanation.
     Reading,
+    /// Every row selects every candidate: the misses are the model's own.
+    Dense,
+    /// Every row selects every candidate and the needle stops being read far inside the
+    /// trained window.
+    DenseCollapse,
     /// The numbers say raise k, but the table never showed that k matters.
     KNotShown,
     /// The working explanation's numbers.
@@ -158,6 +179,8 @@ impl Reason {
             Reason::NoExplanation => "no working indexer explains the table with plausible values, and the defect evidence does not reach the defect call's standard",
             Reason::DefectNotRuledOut => "a defect hypothesis that predicts these cells otherwise is not ruled out at the standard a defect call must meet: no fix can be prescribed yet",
             Reason::Reading => "the needle is lost where selection cannot explain it: the model does not read it",
+            Reason::DenseCollapse => "every row selects every candidate, yet the needle stops being read abruptly far inside the model's trained window: a defect outside selection (prefill, the attention kernel, the cache), not the model's limit",
+            Reason::Dense => "every row selects every candidate (dense attention, or k ≥ N): the misses are the model's own reading, not sparse attention, which these rows do not test",
             Reason::KNotShown => "the working explanation says raise k, but the table measured one k: that k matters is an extrapolation the data never tested",
             Reason::Numbers => "a plausible working explanation, every competing defect ruled out",
         }
@@ -179,6 +202,14 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     }
     if e.signatures.contains(&Signature::ConditionDependent) {
         return (ImplementationSuspect, Reason::Condition);
+    }
+    if let Some(d) = e.dense {
+        return match d {
+            _ if e.condition_p.is_some_and(|p| p < CONDITION_SUGGESTIVE) => (Undecided, Reason::ConditionSuggestive),
+            DenseReading::CollapsesInsideWindow => (ImplementationSuspect, Reason::DenseCollapse),
+            DenseReading::MeetsTarget => (Saturated, Reason::Dense),
+            DenseReading::Declines => (ReadLimited, Reason::Dense),
+        };
     }
     if exact(e.signatures) && !e.reading_explains {
         return (ImplementationSuspect, Reason::Signature);
