@@ -202,8 +202,8 @@ fn seed_observations_are_implementation_suspect() {
         assert!(s["explanation"].as_str().unwrap().len() > 20 && s["check"].as_str().unwrap().len() > 20);
     }
     assert!(!j["explanation"].as_str().unwrap().contains("must rise from dprime -10"));
-    // Every named hypothesis but length-periodic (the lengths share one residue mod 4).
-    assert_eq!(j["hypotheses"].as_array().unwrap().len(), 10);
+    // Every named hypothesis but length-periodic (the lengths share one residue mod 4): 11 of 12.
+    assert_eq!(j["hypotheses"].as_array().unwrap().len(), 11);
 }
 
 #[test]
@@ -216,15 +216,28 @@ fn plan_then_measure_then_the_true_family_wins() {
     let p = dsa_sim::diagnosis::plan::plan(&data, &v4(), &[], &model(), 1000, 1, &[]).unwrap();
     assert!(p.total() <= 1000 && !p.cells.is_empty(), "{p:?}");
     assert!(p.leading.iter().any(|(n, _, _)| n == "effective-k"), "{:?}", p.leading);
-    let planned: Vec<(u64, u64, f64)> = p.cells.iter().map(|c| (c.context_len, c.index_topk, c.depth)).collect();
+    // Plan, measure, diagnose, until decided: each round's cells come from the plan on the table
+    // measured so far (a physical hypothesis that mimics the defect on the first cells, such as
+    // a gradual read-decline, may need a second round to separate).
     let mut more = data.clone();
-    for (rng_seed, (cell, c)) in (12..).zip(planned.iter().zip(&p.cells)) {
-        let extra = simulate(std::slice::from_ref(cell), c.trials, rng_seed, &truth);
-        more.rows.extend(extra.rows);
+    let mut p = p;
+    let mut rng_seed = 12;
+    for _round in 0..3 {
+        let planned: Vec<(u64, u64, f64)> = p.cells.iter().map(|c| (c.context_len, c.index_topk, c.depth)).collect();
+        for (cell, c) in planned.iter().zip(&p.cells) {
+            let extra = simulate(std::slice::from_ref(cell), c.trials, rng_seed, &truth);
+            rng_seed += 1;
+            more.rows.extend(extra.rows);
+        }
+        let d = run(&more);
+        if d.call != Call::Undecided {
+            break;
+        }
+        p = dsa_sim::diagnosis::plan::plan(&more, &v4(), &[], &model(), 1000, 1, &[]).unwrap();
     }
     let d = run(&more);
     assert_eq!(d.hypotheses[0].name, "effective-k", "{:?} plan {:?}", names(&d), p.cells);
-    assert_eq!(d.call, Call::ImplementationSuspect);
+    assert_eq!(d.call, Call::ImplementationSuspect, "{}", d.to_text(&more));
 }
 
 fn dsa(args: &[&str]) -> std::process::Output {

@@ -4,8 +4,8 @@
 //! two kinds of error. Tables are drawn from the **working explanations** (the plausible fits of
 //! a working indexer or of the model's reading, [`super::plausible`], each table from one of
 //! them with its Akaike weight among them; the random indexer when none is plausible) and from
-//! each **competing defect** (a defect hypothesis whose fit predicts the measured cells
-//! otherwise than the best working explanation, at most [`MAX_COMPETITORS`], best AIC first),
+//! each **competing defect** (a defect hypothesis whose fit is not the working indexer it nests,
+//! [`nests_working`]; at most [`MAX_COMPETITORS`], best AIC first),
 //! each row's hits Binomial(trials, the hypothesis's fitted recall). On every table the defect
 //! evidence D = AIC(best working) − AIC(best defect) is scored.
 //!
@@ -38,9 +38,26 @@ const TAU_QUANTILE: f64 = 0.95;
 /// Competing defects simulated at most (the best by AIC among those that predict the measured
 /// cells otherwise than the best working explanation).
 pub const MAX_COMPETITORS: usize = 3;
-/// A defect competes when its fitted recall differs from the best working explanation's by at
-/// least this at some row: below it, it explains these cells as the working indexer does.
-pub const MATERIAL_DIFFERENCE: f64 = 0.05;
+/// A defect fit whose defect parameter is this close to the value that nests a working indexer
+/// (a broken fraction of 1%, a kernel k within 5% of every row's, near and far separations
+/// within 0.1) is the working indexer, not a competing cause.
+pub const NESTED_TOLERANCE: f64 = 0.05;
+
+/// Whether a defect's fit is the working indexer it nests (see [`NESTED_TOLERANCE`]).
+pub fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
+    match d.name.as_str() {
+        "broken-fraction" | "length-periodic" => d.estimate("broken_fraction").is_some_and(|f| f < 0.2 * NESTED_TOLERANCE),
+        "effective-k" => d.estimate("log10_k_eff").is_some_and(|l| {
+            let k = 10f64.powf(l);
+            data.rows.iter().all(|r| (k / r.index_topk as f64 - 1.0).abs() < NESTED_TOLERANCE)
+        }),
+        "positional" => match (d.estimate("dprime_near"), d.estimate("dprime_far")) {
+            (Some(a), Some(b)) => (a - b).abs() < 2.0 * NESTED_TOLERANCE,
+            _ => false,
+        },
+        _ => false,
+    }
+}
 /// Largest share of a competing defect's tables whose evidence is at most the data's at which the
 /// defect counts as ruled out: the 5% a defect call allows a working indexer.
 pub const MAX_DEFECT_P: f64 = 0.05;
@@ -260,12 +277,13 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], explains: &[
     let q = d_null[((TAU_QUANTILE * TABLES as f64).ceil() as usize).min(d_null.len()) - 1];
     let threshold = if q.is_finite() { q.max(2.0) } else { 2.0 };
     let false_alarm = on_null.iter().filter(|x| x.0 > threshold || x.1).count() as f64 / TABLES as f64;
-    // The competing defects: those that predict some measured cell otherwise than the best
-    // working explanation (the others explain these cells as it does).
-    let material = |d: &HypothesisResult| d.fitted.iter().zip(&best_null.fitted).any(|(a, b)| (a - b).abs() >= MATERIAL_DIFFERENCE);
+    // The competing defects: every defect hypothesis but those whose fit is the working indexer
+    // itself (its defect parameter at the value that nests a working indexer). A defect that
+    // predicts the measured cells as the working explanation does, with another cause, competes:
+    // the table cannot tell them apart, and no fix is prescribed.
     let competitors: Vec<Competitor> = defects
         .iter()
-        .filter(|d| material(d))
+        .filter(|d| !nests_working(d, data))
         .take(MAX_COMPETITORS)
         .enumerate()
         .map(|(j, d)| {
