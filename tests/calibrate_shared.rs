@@ -30,9 +30,9 @@ fn dsv4_transcribed_observations() {
         assert!(r["observed"].is_number() && r["fitted"].is_number() && r["pearson_residual"].is_number());
     }
     let h = j["hypotheses"].as_array().unwrap();
-    // Ten hypotheses: the seed's context lengths are all ≡ 0 mod 4 (no length-periodic); the
-    // rows' candidate counts differ (candidate-count-limit).
-    assert_eq!(h.len(), 10);
+    // Eleven hypotheses: the seed's context lengths are all ≡ 0 mod 4 (no length-periodic); the
+    // rows' candidate counts differ (candidate-count-limit); read-decline.
+    assert_eq!(h.len(), 11);
     let pos = |n: &str| h.iter().position(|x| x["name"] == n).unwrap();
     for physical in ["discrimination", "discrimination-with-spread", "hard-negatives", "read-failure"] {
         assert!(pos(physical) < pos("random-indexer"), "{h:?}");

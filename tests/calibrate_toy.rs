@@ -111,9 +111,9 @@ fn hypotheses_rank_the_true_one_first() {
     let free = parse_fit_spec("dprime", Some(&data)).unwrap();
     let h = compare_hypotheses(&data, &Scenario::default(), &free, &model()).unwrap();
     let names: Vec<&str> = h.iter().map(|x| x.name.as_str()).collect();
-    // Ten hypotheses (no length-periodic: compress_ratio 1; candidate-count-limit: the rows'
-    // candidate counts differ); renamed coverage-only → random-indexer.
-    assert_eq!(h.len(), 10);
+    // Eleven hypotheses (no length-periodic: compress_ratio 1; candidate-count-limit: the rows'
+    // candidate counts differ; read-decline); renamed coverage-only → random-indexer.
+    assert_eq!(h.len(), 11);
     assert!(names[0] == "discrimination" || names[0] == "discrimination-with-spread", "{names:?}");
     let pos = |n: &str| names.iter().position(|x| *x == n).unwrap();
     for physical in ["discrimination", "discrimination-with-spread", "hard-negatives", "read-failure"] {

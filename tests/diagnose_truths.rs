@@ -71,7 +71,7 @@ const TRIALS: u64 = 200;
 fn discrimination_truth_is_discrimination_limited() {
     let data = simulate(&cells(), TRIALS, 1, &|s| recall(&Scenario { dprime: 0.5, ..s.clone() }));
     let d = run(&data);
-    assert_eq!(d.call, Call::DiscriminationLimited, "{:?} {:?}", d.signatures, names(&d));
+    assert_eq!(d.call, Call::DiscriminationLimited, "{}", d.to_text(&data));
     assert!(d.signatures.is_empty(), "{:?}", d.signatures);
     assert!(d.checks.below_floor().is_empty() && d.checks.selection_independent_misses().is_empty());
     assert!(d.hypotheses[0].name.starts_with("discrimination"), "{:?}", names(&d));
@@ -81,7 +81,7 @@ fn discrimination_truth_is_discrimination_limited() {
 fn coverage_truth_is_coverage_limited() {
     let data = simulate(&cells(), TRIALS, 2, &|s| recall(&Scenario { dprime: 1.4, ..s.clone() }));
     let d = run(&data);
-    assert_eq!(d.call, Call::CoverageLimited, "{:?} {:?}", d.signatures, names(&d));
+    assert_eq!(d.call, Call::CoverageLimited, "{}", d.to_text(&data));
     assert!(d.verdict.k_needed.unwrap() <= 1024, "{:?}", d.verdict);
 }
 

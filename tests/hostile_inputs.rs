@@ -995,9 +995,8 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("verdict NaN target", os_strings(&["verdict", "--target", "nan"]), vec!["target"]),
         ("verdict inf target", os_strings(&["verdict", "--target", "inf"]), vec!["target"]),
         ("verdict text target", os_strings(&["verdict", "--target", "high"]), vec!["target"]),
-        // verdict --data without --fit now diagnoses the table (issue 11); a table no row of which
-        // separates any two hypotheses is bad input.
-        ("verdict data separating no hypotheses", os_strings(&["verdict", "--data", "flat.csv"]), vec!["no row can separate"]),
+        // A table no row of which separates any two hypotheses is no longer bad input: every
+        // valid table gets a call (issue 39; tests/verdict_reports.rs, saturated or undecided).
         ("verdict --fit without --data", os_strings(&["verdict", "--fit", "dprime"]), vec!["--data"]),
         ("verdict vector model", os_strings(&["verdict", "--model", "vector"]), vec!["vector"]),
         ("verdict analytic without a closed form", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),

@@ -106,8 +106,10 @@ fn one_chunk_information_is_the_exact_mutual_information() {
 fn simulated_right_call_matches_the_exact_binomial_sum() {
     // One planned cell of n trials, a working indexer A (coverage-limited) against a defect B.
     // The rule calls B (implementation-suspect, class B) iff the defect evidence
-    // D(y) = AIC_A(y) − AIC_B(y) exceeds τ, with AIC_h(y) = table AIC − 2 ln P(y | h); otherwise
-    // A's call. P(right | A) = Σ_y Bin(y; n, pA)·[D(y) ≤ τ], P(right | B) = Σ_y Bin(y; n, pB)·[D(y) > τ].
+    // D(y) = AIC_A(y) − AIC_B(y) exceeds τ, with AIC_h(y) = table AIC − 2 ln P(y | h); A's call
+    // at the same standard the other way, when the defect is ruled out: D(y) < −τ (the table
+    // measures two k, so k's effect is shown); otherwise undecided. P(right | A) = Σ_y Bin(y; n,
+    // pA)·[D(y) < −τ], P(right | B) = Σ_y Bin(y; n, pB)·[D(y) > τ].
     let (n, pa, pb, aic_a, aic_b, tau) = (40u64, 0.5, 0.35, 10.0, 11.0, 2.5);
     let hyp = |name: &str, aic: f64, meaning: Meaning, working: bool, p: f64| RuleHypothesis {
         name: name.into(),
@@ -129,9 +131,10 @@ fn simulated_right_call_matches_the_exact_binomial_sum() {
         table_hits: vec![],
         table_exact: false,
         table_read: false,
+        k_matters: true,
     };
     let evidence = |y: u64| (aic_a - 2.0 * ln_pmf(n, y, pa)) - (aic_b - 2.0 * ln_pmf(n, y, pb));
-    let exact_a: f64 = (0..=n).filter(|&y| evidence(y) <= tau).map(|y| ln_pmf(n, y, pa).exp()).sum();
+    let exact_a: f64 = (0..=n).filter(|&y| evidence(y) < -tau).map(|y| ln_pmf(n, y, pa).exp()).sum();
     let exact_b: f64 = (0..=n).filter(|&y| evidence(y) > tau).map(|y| ln_pmf(n, y, pb).exp()).sum();
     let sim = rule.p_right(11, RIGHT_CALL_TABLES);
     for (s, e) in sim.iter().zip([exact_a, exact_b]) {

@@ -82,7 +82,9 @@ fn healthy_server_loop_is_a_physical_limit_on_both_tables() {
     let run1 = probe(&srv.url, &d.path().join("run1"), GRID);
     let v = verdict(&[&run1]);
     eprintln!("healthy, run1: {}", summary(&v));
-    assert!(physical(&v), "{}", summary(&v));
+    // One k: a kernel that selects another k (effective-k) predicts these cells as well, so the
+    // symmetric rule may leave the first table undecided (issue 39); never a defect call.
+    assert!(physical(&v) || v["call"] == "undecided", "{}", summary(&v));
     // plan → probe the planned cells (the server restarted at each k they ask for) → verdict
     // on the tables together.
     let mut tables = vec![run1.clone()];

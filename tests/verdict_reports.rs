@@ -74,3 +74,59 @@ fn quests_passkey_table_is_not_suspect() {
     let v = verdict("quest-16", "tests/data/quest_passkey_10k.csv");
     assert!(!["implementation-suspect", "undecided"].contains(&call(&v)), "{}: {:?}\n{}", call(&v), signatures(&v), v["explanation"]);
 }
+
+/// The verdict on a table given as text (written to a temporary file).
+fn verdict_on(preset: &str, table: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.csv");
+    std::fs::write(&path, table).unwrap();
+    verdict(preset, path.to_str().unwrap())
+}
+
+#[test]
+// Issue 39: the committed V4 cliff reduced to one depth (one needle a length, as reports carry
+// it) was "improve precision"; a fix the data cannot support is never prescribed.
+fn the_cliff_at_one_depth_gets_no_physical_call() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/reports/v4_flash_cliff.csv")).unwrap();
+    let one: String = text.lines().filter(|l| l.starts_with('#') || l.starts_with("context_len") || l.contains(",0.5,")).map(|l| format!("{l}\n")).collect();
+    let v = verdict_on("deepseek-v4-flash", &one);
+    assert!(["implementation-suspect", "undecided"].contains(&call(&v)), "{}", v["explanation"]);
+    assert!(v["numbers_withheld"].is_string() && v["k_needed"].is_null() && v["dprime_needed_now"].is_null(), "{v}");
+}
+
+#[test]
+// Issue 39 item 7: every valid table gets a call; a dense table where every needle is found was
+// refused ("no row can separate any two hypotheses").
+fn a_dense_table_that_finds_every_needle_is_saturated() {
+    let v = verdict_on("deepseek-v4-flash", "context_len,index_topk,trials,hits,attention\n8000,1000000,3,3,dense\n32000,1000000,3,3,dense\n");
+    assert_eq!(call(&v), "saturated", "{v}");
+    assert_eq!(v["reason"], "all_found");
+}
+
+#[test]
+// Issue 39 item 4: rows where every candidate is selected measure the model's own reading, the
+// control arm of sparse attention, never evidence of its defect: a gradual decline of a dense
+// model is read-limited; an abrupt collapse at 1K tokens of a model trained to 160K is a defect
+// outside selection.
+fn dense_tables_are_the_control_arm() {
+    let gradual = "context_len,index_topk,trials,hits\n8000,1000000,4,4\n32000,1000000,4,3\n64000,1000000,4,3\n128000,1000000,4,1\n";
+    let v = verdict_on("deepseek-v3.2", gradual);
+    assert_eq!(call(&v), "read-limited", "{}", v["explanation"]);
+    assert_eq!(v["reason"], "dense");
+    let collapse = "context_len,index_topk,trials,hits\n800,1000000,1,1\n900,1000000,1,1\n1000,1000000,1,1\n1100,1000000,1,0\n1200,1000000,1,0\n1400,1000000,1,0\n";
+    let v = verdict_on("deepseek-v3.2", collapse);
+    assert_eq!(call(&v), "implementation-suspect", "{}", v["explanation"]);
+    assert_eq!(v["reason"], "dense_collapse");
+}
+
+#[test]
+// Issue 39 item 3: a condition column at 0.01 ≤ p < 0.05 rules every physical call out.
+fn a_suggestive_condition_leaves_the_call_undecided() {
+    // Three trials a cell: fork 0/3 and upstream 3/3 at two cells (Fisher's p = 0.014 stratified),
+    // the other rows alike.
+    let t = "context_len,index_topk,depth,trials,hits,build\n4000,512,0.5,3,3,upstream\n4000,512,0.5,3,1,fork\n16000,512,0.5,3,3,upstream\n16000,512,0.5,3,1,fork\n64000,512,0.5,3,2,upstream\n64000,512,0.5,3,2,fork\n";
+    let v = verdict_on("deepseek-v4-flash", t);
+    let p = v["conditions"][0]["p_value"].as_f64().unwrap();
+    assert!((0.01..0.05).contains(&p), "p = {p}: the table must sit between the two levels");
+    assert_eq!(call(&v), "undecided", "{}", v["explanation"]);
+}

@@ -5,7 +5,8 @@
 //! a working indexer or of the model's reading, [`super::plausible`], each table from one of
 //! them with its Akaike weight among them; the random indexer when none is plausible) and from
 //! each **competing defect** (a defect hypothesis whose fit is not the working indexer it nests,
-//! [`nests_working`]; at most [`MAX_COMPETITORS`], best AIC first),
+//! [`nests_working`], and that predicts a measured cell otherwise or fits as well; at most
+//! [`MAX_COMPETITORS`], best AIC first),
 //! each row's hits Binomial(trials, the hypothesis's fitted recall). On every table the defect
 //! evidence D = AIC(best working) − AIC(best defect) is scored.
 //!
@@ -38,6 +39,10 @@ const TAU_QUANTILE: f64 = 0.95;
 /// Competing defects simulated at most (the best by AIC among those that predict the measured
 /// cells otherwise than the best working explanation).
 pub const MAX_COMPETITORS: usize = 3;
+/// A defect competes when its fitted recall differs from the best working explanation's by at
+/// least this at some measured row.
+pub const MATERIAL_DIFFERENCE: f64 = 0.05;
+
 /// A defect fit whose defect parameter is this close to the value that nests a working indexer
 /// (a broken fraction of 1%, a kernel k within 5% of every row's, near and far separations
 /// within 0.1) is the working indexer, not a competing cause.
@@ -104,9 +109,11 @@ impl Competitor {
 /// The rule's measured error rates at the user's design.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ErrorRates {
-    /// The working explanations the null tables come from (with their weights among them), or
-    /// `random-indexer` when none is plausible.
+    /// The best working explanation (the null tables' first), or `random-indexer` when none is
+    /// plausible.
     pub physical: String,
+    /// Every working explanation the null tables come from, with its weight among them.
+    pub null_weights: Vec<(String, f64)>,
     /// The best defect hypothesis (None when no defect hypothesis was fitted).
     pub defect: Option<String>,
     /// Tables simulated per truth.
@@ -158,7 +165,11 @@ impl ErrorRates {
             "error rates (simulated, {} tables per truth, seed {}): on tables like yours this procedure calls a working indexer ({}) implementation-suspect {:.0}% of the time{}",
             self.tables,
             self.seed,
-            self.physical,
+            if self.null_weights.len() > 1 {
+                self.null_weights.iter().map(|(n, w)| format!("{n} {w:.2}")).collect::<Vec<_>>().join(", ")
+            } else {
+                self.physical.clone()
+            },
             100.0 * self.false_alarm,
             if self.null_poor_fit { " (from a fit that matches the table badly: this rate supports no call)" } else { "" }
         );
@@ -277,13 +288,17 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], explains: &[
     let q = d_null[((TAU_QUANTILE * TABLES as f64).ceil() as usize).min(d_null.len()) - 1];
     let threshold = if q.is_finite() { q.max(2.0) } else { 2.0 };
     let false_alarm = on_null.iter().filter(|x| x.0 > threshold || x.1).count() as f64 / TABLES as f64;
-    // The competing defects: every defect hypothesis but those whose fit is the working indexer
-    // itself (its defect parameter at the value that nests a working indexer). A defect that
-    // predicts the measured cells as the working explanation does, with another cause, competes:
-    // the table cannot tell them apart, and no fix is prescribed.
+    // The competing defects: those whose fit is not the working indexer they nest, and that
+    // either predict some measured cell otherwise than the best working explanation or fit the
+    // table as well as it (within AIC's tie margin): the first must be ruled out by their own
+    // tables, the second the table cannot tell apart from the working explanation, and no fix is
+    // prescribed. A nested-looking defect that predicts the same cells and fits worse is the
+    // working explanation with a spare parameter.
+    let material = |d: &HypothesisResult| d.fitted.iter().zip(&best_null.fitted).any(|(a, b)| (a - b).abs() >= MATERIAL_DIFFERENCE);
+    let tied = |d: &HypothesisResult| d.aic <= best_null.aic + crate::calibrate::hypotheses::AIC_TIE + 1e-9;
     let competitors: Vec<Competitor> = defects
         .iter()
-        .filter(|d| !nests_working(d, data))
+        .filter(|d| !nests_working(d, data) && (material(d) || tied(d)))
         .take(MAX_COMPETITORS)
         .enumerate()
         .map(|(j, d)| {
@@ -306,13 +321,9 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], explains: &[
             }
         })
         .collect();
-    let names: Vec<String> = null
-        .iter()
-        .zip(&null_w)
-        .map(|(h, w)| if null.len() > 1 { format!("{} {:.2}", h.name, w / null_total) } else { h.name.clone() })
-        .collect();
     Some(ErrorRates {
-        physical: names.join(", "),
+        physical: best_null.name.clone(),
+        null_weights: null.iter().zip(&null_w).map(|(h, w)| (h.name.clone(), w / null_total)).collect(),
         defect: defects.first().map(|d| d.name.clone()),
         tables: TABLES,
         seed: SEED,

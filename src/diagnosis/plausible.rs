@@ -145,3 +145,71 @@ pub fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Optio
 pub fn is_explanation(h: &HypothesisResult, facts: &TableFacts) -> bool {
     implausibility(h, facts).is_none()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fit(name: &str, est: &[(&str, f64)]) -> HypothesisResult {
+        HypothesisResult {
+            name: name.into(),
+            description: String::new(),
+            fixed: vec![],
+            estimates: est.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            on_bound: vec![],
+            loglik: 0.0,
+            k: est.len(),
+            aic: 0.0,
+            delta_aic: 0.0,
+            weight: 0.0,
+            deviance: 0.0,
+            gof_p: Some(0.5),
+            fitted: vec![],
+        }
+    }
+
+    const V32: TableFacts = TableFacts { trained_window: 163_840, longest_dense: None };
+
+    /// The ranges of docs/model.md#plausible, each at both sides of its edge.
+    #[test]
+    fn each_range_at_its_edges() {
+        let ok = |h: &HypothesisResult| implausibility(h, &V32).is_none();
+        assert!(ok(&fit("discrimination", &[("dprime", 2.5)])));
+        assert!(ok(&fit("discrimination", &[("dprime", -0.09)])));
+        assert!(!ok(&fit("discrimination", &[("dprime", -0.11)])));
+        assert!(ok(&fit("discrimination", &[("dprime", 12.0)])));
+        assert!(!ok(&fit("discrimination", &[("dprime", 12.1)])));
+        assert!(!ok(&fit("discrimination-with-spread", &[("dprime", 2.0), ("needle_sd", 3.1)])));
+        assert!(ok(&fit("discrimination-with-spread", &[("dprime", 2.0), ("needle_sd", 2.9)])));
+        assert!(!ok(&fit("hard-negatives", &[("dprime", 2.5), ("hard_negatives", 0.47), ("hard_mean", 11.1)])));
+        assert!(ok(&fit("hard-negatives", &[("dprime", 2.5), ("hard_negatives", 0.2), ("hard_mean", 5.4)])));
+        assert!(!ok(&fit("hard-negatives", &[("dprime", 2.5), ("hard_negatives", 0.6), ("hard_mean", 2.0)])));
+        let mut bound = fit("discrimination", &[("dprime", 2.0)]);
+        bound.on_bound = vec!["needle_sd".into()];
+        assert!(!ok(&bound));
+        let mut poor = fit("discrimination", &[("dprime", 2.0)]);
+        poor.gof_p = Some(0.005);
+        assert!(!ok(&poor));
+        // A read-rate collapse at 4K on a model trained to 160K is no model's limit; a gradual
+        // decline there, or a collapse near the window, is.
+        let l = |x: f64| x.log10();
+        assert!(!ok(&fit("read-decline", &[("log10_read_l50", l(4000.0)), ("read_slope", 40.0), ("dprime", 3.0)])));
+        assert!(ok(&fit("read-decline", &[("log10_read_l50", l(4000.0)), ("read_slope", 2.0), ("dprime", 3.0)])));
+        assert!(ok(&fit("read-decline", &[("log10_read_l50", l(150_000.0)), ("read_slope", 40.0), ("dprime", 3.0)])));
+        // Defects and the random indexer are never working explanations.
+        assert!(!ok(&fit("candidate-count-limit", &[("dprime", 2.0)])));
+        assert!(!ok(&fit("random-indexer", &[])));
+    }
+
+    #[test]
+    fn families() {
+        assert_eq!(family("discrimination"), Family::Working);
+        assert_eq!(family("hard-negatives"), Family::Working);
+        assert_eq!(family("read-decline"), Family::Read);
+        assert_eq!(family("read-failure"), Family::Read);
+        assert_eq!(family("random-indexer"), Family::Random);
+        for d in crate::calibrate::hypotheses::IMPLEMENTATION_HYPOTHESES {
+            assert_eq!(family(d), Family::Defect);
+        }
+    }
+}

@@ -249,3 +249,86 @@ pub fn overriding_call(signatures: &[Signature]) -> Option<Call> {
         (c, _) => Some(c),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn working() -> Evidence<'static> {
+        Evidence {
+            signatures: &[],
+            all_found: false,
+            condition_p: None,
+            defect_preferred: false,
+            explanation: Some(Explanation::Working),
+            reading_explains: false,
+            error_rates: Some(DefectEvidence { evidence: -10.0, threshold: 3.0, false_alarm: 0.05, defect_not_ruled_out: false, defect_poor_fit: false }),
+            k_matters: true,
+            dense: None,
+        }
+    }
+
+    /// Each step of the rule, from a table whose evidence supports the numbers' call, changed in
+    /// one thing at a time.
+    #[test]
+    fn each_step_of_the_rule() {
+        use Call::*;
+        let e = working();
+        assert_eq!(decide(&e, DiscriminationLimited), (DiscriminationLimited, Reason::Numbers));
+        assert_eq!(decide(&e, CoverageLimited), (CoverageLimited, Reason::Numbers));
+        assert_eq!(decide(&Evidence { all_found: true, ..e }, DiscriminationLimited), (Saturated, Reason::AllFound));
+        let cond = [Signature::ConditionDependent];
+        assert_eq!(decide(&Evidence { signatures: &cond, condition_p: Some(0.001), ..e }, CoverageLimited), (ImplementationSuspect, Reason::Condition));
+        assert_eq!(decide(&Evidence { condition_p: Some(0.03), ..e }, CoverageLimited), (Undecided, Reason::ConditionSuggestive));
+        assert_eq!(decide(&Evidence { condition_p: Some(0.2), ..e }, CoverageLimited), (CoverageLimited, Reason::Numbers));
+        let floor = [Signature::BelowRandomFloor];
+        assert_eq!(decide(&Evidence { signatures: &floor, ..e }, DiscriminationLimited), (ImplementationSuspect, Reason::Signature));
+        // The floor assumes a selected needle is read: a plausible reading explanation lifts it.
+        assert_eq!(
+            decide(&Evidence { signatures: &floor, reading_explains: true, explanation: Some(Explanation::Read), ..e }, DiscriminationLimited),
+            (ReadLimited, Reason::Reading)
+        );
+        let strong = DefectEvidence { evidence: 5.0, threshold: 3.0, false_alarm: 0.05, defect_not_ruled_out: true, defect_poor_fit: false };
+        assert_eq!(decide(&Evidence { error_rates: Some(strong), ..e }, DiscriminationLimited), (ImplementationSuspect, Reason::DefectEvidence));
+        let noisy = DefectEvidence { false_alarm: 0.2, ..strong };
+        assert_eq!(decide(&Evidence { error_rates: Some(noisy), ..e }, DiscriminationLimited), (Undecided, Reason::DefectUnreliable));
+        let badly = DefectEvidence { defect_poor_fit: true, ..strong };
+        assert_eq!(decide(&Evidence { error_rates: Some(badly), ..e }, DiscriminationLimited), (Undecided, Reason::DefectUnreliable));
+        // The symmetric half: a physical call needs every competing defect ruled out.
+        let open = DefectEvidence { evidence: 0.0, threshold: 3.0, false_alarm: 0.05, defect_not_ruled_out: true, defect_poor_fit: false };
+        assert_eq!(decide(&Evidence { error_rates: Some(open), ..e }, DiscriminationLimited), (Undecided, Reason::DefectNotRuledOut));
+        assert_eq!(decide(&Evidence { explanation: None, ..e }, DiscriminationLimited), (Undecided, Reason::NoExplanation));
+        assert_eq!(decide(&Evidence { k_matters: false, ..e }, CoverageLimited), (Undecided, Reason::KNotShown));
+        assert_eq!(decide(&Evidence { k_matters: false, ..e }, DiscriminationLimited), (DiscriminationLimited, Reason::Numbers));
+        assert_eq!(decide(&Evidence { explanation: Some(Explanation::Read), ..e }, CoverageLimited), (ReadLimited, Reason::Reading));
+        // Tables whose every row selects every candidate.
+        assert_eq!(decide(&Evidence { dense: Some(DenseReading::Declines), ..e }, CoverageLimited), (ReadLimited, Reason::Dense));
+        assert_eq!(decide(&Evidence { dense: Some(DenseReading::MeetsTarget), ..e }, CoverageLimited), (Saturated, Reason::Dense));
+        assert_eq!(decide(&Evidence { dense: Some(DenseReading::CollapsesInsideWindow), ..e }, CoverageLimited), (ImplementationSuspect, Reason::DenseCollapse));
+        assert_eq!(
+            decide(&Evidence { dense: Some(DenseReading::Declines), condition_p: Some(0.02), ..e }, CoverageLimited),
+            (Undecided, Reason::ConditionSuggestive)
+        );
+    }
+
+    /// A calibrated fit's signatures force a call only where the rule's steps say so.
+    #[test]
+    fn overriding_calls_of_a_fit() {
+        assert_eq!(overriding_call(&[]), None);
+        assert_eq!(overriding_call(&[Signature::WorseThanRandom]), Some(Call::ImplementationSuspect));
+        assert_eq!(overriding_call(&[Signature::MissesWhenAllSelected]), Some(Call::ReadLimited));
+        assert_eq!(overriding_call(&[Signature::PoorFit]), None);
+    }
+
+    /// Every reason has its own sentence.
+    #[test]
+    fn every_reason_has_a_sentence() {
+        use Reason::*;
+        let all = [AllFound, Condition, ConditionSuggestive, Signature, DefectEvidence, DefectUnreliable, NoExplanation, DefectNotRuledOut, Reading, Dense, DenseCollapse, KNotShown, Numbers];
+        let mut seen = std::collections::HashSet::new();
+        for r in all {
+            assert!(r.sentence().len() > 30, "{r:?}");
+            assert!(seen.insert(r.sentence()), "{r:?} repeats a sentence");
+        }
+    }
+}
