@@ -15,7 +15,7 @@
 //! The Monte Carlo rows (Quest, mean pooling, scalar MC against NumPy) are in their own bench.
 //! T_j's tables are kept for the process (`engine::analytic`'s memo), so after criterion's
 //! warm-up an iteration reuses the tables an earlier one made, where the command line starts
-//! without them: these figures are the warm cost, README's benchmark table gives the command's.
+//! without them: these figures are the warm cost, docs/benchmarks.md gives the command's.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dsa_sim::commands::fit::{calibrate, verdict, CalibrateRequest};

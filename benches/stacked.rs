@@ -3,7 +3,7 @@
 //! built (21 selecting layers sharing the needle's component, layer_corr 0.5 and 0.95), and the
 //! same stacked row at a second dprime (the tables of T_j already kept: what a fit's later
 //! evaluations cost). The whole-command figures of the table are timed with the binary
-//! (README's benchmark table says how).
+//! (docs/benchmarks.md says how).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dsa_sim::engine::analytic::Analytic;

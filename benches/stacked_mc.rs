@@ -4,7 +4,7 @@
 //! levels answered by one noise replay), against the same search by one materialising run per
 //! level (`with_replay_budget(0)`, what it cost before the replay). 1000 trials instead of the
 //! fit default's 4000 to keep `cargo bench --bench stacked_mc` within minutes; the
-//! whole-command figures are timed with the binary (README's benchmark table).
+//! whole-command figures are timed with the binary (docs/benchmarks.md).
 //!
 //! The verdict runs that search twice, at the row's k and at the kernel maximum: one noise
 //! replay kept at both k answers both (`quest_noise_search/both searches, …`). The mean-pooling

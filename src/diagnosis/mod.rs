@@ -1,8 +1,9 @@
 //! The diagnosis: why a needle is lost, decided in one place (docs/model.md#verdict).
 //!
 //! The evidence comes from below: the row checks against the random-indexer floor
-//! ([`crate::calibrate::row_checks`]) and the named hypotheses fitted and ranked by AIC
-//! ([`crate::calibrate::hypotheses`], six of them defect classes). Here they become a call:
+//! ([`crate::calibrate::row_checks`](mod@crate::calibrate::row_checks)) and the named
+//! hypotheses fitted and ranked by AIC ([`crate::calibrate::hypotheses`], six of them defect
+//! classes). Here they become a call:
 //! [`signature`] names the patterns that point at a defect or a read failure, [`conditions`]
 //! tests the table's condition columns, [`error_rates`] measures by simulation how often the
 //! procedure is wrong on tables like the user's, and [`rule`] alone turns all of it, with the
@@ -95,7 +96,7 @@ impl NumbersAt {
 /// What the user gave of the scenario fields the numbers on a table depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GivenFields {
-    /// `context_len` was given (`--context-len`, a scenario file, an experiment's [scenario]).
+    /// `context_len` was given (`--context-len`, a scenario file, an experiment's `[scenario]`).
     pub context_len: bool,
     /// `index_topk` was given.
     pub index_topk: bool,

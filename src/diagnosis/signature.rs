@@ -138,8 +138,8 @@ pub fn worse_than_random(hypotheses: &[HypothesisResult]) -> Option<f64> {
 /// force whatever the fitted numbers would say: rows jointly (or singly) below the
 /// random-indexer floor and a fitted separation significantly below 0 are defects
 /// (implementation-suspect); misses where every candidate is selected are read-limited. The
-/// same rules as [`diagnose`] on the same evidence, so that adding `--fit` cannot turn a defect
-/// into a prescription.
+/// same rules as [`super::diagnose`] on the same evidence, so that adding `--fit` cannot turn a
+/// defect into a prescription.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FitSignatures {
     /// The signatures found.

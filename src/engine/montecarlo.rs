@@ -1121,7 +1121,7 @@ impl RecordPlan for Recorder<'_> {
 /// token scores mu + sd·Z from a standard normal Z drawn in the same place whatever mu and sd
 /// are, and no distractor score involves them. So a replay keeps, per trial and layer, the
 /// k_eff-th largest distractor score and the needle entries' own draws (their blocks' raw token
-/// draws and their noise, see [`ReplayLayout`]); [`Replay::successes`] recomputes the needle's
+/// draws and their noise, see [`ReplayLayout`]); [`Replay::tally`] recomputes the needle's
 /// best entry score y with the materialising path's own functions (the same floating-point
 /// operations in the same order, so the same y bit for bit) and selects the needle when the
 /// k_eff-th largest distractor does not exceed y: the hit counts of

@@ -22,9 +22,9 @@
 //! **Exact case.** With one head, no key normalisation and isotropic keys (no outliers), the
 //! standardised distractor entry score (q·k / (‖q‖ sd_entry)) is exactly Normal(0, 1) above
 //! zero (ReLU only zeroes scores below every needle score), and a needle token's score is
-//! α‖g‖ with ‖g‖ ~ χ_d: dprime = α E[χ_d] = α √2 Γ((d+1)/2) / Γ(d/2) and
-//! needle_sd = α √(d − E[χ_d]²) at token level, pooled by `mean` exactly as the scalar
-//! model's `pooling = mean` pools token scores. [`chi_mean`] gives E[χ_d]; the test suite checks
+//! α‖g‖ with ‖g‖ ~ χ_d: dprime = α E\[χ_d\] = α √2 Γ((d+1)/2) / Γ(d/2) and
+//! needle_sd = α √(d − E\[χ_d\]²) at token level, pooled by `mean` exactly as the scalar
+//! model's `pooling = mean` pools token scores. [`chi_mean`] gives E\[χ_d\]; the test suite checks
 //! the vector model against the analytic engine there.
 
 use super::{Scratch, VectorModel};
@@ -35,7 +35,7 @@ use crate::stats::norm_cdf;
 use rayon::prelude::*;
 use serde::Serialize;
 
-/// E[χ_d], the mean norm of a d-dimensional standard normal vector.
+/// E\[χ_d\], the mean norm of a d-dimensional standard normal vector.
 pub fn chi_mean(d: f64) -> f64 {
     (std::f64::consts::SQRT_2.ln() + libm::lgamma((d + 1.0) / 2.0) - libm::lgamma(d / 2.0)).exp()
 }

@@ -1,10 +1,10 @@
 //! The indexer's scoring kernel: for every key k, I(q, k) = Σ_h w_h · ReLU(q_h · k).
 //!
-//! Layout: the queries transposed, `qt[j * hp + h]` = q_h[j] for j < d and h < hp, with the
+//! Layout: the queries transposed, `qt[j * hp + h]` = q_h\[j\] for j < d and h < hp, with the
 //! heads padded with zero queries and zero weights to a multiple of [`GROUP`] (a padded head
 //! adds exactly +0 to the score). Keys are rows of d values.
 //!
-//! Arithmetic, identical in every version: per group of 64 heads, acc_h = fma(q_h[j], k[j],
+//! Arithmetic, identical in every version: per group of 64 heads, acc_h = fma(q_h\[j\], k\[j\],
 //! acc_h) for j = 0, 1, …, d−1 in order; then t_h = w_h · max(acc_h, 0); then a fixed reduction
 //! tree (lanes l, l+16, l+32, l+48 as (t_l + t_{l+16}) + (t_{l+32} + t_{l+48}), then halves
 //! 16 → 8 → 4 → 2 → 1); groups are summed in order. The AVX-512 version (6 keys × 64 heads in 24

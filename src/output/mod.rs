@@ -32,8 +32,8 @@ pub use lock::OutputLock;
 
 use std::collections::HashMap;
 
-/// Why an output cannot be written. [`OutputError::exit_code`]: 2 when the output named by the
-/// user is refused before any work (bad input), 1 when writing fails.
+/// Why an output cannot be written. Its kind ([`crate::error::Classify`]): bad input (exit 2) when
+/// the output named by the user is refused before any work, a failure (exit 1) when writing fails.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OutputError {
     /// The output's place cannot be prepared (its folder cannot be created, the lock file cannot

@@ -4,12 +4,12 @@
 //! replay's time.
 //!
 //! `rand_distr` 0.5 samples the standard normal by a 256-layer ziggurat: one `u64` draw `bits`,
-//! layer i = bits & 0xff, u = (bits >> 12 as a float in [2, 4)) − 3, x = u·X[i], accepted at
+//! layer i = bits & 0xff, u = (bits >> 12 as a float in [2, 4)) − 3, x = u·X\[i\], accepted at
 //! once when |x| < X[i + 1] (about 98.8% of draws); anything else continues with further draws.
 //! Here a batch of draws is taken at once and every one tested; when all are accepted at once
 //! the batch's maximum is theirs, and otherwise the generator is set back, the accepted prefix
 //! replayed and the rest drawn by `StandardNormal` itself. So only the accept-at-once step is
-//! repeated here, and [`tests::the_batched_maximum_is_the_samplers`] checks it against the
+//! repeated here, and `tests::the_batched_maximum_is_the_samplers` checks it against the
 //! sampler draw for draw (it would catch another `rand_distr` version's tables or algorithm).
 
 use rand::{Rng, RngCore};
