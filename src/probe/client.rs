@@ -190,21 +190,32 @@ struct Redacting<W: std::io::Write> {
 
 impl<W: std::io::Write> Redacting<W> {
     fn drain(&mut self, last: bool) -> std::io::Result<()> {
-        let keep = if last || self.key.is_empty() { 0 } else { self.key.len() - 1 };
+        let Some(&k0) = self.key.first() else {
+            self.inner.write_all(&self.pending)?;
+            self.pending.clear();
+            return Ok(());
+        };
         let mut out = Vec::with_capacity(self.pending.len());
         let mut i = 0;
-        while i < self.pending.len() {
-            if !self.key.is_empty() && self.pending[i..].starts_with(&self.key) {
+        // From one place the key could start (its first byte, found by memchr) to the next.
+        while let Some(j) = memchr::memchr(k0, &self.pending[i..]) {
+            out.extend_from_slice(&self.pending[i..i + j]);
+            i += j;
+            let rest = &self.pending[i..];
+            if rest.starts_with(&self.key) {
                 out.extend_from_slice(KEY_SHOWN.as_bytes());
                 i += self.key.len();
-            } else if self.pending.len() - i <= keep && self.key.starts_with(&self.pending[i..]) {
-                break; // maybe the start of a key that the next write completes
+            } else if !last && rest.len() < self.key.len() && self.key.starts_with(rest) {
+                // Maybe the start of a key that the next write completes: held back.
+                self.pending.drain(..i);
+                return self.inner.write_all(&out);
             } else {
-                out.push(self.pending[i]);
+                out.push(k0);
                 i += 1;
             }
         }
-        self.pending.drain(..i);
+        out.extend_from_slice(&self.pending[i..]);
+        self.pending.clear();
         self.inner.write_all(&out)
     }
 }
