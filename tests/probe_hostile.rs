@@ -264,6 +264,7 @@ fn endless_bodies_are_cut_at_the_per_reply_limit() {
         let out = d.path().join(name);
         let r = probe(&srv.url, &out, &[USAGE, &["--max-inflight", "64", "--trials", "64", "--context-len", "2K,4K"]].concat());
         fails(&r, d.path(), "per-reply limit");
+        eprintln!("{name}: {:?}, peak memory {} kB; {}", r.elapsed, r.peak_rss_kb, r.stderr.trim_end());
         assert!(r.peak_rss_kb < 1 << 20, "{name}: peak memory {} kB with 64 replies in flight", r.peak_rss_kb);
     }
 }

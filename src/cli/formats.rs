@@ -66,10 +66,9 @@ fn resolve(args: &FormatsArgs) -> Result<Scenario, CliError> {
     let m = crate::indexer::VectorModel::new(&s);
     if !(0..m.n_entries() as u64).any(|i| !m.is_needle_entry(i) && !m.is_hard_entry(i)) {
         return Err(CliError::input(format!(
-            "context_len = {}: formats compares the needle with distractors, and its {} entr{} all hold the needle or a hard negative; give a longer context",
+            "context_len = {}: formats compares the needle with distractors, and none of its {} candidate entries is one (each holds the needle or a hard negative); give a longer context",
             s.context_len,
-            m.n_entries(),
-            if m.n_entries() == 1 { "y" } else { "ies" }
+            m.n_entries()
         )));
     }
     Ok(s)

@@ -200,10 +200,10 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
             } else {
                 let shown: Vec<&str> = why.iter().take(SKIPS_SHOWN).map(String::as_str).collect();
                 let more = if why.len() > SKIPS_SHOWN { format!(" and {} more", why.len() - SKIPS_SHOWN) } else { String::new() };
-                format!(": not read: {}{more};", shown.join(", "))
+                format!(", and {}{more} could not be read", shown.join(", "))
             };
             return Err(HarnessError::input(format!(
-                "{}: no recognisable harness result among {} file(s){unread} (expected gkamradt *_results.json, RULER pred/*.jsonl, lm-eval samples_*.jsonl or NeedleBench predictions)",
+                "{}: no recognisable harness result among {} file(s){unread}; expected gkamradt *_results.json, RULER pred/*.jsonl, lm-eval samples_*.jsonl or NeedleBench predictions",
                 root.display(),
                 list.len()
             )));
