@@ -837,6 +837,9 @@ mod tests {
         assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", at - Duration::from_secs(3)), Some(Duration::from_secs(3)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon"), None);
+        // Past Duration's range: forever, which the policy caps (from_secs_f64 would panic).
+        assert_eq!(parse_retry_after("1e300"), Some(Duration::MAX));
+        assert_eq!(p.wait(1, parse_retry_after("1e300")), Duration::from_secs(1));
     }
 
     #[test]
@@ -846,5 +849,24 @@ mod tests {
         assert_eq!(v["text"], " 1234567.");
         assert_eq!(v["meta_info"]["prompt_tokens"], 12);
         assert!(light_reply(&br#"{"text": "x""#[..]).is_err());
+        // Fields of another type read as absent; only the first choice is kept.
+        let v = light_reply(&br#"{"choices": [{"text": "a"}, {"text": "b"}], "usage": {"prompt_tokens": -3}, "text": 5}"#[..]).unwrap();
+        assert_eq!(v["choices"].as_array().unwrap().len(), 1);
+        assert_eq!(v["choices"][0]["text"], "a");
+        assert!(v["usage"]["prompt_tokens"].is_null() && v.get("text").is_none());
+        assert_eq!(light_count(&b"[1, 2, 3]"[..]).unwrap()["count"], 3);
+        assert_eq!(light_count(&br#"{"tokens": [1, 2], "max_model_len": 8}"#[..]).unwrap()["count"], 2);
+        assert_eq!(light_models(&br#"{"data": [{"id": "m"}, {"id": "n"}]}"#[..]).unwrap()["data"][0]["id"], "m");
+    }
+
+    #[test]
+    fn the_key_is_redacted_across_writes() {
+        for cuts in [vec![], vec![1], vec![3, 4, 5], vec![2, 9]] {
+            let out = redact_in_pieces_for_fuzzing(b"sk-1", b"a sk-1 b sk-sk-1 sk-", &cuts);
+            assert_eq!(String::from_utf8(out).unwrap(), "a [API key] b sk-[API key] sk-", "{cuts:?}");
+        }
+        assert!(not_json(b"<html><title>502 Bad Gateway</title>").unwrap().contains("\"502 Bad Gateway\""));
+        assert!(not_json(b"\xff\xfe{}").unwrap().contains("UTF-8"));
+        assert_eq!(not_json(b"{\"a\": \"\xc3"), None, "a character cut at the end of the head is not an error");
     }
 }
