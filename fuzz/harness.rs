@@ -527,3 +527,77 @@ pub fn import_scores(data: &[u8]) {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `dsa-sim probe`'s reply parsers (src/probe/client.rs) on a hostile server's body: the first
+/// byte picks the endpoint (generation, `/v1/models`, `/tokenize`) and, with the next, the
+/// cuts of the key-redaction check; the rest is the body. No panic; an error is one printable
+/// line; an accepted reply keeps only what the probe reads (one choice at most) and agrees with
+/// a full JSON parse of the same body wherever that parse finds the field; and the capture
+/// writer's redaction of a key, fed in pieces, equals replacing the key in the whole body.
+pub fn probe_reply(data: &[u8]) {
+    use dsa_sim::probe::client::{parse_reply_for_fuzzing, redact_in_pieces_for_fuzzing};
+    use serde_json::Value;
+    let Some((&sel, body)) = data.split_first() else { return };
+    let kind = sel % 3;
+    match parse_reply_for_fuzzing(kind, body) {
+        Err(e) => assert_one_line("probe reply", &e),
+        Ok(v) => {
+            let o = v.as_object().expect("the parsed reply is an object");
+            for k in o.keys() {
+                assert!(["choices", "usage", "text", "meta_info", "error", "data", "count"].contains(&k.as_str()), "unexpected key {k}");
+            }
+            if let Some(c) = o.get("choices") {
+                assert_eq!(c.as_array().map(Vec::len), Some(1), "one choice kept");
+            }
+            if let Ok(full) = serde_json::from_slice::<Value>(body) {
+                match kind {
+                    0 => {
+                        if let Some(t) = full["choices"][0]["text"].as_str() {
+                            assert_eq!(v["choices"][0]["text"].as_str(), Some(t), "choices[0].text");
+                        }
+                        if let Some(t) = full["choices"][0]["message"]["content"].as_str() {
+                            assert_eq!(v["choices"][0]["message"]["content"].as_str(), Some(t), "message.content");
+                        }
+                        if let Some(n) = full["usage"]["prompt_tokens"].as_u64() {
+                            assert_eq!(v["usage"]["prompt_tokens"].as_u64(), Some(n), "usage.prompt_tokens");
+                        }
+                        if let Some(t) = full["text"].as_str() {
+                            assert_eq!(v["text"].as_str(), Some(t), "text");
+                        }
+                    }
+                    1 => {
+                        if let Some(id) = full["data"][0]["id"].as_str() {
+                            assert_eq!(v["data"][0]["id"].as_str(), Some(id), "data[0].id");
+                        }
+                    }
+                    _ => {
+                        let want = full["count"].as_u64().or_else(|| full["tokens"].as_array().map(|a| a.len() as u64)).or_else(|| full.as_array().map(|a| a.len() as u64));
+                        if let (Some(w), true) = (want, full.get("count").is_none_or(|c| c.as_u64().is_some())) {
+                            assert_eq!(v["count"].as_u64(), Some(w), "the token count");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Redaction in pieces: a key of 1..=8 bytes taken from the body itself, so that it occurs.
+    if body.len() >= 2 {
+        let klen = 1 + (sel as usize >> 2) % 8.min(body.len() - 1);
+        let key = &body[..klen];
+        let step = 1 + (sel as usize >> 5);
+        let cuts: Vec<usize> = (1..body.len()).step_by(step).collect();
+        let got = redact_in_pieces_for_fuzzing(key, body, &cuts);
+        let mut want = Vec::new();
+        let mut i = 0;
+        while i < body.len() {
+            if body[i..].starts_with(key) {
+                want.extend_from_slice(dsa_sim::probe::client::KEY_SHOWN.as_bytes());
+                i += key.len();
+            } else {
+                want.push(body[i]);
+                i += 1;
+            }
+        }
+        assert_eq!(got, want, "redaction in pieces");
+    }
+}

@@ -11,14 +11,14 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// The whole text of `path`, like [`std::fs::read_to_string`], but an error past
 /// [`MAX_INPUT_BYTES`].
 pub fn read_to_string(path: &Path) -> std::io::Result<String> {
-    read_bounded(std::fs::File::open(path)?, "larger than 64 MiB: not a scenario, experiment or measured-data file")
+    read_bounded(std::fs::File::open(path)?, "larger than the 64 MiB input-file bound")
 }
 
 /// The whole text of standard input (the numbers of `dsa-sim quantize`), bounded like
 /// [`read_to_string`]: at most [`MAX_INPUT_BYTES`] + 1 bytes are read, so an endless stream
 /// (`< /dev/zero`) is refused after 64 MiB instead of filling memory.
 pub fn read_stdin_to_string() -> std::io::Result<String> {
-    read_bounded(std::io::stdin().lock(), "larger than 64 MiB: give at most 64 MiB of numbers (split the input)")
+    read_bounded(std::io::stdin().lock(), "larger than the 64 MiB input bound: give at most 64 MiB of numbers (split the input)")
 }
 
 /// All of `reader` as UTF-8 text, or an error saying `too_large` past [`MAX_INPUT_BYTES`].

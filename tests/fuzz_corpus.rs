@@ -64,3 +64,8 @@ fn import_niah_inputs() {
 fn import_scores_inputs() {
     replay("import_scores", harness::import_scores);
 }
+
+#[test]
+fn probe_reply_inputs() {
+    replay("probe_reply", harness::probe_reply);
+}

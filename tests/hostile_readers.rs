@@ -178,7 +178,7 @@ fn a_manifest_that_is_not_utf8_or_too_large_is_bad_input() {
     refused(&dsa(d.path(), &a), &["m.csv", "UTF-8"]);
     let f = std::fs::File::create(d.path().join("m.csv")).unwrap();
     f.set_len((64 << 20) + 1).unwrap();
-    refused(&dsa(d.path(), &a), &["m.csv", "larger than 64 MiB"]);
+    refused(&dsa(d.path(), &a), &["m.csv", "larger than the 64 MiB input-file bound"]);
     assert!(!d.path().join("sel.csv").exists());
 }
 
@@ -202,7 +202,7 @@ fn unreadable_files_beside_harness_results_are_skipped_with_a_note() {
     std::fs::write(res.join("dump.json"), &big).unwrap();
     let out = ok(&dsa(d.path(), &["import", "niah", "res", "--out", "measured.csv"]));
     assert!(out.contains("note: 2 file(s) skipped"), "{out}");
-    assert!(out.contains("blob.json (not UTF-8 text)") && out.contains("dump.json (its first line is longer than 64 MiB)"), "{out}");
+    assert!(out.contains("blob.json (not UTF-8 text)") && out.contains("dump.json (its first line is longer than the 64 MiB line bound)"), "{out}");
     // Pretty-printed, past the bound: skipped as too large.
     let mut pretty = b"{\n\"a\": \"".to_vec();
     pretty.extend(std::iter::repeat_n(b'x', 65 << 20));
@@ -211,7 +211,7 @@ fn unreadable_files_beside_harness_results_are_skipped_with_a_note() {
     let o = dsa(d.path(), &["import", "niah", "res", "--out", "measured.csv", "--json"]);
     let j: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
     let notes = j["notes"].to_string();
-    assert!(notes.contains("dump.json (larger than 64 MiB)"), "{notes}");
+    assert!(notes.contains("dump.json (larger than the 64 MiB file bound)"), "{notes}");
     assert_eq!(j["cells"][0]["trials"], 1);
 }
 

@@ -112,7 +112,7 @@ fn uint(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
         let allowed = match name {
             "trials" => format!("1..={}", dsa_sim::engine::MAX_TRIALS),
             "threads" => format!("1..={}", dsa_sim::engine::MAX_THREADS),
-            "budget" => "≥ 1 trial".to_string(),
+            "budget" => format!("1..={} trials", dsa_sim::commands::fit::MAX_BUDGET),
             _ => format!("0..={}", u64::MAX),
         };
         PyValueError::new_err(format!("--{name} {}: allowed {allowed}", v.str().map(|s| s.to_string()).unwrap_or_default()))

@@ -61,6 +61,16 @@ fn resolve(args: &FormatsArgs) -> Result<Scenario, CliError> {
             s.head_dim
         )));
     }
+    // The distractors' normal fit needs one entry that is neither the needle nor a hard negative
+    // (a context of one entry has none: the fit indexed an empty list). `any` stops at the first.
+    let m = crate::indexer::VectorModel::new(&s);
+    if !(0..m.n_entries() as u64).any(|i| !m.is_needle_entry(i) && !m.is_hard_entry(i)) {
+        return Err(CliError::input(format!(
+            "context_len = {}: formats compares the needle with distractors, and none of its {} candidate entries is one (each holds the needle or a hard negative); give a longer context",
+            s.context_len,
+            m.n_entries()
+        )));
+    }
     Ok(s)
 }
 

@@ -295,6 +295,10 @@ pub struct PlanRequest<'a> {
     pub target: Option<f64>,
 }
 
+/// Largest `plan --budget`: far more trials than a live measurement spends, and a plan of it
+/// still finishes (in tens of seconds).
+pub const MAX_BUDGET: u64 = 1_000_000;
+
 /// The cells to measure next that tell most about which leading hypothesis is true, and the
 /// simulated probability of the right call after them (docs/model.md#planning).
 pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, observe: Evaluations) -> Result<Planned, CommandError> {
@@ -306,8 +310,14 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
             "plan: give the deployment's scenario: --preset NAME, --scenario FILE.toml or its field flags (e.g. --compress-ratio 4 --index-topk 512)",
         ));
     }
-    if req.budget == 0 {
-        return Err(CommandError::input("--budget 0: allowed ≥ 1 trial"));
+    // Checked before anything is planned: the plan's simulated tables hold counts per trial
+    // chunk and its time grows with the budget (10^6 trials take tens of seconds; 10^12 aborted
+    // on a terabyte allocation, u64::MAX overflowed a capacity).
+    if req.budget == 0 || req.budget > MAX_BUDGET {
+        return Err(CommandError::input(format!(
+            "--budget {}: allowed 1..={MAX_BUDGET} trials (a plan spends at most a million measurements)",
+            req.budget
+        )));
     }
     for n in req.hypotheses {
         crate::calibrate::check_name(n)?;

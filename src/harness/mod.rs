@@ -182,6 +182,7 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
     for root in paths {
         let list = walk(root)?;
         let mut found = 0;
+        let unreadable_before = unreadable.len();
         for f in &list {
             if let Some(fmt) = read_file(f, options, &mut trials, &mut unreadable)? {
                 files.entry(fmt).or_default().push(f.clone());
@@ -191,8 +192,18 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
             }
         }
         if found == 0 {
+            // A file skipped for a bound (a line or a whole file too long) or for not being text
+            // is named with that reason first: it is the likelier cause than a wrong format.
+            let why = &unreadable[unreadable_before..];
+            let unread = if why.is_empty() {
+                String::new()
+            } else {
+                let shown: Vec<&str> = why.iter().take(SKIPS_SHOWN).map(String::as_str).collect();
+                let more = if why.len() > SKIPS_SHOWN { format!(" and {} more", why.len() - SKIPS_SHOWN) } else { String::new() };
+                format!(", and {}{more} could not be read", shown.join(", "))
+            };
             return Err(HarnessError::input(format!(
-                "{}: no recognisable harness result among {} file(s) (expected gkamradt *_results.json, RULER pred/*.jsonl, lm-eval samples_*.jsonl or NeedleBench predictions)",
+                "{}: no recognisable harness result among {} file(s){unread}; expected gkamradt *_results.json, RULER pred/*.jsonl, lm-eval samples_*.jsonl or NeedleBench predictions",
                 root.display(),
                 list.len()
             )));
@@ -278,7 +289,7 @@ fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>, unreadable: &mut
     match read_line(&mut r, &mut first_line, &name, 1) {
         Ok(_) => {}
         Err(_) if first_line.len() > MAX_LINE => {
-            unreadable.push(format!("{name} (its first line is longer than 64 MiB)"));
+            unreadable.push(format!("{name} (its first line is longer than the 64 MiB line bound)"));
             return Ok(None);
         }
         Err(e) => return Err(e),
@@ -294,7 +305,7 @@ fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>, unreadable: &mut
             let text = match crate::input::read_to_string(path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    let why = if e.to_string().contains("UTF-8") { "not UTF-8 text" } else { "larger than 64 MiB" };
+                    let why = if e.to_string().contains("UTF-8") { "not UTF-8 text" } else { "larger than the 64 MiB file bound" };
                     unreadable.push(format!("{name} ({why})"));
                     return Ok(None);
                 }
@@ -313,7 +324,7 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, name: &str, line: u64) -> 
         .read_until(b'\n', buf)
         .map_err(|e| HarnessError::io(format!("{name}: line {line}: cannot read: {e}"), &e))?;
     if buf.len() > MAX_LINE {
-        return Err(HarnessError::input(format!("{name}: line {line}: longer than 64 MiB")));
+        return Err(HarnessError::input(format!("{name}: line {line} is longer than the 64 MiB line bound")));
     }
     while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         buf.pop();

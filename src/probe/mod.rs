@@ -512,7 +512,8 @@ impl Ctx<'_> {
             return w;
         }
         let r = self.ratio.lock().map_or(0.75, |r| *r);
-        ((self.opts.cells[cell].context_len as f64 * r).round() as usize).max(1)
+        let target = self.opts.cells[cell].context_len;
+        ((target as f64 * r).round() as usize).clamp(1, prompt::max_words(target))
     }
 
     fn learn(&self, cell: usize, words: usize, tokens: u64) {
@@ -738,7 +739,10 @@ impl Ctx<'_> {
                 }
                 // Usage counts only: scale the haystack and send again.
                 let scaled = (words as f64 * cell.context_len as f64 / tokens.max(1) as f64).round() as usize;
-                words = if scaled == words { if tokens > cell.context_len { words - 1 } else { words + 1 } } else { scaled.max(1) };
+                // Within [1, max_words]: a server's zero, huge or jumping counts never build an
+                // empty or an endless prompt.
+                let next = if scaled == words { if tokens > cell.context_len { words.saturating_sub(1) } else { words + 1 } } else { scaled };
+                words = next.clamp(1, prompt::max_words(cell.context_len));
             }
         }
         Ok(out)
@@ -988,6 +992,7 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     if discarded > 0 {
         notes.push(format!("{discarded} replies to prompts the server counted outside ±1% of their cell were sent again and are not counted (kept in the transcript)"));
     }
+    notes.extend(ctx.client.notes());
     let p = summary(opts, out, ctx.client.shown(), &ctx.model, ctx.counter.name(), &records, sent, resumed, notes);
     let needle_tokens = p.needle_tokens;
     let provenance = format!(

@@ -190,6 +190,14 @@ pub fn within(tokens: u64, target: u64) -> bool {
     tokens.abs_diff(target) as f64 <= 0.01 * target as f64
 }
 
+/// Most haystack words a prompt of `target` tokens is built with: a filler word is at least a
+/// quarter of a token in any tokenizer, so more words than this means the server's counts are
+/// not this prompt's (zero, or jumping between requests); the search stops there instead of
+/// building ever longer prompts.
+pub fn max_words(target: u64) -> usize {
+    usize::try_from(target.saturating_mul(4).saturating_add(1024)).unwrap_or(usize::MAX)
+}
+
 /// Most counts the secant phase of a search asks for.
 pub const MAX_EVALUATIONS: u32 = 24;
 /// Phases of the filler tried when no word count hits the target exactly.
@@ -205,7 +213,7 @@ pub fn search(target: u64, start: usize, count: &mut dyn FnMut(usize, usize) -> 
         *evals += 1;
         count(w, 0)
     };
-    let mut w = start.max(1);
+    let mut w = start.clamp(1, max_words(target));
     let mut p = eval(w, &mut evals)?;
     let mut best = Found { words: w, skip: 0, tokens: p, evaluations: evals };
     let better = |a: &Found, t: u64, p: u64| p.abs_diff(t) < a.tokens.abs_diff(t);
@@ -222,7 +230,7 @@ pub fn search(target: u64, start: usize, count: &mut dyn FnMut(usize, usize) -> 
         if (next - w as f64).abs() < 1.0 {
             next = if target > p { w as f64 + 1.0 } else { w as f64 - 1.0 };
         }
-        let next = next.clamp(1.0, (w as f64 * 8.0).max(64.0)) as usize;
+        let next = next.clamp(1.0, (w as f64 * 8.0).max(64.0).min(max_words(target) as f64)) as usize;
         if next == w || prev.is_some_and(|(w0, _)| w0 == next) && within(best.tokens, target) {
             break;
         }
