@@ -30,7 +30,7 @@ use super::{quantize_rows, Scratch, VectorModel, KEY_BLOCK};
 use crate::progress::Progress;
 use crate::scenario::Scenario;
 use crate::trials::{trial_rng, Tally, TrialPlan};
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -107,6 +107,10 @@ extern "C" __global__ void count_above(const float* __restrict__ scores, int n, 
 /// Threads per block of the entry kernels.
 const THREADS: u32 = 128;
 
+/// Key blocks ([`KEY_BLOCK`] entries) per copy and launch: 8 (4 MiB at d = 128) keep the
+/// launches few (32 per 1M-token layer) and the pinned memory small (two stages a worker).
+const STAGE_BLOCKS: usize = 8;
+
 /// CUDA devices the driver lists, or why there are none usable (no driver library, no NVRTC,
 /// the driver failing to start): the message of a refusal.
 pub fn device_count() -> Result<usize, String> {
@@ -147,6 +151,12 @@ impl Card {
     fn open(ordinal: usize) -> Result<Card, String> {
         let err = |e: cudarc::driver::DriverError| format!("CUDA device {ordinal}: {e}");
         let ctx = CudaContext::new(ordinal).map_err(err)?;
+        // Each worker's buffers live on its own stream and are used only there, so stream
+        // order is all the synchronisation they need; cudarc's per-buffer events (a record or
+        // wait per argument per launch) would only cost CPU time. The pinned staging, which the
+        // CPU rewrites while copies run, has the worker's own events ([`Worker::staged`]).
+        // SAFETY: no buffer of this context is shared between streams (see above).
+        unsafe { ctx.disable_event_tracking() };
         let module = ctx.load_module(ptx()?).map_err(err)?;
         Ok(Card {
             score: module.load_function("score_keys").map_err(err)?,
@@ -163,10 +173,10 @@ type Res<T> = Result<T, cudarc::driver::DriverError>;
 struct Worker {
     card: Arc<Card>,
     stream: Arc<CudaStream>,
-    /// Queries: the kernel's transposed layout, or Quest's one query.
+    /// Queries (the kernel's transposed layout, or Quest's one query), then the head weights.
     qt: CudaSlice<f32>,
-    w: CudaSlice<f32>,
-    /// One block of keys ([`KEY_BLOCK`] entries).
+    q_stage: PinnedHostSlice<f32>,
+    /// One stage of keys (up to [`STAGE_BLOCKS`] · [`KEY_BLOCK`] entries).
     keys: CudaSlice<f32>,
     /// All N scores of the current layer.
     scores: CudaSlice<f32>,
@@ -177,26 +187,33 @@ struct Worker {
     stage: [PinnedHostSlice<f32>; 2],
     /// `counts` read back.
     host_counts: Vec<u32>,
+    /// Recorded after each copy out of `stage[0]`, `stage[1]` and `q_stage`: waited for before
+    /// the CPU writes that buffer again.
+    staged: [CudaEvent; 3],
 }
 
 impl Worker {
     fn new(card: Arc<Card>, m: &VectorModel) -> Res<Worker> {
         let stream = card.ctx.new_stream()?;
         let (n, d, kl) = (m.n_entries(), m.d, m.key_len());
-        let block = KEY_BLOCK.min(n.max(1)) * kl;
+        let block = (STAGE_BLOCKS * KEY_BLOCK).min(n.max(1)) * kl;
         let needles: Vec<u32> = m.geometry.needle_entries.iter().map(|e| e.index as u32).collect();
         let needles = if needles.is_empty() { stream.alloc_zeros::<u32>(1)? } else { stream.clone_htod(&needles)? };
         // SAFETY: staging is written in full before any copy reads it (the last block's
         // unused tail is copied but never read by a kernel).
         let stage = unsafe { [card.ctx.alloc_pinned::<f32>(block)?, card.ctx.alloc_pinned::<f32>(block)?] };
+        let q_len = d * m.hp + m.hp + 2 * d;
+        // SAFETY: as above (only the written prefix is read).
+        let q_stage = unsafe { card.ctx.alloc_pinned::<f32>(q_len)? };
         Ok(Worker {
-            qt: stream.alloc_zeros::<f32>((d * m.hp).max(2 * d))?,
-            w: stream.alloc_zeros::<f32>(m.hp.max(1))?,
+            qt: stream.alloc_zeros::<f32>(q_len)?,
+            q_stage,
             keys: stream.alloc_zeros::<f32>(block)?,
             scores: stream.alloc_zeros::<f32>(n.max(1))?,
             needles,
             counts: stream.alloc_zeros::<u32>(m.rule.layers().max(1) as usize)?,
             host_counts: vec![0; m.rule.layers().max(1) as usize],
+            staged: [card.ctx.new_event(None)?, card.ctx.new_event(None)?, card.ctx.new_event(None)?],
             stage,
             stream,
             card,
@@ -241,38 +258,58 @@ impl Worker {
         m.draw_query(rng, sc);
         m.rotate_queries(sc);
         quantize_rows(&m.q_format, &mut sc.q, d);
+        // Through pinned memory, so that the copy does not wait for the stream's earlier work.
+        self.staged[2].synchronize()?;
         if m.quest {
-            self.stream.memcpy_htod(&sc.q[..d], &mut self.qt)?;
+            self.q_stage.as_mut_slice()?[..d].copy_from_slice(&sc.q[..d]);
         } else {
             m.transpose_queries(sc);
-            self.stream.memcpy_htod(&sc.qt, &mut self.qt)?;
-            self.stream.memcpy_htod(&sc.w, &mut self.w)?;
+            let q = self.q_stage.as_mut_slice()?;
+            q[..sc.qt.len()].copy_from_slice(&sc.qt);
+            q[sc.qt.len()..sc.qt.len() + sc.w.len()].copy_from_slice(&sc.w);
         }
+        self.stream.memcpy_htod(&self.q_stage, &mut self.qt)?;
+        self.staged[2].record(&self.stream)?;
         sc.keys.resize(KEY_BLOCK.min(n) * kl, 0.0);
-        let (mut start, mut b) = (0usize, 0usize);
+        // Key blocks are drawn as on the CPU and gathered STAGE_BLOCKS at a time into one
+        // pinned buffer: one copy and one launch per stage, the other buffer's copy and kernel
+        // running meanwhile.
+        let stage_entries = STAGE_BLOCKS * KEY_BLOCK;
+        let (mut start, mut b, mut first, mut filled) = (0usize, 0usize, 0usize, 0usize);
         while start < n {
             let end = (start + KEY_BLOCK).min(n);
             m.draw_keys(rng, sc, start..end);
             let keys = &mut sc.keys[..(end - start) * kl];
             quantize_rows(&m.k_format, keys, d);
-            // Waits for this buffer's previous copy (two blocks ago), then fills it.
-            self.stage[b].as_mut_slice()?[..keys.len()].copy_from_slice(keys);
+            // Waits for this buffer's previous copy (a stage ago) before the first write.
+            if filled == 0 {
+                self.staged[b].synchronize()?;
+            }
+            self.stage[b].as_mut_slice()?[filled * kl..filled * kl + keys.len()].copy_from_slice(keys);
+            filled += end - start;
+            start = end;
+            if filled < stage_entries && start < n {
+                continue;
+            }
             self.stream.memcpy_htod(&self.stage[b], &mut self.keys)?;
-            let (cnt, off) = ((end - start) as i32, start as i32);
-            let cfg = LaunchConfig { grid_dim: ((end - start).div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-            let mut out = self.scores.slice_mut(off as usize..end);
+            self.staged[b].record(&self.stream)?;
+            let cnt = filled as i32;
+            let cfg = LaunchConfig { grid_dim: (filled.div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+            let mut out = self.scores.slice_mut(first..first + filled);
             let (hp, dd) = (m.hp as i32, d as i32);
+            let w = self.qt.slice(d * m.hp..d * m.hp + m.hp);
             // SAFETY: the argument types match the kernels' signatures; every index the kernels
             // form stays within the buffers (sizes set in `Worker::new` from the same model).
             unsafe {
                 if m.quest {
                     self.stream.launch_builder(&self.card.quest).arg(&self.qt).arg(&dd).arg(&self.keys).arg(&cnt).arg(&mut out).launch(cfg)?;
                 } else {
-                    self.stream.launch_builder(&self.card.score).arg(&self.qt).arg(&self.w).arg(&hp).arg(&dd).arg(&self.keys).arg(&cnt).arg(&mut out).launch(cfg)?;
+                    self.stream.launch_builder(&self.card.score).arg(&self.qt).arg(&w).arg(&hp).arg(&dd).arg(&self.keys).arg(&cnt).arg(&mut out).launch(cfg)?;
                 }
             }
-            start = end;
             b ^= 1;
+            first = start;
+            filled = 0;
         }
         let m_needles = m.geometry.needle_entries.len() as i32;
         if m_needles > 0 {
