@@ -17,6 +17,7 @@ use dsa_sim::progress::Silent;
 use dsa_sim::Scenario;
 use std::time::Instant;
 
+/// Samples per case (`DSA_SIM_BENCH_SAMPLES` overrides).
 const SAMPLES: usize = 5;
 
 fn scenario(fields: &[(&str, &str)]) -> Scenario {
@@ -36,25 +37,34 @@ fn main() {
         v.extend_from_slice(&simplified);
         v
     };
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    // Trials per sample at 1Mi (`DSA_SIM_BENCH_1M_TRIALS`, default 32), samples per case; and
+    // `DSA_SIM_BENCH_SKIP`: "case@device" pairs (case = index in the list below) not to run.
+    let big = env("DSA_SIM_BENCH_1M_TRIALS").unwrap_or(32);
+    let samples = env("DSA_SIM_BENCH_SAMPLES").map_or(SAMPLES, |v| v as usize).max(1);
+    let skip = std::env::var("DSA_SIM_BENCH_SKIP").unwrap_or_default();
     let cases: Vec<(&str, Scenario, u64)> = vec![
         ("v4-flash 21 layers 128Ki, every mechanism", scenario(&[("context_len", "128Ki")]), 64),
-        ("v4-flash 30 layers 1Mi, every mechanism", scenario(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")]), 32),
+        ("v4-flash 30 layers 1Mi, every mechanism", scenario(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")]), big),
         ("peer's simplified trial, 21 layers 128Ki", scenario(&with(&[("context_len", "128Ki")])), 64),
-        ("peer's simplified trial, 30 layers 1Mi", scenario(&with(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")])), 32),
+        ("peer's simplified trial, 30 layers 1Mi", scenario(&with(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")])), big),
     ];
     let devices = std::env::var("DSA_SIM_BENCH_DEVICES").unwrap_or_else(|_| "cpu,cuda:0".into());
     let mut json = Vec::new();
     println!("threads {} ({} cores)", rayon::current_num_threads(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
-    for (name, s, trials) in &cases {
+    for (case, (name, s, trials)) in cases.iter().enumerate() {
         assert_eq!(s.selecting_layers() as usize, if name.contains("30 layers") { 30 } else { 21 });
         for dev in devices.split(';').flat_map(|d| d.split(',').map(str::to_string).collect::<Vec<_>>()) {
+            if skip.split(' ').any(|p| p == format!("{case}@{dev}")) {
+                continue;
+            }
             let device: Device = dev.parse().unwrap();
             if let Err(e) = device.check() {
                 println!("{name} on {dev}: {}", e.0);
                 continue;
             }
             let mut ms = Vec::new();
-            for sample in 0..=SAMPLES {
+            for sample in 0..=samples {
                 let t = Instant::now();
                 let tally = dsa_sim::indexer::simulate_on(s, *trials, sample as u64, device, &Silent).unwrap();
                 assert_eq!(tally.trials, *trials);
@@ -64,8 +74,8 @@ fn main() {
             }
             ms.sort_by(f64::total_cmp);
             let (med, lo, hi) = (ms[ms.len() / 2], ms[0], ms[ms.len() - 1]);
-            println!("{name} on {dev}: {med:.2} ms per trial (median of {SAMPLES} samples of {trials} trials; min {lo:.2}, max {hi:.2})");
-            json.push(serde_json::json!({"case": name, "device": dev, "trials_per_sample": trials, "samples": SAMPLES, "ms_per_trial_median": med, "ms_per_trial_min": lo, "ms_per_trial_max": hi}));
+            println!("{name} on {dev}: {med:.2} ms per trial (median of {samples} samples of {trials} trials; min {lo:.2}, max {hi:.2})");
+            json.push(serde_json::json!({"case": name, "device": dev, "trials_per_sample": trials, "samples": samples, "ms_per_trial_median": med, "ms_per_trial_min": lo, "ms_per_trial_max": hi}));
         }
     }
     if let Ok(path) = std::env::var("DSA_SIM_BENCH_OUT") {

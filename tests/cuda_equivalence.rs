@@ -70,7 +70,7 @@ fn gpu_ranks_equal_the_cpu_ranks() {
     for (name, s) in [
         ("v4 16Ki, every default mechanism, 8 hard negatives", one(&[])),
         ("+ token gate 1.5, key gain 0.5", one(&[("gate_token_sd", "1.5"), ("key_gain_sd", "0.5")])),
-        ("fixed weights, no RoPE, no Hadamard, f32", one(&[("head_weights", "fixed"), ("rope_dims", "0"), ("hadamard", "false"), ("q_format", "f32"), ("k_format", "f32")])),
+        ("fixed weights, no RoPE, no Hadamard, f32", one(&[("head_weights", "fixed"), ("rope_dims", "0"), ("hadamard", "false"), ("q_format", "fp32"), ("k_format", "fp32")])),
         ("fp4 block-scaled q and k, 4 needle tokens", one(&[("q_format", "fp4-e2m1:32:ue8m0"), ("k_format", "nvfp4"), ("needle_tokens", "4")])),
         ("mean compressor, no overlap", one(&[("compressor", "mean"), ("overlap", "false")])),
         ("quest, c = 16", one(&[("compressor", "quest"), ("overlap", "false"), ("compress_ratio", "16")])),
