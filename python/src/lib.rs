@@ -134,12 +134,21 @@ fn threads_of(threads: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
     Ok(opt_uint("threads", threads)?.map(|t| usize::try_from(t).unwrap_or(usize::MAX)))
 }
 
-fn engine_spec(engine: &str, trials: Option<&Bound<'_, PyAny>>, seed: Option<&Bound<'_, PyAny>>, threads: Option<&Bound<'_, PyAny>>) -> PyResult<EngineSpec> {
+fn engine_spec(
+    engine: &str,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    device: &str,
+) -> PyResult<EngineSpec> {
     Ok(EngineSpec {
         engine: engine_choice(engine)?,
         trials: opt_uint("trials", trials)?,
         seed: opt_uint("seed", seed)?.unwrap_or(DEFAULT_SEED),
         threads: threads_of(threads)?,
+        // Parsed here, checked (driver, ordinals) by the command before any work, as on the
+        // command line.
+        device: device.parse().map_err(|e: dsa_sim::indexer::device::DeviceError| PyValueError::new_err(e.0))?,
     })
 }
 
@@ -227,7 +236,7 @@ fn estimate(py: Python<'_>, spec: ScenarioSpec, engine: EngineSpec) -> PyResult<
 /// seed, not_exact, n_candidates, coverage_horizon_tokens, rank {quantiles, cdf}, scenario,
 /// version. Bad input raises ValueError with the command line's message.
 #[pyfunction]
-#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device="cpu", **fields))]
 #[allow(clippy::too_many_arguments)]
 fn recall(
     py: Python<'_>,
@@ -237,10 +246,11 @@ fn recall(
     trials: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
+    device: &str,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let spec = scenario_spec(preset, scenario, fields)?;
-    let r = estimate(py, spec, engine_spec(engine, trials, seed, threads)?)?;
+    let r = estimate(py, spec, engine_spec(engine, trials, seed, threads, device)?)?;
     to_py(py, &r.recall_json())
 }
 
@@ -252,7 +262,7 @@ fn recall(
 /// `quantile_p` (0.05, 0.5, 0.9, 0.95) and `quantile_j` (float64, the smallest j with
 /// P(rank ≤ j) ≥ p; inf where never reached).
 #[pyfunction]
-#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device="cpu", **fields))]
 #[allow(clippy::too_many_arguments)]
 fn rank(
     py: Python<'_>,
@@ -262,10 +272,11 @@ fn rank(
     trials: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
+    device: &str,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let spec = scenario_spec(preset, scenario, fields)?;
-    let r = estimate(py, spec, engine_spec(engine, trials, seed, threads)?)?;
+    let r = estimate(py, spec, engine_spec(engine, trials, seed, threads, device)?)?;
     let out = to_py(py, &r.rank_json())?;
     let d = out.bind(py).cast::<PyDict>()?;
     let cdf = &r.estimate.rank.cdf;
@@ -320,7 +331,7 @@ fn column_array<'py>(py: Python<'py>, name: &str, values: &[&Value]) -> PyResult
 /// `arrays`: {column: numpy array} (rank quantiles as float64 with inf for "never selectable",
 /// trials as float64 with NaN where exact).
 #[pyfunction]
-#[pyo3(signature = (vary, *, rank=true, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, **fields))]
+#[pyo3(signature = (vary, *, rank=true, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device="cpu", **fields))]
 #[allow(clippy::too_many_arguments)]
 fn sweep(
     py: Python<'_>,
@@ -332,10 +343,11 @@ fn sweep(
     trials: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
+    device: &str,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let spec = scenario_spec(preset, scenario, fields)?;
-    let engine = engine_spec(engine, trials, seed, threads)?;
+    let engine = engine_spec(engine, trials, seed, threads, device)?;
     let vary = axes("vary", Some(vary))?;
     let doc = py
         .detach(|| {

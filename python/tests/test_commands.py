@@ -174,6 +174,8 @@ def test_plan_of_named_hypotheses_equals_the_cli(cli):
         (lambda: dsa_sim.recall(compress_ratio=0), ["recall", "--compress-ratio", "0"]),
         (lambda: dsa_sim.recall(trials=0), ["recall", "--trials", "0"]),
         (lambda: dsa_sim.recall(threads=0), ["recall", "--threads", "0"]),
+        # The package is built without the cuda feature, as CI's binary is: refused alike.
+        (lambda: dsa_sim.recall(model="vector", device="cuda"), ["recall", "--model", "vector", "--device", "cuda"]),
         (lambda: dsa_sim.recall(scenario="no/such.toml"), ["recall", "--scenario", "no/such.toml"]),
         (lambda: dsa_sim.recall(engine="analytic", preset="deepseek-v4-flash", stack="none", pooling="mean"),
          ["recall", "--engine", "analytic", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean"]),
@@ -196,6 +198,8 @@ def test_errors_carry_the_cli_message(cli, call, args):
 def test_an_unknown_field_or_a_wrong_type_is_refused():
     with pytest.raises(ValueError, match="nonsense"):
         dsa_sim.recall(nonsense=1)
+    with pytest.raises(ValueError, match="allowed cpu, cuda"):
+        dsa_sim.rank(model="vector", device="gpu")
     with pytest.raises(TypeError, match="dprime"):
         dsa_sim.recall(dprime=[1, 2])
     with pytest.raises(TypeError, match="seed"):

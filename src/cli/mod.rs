@@ -235,6 +235,11 @@ pub struct RunArgs {
     /// Worker threads (default: all cores). Results do not depend on it.
     #[arg(long, value_name = "N", help_heading = "Engine")]
     pub threads: Option<usize>,
+    /// Where the vector model's trials run: cpu, or cuda, cuda:N, cuda:N,M,… (a build with
+    /// `--features cuda`; several devices split the trials, with the counts of one). Results
+    /// do not depend on it.
+    #[arg(long, default_value = "cpu", value_name = "DEVICE", help_heading = "Engine")]
+    pub device: crate::indexer::device::Device,
     /// Print one JSON object on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -243,7 +248,7 @@ pub struct RunArgs {
 impl RunArgs {
     /// The engine the flags give, as the library's commands take it.
     pub fn spec(&self) -> EngineSpec {
-        EngineSpec { engine: self.engine, trials: self.trials, seed: self.seed, threads: self.threads }
+        EngineSpec { engine: self.engine, trials: self.trials, seed: self.seed, threads: self.threads, device: self.device }
     }
 }
 

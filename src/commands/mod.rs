@@ -133,12 +133,14 @@ pub struct EngineSpec {
     pub seed: u64,
     /// Worker threads; `None`: all cores.
     pub threads: Option<usize>,
+    /// Where the vector model's trials run (`--device`).
+    pub device: crate::indexer::device::Device,
 }
 
 /// The defaults of the command line: the auto engine, trials by model, the default seed.
 impl Default for EngineSpec {
     fn default() -> Self {
-        EngineSpec { engine: EngineChoice::Auto, trials: None, seed: DEFAULT_SEED, threads: None }
+        EngineSpec { engine: EngineChoice::Auto, trials: None, seed: DEFAULT_SEED, threads: None, device: Default::default() }
     }
 }
 
@@ -149,11 +151,13 @@ impl EngineSpec {
         let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
         check_trials(trials)?;
         crate::engine::check_threads(self.threads)?;
+        self.device.check().map_err(crate::engine::EngineError::from)?;
         Ok(RunOptions {
             engine: self.engine,
             trials,
             seed: self.seed,
             trials_by_model: self.trials.is_none(),
+            device: self.device,
             ..RunOptions::default()
         })
     }

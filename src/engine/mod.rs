@@ -178,6 +178,8 @@ pub struct RunOptions {
     /// default ([`default_trials`]), so a sweep over `model = scalar, vector` gives the vector
     /// points 2000 trials, not the scalar 100000.
     pub trials_by_model: bool,
+    /// Where the vector model's trials run (the scalar model always runs on the CPU).
+    pub device: crate::indexer::device::Device,
 }
 
 impl Default for RunOptions {
@@ -188,6 +190,7 @@ impl Default for RunOptions {
             seed: DEFAULT_SEED,
             mc_path: McPath::Auto,
             trials_by_model: false,
+            device: crate::indexer::device::Device::Cpu,
         }
     }
 }
@@ -317,13 +320,19 @@ pub enum EngineError {
     /// of a scenario or model that has none.
     #[error("{0}")]
     NeedsExact(String),
+    /// A `--device` this build or machine cannot run.
+    #[error(transparent)]
+    Device(#[from] crate::indexer::device::DeviceError),
+    /// The device failed mid-run.
+    #[error("{0}")]
+    DeviceFailed(String),
 }
 
 impl crate::error::Classify for EngineError {
     /// Bad input, except threads that could not be started.
     fn kind(&self) -> crate::error::ErrorKind {
         match self {
-            EngineError::Pool(_) => crate::error::ErrorKind::Failure,
+            EngineError::Pool(_) | EngineError::DeviceFailed(_) => crate::error::ErrorKind::Failure,
             _ => crate::error::ErrorKind::Input,
         }
     }
@@ -367,7 +376,7 @@ fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool, progress: &dyn Pro
             check_monte_carlo(s, opts)?;
             let trials = opts.trials_for(s);
             progress.start(trials, 0);
-            let run = monte_carlo(s, trials, opts.seed, opts.mc_path, progress);
+            let run = monte_carlo(s, trials, opts.seed, opts.mc_path, opts.device, progress);
             progress.finish();
             let run = run?;
             let (lo, hi) = wilson(run.successes, run.trials, Z95);
@@ -400,6 +409,9 @@ pub(crate) fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), E
     if trials == 0 {
         return Err(EngineError::NoTrials);
     }
+    if s.model == Model::Vector {
+        opts.device.check()?;
+    }
     let (per, what, bound) = if s.model == Model::Vector {
         let per = s.context_len.saturating_mul(s.head_dim as u64).saturating_mul(s.selecting_layers() as u64);
         (per.max(1), "key components (tokens × head_dim × layers)", MAX_VECTOR_WORK_UNITS)
@@ -419,9 +431,16 @@ pub(crate) fn check_monte_carlo(s: &Scenario, opts: &RunOptions) -> Result<(), E
 }
 
 /// Monte Carlo trials of a checked scenario, on the model's own trial plan.
-fn monte_carlo(s: &Scenario, trials: u64, seed: u64, path: McPath, progress: &dyn Progress) -> Result<crate::trials::Tally, EngineError> {
+fn monte_carlo(
+    s: &Scenario,
+    trials: u64,
+    seed: u64,
+    path: McPath,
+    device: crate::indexer::device::Device,
+    progress: &dyn Progress,
+) -> Result<crate::trials::Tally, EngineError> {
     if s.model == Model::Vector {
-        return Ok(crate::indexer::simulate_observed(s, trials, seed, progress));
+        return crate::indexer::simulate_on(s, trials, seed, device, progress).map_err(EngineError::DeviceFailed);
     }
     montecarlo::simulate_observed(s, trials, seed, path, progress).map_err(|e| EngineError::NotExact(e.0))
 }
@@ -461,5 +480,5 @@ pub fn simulate_successes(s: &Scenario, trials: u64, seed: u64) -> Result<u64, E
     s.validate()?;
     let opts = RunOptions { trials, seed, ..RunOptions::default() };
     check_monte_carlo(s, &opts)?;
-    Ok(monte_carlo(s, trials, seed, McPath::Auto, &Silent)?.successes)
+    Ok(monte_carlo(s, trials, seed, McPath::Auto, crate::indexer::device::Device::Cpu, &Silent)?.successes)
 }

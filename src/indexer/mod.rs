@@ -67,6 +67,9 @@
 //! needle_sd, pooling, score_noise, layer_corr (layers are independent draws). Window, sink,
 //! geometry, repeat, layers, readout, p_read and p_guess act as in the scalar model.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod device;
 pub mod effective;
 pub mod hadamard;
 pub mod kernel;
@@ -930,6 +933,18 @@ pub fn simulate(s: &Scenario, trials: u64, seed: u64) -> Tally {
 /// [`simulate`], reporting each finished chunk of trials to `progress`.
 pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Progress) -> Tally {
     crate::trials::run(&VectorModel::new(s), trials, seed, progress)
+}
+
+/// [`simulate_observed`] on `device` (checked beforehand by [`device::Device::check`]): the
+/// same trials and counts on a CUDA device ([`cuda`]). The error is a device's failure mid-run.
+pub fn simulate_on(s: &Scenario, trials: u64, seed: u64, device: device::Device, progress: &dyn Progress) -> Result<Tally, String> {
+    match device {
+        device::Device::Cpu => Ok(simulate_observed(s, trials, seed, progress)),
+        #[cfg(feature = "cuda")]
+        device::Device::Cuda(o) => cuda::simulate(s, trials, seed, o.as_slice(), progress),
+        #[cfg(not(feature = "cuda"))]
+        device::Device::Cuda(_) => Err(device.check().err().map(|e| e.0).unwrap_or_default()),
+    }
 }
 
 #[cfg(test)]

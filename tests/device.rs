@@ -1,0 +1,70 @@
+//! `--device`: the refusals a user meets without a GPU, one line and exit 2 before any work
+//! (CI builds without the `cuda` feature and has no GPU, so it checks the first; a build with
+//! the feature on a machine without a driver checks the second), and `cpu` changing nothing.
+
+use std::process::{Command, Output};
+use std::time::Instant;
+
+fn dsa(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).output().expect("binary runs")
+}
+
+fn refused(args: &[&str], needles: &[&str]) {
+    let t = Instant::now();
+    let out = dsa(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?} should exit 2: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected, got {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: `{n}` missing from {err}");
+    }
+    assert!(out.stdout.is_empty(), "no partial output");
+    // Before any work: a 1M-token, 30-layer vector run would take minutes.
+    assert!(t.elapsed().as_secs_f64() < 20.0, "{args:?} took {:?}", t.elapsed());
+}
+
+/// Whether this machine can run CUDA work (then the refusals below do not apply).
+fn gpu_here() -> bool {
+    let out = dsa(&["recall", "--model", "vector", "--context-len", "1024", "--trials", "1", "--device", "cuda", "--json"]);
+    out.status.success()
+}
+
+const BIG: [&str; 10] = ["recall", "--preset", "deepseek-v4-flash", "--model", "vector", "--context-len", "1Mi", "--stack", "csa:30", "--trials"];
+
+#[test]
+fn malformed_devices_are_refused_on_any_build() {
+    for bad in ["gpu", "cuda:", "cuda:x", "cuda:0,", "CUDA"] {
+        refused(&[&BIG[..], &["2000", "--device", bad]].concat(), &["--device", "allowed cpu, cuda"]);
+    }
+    refused(&["sweep", "--model", "vector", "--vary", "context_len=1Ki,2Ki", "--device", "tpu"], &["--device"]);
+}
+
+#[test]
+fn cuda_without_a_gpu_is_refused_before_any_work() {
+    if cfg!(feature = "cuda") && gpu_here() {
+        eprintln!("a CUDA device is present: the refusal is not tested here");
+        return;
+    }
+    let why: &[&str] = if cfg!(feature = "cuda") { &["--device cuda:0:", "allowed: cpu"] } else { &["--device cuda:0: this build has no CUDA backend", "--features cuda"] };
+    for cmd in [&BIG[..], &["rank", "--model", "vector", "--context-len", "4096", "--trials"]] {
+        refused(&[cmd, &["2000", "--device", "cuda"]].concat(), why);
+    }
+    refused(&["sweep", "--model", "vector", "--vary", "context_len=1Ki,2Ki", "--trials", "10", "--device", "cuda:0"], why);
+    // A scalar scenario is refused too: the flag asks for a device this machine lacks.
+    refused(&["recall", "--context-len", "4096", "--device", "cuda"], why);
+    // Commands without trials are unaffected.
+    for args in [&["formats"][..], &["presets"]] {
+        let out = dsa(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+#[test]
+fn cpu_is_the_default() {
+    let base = ["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--model", "vector", "--context-len", "4096", "--trials", "12", "--seed", "5", "--json"];
+    let a = dsa(&base);
+    let b = dsa(&[&base[..], &["--device", "cpu"]].concat());
+    assert!(a.status.success() && b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert_eq!(a.stdout, b.stdout);
+}
