@@ -72,7 +72,10 @@ fn a_healthy_report_is_saturated() {
 // suspect" checked on every change.
 fn quests_passkey_table_is_not_suspect() {
     let v = verdict("quest-16", "tests/data/quest_passkey_10k.csv");
-    assert!(!["implementation-suspect", "undecided"].contains(&call(&v)), "{}: {:?}\n{}", call(&v), signatures(&v), v["explanation"]);
+    // Not suspect. Undecided is allowed since issue 39: the table's 100 trials a cell are a
+    // stand-in for unpublished counts, every hypothesis fits them badly (goodness of fit
+    // p < 0.01), and a fit that matches the table badly supports no prescription.
+    assert_ne!(call(&v), "implementation-suspect", "{:?}\n{}", signatures(&v), v["explanation"]);
 }
 
 /// The verdict on a table given as text (written to a temporary file).
@@ -122,9 +125,9 @@ fn dense_tables_are_the_control_arm() {
 #[test]
 // Issue 39 item 3: a condition column at 0.01 ≤ p < 0.05 rules every physical call out.
 fn a_suggestive_condition_leaves_the_call_undecided() {
-    // Three trials a cell: fork 0/3 and upstream 3/3 at two cells (Fisher's p = 0.014 stratified),
-    // the other rows alike.
-    let t = "context_len,index_topk,depth,trials,hits,build\n4000,512,0.5,3,3,upstream\n4000,512,0.5,3,1,fork\n16000,512,0.5,3,3,upstream\n16000,512,0.5,3,1,fork\n64000,512,0.5,3,2,upstream\n64000,512,0.5,3,2,fork\n";
+    // Three trials a cell: fork 0/3 and 1/3 where upstream finds 3/3 at two cells (the exact
+    // stratified test gives p = 0.02).
+    let t = "context_len,index_topk,depth,trials,hits,build\n4000,512,0.5,3,0,fork\n4000,512,0.5,3,3,upstream\n16000,512,0.5,3,1,fork\n16000,512,0.5,3,3,upstream\n";
     let v = verdict_on("deepseek-v4-flash", t);
     let p = v["conditions"][0]["p_value"].as_f64().unwrap();
     assert!((0.01..0.05).contains(&p), "p = {p}: the table must sit between the two levels");

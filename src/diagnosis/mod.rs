@@ -428,10 +428,10 @@ impl Diagnosis {
         text.push_str(&self.checks.text());
         text.push_str(&conditions::conditions_text(&self.conditions));
         text.push_str(&hypotheses_text(&self.hypotheses));
+        text.push_str(&format!("numbers at the fit of `{}`, {}:\n", self.numbers_from, self.numbers_at.describe(&self.verdict)));
         match &self.numbers_withheld {
-            Some(why) => text.push_str(&format!("numbers withheld: {why}.\n")),
+            Some(why) => text.push_str(&format!("  withheld: {why}.\n")),
             None => {
-                text.push_str(&format!("numbers at the fit of `{}`, {}:\n", self.numbers_from, self.numbers_at.describe(&self.verdict)));
                 let body = verdict_text(&self.verdict, None);
                 // The verdict's own explanation is replaced by the diagnosis's.
                 let body = body.split("\n\n").next().unwrap_or("").to_string();
