@@ -200,7 +200,12 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
     let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("at context_len 22000 (the longest measured; --context-len sets another)"), "{out}");
-    assert!(out.contains("context length:                  22000 tokens (N = 5500 candidates)"), "{out}");
+    // The figures themselves are withheld in the text on an implementation-suspect call (issue
+    // 39); the JSON still names where they are.
+    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((j["context_len"].as_u64(), j["n_candidates"].as_u64()), (Some(22000), Some(5500)), "{j}");
 }
 
 /// A calibration experiment follows the same rule: its [scenario]'s context_len when it gives
