@@ -176,7 +176,7 @@ pub fn diagnose(
     let base = &crate::calibrate::answer_scenario(data, base);
     let checks = row_checks(data, base, model)?;
     let hypotheses = compare_hypotheses(data, base, user_free, model)?;
-    let facts = plausible::TableFacts::of(data, base);
+    let facts = plausible::TableFacts::of(base);
     let explains: Vec<bool> = hypotheses.iter().map(|h| plausible::is_explanation(h, &facts)).collect();
     let lmax = hypotheses.iter().map(|h| h.loglik).fold(f64::NEG_INFINITY, f64::max);
     let lmin = hypotheses.iter().map(|h| h.loglik).fold(f64::INFINITY, f64::min);

@@ -10,7 +10,6 @@
 //! row measuring that, explains the table only by assuming a defect under another name.
 
 use crate::calibrate::HypothesisResult;
-use crate::measured::Dataset;
 use crate::scenario::Scenario;
 
 /// What a hypothesis means for the call.
@@ -69,23 +68,13 @@ pub const STEEP_FALL: f64 = 8.0;
 pub struct TableFacts {
     /// The context window the model was trained to (rope_orig_len × rope_factor of the scenario).
     pub trained_window: u64,
-    /// The longest context length of a row where every candidate is selected (k ≥ N: dense
-    /// attention), which measures the model's own read rate directly.
-    pub longest_dense: Option<u64>,
 }
 
 impl TableFacts {
-    /// The facts of `data` on `base`.
-    pub fn of(data: &Dataset, base: &Scenario) -> Self {
+    /// The facts of the scenario a table is diagnosed on.
+    pub fn of(base: &Scenario) -> Self {
         let trained_window = (base.rope_orig_len as f64 * base.rope_factor.max(1.0)).round() as u64;
-        let longest_dense = data
-            .rows
-            .iter()
-            .filter_map(|r| r.apply(base).ok().map(|s| (r.context_len, s)))
-            .filter(|(_, s)| s.index_topk >= s.n_candidates())
-            .map(|(l, _)| l)
-            .max();
-        TableFacts { trained_window, longest_dense }
+        TableFacts { trained_window }
     }
 }
 
@@ -168,7 +157,7 @@ mod tests {
         }
     }
 
-    const V32: TableFacts = TableFacts { trained_window: 163_840, longest_dense: None };
+    const V32: TableFacts = TableFacts { trained_window: 163_840 };
 
     /// The ranges of docs/model.md#plausible, each at both sides of its edge.
     #[test]
