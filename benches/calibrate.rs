@@ -20,10 +20,36 @@ fn table(model: &EngineModel) -> (Dataset, Scenario) {
             let s = Scenario { context_len: l, index_topk: k, ..truth.clone() };
             let p = model.recall(&s).unwrap();
             let hits = Binomial::new(100, p).unwrap().sample(&mut rng);
-            rows.push(Observation { context_len: l, index_topk: k, trials: 100, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, needle_tokens: None, overlap: None, layer_counts: None, conditions: vec![], line: 0 });
+            rows.push(Observation {
+                context_len: l,
+                index_topk: k,
+                trials: 100,
+                hits,
+                depth: None,
+                repeat: None,
+                compress_ratio: None,
+                window: None,
+                label: None,
+                needle: None,
+                needle_tokens: None,
+                overlap: None,
+                layer_counts: None,
+                conditions: vec![],
+                line: 0,
+            });
         }
     }
-    (Dataset { source: "bench".into(), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }, base)
+    (
+        Dataset {
+            source: "bench".into(),
+            rows,
+            notes: vec![],
+            provenance: None,
+            transcribed: false,
+            condition_columns: vec![],
+        },
+        base,
+    )
 }
 
 fn bench(c: &mut Criterion) {

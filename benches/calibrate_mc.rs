@@ -16,7 +16,9 @@ use dsa_sim::Scenario;
 use std::time::Duration;
 
 fn fit(c: &mut Criterion) {
-    let data = load_csv(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/dsv4_seed_observations.csv"))).unwrap();
+    let data =
+        load_csv(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/dsv4_seed_observations.csv")))
+            .unwrap();
     let base = Scenario {
         context_len: 16000,
         pooling: "mean".parse().unwrap(),

@@ -21,7 +21,10 @@ fn analytic(c: &mut Criterion) {
     for (name, s) in [
         ("N=2^20,k=4096", Scenario { context_len: 1 << 20, index_topk: 4096, ..Scenario::default() }),
         ("N=2^16,k=2048", Scenario::default()),
-        ("N=2^20,k=4096,dprime=1", Scenario { context_len: 1 << 20, index_topk: 4096, dprime: 1.0, ..Scenario::default() }),
+        (
+            "N=2^20,k=4096,dprime=1",
+            Scenario { context_len: 1 << 20, index_topk: 4096, dprime: 1.0, ..Scenario::default() },
+        ),
         ("V4-Flash 1M", Scenario { context_len: 1 << 20, ..Scenario::preset("deepseek-v4-flash").unwrap() }),
     ] {
         g.bench_function(name, |b| b.iter(|| Analytic::new(black_box(&s)).unwrap().recall()));

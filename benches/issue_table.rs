@@ -39,26 +39,55 @@ fn issue_table(c: &mut Criterion) {
     let mut g = c.benchmark_group("issue_23");
     g.sample_size(10).measurement_time(Duration::from_secs(20)).warm_up_time(Duration::from_secs(1));
     let verdicts = [
-        ("seed verdict, deepseek-v4-flash-sglang", "deepseek-v4-flash-sglang", "experiments/dsv4_seed_observations.csv"),
-        ("30-row verdict (cliff), deepseek-v4-flash-vllm-fp8", "deepseek-v4-flash-vllm-fp8", "tests/data/reports/v4_flash_cliff.csv"),
-        ("30-row verdict (two builds), deepseek-v4-flash-vllm-fp8", "deepseek-v4-flash-vllm-fp8", "tests/data/reports/v4_flash_two_builds.csv"),
+        (
+            "seed verdict, deepseek-v4-flash-sglang",
+            "deepseek-v4-flash-sglang",
+            "experiments/dsv4_seed_observations.csv",
+        ),
+        (
+            "30-row verdict (cliff), deepseek-v4-flash-vllm-fp8",
+            "deepseek-v4-flash-vllm-fp8",
+            "tests/data/reports/v4_flash_cliff.csv",
+        ),
+        (
+            "30-row verdict (two builds), deepseek-v4-flash-vllm-fp8",
+            "deepseek-v4-flash-vllm-fp8",
+            "tests/data/reports/v4_flash_two_builds.csv",
+        ),
         ("30-row verdict (cliff), deepseek-v4-pro", "deepseek-v4-pro", "tests/data/reports/v4_pro_cliff.csv"),
-        ("30-row verdict (30 distinct lengths), deepseek-v4-flash-vllm-fp8", "deepseek-v4-flash-vllm-fp8", "benches/data/lengths30_v4_flash_vllm_fp8.csv"),
-        ("verdict on an 80-row selection table (2 layers), deepseek-v4-flash", "deepseek-v4-flash", "benches/data/selections_v4_flash_40x2.csv"),
+        (
+            "30-row verdict (30 distinct lengths), deepseek-v4-flash-vllm-fp8",
+            "deepseek-v4-flash-vllm-fp8",
+            "benches/data/lengths30_v4_flash_vllm_fp8.csv",
+        ),
+        (
+            "verdict on an 80-row selection table (2 layers), deepseek-v4-flash",
+            "deepseek-v4-flash",
+            "benches/data/selections_v4_flash_40x2.csv",
+        ),
     ];
     for (name, p, table) in verdicts {
         let (spec, data) = (preset(p), repo(table));
-        g.bench_function(name, |b| b.iter(|| verdict(black_box(&spec), &engine, 0.9, Some(&data), None, &no_progress).unwrap()));
+        g.bench_function(name, |b| {
+            b.iter(|| verdict(black_box(&spec), &engine, 0.9, Some(&data), None, &no_progress).unwrap())
+        });
     }
     let sel = repo("benches/data/selections_v4_flash_60x21.csv");
     let spec = preset("deepseek-v4-flash");
-    let req = CalibrateRequest { data: Some(&sel), fit: Some("dprime,layer_corr"), compare: false, predict: &[], scores: None };
+    let req = CalibrateRequest {
+        data: Some(&sel),
+        fit: Some("dprime,layer_corr"),
+        compare: false,
+        predict: &[],
+        scores: None,
+    };
     g.bench_function("9-cell selection fit (60 requests x 21 layers), dprime,layer_corr", |b| {
         b.iter(|| calibrate(black_box(&spec), &engine, &req, &no_progress).unwrap())
     });
     let experiment = repo("experiments/calibrate-dsv4-observations.toml");
     let dir = tempfile::tempdir().unwrap();
-    let settings = dsa_sim::experiment::RunSettings { threads: None, resume: false, seed: None, shard: None, merge: Vec::new() };
+    let settings =
+        dsa_sim::experiment::RunSettings { threads: None, resume: false, seed: None, shard: None, merge: Vec::new() };
     let mut i = 0u64;
     g.bench_function("run experiments/calibrate-dsv4-observations.toml", |b| {
         b.iter(|| {

@@ -73,13 +73,18 @@ fn noise_search(c: &mut Criterion) {
                 .iter()
                 .map(|at| {
                     let replay = NoiseReplay::new(&with_noise(at, 1.0).unwrap(), 1000, 7).unwrap();
-                    levels.iter().map(|&v| replay.tally(&with_noise(at, v).unwrap()).unwrap().successes as f64).sum::<f64>()
+                    levels
+                        .iter()
+                        .map(|&v| replay.tally(&with_noise(at, v).unwrap()).unwrap().successes as f64)
+                        .sum::<f64>()
                 })
                 .sum::<f64>()
         })
     });
     let replay = NoiseReplay::new(&with_noise(&s, 1.0).unwrap(), 1000, 7).unwrap();
-    g.bench_function("one level from a built noise replay", |b| b.iter(|| replay.tally(&with_noise(black_box(&s), 0.3).unwrap())));
+    g.bench_function("one level from a built noise replay", |b| {
+        b.iter(|| replay.tally(&with_noise(black_box(&s), 0.3).unwrap()))
+    });
     g.finish();
 }
 
@@ -107,7 +112,11 @@ fn mean_pooling_fit_verdict(c: &mut Criterion) {
 fn replay_several_k(c: &mut Criterion) {
     let mut g = c.benchmark_group("replay_several_k");
     g.sample_size(10);
-    let s = Scenario { context_len: 8000, pooling: dsa_sim::scenario::Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let s = Scenario {
+        context_len: 8000,
+        pooling: dsa_sim::scenario::Pooling::Mean,
+        ..Scenario::preset("deepseek-v4-flash").unwrap()
+    };
     s.validate().unwrap();
     let topks = [512u64, 1024, 2048];
     g.bench_function("V4-Flash stack, 8000 tokens, mean pooling: one replay kept for k = 512, 1024, 2048", |b| {
@@ -123,7 +132,11 @@ fn replay_several_k(c: &mut Criterion) {
 fn rank_records_together(c: &mut Criterion) {
     let mut g = c.benchmark_group("rank_records_together");
     g.sample_size(10);
-    let s = Scenario { context_len: 16_000, pooling: dsa_sim::scenario::Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+    let s = Scenario {
+        context_len: 16_000,
+        pooling: dsa_sim::scenario::Pooling::Mean,
+        ..Scenario::preset("deepseek-v4-flash").unwrap()
+    };
     let ss: Vec<Scenario> = [1.2, 0.9, 1.5].iter().map(|&dprime| Scenario { dprime, ..s.clone() }).collect();
     for s in &ss {
         s.validate().unwrap();

@@ -31,7 +31,15 @@ fn scenario(fields: &[(&str, &str)]) -> Scenario {
 }
 
 fn main() {
-    let simplified = [("compressor", "mean"), ("overlap", "false"), ("rope_dims", "0"), ("hadamard", "false"), ("key_norm", "false"), ("q_format", "fp8-e4m3:128:fp32"), ("k_format", "fp8-e4m3:128:fp32")];
+    let simplified = [
+        ("compressor", "mean"),
+        ("overlap", "false"),
+        ("rope_dims", "0"),
+        ("hadamard", "false"),
+        ("key_norm", "false"),
+        ("q_format", "fp8-e4m3:128:fp32"),
+        ("k_format", "fp8-e4m3:128:fp32"),
+    ];
     let with = |base: &[(&'static str, &'static str)]| {
         let mut v = base.to_vec();
         v.extend_from_slice(&simplified);
@@ -45,13 +53,25 @@ fn main() {
     let skip = std::env::var("DSA_SIM_BENCH_SKIP").unwrap_or_default();
     let cases: Vec<(&str, Scenario, u64)> = vec![
         ("v4-flash 21 layers 128Ki, every mechanism", scenario(&[("context_len", "128Ki")]), 64),
-        ("v4-flash 30 layers 1Mi, every mechanism", scenario(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")]), big),
+        (
+            "v4-flash 30 layers 1Mi, every mechanism",
+            scenario(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")]),
+            big,
+        ),
         ("peer's simplified trial, 21 layers 128Ki", scenario(&with(&[("context_len", "128Ki")])), 64),
-        ("peer's simplified trial, 30 layers 1Mi", scenario(&with(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")])), big),
+        (
+            "peer's simplified trial, 30 layers 1Mi",
+            scenario(&with(&[("context_len", "1Mi"), ("stack", "csa:30"), ("index_topk", "1024")])),
+            big,
+        ),
     ];
     let devices = std::env::var("DSA_SIM_BENCH_DEVICES").unwrap_or_else(|_| "cpu,cuda:0".into());
     let mut json = Vec::new();
-    println!("threads {} ({} cores)", rayon::current_num_threads(), std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
+    println!(
+        "threads {} ({} cores)",
+        rayon::current_num_threads(),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+    );
     for (case, (name, s, trials)) in cases.iter().enumerate() {
         assert_eq!(s.selecting_layers() as usize, if name.contains("30 layers") { 30 } else { 21 });
         for dev in devices.split(';').flat_map(|d| d.split(',').map(str::to_string).collect::<Vec<_>>()) {

@@ -52,7 +52,12 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     layer.sort_by(f64::total_cmp);
-    eprintln!("one layer, one thread: median {:.1} ms (range {:.1}–{:.1})", layer[7] * 1e3, layer[0] * 1e3, layer[14] * 1e3);
+    eprintln!(
+        "one layer, one thread: median {:.1} ms (range {:.1}–{:.1})",
+        layer[7] * 1e3,
+        layer[0] * 1e3,
+        layer[14] * 1e3
+    );
 
     let mut g = c.benchmark_group("vector_stack_128k");
     g.sample_size(10);

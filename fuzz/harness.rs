@@ -188,7 +188,12 @@ pub fn quantize_input(data: &[u8]) {
     let element = args.block.is_none() && !args.format.as_deref().unwrap_or("").contains(':');
     let fmt = args.format.as_deref().unwrap_or("").trim().to_ascii_lowercase();
     let integer = fmt.starts_with("int");
-    if element && !integer && !["mxfp4", "nvfp4"].contains(&fmt.as_str()) && args.scale.is_none() && args.amax_floor.is_none() {
+    if element
+        && !integer
+        && !["mxfp4", "nvfp4"].contains(&fmt.as_str())
+        && args.scale.is_none()
+        && args.amax_floor.is_none()
+    {
         // Idempotent: the dequantized values are representable.
         args.json = false;
         let again_in: String = values.iter().map(|x| format!("{} ", dsa_sim::formats::Shortest(*x))).collect();
@@ -202,7 +207,14 @@ pub fn quantize_input(data: &[u8]) {
         for i in 0..n {
             for j in 0..n {
                 if inputs[i] < inputs[j] && !values[i].is_nan() && !values[j].is_nan() {
-                    assert!(values[i] <= values[j], "not monotone: {} -> {}, {} -> {}", inputs[i], values[i], inputs[j], values[j]);
+                    assert!(
+                        values[i] <= values[j],
+                        "not monotone: {} -> {}, {} -> {}",
+                        inputs[i],
+                        values[i],
+                        inputs[j],
+                        values[j]
+                    );
                 }
             }
         }
@@ -233,7 +245,8 @@ pub fn experiment_toml(data: &[u8]) {
     let marker = format!("\n{FILE_MARKER}");
     let mut parts = text.split(marker.as_str());
     let source = parts.next().unwrap_or("");
-    let root = std::env::temp_dir().join(format!("dsa-sim-fuzz-exp-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let root =
+        std::env::temp_dir().join(format!("dsa-sim-fuzz-exp-{}-{:?}", std::process::id(), std::thread::current().id()));
     let _ = std::fs::remove_dir_all(&root);
     let dir = root.join("in");
     std::fs::create_dir_all(&dir).unwrap();
@@ -242,7 +255,9 @@ pub fn experiment_toml(data: &[u8]) {
         let comps: Vec<&str> = path.trim_end_matches('\r').split('/').collect();
         let ok = comps.len() <= 3
             && comps.iter().all(|c| {
-                !c.is_empty() && !c.starts_with('.') && c.chars().all(|ch| ch.is_ascii_alphanumeric() || "._ -".contains(ch))
+                !c.is_empty()
+                    && !c.starts_with('.')
+                    && c.chars().all(|ch| ch.is_ascii_alphanumeric() || "._ -".contains(ch))
             });
         if !ok {
             continue;
@@ -270,7 +285,12 @@ pub fn experiment_toml(data: &[u8]) {
     for (i, f) in exp.figures.iter().enumerate() {
         assert!(exp.figures[..i].iter().all(|g| g.spec.name != f.spec.name), "figure `{}` twice", f.spec.name);
         let n = &f.spec.name;
-        outputs.extend([format!("data/{n}.csv"), format!("data/{n}.json"), format!("figures/{n}.svg"), format!("figures/{n}.png")]);
+        outputs.extend([
+            format!("data/{n}.csv"),
+            format!("data/{n}.json"),
+            format!("figures/{n}.svg"),
+            format!("figures/{n}.png"),
+        ]);
         assert!(!f.grid.is_empty(), "figure `{n}` has no points");
         if f.spec.kind == dsa_sim::experiment::FigureKind::RegimeMap {
             let k = f.grid.axes.last().unwrap();
@@ -330,7 +350,8 @@ pub fn experiment_toml(data: &[u8]) {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     // The author's own markdown (description, captions) may hold tables of any shape.
-    let free_pipes = exp.description.contains('|') || exp.figures.iter().any(|f| f.spec.caption.as_deref().is_some_and(|c| c.contains('|')));
+    let free_pipes = exp.description.contains('|')
+        || exp.figures.iter().any(|f| f.spec.caption.as_deref().is_some_and(|c| c.contains('|')));
     assert_markdown_tables(&md, !free_pipes);
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -384,7 +405,11 @@ pub fn assert_markdown_tables(md: &str, tables: bool) {
 
 /// A fresh scratch folder of this process and thread under the system temporary folder.
 fn scratch(tag: &str) -> std::path::PathBuf {
-    let root = std::env::temp_dir().join(format!("dsa-sim-fuzz-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let root = std::env::temp_dir().join(format!(
+        "dsa-sim-fuzz-{tag}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("scratch folder");
     root
@@ -441,7 +466,10 @@ pub fn import_capture(data: &[u8]) {
         }
     }
     let again = dsa_sim::capture::import(&manifest, &options);
-    assert_eq!(first.as_ref().map(|i| i.csv()).map_err(|e| e.to_string()), again.as_ref().map(|i| i.csv()).map_err(|e| e.to_string()));
+    assert_eq!(
+        first.as_ref().map(|i| i.csv()).map_err(|e| e.to_string()),
+        again.as_ref().map(|i| i.csv()).map_err(|e| e.to_string())
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -469,7 +497,8 @@ pub fn import_niah(data: &[u8]) {
     match dsa_sim::harness::import(std::slice::from_ref(&root), &options) {
         Ok(imp) => {
             let csv = imp.checked_csv("measured.csv").expect("the imported table reads back with the one reader");
-            let ds = dsa_sim::measured::parse_csv(&csv, "measured.csv").expect("the imported table parses with the one reader");
+            let ds = dsa_sim::measured::parse_csv(&csv, "measured.csv")
+                .expect("the imported table parses with the one reader");
             let t: u64 = imp.cells.iter().map(|c| c.trials).sum();
             let h: u64 = imp.cells.iter().map(|c| c.hits).sum();
             assert_eq!(ds.total_trials(), t);
@@ -510,8 +539,20 @@ pub fn import_scores(data: &[u8]) {
                     Err(e) => assert_one_line("import scores tail", &e.0),
                 }
             }
-            let cell = dsa_sim::Scenario { context_len: 4096, index_topk: 8, compress_ratio: 1, overlap: false, window: 0, needle_tokens: 1, ..Default::default() };
-            match dsa_sim::captured_scores::predict(&c, &[cell], dsa_sim::captured_scores::PredictOptions { resamples: 3, seed: 1, ..Default::default() }) {
+            let cell = dsa_sim::Scenario {
+                context_len: 4096,
+                index_topk: 8,
+                compress_ratio: 1,
+                overlap: false,
+                window: 0,
+                needle_tokens: 1,
+                ..Default::default()
+            };
+            match dsa_sim::captured_scores::predict(
+                &c,
+                &[cell],
+                dsa_sim::captured_scores::PredictOptions { resamples: 3, seed: 1, ..Default::default() },
+            ) {
                 Ok(p) => {
                     let p = &p[0];
                     assert!((0.0..=1.0).contains(&p.recall) && p.low <= p.recall && p.recall <= p.high, "{p:?}");
@@ -544,7 +585,10 @@ pub fn probe_reply(data: &[u8]) {
         Ok(v) => {
             let o = v.as_object().expect("the parsed reply is an object");
             for k in o.keys() {
-                assert!(["choices", "usage", "text", "meta_info", "error", "data", "count"].contains(&k.as_str()), "unexpected key {k}");
+                assert!(
+                    ["choices", "usage", "text", "meta_info", "error", "data", "count"].contains(&k.as_str()),
+                    "unexpected key {k}"
+                );
             }
             if let Some(c) = o.get("choices") {
                 assert_eq!(c.as_array().map(Vec::len), Some(1), "one choice kept");
@@ -571,7 +615,10 @@ pub fn probe_reply(data: &[u8]) {
                         }
                     }
                     _ => {
-                        let want = full["count"].as_u64().or_else(|| full["tokens"].as_array().map(|a| a.len() as u64)).or_else(|| full.as_array().map(|a| a.len() as u64));
+                        let want = full["count"]
+                            .as_u64()
+                            .or_else(|| full["tokens"].as_array().map(|a| a.len() as u64))
+                            .or_else(|| full.as_array().map(|a| a.len() as u64));
                         if let (Some(w), true) = (want, full.get("count").is_none_or(|c| c.as_u64().is_some())) {
                             assert_eq!(v["count"].as_u64(), Some(w), "the token count");
                         }

@@ -135,11 +135,8 @@ impl Geometry {
                     // so they are found by bisection, and the whole loop costs
                     // O(entries · log copies) instead of O(entries · copies).
                     let from = spans.partition_point(|&(_, y)| y <= ta);
-                    let needle: u64 = spans[from..]
-                        .iter()
-                        .take_while(|&&(x, _)| x < tb)
-                        .map(|&(x, y)| y.min(tb) - x.max(ta))
-                        .sum();
+                    let needle: u64 =
+                        spans[from..].iter().take_while(|&&(x, _)| x < tb).map(|&(x, y)| y.min(tb) - x.max(ta)).sum();
                     if needle > 0 {
                         entries.push(NeedleEntry { index: i, pool_size: tb - ta, needle_tokens: needle });
                     }
@@ -385,7 +382,9 @@ mod tests {
 
     #[test]
     fn covering_entries_agree_with_the_geometry() {
-        for (l, c, overlap) in [(1000, 4, true), (1000, 4, false), (1002, 4, true), (333, 3, true), (64, 1, false), (100, 16, true)] {
+        for (l, c, overlap) in
+            [(1000, 4, true), (1000, 4, false), (1002, 4, true), (333, 3, true), (64, 1, false), (100, 16, true)]
+        {
             for m in [1, 2, 5, 17] {
                 for p in (0..=l - m).step_by(7) {
                     let mut s = sc(l, c, overlap);

@@ -18,7 +18,10 @@ pub fn read_to_string(path: &Path) -> std::io::Result<String> {
 /// [`read_to_string`]: at most [`MAX_INPUT_BYTES`] + 1 bytes are read, so an endless stream
 /// (`< /dev/zero`) is refused after 64 MiB instead of filling memory.
 pub fn read_stdin_to_string() -> std::io::Result<String> {
-    read_bounded(std::io::stdin().lock(), "larger than the 64 MiB input bound: give at most 64 MiB of numbers (split the input)")
+    read_bounded(
+        std::io::stdin().lock(),
+        "larger than the 64 MiB input bound: give at most 64 MiB of numbers (split the input)",
+    )
 }
 
 /// All of `reader` as UTF-8 text, or an error saying `too_large` past [`MAX_INPUT_BYTES`].
@@ -108,7 +111,10 @@ mod tests {
         assert_eq!(echo("short"), "short");
         let big = "é".repeat(5_000_000);
         let e = echo(&big);
-        assert!(e.ends_with("…(10000000 bytes)") && e.chars().count() == ECHO_MAX + "…(10000000 bytes)".chars().count(), "{e}");
+        assert!(
+            e.ends_with("…(10000000 bytes)") && e.chars().count() == ECHO_MAX + "…(10000000 bytes)".chars().count(),
+            "{e}"
+        );
         assert_eq!(echo_quoted("a\"b"), "\"a\\\"b\"");
         assert!(echo_quoted(&big).ends_with("\"…(10000000 bytes)"));
         assert_eq!(cap_line("depth = 1.5: allowed 0..=1"), "depth = 1.5: allowed 0..=1");
@@ -120,6 +126,9 @@ mod tests {
         // Idempotent on what echo already cut: the original size stays.
         let once = format!("x = {}: allowed", echo_quoted(&"y".repeat(1 << 20)));
         assert_eq!(cap_line(&once), once);
-        assert!(c.chars().count() < LINE_MAX + 40 && c.starts_with("label = a a") && c.ends_with("a : allowed 0..=1"), "{c}");
+        assert!(
+            c.chars().count() < LINE_MAX + 40 && c.starts_with("label = a a") && c.ends_with("a : allowed 0..=1"),
+            "{c}"
+        );
     }
 }

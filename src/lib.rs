@@ -88,32 +88,32 @@
 // tests/layers.rs). The command line is not part of the library: it is src/cli/, a module of
 // the binary (src/main.rs), over `commands`, which computes each command's result for it and
 // for the Python package (python/).
+pub mod calibrate;
+pub mod capture;
+pub mod captured_scores;
+pub mod commands;
+pub mod diagnosis;
+pub mod engine;
 pub mod error;
+pub mod experiment;
+pub mod formats;
+pub mod geometry;
+pub mod harness;
+pub mod indexer;
 pub mod input;
+pub mod measured;
+pub mod output;
+pub mod probe;
 pub mod progress;
 pub mod quadrature;
-pub mod stats;
-pub mod formats;
-pub mod output;
-pub mod scenario;
-pub mod geometry;
-pub mod measured;
-pub mod capture;
-pub mod harness;
-pub mod scores;
-pub mod trials;
-pub mod indexer;
-pub mod vector_fields;
-pub mod engine;
-pub mod sweep;
-pub mod probe;
-pub mod verdict;
-pub mod calibrate;
-pub mod diagnosis;
-pub mod captured_scores;
 pub mod report;
-pub mod experiment;
-pub mod commands;
+pub mod scenario;
+pub mod scores;
+pub mod stats;
+pub mod sweep;
+pub mod trials;
+pub mod vector_fields;
+pub mod verdict;
 
 pub use engine::{estimate, Estimate, RunOptions};
 pub use scenario::{Scenario, ScenarioError};

@@ -88,8 +88,15 @@ pub fn integrate(f: impl FnMut(f64) -> f64, a: f64, b: f64, breakpoints: &[f64],
 /// subdivision on which every panel's 15-point Kronrod rule resolves `f` (see
 /// [`kronrod_nodes`]). For integrands f·g evaluated many times with the same f and a g that is
 /// smooth on the panels' scale: f is evaluated at the panels' nodes once.
-pub fn adaptive_panels(f: impl FnMut(f64) -> f64, a: f64, b: f64, breakpoints: &[f64], tol: f64) -> Vec<(f64, f64, f64)> {
-    let mut p: Vec<(f64, f64, f64)> = subdivide(f, a, b, breakpoints, tol).into_iter().map(|p| (p.0, p.1, p.2)).collect();
+pub fn adaptive_panels(
+    f: impl FnMut(f64) -> f64,
+    a: f64,
+    b: f64,
+    breakpoints: &[f64],
+    tol: f64,
+) -> Vec<(f64, f64, f64)> {
+    let mut p: Vec<(f64, f64, f64)> =
+        subdivide(f, a, b, breakpoints, tol).into_iter().map(|p| (p.0, p.1, p.2)).collect();
     p.sort_by(|x, y| x.0.total_cmp(&y.0));
     p
 }
@@ -110,7 +117,13 @@ pub fn kronrod_nodes(a: f64, b: f64, out: &mut Vec<(f64, f64)>) {
 /// Global adaptive bisection of the panel with the largest error estimate, from the cuts at a,
 /// b and the breakpoints inside, until the error estimates sum to `tol` or there are
 /// `MAX_PANELS` panels: (a_i, b_i, estimate, error estimate) per panel, in the order made.
-fn subdivide(mut f: impl FnMut(f64) -> f64, a: f64, b: f64, breakpoints: &[f64], tol: f64) -> Vec<(f64, f64, f64, f64)> {
+fn subdivide(
+    mut f: impl FnMut(f64) -> f64,
+    a: f64,
+    b: f64,
+    breakpoints: &[f64],
+    tol: f64,
+) -> Vec<(f64, f64, f64, f64)> {
     const MAX_PANELS: usize = 2000;
     if !(b > a) {
         return Vec::new();
@@ -158,7 +171,14 @@ fn subdivide(mut f: impl FnMut(f64) -> f64, a: f64, b: f64, breakpoints: &[f64],
 /// components share an expensive inner quantity (the layer-count probabilities of one needle).
 /// The scalar [`integrate`] stays separate: it runs in the analytic engine's innermost loop,
 /// where this one's per-panel vectors would be an allocation per panel.
-pub fn integrate_vec(mut f: impl FnMut(f64, &mut [f64]), n: usize, a: f64, b: f64, breakpoints: &[f64], tol: f64) -> Vec<f64> {
+pub fn integrate_vec(
+    mut f: impl FnMut(f64, &mut [f64]),
+    n: usize,
+    a: f64,
+    b: f64,
+    breakpoints: &[f64],
+    tol: f64,
+) -> Vec<f64> {
     const MAX_PANELS: usize = 2000;
     let mut total = vec![0.0; n];
     if !(b > a) || n == 0 {
@@ -207,7 +227,11 @@ pub fn integrate_vec(mut f: impl FnMut(f64, &mut [f64]), n: usize, a: f64, b: f6
         if total_err <= tol || panels.len() >= MAX_PANELS {
             break;
         }
-        let (worst, _) = panels.iter().enumerate().max_by(|x, y| x.1 .3.total_cmp(&y.1 .3)).expect("b > a makes a panel, and a split never leaves fewer");
+        let (worst, _) = panels
+            .iter()
+            .enumerate()
+            .max_by(|x, y| x.1 .3.total_cmp(&y.1 .3))
+            .expect("b > a makes a panel, and a split never leaves fewer");
         let (pa, pb, v, _) = panels.swap_remove(worst);
         let mid = 0.5 * (pa + pb);
         if !(mid > pa && mid < pb) {
@@ -318,7 +342,8 @@ mod tests {
     #[test]
     fn vector_integration_matches_the_scalar_rule_per_component() {
         let fs: [fn(f64) -> f64; 3] = [|x| (-x * x).exp(), |x| x.sin().powi(2), |x| 1.0 / (1.0 + x * x)];
-        let v = integrate_vec(|x, out| out.iter_mut().zip(&fs).for_each(|(o, f)| *o = f(x)), 3, -4.0, 3.0, &[0.5], 1e-12);
+        let v =
+            integrate_vec(|x, out| out.iter_mut().zip(&fs).for_each(|(o, f)| *o = f(x)), 3, -4.0, 3.0, &[0.5], 1e-12);
         for (vi, f) in v.iter().zip(&fs) {
             let s = integrate(f, -4.0, 3.0, &[0.5], 1e-12);
             assert!((vi - s).abs() < 1e-11, "{vi} vs {s}");

@@ -147,7 +147,6 @@ fn recall_of(model: &dyn RecallModel, s: &Scenario) -> Result<f64, VerdictError>
     model.recall(s).map_err(VerdictError::Model)
 }
 
-
 /// Smallest k in [1, hi] with recall ≥ target, given recall(hi) ≥ target.
 fn bisect_k(r: impl Fn(u64) -> Result<f64, VerdictError>, target: f64, hi: u64) -> Result<u64, VerdictError> {
     if r(1)? >= target {
@@ -396,8 +395,7 @@ pub fn calibrated_verdict(
     use rayon::prelude::*;
     // Their k-curves are asked for together (Monte Carlo: one run can record them all).
     model.expect_k_curves(scenarios);
-    let mut all: Vec<Verdict> =
-        scenarios.par_iter().map(|s| verdict(s, model, opts)).collect::<Result<Vec<_>, _>>()?;
+    let mut all: Vec<Verdict> = scenarios.par_iter().map(|s| verdict(s, model, opts)).collect::<Result<Vec<_>, _>>()?;
     if all.is_empty() {
         return Err(VerdictError::Input("no scenario for the verdict".into()));
     }
@@ -477,7 +475,9 @@ fn fmt_range(r: Range, digits: usize) -> String {
 pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let r = |f: &dyn Fn(&CalibratedVerdict) -> Range, d: usize| cv.map_or(String::new(), |c| format!("   95% {}", fmt_range(f(c), d)));
+    let r = |f: &dyn Fn(&CalibratedVerdict) -> Range, d: usize| {
+        cv.map_or(String::new(), |c| format!("   95% {}", fmt_range(f(c), d)))
+    };
     let o = |x: Option<f64>| x.map_or("unreachable".to_string(), |v| format!("{v:.3}"));
     let _ = writeln!(s, "call: {}   (target recall {})", v.call, v.target);
     // Labels padded to one column so the numbers line up whatever the k values.
@@ -485,9 +485,18 @@ pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
         let _ = writeln!(s, "  {label:<32} {value}");
     };
     line("context length:".into(), format!("{} tokens (N = {} candidates)", v.context_len, v.n_candidates));
-    line(format!("recall now (k = {}):", v.index_topk), format!("{:.4}{}", v.recall_now, r(&|c| c.range(|v| v.recall_now), 4)));
-    line(format!("recall at 2k (k = {}):", v.k_2x), format!("{:.4}{}", v.recall_2k, r(&|c| c.range(|v| v.recall_2k), 4)));
-    line(format!("recall at max k (k = {}):", v.max_topk), format!("{:.4}{}", v.recall_max_k, r(&|c| c.range(|v| v.recall_max_k), 4)));
+    line(
+        format!("recall now (k = {}):", v.index_topk),
+        format!("{:.4}{}", v.recall_now, r(&|c| c.range(|v| v.recall_now), 4)),
+    );
+    line(
+        format!("recall at 2k (k = {}):", v.k_2x),
+        format!("{:.4}{}", v.recall_2k, r(&|c| c.range(|v| v.recall_2k), 4)),
+    );
+    line(
+        format!("recall at max k (k = {}):", v.max_topk),
+        format!("{:.4}{}", v.recall_max_k, r(&|c| c.range(|v| v.recall_max_k), 4)),
+    );
     line(
         format!("k needed for {}:", v.target),
         format!(
@@ -500,18 +509,32 @@ pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
     line("dprime now:".into(), format!("{:.3}{}{bound_note}", v.dprime, r(&|c| c.range(|v| v.dprime), 3)));
     // A search end is no figure to act on: say what it means.
     let dn = |x: Option<f64>| match x {
-        Some(d) if d <= DPRIME_SEARCH.0 => format!("any (met even at dprime {:.0}, the search's lower end)", DPRIME_SEARCH.0),
+        Some(d) if d <= DPRIME_SEARCH.0 => {
+            format!("any (met even at dprime {:.0}, the search's lower end)", DPRIME_SEARCH.0)
+        }
         _ => o(x),
     };
     let na = |x: Option<f64>| match x {
         Some(n) if n >= NOISE_CAP => format!("any (met even at {NOISE_CAP:.0}: noise does not matter)"),
         _ => o(x),
     };
-    line(format!("dprime needed at k = {}:", v.index_topk), format!("{}{}", dn(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3)));
-    line(format!("dprime needed at k = {}:", v.max_topk), format!("{}{}", dn(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)));
+    line(
+        format!("dprime needed at k = {}:", v.index_topk),
+        format!("{}{}", dn(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3)),
+    );
+    line(
+        format!("dprime needed at k = {}:", v.max_topk),
+        format!("{}{}", dn(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)),
+    );
     line("score noise now:".into(), format!("{:.3}", v.score_noise));
-    line(format!("score noise allowed, k = {}:", v.index_topk), format!("{}{}", na(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)));
-    line(format!("score noise allowed, k = {}:", v.max_topk), format!("{}{}", na(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)));
+    line(
+        format!("score noise allowed, k = {}:", v.index_topk),
+        format!("{}{}", na(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)),
+    );
+    line(
+        format!("score noise allowed, k = {}:", v.max_topk),
+        format!("{}{}", na(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)),
+    );
     line("coverage horizon:".into(), format!("{} tokens", v.coverage_horizon_tokens));
     if let Some(c) = cv {
         let calls: Vec<String> = c.calls().iter().map(|c| c.to_string()).collect();

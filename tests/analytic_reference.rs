@@ -107,19 +107,84 @@ fn scenarios() -> Vec<(&'static str, Scenario)> {
         ("N = 10^9", Scenario { context_len: 1_000_000_000, index_topk: 2048, dprime: 5.0, ..base.clone() }),
         ("hard negatives", Scenario { hard_negatives: 40.0, hard_mean: 3.0, ..base.clone() }),
         ("hard fraction", Scenario { hard_negatives: 0.01, hard_mean: 1.5, ..base.clone() }),
-        ("mean pooling", Scenario { compress_ratio: 8, pooling: Pooling::Mean, needle_tokens: 3, dprime: 4.0, index_topk: 64, ..base.clone() }),
-        ("mean straddle", Scenario { compress_ratio: 8, pooling: Pooling::Mean, needle_tokens: 2, depth: 0.0, dprime: 4.0, index_topk: 64, ..base.clone() }),
-        ("max pooling", Scenario { compress_ratio: 16, pooling: Pooling::Max, index_topk: 64, dprime: 4.0, ..base.clone() }),
-        ("max gumbel", Scenario { compress_ratio: 4, pooling: Pooling::Max, distractor: Distractor::Gumbel, index_topk: 64, ..base.clone() }),
+        (
+            "mean pooling",
+            Scenario {
+                compress_ratio: 8,
+                pooling: Pooling::Mean,
+                needle_tokens: 3,
+                dprime: 4.0,
+                index_topk: 64,
+                ..base.clone()
+            },
+        ),
+        (
+            "mean straddle",
+            Scenario {
+                compress_ratio: 8,
+                pooling: Pooling::Mean,
+                needle_tokens: 2,
+                depth: 0.0,
+                dprime: 4.0,
+                index_topk: 64,
+                ..base.clone()
+            },
+        ),
+        (
+            "max pooling",
+            Scenario { compress_ratio: 16, pooling: Pooling::Max, index_topk: 64, dprime: 4.0, ..base.clone() },
+        ),
+        (
+            "max gumbel",
+            Scenario {
+                compress_ratio: 4,
+                pooling: Pooling::Max,
+                distractor: Distractor::Gumbel,
+                index_topk: 64,
+                ..base.clone()
+            },
+        ),
         ("student t", Scenario { distractor: Distractor::StudentT(4.0), dprime: 4.0, ..base.clone() }),
         ("gumbel", Scenario { distractor: Distractor::Gumbel, ..base.clone() }),
         ("repeat spread", Scenario { repeat: 4, ..base.clone() }),
         ("overlap none pooling", Scenario { compress_ratio: 4, overlap: true, index_topk: 64, ..base.clone() }),
         // Many needle entries of a few kinds (the engine groups alike entries; the reference
         // multiplies every entry's CDF).
-        ("many copies, overlap", Scenario { compress_ratio: 4, overlap: true, repeat: 40, needle_tokens: 3, dprime: 0.5, index_topk: 64, ..base.clone() }),
-        ("long needle, mean pooling", Scenario { compress_ratio: 8, pooling: Pooling::Mean, needle_tokens: 45, dprime: 1.0, index_topk: 64, ..base.clone() }),
-        ("many copies, max pooling", Scenario { compress_ratio: 16, pooling: Pooling::Max, repeat: 12, needle_tokens: 5, dprime: 1.0, index_topk: 64, ..base.clone() }),
+        (
+            "many copies, overlap",
+            Scenario {
+                compress_ratio: 4,
+                overlap: true,
+                repeat: 40,
+                needle_tokens: 3,
+                dprime: 0.5,
+                index_topk: 64,
+                ..base.clone()
+            },
+        ),
+        (
+            "long needle, mean pooling",
+            Scenario {
+                compress_ratio: 8,
+                pooling: Pooling::Mean,
+                needle_tokens: 45,
+                dprime: 1.0,
+                index_topk: 64,
+                ..base.clone()
+            },
+        ),
+        (
+            "many copies, max pooling",
+            Scenario {
+                compress_ratio: 16,
+                pooling: Pooling::Max,
+                repeat: 12,
+                needle_tokens: 5,
+                dprime: 1.0,
+                index_topk: 64,
+                ..base.clone()
+            },
+        ),
     ]
 }
 
@@ -134,7 +199,10 @@ fn analytic_matches_brute_force_reference() {
         for j in js {
             let exact = a.rank_cdf(j);
             let reference = reference_rank_cdf(&s, j);
-            assert!((exact - reference).abs() < 1e-6, "{name}: P(rank <= {j}) analytic {exact} vs reference {reference}");
+            assert!(
+                (exact - reference).abs() < 1e-6,
+                "{name}: P(rank <= {j}) analytic {exact} vs reference {reference}"
+            );
         }
     }
 }
@@ -163,7 +231,14 @@ fn order_statistic_density_has_unit_mass() {
             }
         }
     }
-    let s = Scenario { context_len: 50_000, compress_ratio: 16, pooling: Pooling::Max, dprime: -1000.0, needle_sd: 0.0, ..Scenario::default() };
+    let s = Scenario {
+        context_len: 50_000,
+        compress_ratio: 16,
+        pooling: Pooling::Max,
+        dprime: -1000.0,
+        needle_sd: 0.0,
+        ..Scenario::default()
+    };
     let n = s.n_candidates() as f64;
     let expected = 15.0 / (15.0 + (n - 1.0) * 16.0);
     let got = Analytic::new(&s).unwrap().rank_cdf(1);
@@ -175,8 +250,20 @@ fn shared_component_matches_brute_force_reference() {
     let base = Scenario { context_len: 20_000, index_topk: 300, ..Scenario::default() };
     for (name, s) in [
         ("layers 4 any rho 0.7", Scenario { layers: 4, layer_corr: 0.7, dprime: 2.0, ..base.clone() }),
-        ("layers 3 all rho 0.5", Scenario { layers: 3, layer_corr: 0.5, readout: dsa_sim::scenario::Readout::All, ..base.clone() }),
-        ("layers 5 at_least 3", Scenario { layers: 5, layer_corr: 0.3, readout: dsa_sim::scenario::Readout::AtLeast(3), dprime: 2.5, ..base.clone() }),
+        (
+            "layers 3 all rho 0.5",
+            Scenario { layers: 3, layer_corr: 0.5, readout: dsa_sim::scenario::Readout::All, ..base.clone() },
+        ),
+        (
+            "layers 5 at_least 3",
+            Scenario {
+                layers: 5,
+                layer_corr: 0.3,
+                readout: dsa_sim::scenario::Readout::AtLeast(3),
+                dprime: 2.5,
+                ..base.clone()
+            },
+        ),
         ("copies share z", Scenario { repeat: 3, layer_corr: 0.5, dprime: 1.5, ..base.clone() }),
     ] {
         let exact = Analytic::new(&s).unwrap().recall();

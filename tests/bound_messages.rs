@@ -20,7 +20,10 @@ fn refused(o: &Output, want: &[&str]) {
 
 /// A RULER prediction line whose `input` is `len` bytes of filler.
 fn ruler_line(index: u64, len: usize) -> Vec<u8> {
-    let mut l = format!("{{\"index\": {index}, \"pred\": \"1234567\", \"outputs\": [\"1234567\"], \"length\": 4096, \"input\": \"").into_bytes();
+    let mut l = format!(
+        "{{\"index\": {index}, \"pred\": \"1234567\", \"outputs\": [\"1234567\"], \"length\": 4096, \"input\": \""
+    )
+    .into_bytes();
     l.extend(std::iter::repeat_n(b'x', len));
     l.extend_from_slice(b" 1234567.\"}\n");
     l
@@ -35,8 +38,14 @@ fn ruler_line_over_the_line_bound_is_named() {
     std::fs::create_dir_all(&pred).unwrap();
     // One line of 68 MB: the only file, so nothing is imported, and the message says why.
     std::fs::write(pred.join("niah_single_1.jsonl"), ruler_line(0, OVER)).unwrap();
-    refused(&dsa(d.path(), &["import", "niah", "res", "--out", "m.csv"]), &["niah_single_1.jsonl", "64 MiB line bound"]);
-    refused(&dsa(d.path(), &["import", "niah", "res/synthetic/4096/pred/niah_single_1.jsonl", "--out", "m.csv"]), &["64 MiB line bound"]);
+    refused(
+        &dsa(d.path(), &["import", "niah", "res", "--out", "m.csv"]),
+        &["niah_single_1.jsonl", "64 MiB line bound"],
+    );
+    refused(
+        &dsa(d.path(), &["import", "niah", "res/synthetic/4096/pred/niah_single_1.jsonl", "--out", "m.csv"]),
+        &["64 MiB line bound"],
+    );
     // A good first line, then one over the bound: refused naming the line.
     let mut two = ruler_line(0, 100);
     two.extend(ruler_line(1, OVER));
@@ -55,10 +64,37 @@ fn files_over_the_input_bound_are_named() {
         big.extend_from_slice(row);
     }
     std::fs::write(d.path().join("big.csv"), &big).unwrap();
-    refused(&dsa(d.path(), &["calibrate", "--data", "big.csv", "--fit", "dprime"]), &["big.csv", "64 MiB input-file bound"]);
+    refused(
+        &dsa(d.path(), &["calibrate", "--data", "big.csv", "--fit", "dprime"]),
+        &["big.csv", "64 MiB input-file bound"],
+    );
     refused(&dsa(d.path(), &["verdict", "--data", "big.csv"]), &["big.csv", "64 MiB input-file bound"]);
-    refused(&dsa(d.path(), &["import", "topk", "--manifest", "big.csv", "--layers", "1", "--index-topk", "8", "--compress-ratio", "4", "--overlap", "true", "--out", "s.csv"]), &["big.csv", "64 MiB input-file bound"]);
-    refused(&dsa(d.path(), &["probe", "--url", "http://127.0.0.1:9", "--cells", "big.csv", "--dry-run"]), &["big.csv", "64 MiB input-file bound"]);
+    refused(
+        &dsa(
+            d.path(),
+            &[
+                "import",
+                "topk",
+                "--manifest",
+                "big.csv",
+                "--layers",
+                "1",
+                "--index-topk",
+                "8",
+                "--compress-ratio",
+                "4",
+                "--overlap",
+                "true",
+                "--out",
+                "s.csv",
+            ],
+        ),
+        &["big.csv", "64 MiB input-file bound"],
+    );
+    refused(
+        &dsa(d.path(), &["probe", "--url", "http://127.0.0.1:9", "--cells", "big.csv", "--dry-run"]),
+        &["big.csv", "64 MiB input-file bound"],
+    );
     // A JSON result file past the bound, alone in its folder.
     let res = d.path().join("res");
     std::fs::create_dir_all(&res).unwrap();
@@ -66,5 +102,8 @@ fn files_over_the_input_bound_are_named() {
     j.extend(std::iter::repeat_n(b'x', OVER));
     j.extend_from_slice(b"\"\n}\n");
     std::fs::write(res.join("needle_results.json"), &j).unwrap();
-    refused(&dsa(d.path(), &["import", "niah", "res", "--out", "m.csv"]), &["needle_results.json", "64 MiB file bound"]);
+    refused(
+        &dsa(d.path(), &["import", "niah", "res", "--out", "m.csv"]),
+        &["needle_results.json", "64 MiB file bound"],
+    );
 }

@@ -11,10 +11,18 @@ use rand_distr::{Binomial, Distribution};
 use statrs::distribution::{Binomial as SBin, DiscreteCDF};
 
 const CELLS: &[(u64, u64)] = &[
-    (8192, 128), (8192, 512), (8192, 1024),
-    (32768, 128), (32768, 512), (32768, 2048),
-    (131072, 256), (131072, 1024), (131072, 4096),
-    (524288, 512), (524288, 2048), (524288, 8192),
+    (8192, 128),
+    (8192, 512),
+    (8192, 1024),
+    (32768, 128),
+    (32768, 512),
+    (32768, 2048),
+    (131072, 256),
+    (131072, 1024),
+    (131072, 4096),
+    (524288, 512),
+    (524288, 2048),
+    (524288, 8192),
 ];
 
 fn simulate(model: &dyn RecallModel, truth: &Scenario, trials: u64, seed: u64) -> Dataset {
@@ -26,10 +34,33 @@ fn simulate(model: &dyn RecallModel, truth: &Scenario, trials: u64, seed: u64) -
             let s = Scenario { context_len: l, index_topk: k, ..truth.clone() };
             let p = model.recall(&s).unwrap();
             let hits = Binomial::new(trials, p).unwrap().sample(&mut rng);
-            Observation { context_len: l, index_topk: k, trials, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, needle_tokens: None, overlap: None, layer_counts: None, conditions: vec![], line: i as u64 + 2 }
+            Observation {
+                context_len: l,
+                index_topk: k,
+                trials,
+                hits,
+                depth: None,
+                repeat: None,
+                compress_ratio: None,
+                window: None,
+                label: None,
+                needle: None,
+                needle_tokens: None,
+                overlap: None,
+                layer_counts: None,
+                conditions: vec![],
+                line: i as u64 + 2,
+            }
         })
         .collect();
-    Dataset { source: format!("simulated seed {seed}"), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
+    Dataset {
+        source: format!("simulated seed {seed}"),
+        rows,
+        notes: vec![],
+        provenance: None,
+        transcribed: false,
+        condition_columns: vec![],
+    }
 }
 
 #[test]

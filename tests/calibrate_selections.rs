@@ -72,7 +72,13 @@ fn layer_count_pmf_limits_and_simulation() {
     let mut want = vec![0.0; layers as usize + 1];
     for i in 0..=steps {
         let x = a + i as f64 * h;
-        let w = if i == 0 || i == steps { 1.0 } else if i % 2 == 1 { 4.0 } else { 2.0 };
+        let w = if i == 0 || i == steps {
+            1.0
+        } else if i % 2 == 1 {
+            4.0
+        } else {
+            2.0
+        };
         let phi = (-0.5 * ((x - d) / sd).powi(2)).exp() / (sd * (2.0 * std::f64::consts::PI).sqrt());
         let bx = Binomial::new(norm_sf(x), n - 1).unwrap().cdf(k - 1);
         let lb = Binomial::new(bx.clamp(0.0, 1.0), layers as u64).unwrap();
@@ -149,7 +155,8 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
         for _ in 0..reqs {
             let sel = simulate_request(&mut rng, l, k as u64, d, sd, rho, layers);
             let idx = topk_rows(&mut rng, &sel, needle, l as i32, k);
-            let arr = common::npy("<i4", &[1, layers, k], &idx.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+            let arr =
+                common::npy("<i4", &[1, layers, k], &idx.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
             // .npz: one archive per request, array `topk_index`.
             let name = format!("q{q}.npz");
             let mut z = zip::ZipWriter::new(std::fs::File::create(dir.path().join("npz").join(&name)).unwrap());
@@ -159,11 +166,16 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
             manifests[0].push_str(&format!("{name},0,{l},{needle},1,0\n"));
             // SGLang: one JSONL of replies, meta_info.indexer_topk = base64 of int32.
             let raw: Vec<u8> = idx.iter().flat_map(|x| x.to_le_bytes()).collect();
-            sglang.push_str(&format!("{{\"text\":\"\",\"meta_info\":{{\"indexer_topk\":\"{}\"}}}}\n", b64.encode(&raw)));
+            sglang
+                .push_str(&format!("{{\"text\":\"\",\"meta_info\":{{\"indexer_topk\":\"{}\"}}}}\n", b64.encode(&raw)));
             manifests[1].push_str(&format!("replies.jsonl,0,{l},{needle},1,{q}\n"));
             // vLLM: one reply per request, choices[0].indexer_topk = base64 of .npy bytes.
             let name = format!("q{q}.json");
-            std::fs::write(dir.path().join("vllm").join(&name), format!("{{\"choices\":[{{\"index\":0,\"indexer_topk\":\"{}\"}}]}}", b64.encode(&arr))).unwrap();
+            std::fs::write(
+                dir.path().join("vllm").join(&name),
+                format!("{{\"choices\":[{{\"index\":0,\"indexer_topk\":\"{}\"}}]}}", b64.encode(&arr)),
+            )
+            .unwrap();
             manifests[2].push_str(&format!("{name},0,{l},{needle},1,0\n"));
             q += 1;
         }
@@ -176,14 +188,42 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
         std::fs::write(&m, &manifests[i]).unwrap();
         let out = dir.path().join(format!("{layout}-selections.csv"));
         let o = dsa(&[
-            "import", "topk", "--manifest", m.to_str().unwrap(), "--layers", &layers.to_string(), "--index-topk", &k.to_string(),
-            "--compress-ratio", "1", "--overlap", "false", "--out", out.to_str().unwrap(),
+            "import",
+            "topk",
+            "--manifest",
+            m.to_str().unwrap(),
+            "--layers",
+            &layers.to_string(),
+            "--index-topk",
+            &k.to_string(),
+            "--compress-ratio",
+            "1",
+            "--overlap",
+            "false",
+            "--out",
+            out.to_str().unwrap(),
         ]);
         assert!(o.status.success(), "{layout}: {}", String::from_utf8_lossy(&o.stderr));
         csvs.push(std::fs::read_to_string(&out).unwrap());
         let o = dsa(&[
-            "calibrate", "--data", out.to_str().unwrap(), "--compress-ratio", "1", "--overlap", "false", "--window", "0",
-            "--needle-tokens", "1", "--needle-sd", "1", "--index-topk", "64", "--fit", "dprime,layer_corr", "--json",
+            "calibrate",
+            "--data",
+            out.to_str().unwrap(),
+            "--compress-ratio",
+            "1",
+            "--overlap",
+            "false",
+            "--window",
+            "0",
+            "--needle-tokens",
+            "1",
+            "--needle-sd",
+            "1",
+            "--index-topk",
+            "64",
+            "--fit",
+            "dprime,layer_corr",
+            "--json",
         ]);
         assert!(o.status.success(), "{layout}: {}", String::from_utf8_lossy(&o.stderr));
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -197,7 +237,11 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
     let e = &fits[0]["estimates"];
     eprintln!("{e}");
     for (field, truth) in [("dprime", d), ("layer_corr", rho)] {
-        let (lo, hi, v) = (e[field]["ci_low"].as_f64().unwrap(), e[field]["ci_high"].as_f64().unwrap(), e[field]["value"].as_f64().unwrap());
+        let (lo, hi, v) = (
+            e[field]["ci_low"].as_f64().unwrap(),
+            e[field]["ci_high"].as_f64().unwrap(),
+            e[field]["value"].as_f64().unwrap(),
+        );
         assert!(lo <= truth && truth <= hi, "{field}: truth {truth} outside [{lo}, {hi}] (estimate {v})");
         assert!(hi - lo < 0.5, "{field}: interval [{lo}, {hi}] too wide to be a recovery");
     }
@@ -206,9 +250,15 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
     // docs/model.md quotes the recovery: it must be this build's.
     let f = |name: &str| {
         let x = &e[name];
-        format!("{:.2} [{:.2}, {:.2}]", x["value"].as_f64().unwrap(), x["ci_low"].as_f64().unwrap(), x["ci_high"].as_f64().unwrap())
+        format!(
+            "{:.2} [{:.2}, {:.2}]",
+            x["value"].as_f64().unwrap(),
+            x["ci_low"].as_f64().unwrap(),
+            x["ci_high"].as_f64().unwrap()
+        )
     };
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/model.md")).unwrap().replace("\n  ", " ");
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/model.md")).unwrap().replace("\n  ", " ");
     let quoted = format!("(truth 2.7 and 0.6: {} and {})", f("dprime"), f("layer_corr"));
     assert!(doc.contains(&quoted), "docs/model.md should quote: {quoted}");
 }
@@ -217,8 +267,21 @@ fn parameters_are_recovered_from_captures_in_every_layout() {
 fn a_selection_table_under_the_monte_carlo_only_model_is_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("sel.csv");
-    std::fs::write(&p, "request,context_len,depth,layer,index_topk,selected\n0,4096,0.5,0,64,1\n0,4096,0.5,1,64,0\n").unwrap();
-    let o = dsa(&["calibrate", "--data", p.to_str().unwrap(), "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--fit", "dprime"]);
+    std::fs::write(&p, "request,context_len,depth,layer,index_topk,selected\n0,4096,0.5,0,64,1\n0,4096,0.5,1,64,0\n")
+        .unwrap();
+    let o = dsa(&[
+        "calibrate",
+        "--data",
+        p.to_str().unwrap(),
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--pooling",
+        "mean",
+        "--fit",
+        "dprime",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("exact likelihood") && e.trim().lines().count() == 1, "{e}");
@@ -283,8 +346,20 @@ fn the_imports_needle_and_geometry_reach_the_fit() {
     std::fs::write(&mpath, &manifest).unwrap();
     let sel = dir.path().join("selections.csv");
     let o = dsa(&[
-        "import", "topk", "--manifest", mpath.to_str().unwrap(), "--layers", &layers.to_string(), "--index-topk", &k.to_string(),
-        "--compress-ratio", "4", "--overlap", "true", "--out", sel.to_str().unwrap(),
+        "import",
+        "topk",
+        "--manifest",
+        mpath.to_str().unwrap(),
+        "--layers",
+        &layers.to_string(),
+        "--index-topk",
+        &k.to_string(),
+        "--compress-ratio",
+        "4",
+        "--overlap",
+        "true",
+        "--out",
+        sel.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = std::fs::read_to_string(&sel).unwrap();
@@ -293,7 +368,8 @@ fn the_imports_needle_and_geometry_reach_the_fit() {
 
     let sel_s = sel.to_str().unwrap();
     let fit = |extra: &[&str]| {
-        let mut a = vec!["calibrate", "--preset", "deepseek-v4-flash", "--data", sel_s, "--fit", "dprime,layer_corr", "--json"];
+        let mut a =
+            vec!["calibrate", "--preset", "deepseek-v4-flash", "--data", sel_s, "--fit", "dprime,layer_corr", "--json"];
         a.extend_from_slice(extra);
         let o = dsa(&a);
         assert!(o.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&o.stderr));
@@ -309,8 +385,15 @@ fn the_imports_needle_and_geometry_reach_the_fit() {
     // The scenario the fit answers for is the captured needle's: 8 tokens.
     assert_eq!(j["scenario"]["needle_tokens"], 8, "{}", j["scenario"]);
     // A flag that agrees with the table changes nothing; one that contradicts it is refused.
-    assert_eq!(fit(&["--needle-tokens", "8", "--compress-ratio", "4", "--overlap", "true"])["estimates"], j["estimates"]);
-    for (flag, value, says) in [("--needle-tokens", "1", "needle_tokens = 8"), ("--compress-ratio", "1", "compress_ratio = 4"), ("--overlap", "false", "overlap = true")] {
+    assert_eq!(
+        fit(&["--needle-tokens", "8", "--compress-ratio", "4", "--overlap", "true"])["estimates"],
+        j["estimates"]
+    );
+    for (flag, value, says) in [
+        ("--needle-tokens", "1", "needle_tokens = 8"),
+        ("--compress-ratio", "1", "compress_ratio = 4"),
+        ("--overlap", "false", "overlap = true"),
+    ] {
         for cmd in ["calibrate", "verdict", "plan"] {
             let mut a = vec![cmd, "--preset", "deepseek-v4-flash", "--data", sel_s, flag, value];
             if cmd == "calibrate" {
@@ -319,7 +402,12 @@ fn the_imports_needle_and_geometry_reach_the_fit() {
             let o = dsa(&a);
             assert_eq!(o.status.code(), Some(2), "{cmd} {flag} {value}");
             let err = String::from_utf8_lossy(&o.stderr);
-            assert!(err.trim().lines().count() == 1 && err.contains(&format!("{flag} {value} contradicts")) && err.contains(says), "{cmd}: {err}");
+            assert!(
+                err.trim().lines().count() == 1
+                    && err.contains(&format!("{flag} {value} contradicts"))
+                    && err.contains(says),
+                "{cmd}: {err}"
+            );
         }
     }
     // The same table without the import's facts (as older versions wrote it) fits the preset's
@@ -327,7 +415,16 @@ fn the_imports_needle_and_geometry_reach_the_fit() {
     let legacy = dir.path().join("legacy.csv");
     let cut: String = table.lines().map(|l| l.splitn(7, ',').take(6).collect::<Vec<_>>().join(",") + "\n").collect();
     std::fs::write(&legacy, cut).unwrap();
-    let o = dsa(&["calibrate", "--preset", "deepseek-v4-flash", "--data", legacy.to_str().unwrap(), "--fit", "dprime,layer_corr", "--json"]);
+    let o = dsa(&[
+        "calibrate",
+        "--preset",
+        "deepseek-v4-flash",
+        "--data",
+        legacy.to_str().unwrap(),
+        "--fit",
+        "dprime,layer_corr",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let old: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     eprintln!("legacy: {}", old["estimates"]);

@@ -16,8 +16,21 @@ const QUEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/quest_passk
 #[test]
 fn dsv4_transcribed_observations() {
     let j = run_json(&[
-        "calibrate", "--data", DSV4, "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000",
-        "--compare", "--predict", "index_topk=512,1024,2048", "--json",
+        "calibrate",
+        "--data",
+        DSV4,
+        "--fit",
+        "dprime",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--compare",
+        "--predict",
+        "index_topk=512,1024,2048",
+        "--json",
     ]);
     assert_eq!(j["data"]["transcribed"], true);
     assert!(j["warnings"][0].as_str().unwrap().contains("TRANSCRIBED"), "{}", j["warnings"]);
@@ -43,12 +56,26 @@ fn dsv4_transcribed_observations() {
     assert_eq!(p.len(), 3);
     // Raising k within the kernel limit does not rescue it: recall stays far below 0.9.
     assert!(p[1]["ci_high"].as_f64().unwrap() < 0.5, "{p:?}");
-    eprintln!("DSV4: dprime {v:.3} [{lo:.3}, {hi:.3}]; deviance {} gof_p {}; best hypothesis {}", j["deviance"], j["gof_p"], h[0]["name"]);
+    eprintln!(
+        "DSV4: dprime {v:.3} [{lo:.3}, {hi:.3}]; deviance {} gof_p {}; best hypothesis {}",
+        j["deviance"], j["gof_p"], h[0]["name"]
+    );
 }
 
 #[test]
 fn quest_passkey_table() {
-    let j = run_json(&["calibrate", "--data", QUEST, "--fit", "dprime,needle_sd,p_read", "--preset", "quest-16", "--context-len", "10000", "--json"]);
+    let j = run_json(&[
+        "calibrate",
+        "--data",
+        QUEST,
+        "--fit",
+        "dprime,needle_sd,p_read",
+        "--preset",
+        "quest-16",
+        "--context-len",
+        "10000",
+        "--json",
+    ]);
     assert_eq!(j["data"]["transcribed"], false);
     assert!(!j["warnings"].to_string().contains("TRANSCRIBED"));
     let d = j["estimates"]["dprime"]["value"].as_f64().unwrap();
@@ -68,8 +95,17 @@ fn text_predictions_say_which_scenario_they_start_from() {
     // The table's rows carry their own context; predictions start from the command line's.
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
         .args([
-            "calibrate", "--data", QUEST, "--fit", "dprime", "--preset", "quest-16", "--context-len", "10000",
-            "--predict", "index_topk=4,8",
+            "calibrate",
+            "--data",
+            QUEST,
+            "--fit",
+            "dprime",
+            "--preset",
+            "quest-16",
+            "--context-len",
+            "10000",
+            "--predict",
+            "index_topk=4,8",
         ])
         .output()
         .unwrap();
@@ -87,7 +123,18 @@ fn transcribed_label_travels_with_a_copy() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy.csv");
     std::fs::copy(DSV4, &copy).unwrap();
-    let j = run_json(&["calibrate", "--data", copy.to_str().unwrap(), "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none", "--json"]);
+    let j = run_json(&[
+        "calibrate",
+        "--data",
+        copy.to_str().unwrap(),
+        "--fit",
+        "dprime",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--json",
+    ]);
     assert_eq!(j["data"]["transcribed"], true, "{}", j["data"]);
     assert!(j["warnings"][0].as_str().unwrap().contains("TRANSCRIBED"));
 }

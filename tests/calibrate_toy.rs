@@ -4,8 +4,8 @@
 //! hypotheses, predictions and the three verdict calls.
 
 use dsa_sim::calibrate::{calibrate, compare_hypotheses, parse_fit_spec, predict_grid, Dataset, Observation, Problem};
-use dsa_sim::sweep::Axis;
 use dsa_sim::engine::FnModel;
+use dsa_sim::sweep::Axis;
 use dsa_sim::verdict::{verdict, Call, VerdictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
@@ -29,17 +29,48 @@ fn simulate(truth: &Scenario, cells: &[(u64, u64)], trials: u64, seed: u64) -> D
             s.index_topk = k;
             let p = common::toy_probit(&s);
             let hits = Binomial::new(trials, p).unwrap().sample(&mut rng);
-            Observation { context_len: l, index_topk: k, trials, hits, depth: None, repeat: None, compress_ratio: None, window: None, label: None, needle: None, needle_tokens: None, overlap: None, layer_counts: None, conditions: vec![], line: i as u64 + 2 }
+            Observation {
+                context_len: l,
+                index_topk: k,
+                trials,
+                hits,
+                depth: None,
+                repeat: None,
+                compress_ratio: None,
+                window: None,
+                label: None,
+                needle: None,
+                needle_tokens: None,
+                overlap: None,
+                layer_counts: None,
+                conditions: vec![],
+                line: i as u64 + 2,
+            }
         })
         .collect();
-    Dataset { source: "simulated".into(), rows, notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
+    Dataset {
+        source: "simulated".into(),
+        rows,
+        notes: vec![],
+        provenance: None,
+        transcribed: false,
+        condition_columns: vec![],
+    }
 }
 
 const CELLS: &[(u64, u64)] = &[
-    (8192, 128), (8192, 512), (8192, 2048),
-    (16384, 128), (16384, 512), (16384, 2048),
-    (32768, 128), (32768, 512), (32768, 2048),
-    (65536, 128), (65536, 512), (65536, 2048),
+    (8192, 128),
+    (8192, 512),
+    (8192, 2048),
+    (16384, 128),
+    (16384, 512),
+    (16384, 2048),
+    (32768, 128),
+    (32768, 512),
+    (32768, 2048),
+    (65536, 128),
+    (65536, 512),
+    (65536, 2048),
 ];
 
 /// Smallest m with P(X ≥ m) < tail and largest m with P(X ≤ m) < tail, X ~ Binomial(n, p).
@@ -74,7 +105,10 @@ fn recovery_and_nominal_coverage_two_parameters() {
         abs_err += (fit.theta[0] - d).abs();
     }
     let (lo, hi) = far_tail_bounds(total, 0.05, 1e-6);
-    eprintln!("coverage: {misses} misses of {total} (far-tail acceptance {lo}..{hi}), mean |dprime error| {}", abs_err / configs as f64);
+    eprintln!(
+        "coverage: {misses} misses of {total} (far-tail acceptance {lo}..{hi}), mean |dprime error| {}",
+        abs_err / configs as f64
+    );
     assert!(misses >= lo && misses < hi, "{misses} misses of {total}: outside {lo}..{hi}");
     assert!(abs_err / (configs as f64) < 0.3);
 }
@@ -160,7 +194,11 @@ fn the_three_calls() {
     let v = verdict(&s, &m, opts).unwrap();
     assert_eq!(v.call, Call::CoverageLimited, "{v:?}");
     let k = v.k_needed.unwrap();
-    assert!(k <= 2048 && common::toy_probit(&Scenario { index_topk: k, ..s.clone() }) >= 0.9 && common::toy_probit(&Scenario { index_topk: k - 1, ..s.clone() }) < 0.9);
+    assert!(
+        k <= 2048
+            && common::toy_probit(&Scenario { index_topk: k, ..s.clone() }) >= 0.9
+            && common::toy_probit(&Scenario { index_topk: k - 1, ..s.clone() }) < 0.9
+    );
     // Discrimination-limited: a weak needle.
     let s = Scenario { dprime: 0.5, index_topk: 512, score_noise: 0.5, ..Scenario::default() };
     let v = verdict(&s, &m, opts).unwrap();
@@ -171,7 +209,10 @@ fn the_three_calls() {
     assert!(v.dprime_needed_now.unwrap() > d);
     let sn = v.score_noise_allowed_max_k;
     assert!(sn.is_none() || sn.unwrap() < 0.5);
-    assert!(verdict(&s, &m, VerdictOptions { target: 1.0, max_topk: 2048 }).unwrap_err().to_string().contains("--target"));
+    assert!(verdict(&s, &m, VerdictOptions { target: 1.0, max_topk: 2048 })
+        .unwrap_err()
+        .to_string()
+        .contains("--target"));
 }
 
 #[test]
@@ -182,7 +223,17 @@ fn a_miss_where_every_candidate_is_selected_has_no_pearson_residual() {
     let p = dir.path().join("m.csv");
     std::fs::write(&p, "context_len,index_topk,trials,hits\n1000,512,10,7\n1000,512,10,10\n65536,512,10,3\n").unwrap();
     let run = |json: bool| {
-        let mut a = vec!["calibrate", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", p.to_str().unwrap(), "--fit", "dprime"];
+        let mut a = vec![
+            "calibrate",
+            "--preset",
+            "deepseek-v4-flash",
+            "--stack",
+            "none",
+            "--data",
+            p.to_str().unwrap(),
+            "--fit",
+            "dprime",
+        ];
         if json {
             a.push("--json");
         }

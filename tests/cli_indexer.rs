@@ -26,7 +26,21 @@ fn bad(args: &[&str], needles: &[&str]) {
 
 #[test]
 fn recall_and_rank_with_the_vector_model() {
-    let base = ["--preset", "deepseek-v4-flash", "--stack", "none", "--model", "vector", "--context-len", "8192", "--trials", "40", "--seed", "3", "--json"];
+    let base = [
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--model",
+        "vector",
+        "--context-len",
+        "8192",
+        "--trials",
+        "40",
+        "--seed",
+        "3",
+        "--json",
+    ];
     let v = json(&[&["recall"], &base[..], &["--q-format", "fp4-e2m1:32:ue8m0"]].concat());
     assert_eq!(v["engine"], "montecarlo");
     assert_eq!(v["trials"], 40);
@@ -51,8 +65,21 @@ fn recall_and_rank_with_the_vector_model() {
 #[test]
 fn sweep_over_alignment_with_the_vector_model() {
     let out = dsa(&[
-        "sweep", "--preset", "deepseek-v4-flash", "--stack", "none", "--model", "vector", "--context-len", "4096", "--trials", "20",
-        "--vary", "alignment=0.2,0.6", "--vary", "k_format=fp32,fp4-e2m1:32:ue8m0",
+        "sweep",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--model",
+        "vector",
+        "--context-len",
+        "4096",
+        "--trials",
+        "20",
+        "--vary",
+        "alignment=0.2,0.6",
+        "--vary",
+        "k_format=fp32,fp4-e2m1:32:ue8m0",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -61,10 +88,32 @@ fn sweep_over_alignment_with_the_vector_model() {
 
 #[test]
 fn formats_command() {
-    let v = json(&["formats", "--context-len", "8192", "--trials", "3", "--json", "--format", "fp32", "--format", "bf16", "--format", "nvfp4"]);
+    let v = json(&[
+        "formats",
+        "--context-len",
+        "8192",
+        "--trials",
+        "3",
+        "--json",
+        "--format",
+        "fp32",
+        "--format",
+        "bf16",
+        "--format",
+        "nvfp4",
+    ]);
     let rows = v["formats"].as_array().unwrap();
     assert_eq!(rows.len(), 3);
-    for key in ["format", "q_rel_rms_error", "k_rel_rms_error", "score_corr", "topk_jaccard", "score_noise", "dprime", "dprime_loss"] {
+    for key in [
+        "format",
+        "q_rel_rms_error",
+        "k_rel_rms_error",
+        "score_corr",
+        "topk_jaccard",
+        "score_noise",
+        "dprime",
+        "dprime_loss",
+    ] {
         assert!(rows[0].get(key).is_some(), "missing {key}");
     }
     assert_eq!(rows[0]["topk_jaccard"], 1.0);

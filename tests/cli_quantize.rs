@@ -41,12 +41,14 @@ fn bad(args: &[&str], stdin: &str, needles: &[&str]) {
 
 #[test]
 fn element_formats_round_ties_to_even_and_saturate() {
-    assert_eq!(ok_lines(&["--format", "fp4-e2m1"], "0.25 0.75 5 7 -0 1e30 inf -inf -0.1\n"), [
-        "0", "1", "4", "6", "-0", "6", "6", "-6", "-0"
-    ]);
-    assert_eq!(ok_lines(&["--format", "fp8-e4m3"], "464 463.99 1e9 inf nan 0.001953125"), [
-        "448", "448", "448", "NaN", "NaN", "0.001953125"
-    ]);
+    assert_eq!(
+        ok_lines(&["--format", "fp4-e2m1"], "0.25 0.75 5 7 -0 1e30 inf -inf -0.1\n"),
+        ["0", "1", "4", "6", "-0", "6", "6", "-6", "-0"]
+    );
+    assert_eq!(
+        ok_lines(&["--format", "fp8-e4m3"], "464 463.99 1e9 inf nan 0.001953125"),
+        ["448", "448", "448", "NaN", "NaN", "0.001953125"]
+    );
     assert_eq!(ok_lines(&["--format", "fp8-e5m2"], "inf -inf 1e9 nan"), ["inf", "-inf", "57344", "NaN"]);
     assert_eq!(ok_lines(&["--format", "bf16"], "0.1\n1.00390625\n3.4028235e38"), ["0.100097656", "1", "3.3895314e38"]);
     assert_eq!(ok_lines(&["--format", "fp16"], "1e-8 3e-8 70000"), ["0", "5.9604645e-8", "65504"]);
@@ -67,7 +69,10 @@ fn block_formats() {
         (vec!["--format", "mxfp4"], "mxfp4"),
         (vec!["--format", "nvfp4"], "nvfp4"),
         (vec!["--format", "fp8-e4m3", "--block", "32"], "fp8-e4m3:32:fp32"),
-        (vec!["--format", "fp8-e4m3", "--block", "64", "--scale", "ue8m0", "--amax-floor", "1e-4"], "fp8-e4m3:64:ue8m0:floor=0.0001"),
+        (
+            vec!["--format", "fp8-e4m3", "--block", "64", "--scale", "ue8m0", "--amax-floor", "1e-4"],
+            "fp8-e4m3:64:ue8m0:floor=0.0001",
+        ),
         (vec!["--format", "int4", "--block", "16", "--scale", "e8m0"], "int4:16:e8m0"),
         (vec!["--format", "int8:8:e4m3"], "int8:8:e4m3"),
         (vec!["--format", "int8"], "int8:64:fp32"), // no --block: one scale for the whole input

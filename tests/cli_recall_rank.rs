@@ -27,14 +27,32 @@ fn recall_json_has_the_contract_keys() {
     assert_eq!(v["scenario"]["context_len"], 131072);
     assert_eq!(v["coverage_horizon_tokens"], 2048);
     // The number is the library's.
-    let s = dsa_sim::Scenario { context_len: 131_072, ..dsa_sim::Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let s = dsa_sim::Scenario {
+        context_len: 131_072,
+        ..dsa_sim::Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let exact = dsa_sim::engine::analytic::recall(&s).unwrap();
     assert_eq!(v["recall"].as_f64().unwrap(), exact);
 }
 
 #[test]
 fn monte_carlo_json_and_thread_independence() {
-    let args = ["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "16384", "--trials", "3000", "--seed", "9", "--json"];
+    let args = [
+        "recall",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--pooling",
+        "mean",
+        "--context-len",
+        "16384",
+        "--trials",
+        "3000",
+        "--seed",
+        "9",
+        "--json",
+    ];
     let one = dsa(&[&args[..], &["--threads", "1"]].concat());
     let two = dsa(&[&args[..], &["--threads", "2"]].concat());
     assert!(one.status.success());
@@ -124,7 +142,20 @@ fn bad_input_exits_2_with_one_line() {
         (vec!["recall", "--engine", "quantum"], "engine"),
         (vec!["recall", "--trials", "0"], "trials"),
         (vec!["recall", "--threads", "0"], "threads"),
-        (vec!["recall", "--engine", "analytic", "--pooling", "mean", "--preset", "deepseek-v4-flash", "--stack", "none"], "analytic"),
+        (
+            vec![
+                "recall",
+                "--engine",
+                "analytic",
+                "--pooling",
+                "mean",
+                "--preset",
+                "deepseek-v4-flash",
+                "--stack",
+                "none",
+            ],
+            "analytic",
+        ),
         (vec!["recall", "--scenario", bad_toml.to_str().unwrap()], "line 2"),
         (vec!["recall", "--scenario", unknown.to_str().unwrap()], "contxt_len"),
         (vec!["recall", "--scenario", missing.to_str().unwrap()], "missing.toml"),
@@ -148,7 +179,9 @@ fn help_teaches() {
     let out = dsa(&["recall", "--help"]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for flag in ["--context-len", "--index-topk", "--dprime", "--score-noise", "--preset", "--seed", "--json", "Examples"] {
+    for flag in
+        ["--context-len", "--index-topk", "--dprime", "--score-noise", "--preset", "--seed", "--json", "Examples"]
+    {
         assert!(text.contains(flag), "help lacks {flag}");
     }
 }

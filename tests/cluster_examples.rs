@@ -24,7 +24,8 @@ fn slurm_array_script_shards_and_merges_to_the_unsharded_file() {
     std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let script = root().join("examples/cluster/slurm-array.sh");
-    let sweep = "--preset deepseek-v4-flash --engine montecarlo --trials 300 --vary context_len=1Ki..32Ki:x2 --vary dprime=1,2";
+    let sweep =
+        "--preset deepseek-v4-flash --engine montecarlo --trials 300 --vary context_len=1Ki..32Ki:x2 --vary dprime=1,2";
     let wrap = dir.join("wrap.txt");
     let count = 4;
     for id in 1..=count {
@@ -54,7 +55,10 @@ fn slurm_array_script_shards_and_merges_to_the_unsharded_file() {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(&args).current_dir(dir).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(std::fs::read(dir.join("sweep.csv")).unwrap() == std::fs::read(dir.join("unsharded.csv")).unwrap());
-    assert!(std::fs::read(dir.join("sweep.csv.meta.json")).unwrap() == std::fs::read(dir.join("unsharded.csv.meta.json")).unwrap());
+    assert!(
+        std::fs::read(dir.join("sweep.csv.meta.json")).unwrap()
+            == std::fs::read(dir.join("unsharded.csv.meta.json")).unwrap()
+    );
     // Outside an array task the script says so.
     let o = Command::new("bash").arg(&script).current_dir(dir).env_remove("SLURM_ARRAY_TASK_ID").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
@@ -71,7 +75,12 @@ fn k8s_indexed_job_count_matches_completions_and_its_sweep_parses() {
     assert!(text.contains(&format!("-ge {completions} ]")), "the merge waits for every part");
     // The sweep arguments in the ConfigMap are a valid sweep (checked without computing it).
     let start = text.find("SWEEP_ARGS: >-").unwrap();
-    let args: Vec<&str> = text[start..].lines().skip(1).take_while(|l| l.starts_with("    ")).flat_map(|l| l.split_whitespace()).collect();
+    let args: Vec<&str> = text[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .flat_map(|l| l.split_whitespace())
+        .collect();
     assert!(args.contains(&"--vary"), "{args:?}");
     let mut full = vec!["sweep"];
     full.extend(&args);

@@ -5,8 +5,8 @@
 //! power and size on seeded tables drawn from a one-layer V4-Flash truth; the CLI's call on a
 //! table with a build that loses needles.
 
-use dsa_sim::diagnosis::conditions::{condition_tests, hypergeometric_pmf, stratified_test, Stratum, CONDITION_ALPHA};
 use dsa_sim::calibrate::parse_csv;
+use dsa_sim::diagnosis::conditions::{condition_tests, hypergeometric_pmf, stratified_test, Stratum, CONDITION_ALPHA};
 use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
 use dsa_sim::Scenario;
 use rand::{Rng, SeedableRng};
@@ -65,13 +65,21 @@ fn exact_test_equals_brute_force_enumeration() {
         let strata: Vec<Stratum> = (0..cells)
             .map(|_| {
                 let (ta, tb) = (rng.random_range(1..=6u64), rng.random_range(1..=6u64));
-                Stratum { trials_a: ta, hits_a: rng.random_range(0..=ta), trials_b: tb, hits_b: rng.random_range(0..=tb) }
+                Stratum {
+                    trials_a: ta,
+                    hits_a: rng.random_range(0..=ta),
+                    trials_b: tb,
+                    hits_b: rng.random_range(0..=tb),
+                }
             })
             .collect();
         let (p, exact, _) = stratified_test(&strata);
         let want = brute_force_p(&strata);
         assert!(exact);
-        assert!((p - want).abs() <= 1e-12 * want.max(1e-300) + 1e-15, "case {case} {strata:?}: {p} vs brute force {want}");
+        assert!(
+            (p - want).abs() <= 1e-12 * want.max(1e-300) + 1e-15,
+            "case {case} {strata:?}: {p} vs brute force {want}"
+        );
     }
     // Fisher's classic tea-tasting table: 3/4 vs 1/4, two-sided p = 34/70.
     let (p, _, below) = stratified_test(&[Stratum { trials_a: 4, hits_a: 3, trials_b: 4, hits_b: 1 }]);
@@ -104,7 +112,13 @@ fn per_cell_law_is_the_hypergeometric() {
 // Seeded tables from a one-layer V4-Flash truth.
 
 fn truth_recall(context_len: u64, depth: f64, dprime: f64) -> f64 {
-    let s = Scenario { context_len, depth, index_topk: 512, dprime, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let s = Scenario {
+        context_len,
+        depth,
+        index_topk: 512,
+        dprime,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     EngineModel::new(EngineChoice::Analytic, 1, 1).recall(&s).unwrap()
 }
 
@@ -146,7 +160,11 @@ fn a_build_losing_a_quarter_of_needles_is_found() {
         assert_eq!((t.column.as_str(), t.shared_cells, t.skipped_cells), ("build", 8, 0));
         assert_eq!((t.worse_trials, t.better_trials), (80, 80));
         if t.significant {
-            assert_eq!((t.worse.as_slice(), t.better.as_slice()), (&["b".to_string()][..], &["a".to_string()][..]), "{t:?}");
+            assert_eq!(
+                (t.worse.as_slice(), t.better.as_slice()),
+                (&["b".to_string()][..], &["a".to_string()][..]),
+                "{t:?}"
+            );
             assert!(t.worse_hits < t.better_hits && t.exact);
             found += 1;
         }
@@ -217,7 +235,8 @@ fn one_value_no_test_and_one_sided_cells_skipped() {
     assert_eq!(t.p_value, p);
     assert!(t.significant && t.p_value < CONDITION_ALPHA);
     // A column with two values but no shared cell: reported, not tested.
-    let d = parse_csv("context_len,index_topk,trials,hits,build\n4000,512,10,10,a\n8000,512,10,3,b\n", "t.csv").unwrap();
+    let d =
+        parse_csv("context_len,index_topk,trials,hits,build\n4000,512,10,10,a\n8000,512,10,3,b\n", "t.csv").unwrap();
     let t = &condition_tests(&d)[0];
     assert_eq!((t.shared_cells, t.skipped_cells, t.p_value, t.significant), (0, 2, 1.0, false));
     assert!(t.text().contains("not tested"), "{}", t.text());
@@ -237,7 +256,11 @@ fn needles_are_part_of_the_cell() {
 
 fn dsa(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 #[test]
@@ -254,12 +277,22 @@ fn verdict_calls_a_build_that_loses_needles_implementation_suspect() {
     let sig: Vec<&str> = j["signatures"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert!(sig.contains(&"condition_dependent"), "{sig:?}");
     let c = &j["conditions"][0];
-    assert_eq!((c["column"].as_str(), c["worse"][0].as_str(), c["better"][0].as_str()), (Some("build"), Some("b"), Some("a")), "{c}");
+    assert_eq!(
+        (c["column"].as_str(), c["worse"][0].as_str(), c["better"][0].as_str()),
+        (Some("build"), Some("b"), Some("a")),
+        "{c}"
+    );
     assert_eq!((c["significant"].as_bool(), c["shared_cells"].as_u64()), (Some(true), Some(8)));
     let (code, out, _) = dsa(&base);
     assert_eq!(code, 0);
     let line = out.lines().find(|l| l.starts_with("condition `build`")).unwrap_or_else(|| panic!("{out}"));
-    assert!(line.contains("`b` found") && line.contains("vs `a`") && line.contains("8 identical cells") && line.contains("RECALL DIFFERS"), "{line}");
+    assert!(
+        line.contains("`b` found")
+            && line.contains("vs `a`")
+            && line.contains("8 identical cells")
+            && line.contains("RECALL DIFFERS"),
+        "{line}"
+    );
 }
 
 #[test]
@@ -267,7 +300,8 @@ fn a_scenario_field_as_a_column_is_refused_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("d.csv");
     std::fs::write(&path, "context_len,index_topk,trials,hits,dprime\n4000,512,10,9,1\n4000,512,10,2,0\n").unwrap();
-    let (code, out, err) = dsa(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", path.to_str().unwrap()]);
+    let (code, out, err) =
+        dsa(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", path.to_str().unwrap()]);
     assert_eq!(code, 2, "{out}{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("column `dprime` is a scenario field") && err.contains("--dprime"), "{err}");
@@ -290,8 +324,14 @@ fn large_tables_use_the_normal_approximation_of_the_same_statistic() {
         2.0 * 0.5 * libm::erfc(z / std::f64::consts::SQRT_2)
     };
     for (loss, significant) in [(0u64, false), (200, true)] {
-        let strata: Vec<Stratum> =
-            (0..60).map(|i| Stratum { trials_a: 20_000, hits_a: 10_000 + i, trials_b: 20_000, hits_b: 10_000 + i - loss.min(10_000) }).collect();
+        let strata: Vec<Stratum> = (0..60)
+            .map(|i| Stratum {
+                trials_a: 20_000,
+                hits_a: 10_000 + i,
+                trials_b: 20_000,
+                hits_b: 10_000 + i - loss.min(10_000),
+            })
+            .collect();
         let (p, exact, below) = stratified_test(&strata);
         assert!(!exact);
         let want = mh(&strata);

@@ -32,25 +32,106 @@ fn scenarios() -> Vec<(&'static str, Scenario)> {
         ("student_t 3", Scenario { distractor: Distractor::StudentT(3.0), dprime: 4.0, ..b.clone() }),
         ("student_t 10", Scenario { distractor: Distractor::StudentT(10.0), ..b.clone() }),
         ("gumbel", Scenario { distractor: Distractor::Gumbel, ..b.clone() }),
-        ("mean c8 m3", Scenario { compress_ratio: 8, pooling: Pooling::Mean, needle_tokens: 3, dprime: 4.0, index_topk: 128, ..b.clone() }),
-        ("mean c16 noise", Scenario { compress_ratio: 16, pooling: Pooling::Mean, dprime: 8.0, score_noise: 0.1, index_topk: 64, ..b.clone() }),
+        (
+            "mean c8 m3",
+            Scenario {
+                compress_ratio: 8,
+                pooling: Pooling::Mean,
+                needle_tokens: 3,
+                dprime: 4.0,
+                index_topk: 128,
+                ..b.clone()
+            },
+        ),
+        (
+            "mean c16 noise",
+            Scenario {
+                compress_ratio: 16,
+                pooling: Pooling::Mean,
+                dprime: 8.0,
+                score_noise: 0.1,
+                index_topk: 64,
+                ..b.clone()
+            },
+        ),
         ("max c16", Scenario { compress_ratio: 16, pooling: Pooling::Max, index_topk: 64, dprime: 4.5, ..b.clone() }),
-        ("max c4 gumbel", Scenario { compress_ratio: 4, pooling: Pooling::Max, distractor: Distractor::Gumbel, index_topk: 256, ..b.clone() }),
-        ("max c8 t5 m2", Scenario { compress_ratio: 8, pooling: Pooling::Max, distractor: Distractor::StudentT(5.0), needle_tokens: 2, index_topk: 128, dprime: 4.0, ..b.clone() }),
+        (
+            "max c4 gumbel",
+            Scenario {
+                compress_ratio: 4,
+                pooling: Pooling::Max,
+                distractor: Distractor::Gumbel,
+                index_topk: 256,
+                ..b.clone()
+            },
+        ),
+        (
+            "max c8 t5 m2",
+            Scenario {
+                compress_ratio: 8,
+                pooling: Pooling::Max,
+                distractor: Distractor::StudentT(5.0),
+                needle_tokens: 2,
+                index_topk: 128,
+                dprime: 4.0,
+                ..b.clone()
+            },
+        ),
         ("repeat 4 spread", Scenario { repeat: 4, dprime: 2.0, ..b.clone() }),
-        ("repeat 8 adjacent mean", Scenario { repeat: 8, repeat_layout: RepeatLayout::Adjacent, compress_ratio: 4, pooling: Pooling::Mean, dprime: 3.0, index_topk: 256, ..b.clone() }),
+        (
+            "repeat 8 adjacent mean",
+            Scenario {
+                repeat: 8,
+                repeat_layout: RepeatLayout::Adjacent,
+                compress_ratio: 4,
+                pooling: Pooling::Mean,
+                dprime: 3.0,
+                index_topk: 256,
+                ..b.clone()
+            },
+        ),
         ("layers 4 independent", Scenario { layers: 4, dprime: 2.0, ..b.clone() }),
         ("layers 4 corr 0.7", Scenario { layers: 4, layer_corr: 0.7, dprime: 2.0, ..b.clone() }),
         ("layers 3 all corr 0.5", Scenario { layers: 3, layer_corr: 0.5, readout: Readout::All, ..b.clone() }),
-        ("layers 5 at_least 3", Scenario { layers: 5, layer_corr: 0.3, readout: Readout::AtLeast(3), dprime: 2.5, ..b.clone() }),
+        (
+            "layers 5 at_least 3",
+            Scenario { layers: 5, layer_corr: 0.3, readout: Readout::AtLeast(3), dprime: 2.5, ..b.clone() },
+        ),
         ("layers 2 corr 1", Scenario { layers: 2, layer_corr: 1.0, dprime: 2.5, ..b.clone() }),
         ("p_read / p_guess", Scenario { p_read: 0.9, p_guess: 0.1, dprime: 2.0, ..b.clone() }),
-        ("overlap, pooling none", Scenario { compress_ratio: 4, overlap: true, index_topk: 256, dprime: 2.5, ..b.clone() }),
+        (
+            "overlap, pooling none",
+            Scenario { compress_ratio: 4, overlap: true, index_topk: 256, dprime: 2.5, ..b.clone() },
+        ),
         ("copies share z", Scenario { repeat: 3, layer_corr: 0.5, dprime: 2.0, ..b.clone() }),
-        ("mean m3 shared z", Scenario { compress_ratio: 8, pooling: Pooling::Mean, needle_tokens: 3, layer_corr: 0.4, dprime: 4.0, index_topk: 128, ..b.clone() }),
-        ("hard + layers + noise", Scenario { hard_negatives: 20.0, hard_mean: 2.5, layers: 3, layer_corr: 0.5, score_noise: 0.3, ..b.clone() }),
+        (
+            "mean m3 shared z",
+            Scenario {
+                compress_ratio: 8,
+                pooling: Pooling::Mean,
+                needle_tokens: 3,
+                layer_corr: 0.4,
+                dprime: 4.0,
+                index_topk: 128,
+                ..b.clone()
+            },
+        ),
+        (
+            "hard + layers + noise",
+            Scenario {
+                hard_negatives: 20.0,
+                hard_mean: 2.5,
+                layers: 3,
+                layer_corr: 0.5,
+                score_noise: 0.3,
+                ..b.clone()
+            },
+        ),
         ("N = 10^9", Scenario { context_len: 1_000_000_000, index_topk: 2048, dprime: 5.5, ..b.clone() }),
-        ("V4-Flash preset 128K", Scenario { context_len: 131_072, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() }),
+        (
+            "V4-Flash preset 128K",
+            Scenario { context_len: 131_072, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() },
+        ),
     ]
 }
 
@@ -141,8 +222,27 @@ fn fast_path_matches_materialising_path_in_distribution() {
     // Two independent Monte Carlo paths: a two-sample test of proportions at 5.5 sd.
     for (name, s) in [
         ("default 8K", Scenario { context_len: 8192, index_topk: 256, dprime: 2.0, ..Scenario::default() }),
-        ("hard negatives", Scenario { context_len: 8192, index_topk: 128, hard_negatives: 30.0, hard_mean: 3.0, ..Scenario::default() }),
-        ("max pooling", Scenario { context_len: 8192, compress_ratio: 8, pooling: Pooling::Max, index_topk: 64, dprime: 4.0, ..Scenario::default() }),
+        (
+            "hard negatives",
+            Scenario {
+                context_len: 8192,
+                index_topk: 128,
+                hard_negatives: 30.0,
+                hard_mean: 3.0,
+                ..Scenario::default()
+            },
+        ),
+        (
+            "max pooling",
+            Scenario {
+                context_len: 8192,
+                compress_ratio: 8,
+                pooling: Pooling::Max,
+                index_topk: 64,
+                dprime: 4.0,
+                ..Scenario::default()
+            },
+        ),
     ] {
         let n = 4000;
         let a = simulate(&s, n, 5, McPath::Exact).unwrap();

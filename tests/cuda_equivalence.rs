@@ -61,7 +61,12 @@ fn gpu_ranks_equal_the_cpu_ranks() {
         assert!(same >= min_share, "{name}: {e:?}");
     };
     // The criterion: 128K tokens, 8 selecting layers, 2,000 trials.
-    check("deepseek-v4-flash 128Ki, stack csa:8", &scenario("deepseek-v4-flash", &[("context_len", "128Ki"), ("stack", "csa:8")]), 2000, 0.999);
+    check(
+        "deepseek-v4-flash 128Ki, stack csa:8",
+        &scenario("deepseek-v4-flash", &[("context_len", "128Ki"), ("stack", "csa:8")]),
+        2000,
+        0.999,
+    );
     let one = |f: &[(&str, &str)]| {
         let mut v = vec![("context_len", "16Ki"), ("stack", "none"), ("hard_negatives", "8")];
         v.extend_from_slice(f);
@@ -70,8 +75,20 @@ fn gpu_ranks_equal_the_cpu_ranks() {
     for (name, s) in [
         ("v4 16Ki, every default mechanism, 8 hard negatives", one(&[])),
         ("+ token gate 1.5, key gain 0.5", one(&[("gate_token_sd", "1.5"), ("key_gain_sd", "0.5")])),
-        ("fixed weights, no RoPE, no Hadamard, f32", one(&[("head_weights", "fixed"), ("rope_dims", "0"), ("hadamard", "false"), ("q_format", "fp32"), ("k_format", "fp32")])),
-        ("fp4 block-scaled q and k, 4 needle tokens", one(&[("q_format", "fp4-e2m1:32:ue8m0"), ("k_format", "nvfp4"), ("needle_tokens", "4")])),
+        (
+            "fixed weights, no RoPE, no Hadamard, f32",
+            one(&[
+                ("head_weights", "fixed"),
+                ("rope_dims", "0"),
+                ("hadamard", "false"),
+                ("q_format", "fp32"),
+                ("k_format", "fp32"),
+            ]),
+        ),
+        (
+            "fp4 block-scaled q and k, 4 needle tokens",
+            one(&[("q_format", "fp4-e2m1:32:ue8m0"), ("k_format", "nvfp4"), ("needle_tokens", "4")]),
+        ),
         ("mean compressor, no overlap", one(&[("compressor", "mean"), ("overlap", "false")])),
         ("quest, c = 16", one(&[("compressor", "quest"), ("overlap", "false"), ("compress_ratio", "16")])),
         ("deepseek-v3.2 16Ki", scenario("deepseek-v3.2", &[("context_len", "16Ki"), ("stack", "none")])),

@@ -30,13 +30,65 @@ fn same_json(args: &[&str]) -> serde_json::Value {
 fn recall_and_rank_monte_carlo_on_every_path() {
     let cases: Vec<Vec<&str>> = vec![
         // Exact sampling (closed-form laws), with hard negatives and correlated layers.
-        vec!["--engine", "montecarlo", "--trials", "20000", "--hard-negatives", "0.01", "--layers", "3", "--layer-corr", "0.4", "--readout", "at_least:2"],
+        vec![
+            "--engine",
+            "montecarlo",
+            "--trials",
+            "20000",
+            "--hard-negatives",
+            "0.01",
+            "--layers",
+            "3",
+            "--layer-corr",
+            "0.4",
+            "--readout",
+            "at_least:2",
+        ],
         // Materialising: overlapping mean pooling.
-        vec!["--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "8192", "--trials", "3000", "--seed", "5"],
+        vec![
+            "--preset",
+            "deepseek-v4-flash",
+            "--stack",
+            "none",
+            "--pooling",
+            "mean",
+            "--context-len",
+            "8192",
+            "--trials",
+            "3000",
+            "--seed",
+            "5",
+        ],
         // Materialising: noise on Student-t tokens, repeats.
-        vec!["--distractor", "student_t:4", "--score-noise", "0.3", "--context-len", "4096", "--repeat", "3", "--trials", "3000"],
+        vec![
+            "--distractor",
+            "student_t:4",
+            "--score-noise",
+            "0.3",
+            "--context-len",
+            "4096",
+            "--repeat",
+            "3",
+            "--trials",
+            "3000",
+        ],
         // The vector lightning-indexer model, quantized.
-        vec!["--model", "vector", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "8192", "--trials", "40", "--q-format", "fp4-e2m1:32:ue8m0", "--k-format", "fp8-e4m3:128:fp32"],
+        vec![
+            "--model",
+            "vector",
+            "--preset",
+            "deepseek-v4-flash",
+            "--stack",
+            "none",
+            "--context-len",
+            "8192",
+            "--trials",
+            "40",
+            "--q-format",
+            "fp4-e2m1:32:ue8m0",
+            "--k-format",
+            "fp8-e4m3:128:fp32",
+        ],
     ];
     for c in cases {
         let v = same_json(&[&["recall", "--json"], &c[..]].concat());
@@ -77,7 +129,20 @@ fn calibrate_and_verdict_with_monte_carlo() {
     let data = d.path().join("obs.csv");
     std::fs::write(&data, csv).unwrap();
     let data = data.to_str().unwrap();
-    let common = ["--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "4096", "--trials", "300", "--seed", "3"];
+    let common = [
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--pooling",
+        "mean",
+        "--context-len",
+        "4096",
+        "--trials",
+        "300",
+        "--seed",
+        "3",
+    ];
     let v = same_json(&[&["calibrate", "--data", data, "--fit", "dprime", "--json"], &common[..]].concat());
     assert!(v["estimates"]["dprime"]["value"].is_f64(), "{v}");
     let v = same_json(&[&["verdict", "--json", "--index-topk", "64", "--max-topk", "256"], &common[..]].concat());
@@ -100,7 +165,6 @@ fn formats_json() {
     ]);
     assert!(v.is_object());
 }
-
 
 #[test]
 fn run_with_a_monte_carlo_figure() {

@@ -26,11 +26,23 @@ fn refused(args: &[&str], needles: &[&str]) {
 
 /// Whether this machine can run CUDA work (then the refusals below do not apply).
 fn gpu_here() -> bool {
-    let out = dsa(&["recall", "--model", "vector", "--context-len", "1024", "--trials", "1", "--device", "cuda", "--json"]);
+    let out =
+        dsa(&["recall", "--model", "vector", "--context-len", "1024", "--trials", "1", "--device", "cuda", "--json"]);
     out.status.success()
 }
 
-const BIG: [&str; 10] = ["recall", "--preset", "deepseek-v4-flash", "--model", "vector", "--context-len", "1Mi", "--stack", "csa:30", "--trials"];
+const BIG: [&str; 10] = [
+    "recall",
+    "--preset",
+    "deepseek-v4-flash",
+    "--model",
+    "vector",
+    "--context-len",
+    "1Mi",
+    "--stack",
+    "csa:30",
+    "--trials",
+];
 
 #[test]
 fn malformed_devices_are_refused_on_any_build() {
@@ -46,11 +58,18 @@ fn cuda_without_a_gpu_is_refused_before_any_work() {
         eprintln!("a CUDA device is present: the refusal is not tested here");
         return;
     }
-    let why: &[&str] = if cfg!(feature = "cuda") { &["--device cuda:0:", "allowed: cpu"] } else { &["--device cuda:0: this build has no CUDA backend", "--features cuda"] };
+    let why: &[&str] = if cfg!(feature = "cuda") {
+        &["--device cuda:0:", "allowed: cpu"]
+    } else {
+        &["--device cuda:0: this build has no CUDA backend", "--features cuda"]
+    };
     for cmd in [&BIG[..], &["rank", "--model", "vector", "--context-len", "4096", "--trials"]] {
         refused(&[cmd, &["2000", "--device", "cuda"]].concat(), why);
     }
-    refused(&["sweep", "--model", "vector", "--vary", "context_len=1Ki,2Ki", "--trials", "10", "--device", "cuda:0"], why);
+    refused(
+        &["sweep", "--model", "vector", "--vary", "context_len=1Ki,2Ki", "--trials", "10", "--device", "cuda:0"],
+        why,
+    );
     // A scalar scenario is refused too: the flag asks for a device this machine lacks.
     refused(&["recall", "--context-len", "4096", "--device", "cuda"], why);
     // Commands without trials are unaffected.
@@ -62,7 +81,22 @@ fn cuda_without_a_gpu_is_refused_before_any_work() {
 
 #[test]
 fn cpu_is_the_default() {
-    let base = ["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--model", "vector", "--context-len", "4096", "--trials", "12", "--seed", "5", "--json"];
+    let base = [
+        "recall",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--model",
+        "vector",
+        "--context-len",
+        "4096",
+        "--trials",
+        "12",
+        "--seed",
+        "5",
+        "--json",
+    ];
     let a = dsa(&base);
     let b = dsa(&[&base[..], &["--device", "cpu"]].concat());
     assert!(a.status.success() && b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));

@@ -188,8 +188,16 @@ fn floor_matches_an_independent_count() {
 fn seed_observations_are_implementation_suspect() {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
         .args([
-            "verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv"), "--json",
+            "verdict",
+            "--preset",
+            "deepseek-v4-flash",
+            "--stack",
+            "none",
+            "--context-len",
+            "16000",
+            "--data",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv"),
+            "--json",
         ])
         .output()
         .unwrap();
@@ -249,7 +257,22 @@ fn plan_cli_contract() {
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cells.csv");
-    let o = dsa(&["plan", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data", seed, "--budget", "300", "--out", out.to_str().unwrap(), "--json"]);
+    let o = dsa(&[
+        "plan",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--data",
+        seed,
+        "--budget",
+        "300",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let cells = j["cells"].as_array().unwrap();
@@ -261,12 +284,31 @@ fn plan_cli_contract() {
         }
     }
     let csv = std::fs::read_to_string(&out).unwrap();
-    assert!(csv.starts_with("# provenance: planned by dsa-sim plan") && csv.contains("context_len,index_topk,depth,repeat,trials\n"));
+    assert!(
+        csv.starts_with("# provenance: planned by dsa-sim plan")
+            && csv.contains("context_len,index_topk,depth,repeat,trials\n")
+    );
     for (args, needle) in [
-        (vec!["plan", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", seed, "--budget", "0"], "--budget 0"),
+        (
+            vec!["plan", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", seed, "--budget", "0"],
+            "--budget 0",
+        ),
         (vec!["plan", "--preset", "deepseek-v4-flash", "--stack", "none"], "--data"),
         (vec!["plan", "--data", seed], "--preset"),
-        (vec!["plan", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", seed, "--hypotheses", "discrimination,wrong-k"], "wrong-k"),
+        (
+            vec![
+                "plan",
+                "--preset",
+                "deepseek-v4-flash",
+                "--stack",
+                "none",
+                "--data",
+                seed,
+                "--hypotheses",
+                "discrimination,wrong-k",
+            ],
+            "wrong-k",
+        ),
     ] {
         let o = dsa(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -282,15 +324,28 @@ fn plan_takes_a_scenario_from_field_flags_alone() {
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
     let dir = tempfile::tempdir().unwrap();
     let toml = dir.path().join("s.toml");
-    std::fs::write(&toml, "compress_ratio = 4\noverlap = true\nindex_topk = 512\nwindow = 128\ncontext_len = 16000\n").unwrap();
-    let flags = ["--compress-ratio", "4", "--overlap", "true", "--index-topk", "512", "--window", "128", "--context-len", "16000"];
+    std::fs::write(&toml, "compress_ratio = 4\noverlap = true\nindex_topk = 512\nwindow = 128\ncontext_len = 16000\n")
+        .unwrap();
+    let flags = [
+        "--compress-ratio",
+        "4",
+        "--overlap",
+        "true",
+        "--index-topk",
+        "512",
+        "--window",
+        "128",
+        "--context-len",
+        "16000",
+    ];
     let mut a = vec!["plan", "--data", seed, "--budget", "300", "--json"];
     a.extend(flags);
     let by_flags = dsa(&a);
     assert!(by_flags.status.success(), "{}", String::from_utf8_lossy(&by_flags.stderr));
     let by_file = dsa(&["plan", "--scenario", toml.to_str().unwrap(), "--data", seed, "--budget", "300", "--json"]);
     assert!(by_file.status.success(), "{}", String::from_utf8_lossy(&by_file.stderr));
-    let (f, t): (serde_json::Value, serde_json::Value) = (serde_json::from_slice(&by_flags.stdout).unwrap(), serde_json::from_slice(&by_file.stdout).unwrap());
+    let (f, t): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_slice(&by_flags.stdout).unwrap(), serde_json::from_slice(&by_file.stdout).unwrap());
     assert!(!f["cells"].as_array().unwrap().is_empty());
     assert_eq!(f["cells"], t["cells"]);
     assert_eq!(f["leading_hypotheses"], t["leading_hypotheses"]);

@@ -11,7 +11,18 @@ use rand::SeedableRng;
 use rand_distr::{Binomial, Distribution, StudentT};
 
 fn scen(l: u64, k: u64, d: f64) -> Scenario {
-    Scenario { context_len: l, index_topk: k, compress_ratio: 1, overlap: false, window: 0, sink: 0, needle_tokens: 1, depth: 0.5, dprime: d, ..Scenario::default() }
+    Scenario {
+        context_len: l,
+        index_topk: k,
+        compress_ratio: 1,
+        overlap: false,
+        window: 0,
+        sink: 0,
+        needle_tokens: 1,
+        depth: 0.5,
+        dprime: d,
+        ..Scenario::default()
+    }
 }
 
 /// 200 queries × 2000 Student-t(4) distractors (the needle's own score irrelevant to the law).
@@ -55,7 +66,13 @@ fn the_law_survival_is_continuous_and_matches_its_sample() {
 fn recall_with_the_captured_law_is_the_analytic_recall_of_its_truth() {
     let model = EmpiricalModel::new(EmpiricalLaw::new(&t4_capture(2), "t4").unwrap());
     let exact = EngineModel::new(EngineChoice::Analytic, 1, 1);
-    for (l, k, d, sd, layers) in [(100_000u64, 512u64, 3.0, 1.0, 1u32), (1_000_000, 2048, 5.0, 0.5, 1), (20_000, 16, 5.0, 1.0, 3), (5_000, 1, 7.0, 0.0, 1), (1_000_000, 64, 8.0, 1.0, 1)] {
+    for (l, k, d, sd, layers) in [
+        (100_000u64, 512u64, 3.0, 1.0, 1u32),
+        (1_000_000, 2048, 5.0, 0.5, 1),
+        (20_000, 16, 5.0, 1.0, 3),
+        (5_000, 1, 7.0, 0.0, 1),
+        (1_000_000, 64, 8.0, 1.0, 1),
+    ] {
         let s = Scenario { needle_sd: sd, layers, ..scen(l, k, d) };
         let truth = exact.recall(&Scenario { distractor: Distractor::StudentT(4.0), ..s.clone() }).unwrap();
         let normal = exact.recall(&s).unwrap();
@@ -64,7 +81,9 @@ fn recall_with_the_captured_law_is_the_analytic_recall_of_its_truth() {
         assert!((got - truth).abs() < 0.03, "L={l} k={k}: {got} vs {truth}");
     }
     // Scenarios the law cannot model are refused in one line.
-    let e = model.recall(&Scenario { pooling: dsa_sim::scenario::Pooling::Mean, compress_ratio: 4, ..scen(10_000, 64, 3.0) }).unwrap_err();
+    let e = model
+        .recall(&Scenario { pooling: dsa_sim::scenario::Pooling::Mean, compress_ratio: 4, ..scen(10_000, 64, 3.0) })
+        .unwrap_err();
     assert!(e.to_string().contains("pooling"), "{e}");
 }
 
@@ -90,7 +109,10 @@ fn calibration_with_the_captured_law_recovers_a_heavy_tailed_truth() {
     // The normal law's fit of the same counts lands elsewhere and fits worse.
     let g = calibrate(&data, &base, free, &exact, true, false).unwrap();
     let n = &g.estimates[0];
-    eprintln!("normal law: dprime {} [{}, {}], deviance {} vs {}", n.value, n.ci_low, n.ci_high, g.deviance, f.deviance);
+    eprintln!(
+        "normal law: dprime {} [{}, {}], deviance {} vs {}",
+        n.value, n.ci_low, n.ci_high, g.deviance, f.deviance
+    );
     assert!(!(n.ci_low <= 3.5 && 3.5 <= n.ci_high), "{n:?}");
     assert!(g.deviance > f.deviance);
     // The README quotes these figures: they must be this build's.

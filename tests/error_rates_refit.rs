@@ -60,8 +60,10 @@ fn diagnosis(data: &Dataset) -> Diagnosis {
 /// hypothesis with dprime ≥ 0, else the random indexer) minus the best defect's.
 fn refit_evidence(data: &Dataset) -> f64 {
     let h = compare_hypotheses(data, &base(), &[], &model()).unwrap();
-    let min_aic = |f: &dyn Fn(&HypothesisResult) -> bool| h.iter().filter(|x| f(x)).map(|x| x.aic).fold(f64::INFINITY, f64::min);
-    let mut physical = min_aic(&|x| PHYSICAL.contains(&x.name.as_str()) && x.estimate("dprime").is_some_and(|d| d >= 0.0));
+    let min_aic =
+        |f: &dyn Fn(&HypothesisResult) -> bool| h.iter().filter(|x| f(x)).map(|x| x.aic).fold(f64::INFINITY, f64::min);
+    let mut physical =
+        min_aic(&|x| PHYSICAL.contains(&x.name.as_str()) && x.estimate("dprime").is_some_and(|d| d >= 0.0));
     if !physical.is_finite() {
         physical = min_aic(&|x| x.name == "random-indexer");
     }
@@ -101,7 +103,11 @@ fn the_reported_false_alarm_rate_is_the_rerun_procedures() {
     let rerun = rerun_rate(&d, &physical.fitted, 1_000);
     eprintln!("false alarm: reported {} (τ {:.2}, null {}), rerun {rerun}", r.false_alarm, r.threshold, r.physical);
     let tol = band(r.false_alarm.max(rerun), r.tables as f64, TABLES as f64);
-    assert!((rerun - r.false_alarm).abs() <= tol, "rerun false alarm {rerun} vs reported {} (± {tol}): {r:?}", r.false_alarm);
+    assert!(
+        (rerun - r.false_alarm).abs() <= tol,
+        "rerun false alarm {rerun} vs reported {} (± {tol}): {r:?}",
+        r.false_alarm
+    );
     // The reported τ keeps the rerun procedure's false alarms below the 10% target.
     assert!(rerun <= 0.10, "rerun false alarm {rerun}: {r:?}");
 }

@@ -13,7 +13,15 @@ fn bases() -> Vec<(&'static str, Scenario)> {
     v4.context_len = 16_000;
     v4.layer_corr = 0.6;
     v4.dprime = 2.0;
-    let hard = Scenario { context_len: 4096, window: 128, sink: 4, dprime: 2.5, hard_negatives: 0.01, hard_mean: 1.5, ..Scenario::default() };
+    let hard = Scenario {
+        context_len: 4096,
+        window: 128,
+        sink: 4,
+        dprime: 2.5,
+        hard_negatives: 0.01,
+        hard_mean: 1.5,
+        ..Scenario::default()
+    };
     hard.validate().unwrap();
     let mut pooled = Scenario::preset("deepseek-v4-flash").unwrap();
     pooled.context_len = 8000;
@@ -23,7 +31,11 @@ fn bases() -> Vec<(&'static str, Scenario)> {
     pooled.overlap = false;
     pooled.repeat = 2;
     pooled.layer_corr = 0.3;
-    vec![("deepseek-v4-flash 16K", v4), ("one layer, hard negatives", hard), ("mean pooling, two 6-token copies", pooled)]
+    vec![
+        ("deepseek-v4-flash 16K", v4),
+        ("one layer, hard negatives", hard),
+        ("mean pooling, two 6-token copies", pooled),
+    ]
 }
 
 /// The results the key stands for, bit for bit (`None` where the scenario is not exact).

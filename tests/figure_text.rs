@@ -54,7 +54,8 @@ fn text_box(m: &Metrics, n: roxmltree::Node) -> (f64, f64, f64, f64) {
         dy => panic!("unexpected dy {dy}"),
     };
     let rot = n.attribute("transform").map(|t| {
-        let inner = t.strip_prefix("rotate(").and_then(|t| t.strip_suffix(')')).unwrap_or_else(|| panic!("transform {t}"));
+        let inner =
+            t.strip_prefix("rotate(").and_then(|t| t.strip_suffix(')')).unwrap_or_else(|| panic!("transform {t}"));
         inner.split(',').next().unwrap().trim().parse::<f64>().unwrap()
     });
     match rot.map(|r| r.rem_euclid(360.0) as i64) {
@@ -72,7 +73,8 @@ fn check_svg(m: &Metrics, path: &Path) -> usize {
     let src = std::fs::read_to_string(path).unwrap();
     let doc = roxmltree::Document::parse(&src).unwrap();
     let root = doc.root_element();
-    let (w, h): (f64, f64) = (root.attribute("width").unwrap().parse().unwrap(), root.attribute("height").unwrap().parse().unwrap());
+    let (w, h): (f64, f64) =
+        (root.attribute("width").unwrap().parse().unwrap(), root.attribute("height").unwrap().parse().unwrap());
     let mut n = 0;
     let mut bad = vec![];
     for t in root.descendants().filter(|d| d.has_tag_name("text")) {
@@ -115,8 +117,10 @@ fn every_shipped_figure_keeps_its_text_inside_the_canvas() {
     svgs.sort();
     assert!(svgs.len() >= 20, "{} shipped figures", svgs.len());
     // Every figure checked before the first failure is reported, so that one run names them all.
-    let results: Vec<std::thread::Result<usize>> = svgs.iter().map(|p| std::panic::catch_unwind(|| check_svg(&m, p))).collect();
-    let failed: Vec<String> = svgs.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|(p, _)| p.display().to_string()).collect();
+    let results: Vec<std::thread::Result<usize>> =
+        svgs.iter().map(|p| std::panic::catch_unwind(|| check_svg(&m, p))).collect();
+    let failed: Vec<String> =
+        svgs.iter().zip(&results).filter(|(_, r)| r.is_err()).map(|(p, _)| p.display().to_string()).collect();
     assert!(failed.is_empty(), "text outside the canvas in {} figure(s):\n  {}", failed.len(), failed.join("\n  "));
     let texts: usize = results.into_iter().map(|r| r.unwrap()).sum();
     assert!(texts > 20 * svgs.len(), "{texts} text elements");
@@ -128,7 +132,8 @@ fn long_subtitles_and_notes_wrap_inside_the_canvas() {
     // (the overlay's provenance and data file name) are each wider than the canvas.
     let d = tempfile::tempdir().unwrap();
     let name = "a-measured-table-with-a-rather-long-name-that-goes-on-and-on-and-on-for-the-footer.csv";
-    std::fs::write(d.path().join(name), "context_len,index_topk,trials,hits\n4096,512,100,80\n16384,512,100,40\n").unwrap();
+    std::fs::write(d.path().join(name), "context_len,index_topk,trials,hits\n4096,512,100,80\n16384,512,100,40\n")
+        .unwrap();
     std::fs::write(
         d.path().join("x.toml"),
         format!(
@@ -151,7 +156,9 @@ fn long_subtitles_and_notes_wrap_inside_the_canvas() {
     let texts: Vec<String> = doc
         .descendants()
         .filter(|d| d.has_tag_name("text"))
-        .map(|t| t.descendants().filter(|d| d.is_text()).map(|d| d.text().unwrap()).collect::<String>().trim().to_string())
+        .map(|t| {
+            t.descendants().filter(|d| d.is_text()).map(|d| d.text().unwrap()).collect::<String>().trim().to_string()
+        })
         .collect();
     let joined = texts.join(" ");
     for needle in ["repeat_layout = adjacent", "p_guess = 0.01", "bars: Wilson 95% intervals.", name] {

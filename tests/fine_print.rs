@@ -37,7 +37,22 @@ fn adjacent_copies_start_at_floor_depth_times_l_minus_r_m() {
     // needle is outside it), W = 487 at 514 (its last token is inside). A needle at dprime −1000
     // is never selected, so recall is 0 or 1 by the window alone. The single-copy rule
     // floor(0.5 · 990) = 495 would put the last token at 524, inside both windows.
-    let base = ["--context-len", "1000", "--needle-tokens", "10", "--repeat", "3", "--repeat-layout", "adjacent", "--depth", "0.5", "--dprime", "-1000", "--index-topk", "1"];
+    let base = [
+        "--context-len",
+        "1000",
+        "--needle-tokens",
+        "10",
+        "--repeat",
+        "3",
+        "--repeat-layout",
+        "adjacent",
+        "--depth",
+        "0.5",
+        "--dprime",
+        "-1000",
+        "--index-topk",
+        "1",
+    ];
     let at = |w: &str| {
         let mut a = base.to_vec();
         a.extend(["--window", w]);
@@ -55,7 +70,22 @@ fn adjacent_copies_start_at_floor_depth_times_l_minus_r_m() {
     assert_eq!(sink("486"), 1.0);
     // Spread ignores depth: the last copy starts at floor(2.5/3 · 990) = 825 (tokens 825..834).
     let spread = |w: &str, depth: &str| {
-        recall(&["--context-len", "1000", "--needle-tokens", "10", "--repeat", "3", "--depth", depth, "--dprime", "-1000", "--index-topk", "1", "--window", w])
+        recall(&[
+            "--context-len",
+            "1000",
+            "--needle-tokens",
+            "10",
+            "--repeat",
+            "3",
+            "--depth",
+            depth,
+            "--dprime",
+            "-1000",
+            "--index-topk",
+            "1",
+            "--window",
+            w,
+        ])
     };
     // W = 166 holds 835..999 (misses), W = 167 holds 834.. (the last token).
     for depth in ["0", "0.5", "1"] {
@@ -66,7 +96,8 @@ fn adjacent_copies_start_at_floor_depth_times_l_minus_r_m() {
 
 #[test]
 fn rank_is_the_first_selecting_layers_and_leaves_out_window_sink_and_reading() {
-    let base = ["--context-len", "65536", "--compress-ratio", "4", "--index-topk", "512", "--dprime", "2", "--depth", "1"];
+    let base =
+        ["--context-len", "65536", "--compress-ratio", "4", "--index-topk", "512", "--dprime", "2", "--depth", "1"];
     let json = |extra: &[&str]| {
         let mut a = vec!["rank", "--json"];
         a.extend_from_slice(&base);
@@ -78,7 +109,12 @@ fn rank_is_the_first_selecting_layers_and_leaves_out_window_sink_and_reading() {
     assert_eq!(plain["selecting_layers"], 1);
     assert_eq!(plain["not_in_rank"], serde_json::json!(["window", "sink", "p_read", "p_guess", "readout"]));
     // The needle at depth 1 sits in a 128-token window: recall becomes p_read, the rank does not move.
-    for extra in [&["--window", "128"][..], &["--p-read", "0.5", "--p-guess", "0.2"], &["--window", "128", "--p-read", "0.7"], &["--readout", "all"]] {
+    for extra in [
+        &["--window", "128"][..],
+        &["--p-read", "0.5", "--p-guess", "0.2"],
+        &["--window", "128", "--p-read", "0.7"],
+        &["--readout", "all"],
+    ] {
         assert_eq!(json(extra)["cdf"], plain["cdf"], "{extra:?}");
         assert_eq!(json(extra)["quantiles"], plain["quantiles"], "{extra:?}");
     }
@@ -87,7 +123,20 @@ fn rank_is_the_first_selecting_layers_and_leaves_out_window_sink_and_reading() {
     assert!((recall(&a) - 0.7).abs() < 1e-12);
     // A needle at depth 0 in a one-token sink: the same rank as without the sink.
     let front = |extra: &[&str]| {
-        let mut a = vec!["rank", "--json", "--context-len", "65536", "--compress-ratio", "4", "--index-topk", "512", "--dprime", "2", "--depth", "0"];
+        let mut a = vec![
+            "rank",
+            "--json",
+            "--context-len",
+            "65536",
+            "--compress-ratio",
+            "4",
+            "--index-topk",
+            "512",
+            "--dprime",
+            "2",
+            "--depth",
+            "0",
+        ];
         a.extend_from_slice(extra);
         dsa(&a)
     };
@@ -103,7 +152,11 @@ fn rank_is_the_first_selecting_layers_and_leaves_out_window_sink_and_reading() {
     assert_eq!(many["layer"], 0);
     let one = json(&["--layer-corr", "0.6"]);
     let close = |a: &serde_json::Value, b: &serde_json::Value| {
-        a.as_array().unwrap().iter().zip(b.as_array().unwrap()).all(|(x, y)| x[0] == y[0] && (x[1].as_f64().unwrap() - y[1].as_f64().unwrap()).abs() < 2e-6)
+        a.as_array()
+            .unwrap()
+            .iter()
+            .zip(b.as_array().unwrap())
+            .all(|(x, y)| x[0] == y[0] && (x[1].as_f64().unwrap() - y[1].as_f64().unwrap()).abs() < 2e-6)
     };
     assert!(close(&many["cdf"], &one["cdf"]), "{}\n{}", many["cdf"], one["cdf"]);
     let mut a = vec!["rank"];
@@ -121,7 +174,20 @@ fn rank_is_the_first_selecting_layers_and_leaves_out_window_sink_and_reading() {
 fn a_hard_negative_fraction_rounds_half_away_from_zero_then_clamps() {
     // Hard negatives at Normal(1000, 1), the needle at Normal(500, 1), the other distractors
     // Normal(0, 1): the needle ranks exactly 1 + (hard negatives), every time.
-    let rank = |l: &str, h: &str| median_rank(&["--context-len", l, "--hard-negatives", h, "--hard-mean", "1000", "--dprime", "500", "--index-topk", "1"]);
+    let rank = |l: &str, h: &str| {
+        median_rank(&[
+            "--context-len",
+            l,
+            "--hard-negatives",
+            h,
+            "--hard-mean",
+            "1000",
+            "--dprime",
+            "500",
+            "--index-topk",
+            "1",
+        ])
+    };
     assert_eq!(rank("1001", "0.5"), Some(502), "round(0.5 · 1001 = 500.5) = 501");
     assert_eq!(rank("1000", "0.25"), Some(251));
     assert_eq!(rank("1000", "0.0004"), Some(1), "round(0.4) = 0");
@@ -144,7 +210,13 @@ fn needle_beats_one_gumbel(dprime: f64) -> f64 {
     (0..=n)
         .map(|i| {
             let y = a + i as f64 * h;
-            let w = if i == 0 || i == n { 1.0 } else if i % 2 == 1 { 4.0 } else { 2.0 };
+            let w = if i == 0 || i == n {
+                1.0
+            } else if i % 2 == 1 {
+                4.0
+            } else {
+                2.0
+            };
             w * phi(y) * cdf(y)
         })
         .sum::<f64>()
@@ -165,7 +237,8 @@ fn the_gumbel_law_is_the_maximums_heavy_upper_tail() {
     assert!((r0 - 0.5231).abs() < 1e-4, "{r0}: the mirrored law gives 0.4769");
     // Against many distractors the heavy upper tail costs recall that the normal keeps (the
     // mirrored law, light above, would keep more): 10^4 candidates, k = 8, dprime 3.
-    let args = |law: &'static str| ["--context-len", "10000", "--index-topk", "8", "--dprime", "3", "--distractor", law];
+    let args =
+        |law: &'static str| ["--context-len", "10000", "--index-topk", "8", "--dprime", "3", "--distractor", law];
     assert!(recall(&args("gumbel")) < recall(&args("normal")));
 }
 
@@ -173,7 +246,20 @@ fn the_gumbel_law_is_the_maximums_heavy_upper_tail() {
 fn a_needle_in_the_incomplete_tail_block_is_in_no_entry() {
     // L = 1002, c = 4: N = 250 entries over tokens 0..999; at depth 1 the needle is token 1001.
     for overlap in ["false", "true"] {
-        let base = ["--context-len", "1002", "--compress-ratio", "4", "--overlap", overlap, "--depth", "1", "--dprime", "50", "--index-topk", "1"];
+        let base = [
+            "--context-len",
+            "1002",
+            "--compress-ratio",
+            "4",
+            "--overlap",
+            overlap,
+            "--depth",
+            "1",
+            "--dprime",
+            "50",
+            "--index-topk",
+            "1",
+        ];
         let with = |extra: &[&'static str]| -> Vec<&'static str> {
             let mut a = base.to_vec();
             a.extend_from_slice(extra);
@@ -185,7 +271,9 @@ fn a_needle_in_the_incomplete_tail_block_is_in_no_entry() {
         assert_eq!(median_rank(&with(&[])), None);
         let mut a = vec!["recall"];
         a.extend(with(&[]));
-        assert!(text(&a).contains("note: the needle lies in no complete block and outside the window: never selectable"));
+        assert!(
+            text(&a).contains("note: the needle lies in no complete block and outside the window: never selectable")
+        );
         // Only the window attends it: W = 2 holds token 1001 alone.
         assert_eq!(recall(&with(&["--window", "2"])), 1.0);
         assert_eq!(recall(&with(&["--window", "2", "--p-read", "0.8"])), 0.8);

@@ -34,7 +34,9 @@ fn load(path: &Path) -> Vectors {
         let fields: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(fields.len(), columns.len(), "{}:{}: wrong field count", path.display(), n + 1);
         for (col, f) in data.iter_mut().zip(fields) {
-            col.push(u32::from_str_radix(f, 16).unwrap_or_else(|_| panic!("{}:{}: bad hex `{f}`", path.display(), n + 1)));
+            col.push(
+                u32::from_str_radix(f, 16).unwrap_or_else(|_| panic!("{}:{}: bad hex `{f}`", path.display(), n + 1)),
+            );
         }
     }
     assert_eq!(columns.first().map(String::as_str), Some("in"), "{}: no columns header", path.display());

@@ -56,7 +56,12 @@ enum Stdin {
 
 /// The failure contract: exit 2, nothing on stdout, one line on stderr starting `error: `,
 /// containing `needle`, and shorter than `max_len` bytes.
-fn assert_one_line_error(what: &str, (code, stdout, stderr): &(Option<i32>, Vec<u8>, String), needle: &str, max_len: usize) {
+fn assert_one_line_error(
+    what: &str,
+    (code, stdout, stderr): &(Option<i32>, Vec<u8>, String),
+    needle: &str,
+    max_len: usize,
+) {
     let shown: String = stderr.chars().take(300).collect();
     assert_eq!(*code, Some(2), "{what}: exit code; stderr {shown:?}");
     assert!(stdout.is_empty(), "{what}: stdout not empty");
@@ -90,8 +95,11 @@ fn quantize_keeps_the_f32_max_finite_under_every_block_scale() {
     for format in ["fp8-e4m3", "fp8-e5m2", "fp4-e2m1", "int8", "int4"] {
         for scale in ["fp32", "ue8m0", "e8m0", "e4m3"] {
             let input = b"3.4028235e38 -3.4028235e38 3.4e38 1\n".to_vec();
-            let (code, stdout, stderr) =
-                exec_in(d.path(), &["quantize", "--format", format, "--block", "2", "--scale", scale], Stdin::Bytes(input));
+            let (code, stdout, stderr) = exec_in(
+                d.path(),
+                &["quantize", "--format", format, "--block", "2", "--scale", scale],
+                Stdin::Bytes(input),
+            );
             assert_eq!(code, Some(0), "{format} {scale}: {stderr}");
             let text = String::from_utf8(stdout).unwrap();
             let values: Vec<f32> = text.lines().map(|l| l.parse().unwrap()).collect();

@@ -60,7 +60,6 @@ impl Case {
     }
 }
 
-
 /// Runs the binary in `dir` and returns (exit code, stdout, stderr); fails after 60 s.
 fn exec(dir: &Path, args: &[OsString], stdin: Option<&[u8]>) -> (Option<i32>, Vec<u8>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
@@ -126,11 +125,8 @@ fn check(c: &Case) -> Option<String> {
         problems.push(format!("stdout is not empty: {:?}", String::from_utf8_lossy(&stdout)));
     }
     if before != after {
-        let changed: Vec<&String> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| before.get(*k) != after.get(*k))
-            .collect();
+        let changed: Vec<&String> =
+            before.keys().chain(after.keys()).filter(|k| before.get(*k) != after.get(*k)).collect();
         problems.push(format!("the folder changed: {changed:?}"));
     }
     if problems.is_empty() {
@@ -149,7 +145,13 @@ fn run_all(cases: Vec<Case>) {
             chunks.into_iter().map(|ch| s.spawn(move || ch.iter().filter_map(check).collect::<Vec<_>>())).collect();
         handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
     });
-    assert!(failures.is_empty(), "{} of {} hostile cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} hostile cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,7 +227,20 @@ fn invalid_values() -> Vec<(&'static str, Vec<&'static str>)> {
         ("readout", vec!["at_least:0", "at_least:-1", "at_least:", "at_least:99", "some", "", "at_least:nan"]),
         ("p_read", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
         ("p_guess", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
-        ("stack", vec!["csa:0", "hca:2", "csa:2:index_topk=5", "xyz:1", "csa", "csa:-1", "csa:4097", "swa:1:window=x+csa:1", "csa:1:window"]),
+        (
+            "stack",
+            vec![
+                "csa:0",
+                "hca:2",
+                "csa:2:index_topk=5",
+                "xyz:1",
+                "csa",
+                "csa:-1",
+                "csa:4097",
+                "swa:1:window=x+csa:1",
+                "csa:1:window",
+            ],
+        ),
         ("diluted_read", vec!["-0.1", "1.5", "nan", "inf", "-inf", "1e300", "abc", ""]),
         ("model", vec!["matrix", "", "Vector", "1"]),
         ("heads", vec!["0", "-1", "1025", "4294967296", "1e300", "nan", "1.5", ""]),
@@ -238,7 +253,17 @@ fn invalid_values() -> Vec<(&'static str, Vec<&'static str>)> {
         ("key_norm", vec!["maybe", "", "2"]),
         (
             "q_format",
-            vec!["fp5", "", "fp4-e2m1:0:ue8m0", "fp4-e2m1:48:ue8m0", "fp8-e4m3:128:fp64", "int8:-1:fp32", "fp4-e2m1:32:ue8m0:floor=nan", "fp4-e2m1:32:ue8m0:floor=-1", "bf16:18446744073709551616"],
+            vec![
+                "fp5",
+                "",
+                "fp4-e2m1:0:ue8m0",
+                "fp4-e2m1:48:ue8m0",
+                "fp8-e4m3:128:fp64",
+                "int8:-1:fp32",
+                "fp4-e2m1:32:ue8m0:floor=nan",
+                "fp4-e2m1:32:ue8m0:floor=-1",
+                "bf16:18446744073709551616",
+            ],
         ),
         ("k_format", vec!["fp5", "", "mxfp4:16", "fp4-e2m1:33:ue8m0", "nvfp4:floor=inf"]),
         ("compressor", vec!["max", "", "1"]),
@@ -317,7 +342,8 @@ fn every_field_invalid_in_a_scenario_file_and_a_sweep_axis() {
     for (field, values) in invalid_values() {
         for v in values {
             let mut needles = field_needles(field);
-            let toml = format!("# a hand-edited scenario\npreset = \"deepseek-v4-flash\"\n{field} = {}\n", toml_value(v));
+            let toml =
+                format!("# a hand-edited scenario\npreset = \"deepseek-v4-flash\"\n{field} = {}\n", toml_value(v));
             needles.push("line 3");
             cases.push(
                 case(format!("recall --scenario with {field} = {v:?}"), &["recall", "--scenario", "s.toml"], &needles)
@@ -326,7 +352,8 @@ fn every_field_invalid_in_a_scenario_file_and_a_sweep_axis() {
             // A comma or `..` would make the value a list or a range: those are tested below.
             let axis = format!("{field}={v}");
             let needles = field_needles(field);
-            let mut c = case(format!("sweep --vary {axis}"), &["sweep", "--vary", &axis, "--out", "keep.csv"], &needles);
+            let mut c =
+                case(format!("sweep --vary {axis}"), &["sweep", "--vary", &axis, "--out", "keep.csv"], &needles);
             if v.is_empty() {
                 c.needles.push("no values".into());
             }
@@ -401,11 +428,23 @@ fn cross_field_constraints() {
             "repeat",
         ),
         ("readout above layers", vec!["--layers", "2", "--readout", "at_least:3"], "readout"),
-        ("repeat span above 2^24", vec!["--repeat", "4096", "--needle-tokens", "4097", "--context-len", "1e8"], "repeat"),
+        (
+            "repeat span above 2^24",
+            vec!["--repeat", "4096", "--needle-tokens", "4097", "--context-len", "1e8"],
+            "repeat",
+        ),
         ("vector model scores above 2^28 entries", vec!["--model", "vector", "--context-len", "1e9"], "context_len"),
-        ("Hadamard on a head_dim that is not a power of two", vec!["--head-dim", "96", "--hadamard", "true"], "head_dim"),
+        (
+            "Hadamard on a head_dim that is not a power of two",
+            vec!["--head-dim", "96", "--hadamard", "true"],
+            "head_dim",
+        ),
         ("outlier channels above head_dim", vec!["--head-dim", "64", "--outlier-channels", "65"], "outlier_channels"),
-        ("key-format block not dividing head_dim", vec!["--head-dim", "64", "--k-format", "fp8-e4m3:128:fp32"], "k_format"),
+        (
+            "key-format block not dividing head_dim",
+            vec!["--head-dim", "64", "--k-format", "fp8-e4m3:128:fp32"],
+            "k_format",
+        ),
     ] {
         for cmd in ["recall", "rank"] {
             let mut args = vec![cmd];
@@ -451,7 +490,10 @@ fn recall_and_rank_hostile_invocations() {
     ];
     for cmd in ["recall", "rank"] {
         for (label, bytes, needles) in &bad_toml {
-            cases.push(case(format!("{cmd} --scenario: {label}"), &[cmd, "--scenario", "s.toml"], needles).file("s.toml", bytes));
+            cases.push(
+                case(format!("{cmd} --scenario: {label}"), &[cmd, "--scenario", "s.toml"], needles)
+                    .file("s.toml", bytes),
+            );
         }
         let table: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
             ("unknown flag", vec!["--contxt-len", "5"], vec!["--contxt-len"]),
@@ -485,7 +527,18 @@ fn recall_and_rank_hostile_invocations() {
             ),
             (
                 "Monte Carlo too large to materialise",
-                vec!["--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "1e11", "--trials", "1"],
+                vec![
+                    "--preset",
+                    "deepseek-v4-flash",
+                    "--stack",
+                    "none",
+                    "--pooling",
+                    "mean",
+                    "--context-len",
+                    "1e11",
+                    "--trials",
+                    "1",
+                ],
                 vec!["context_len"],
             ),
             (
@@ -501,8 +554,12 @@ fn recall_and_rank_hostile_invocations() {
         }
         // The preset twice: on the command line and in the file.
         cases.push(
-            case(format!("{cmd}: preset in flag and file"), &[cmd, "--preset", "quest-16", "--scenario", "s.toml"], &["preset"])
-                .file("s.toml", "preset = \"deepseek-v4-flash\"\n"),
+            case(
+                format!("{cmd}: preset in flag and file"),
+                &[cmd, "--preset", "quest-16", "--scenario", "s.toml"],
+                &["preset"],
+            )
+            .file("s.toml", "preset = \"deepseek-v4-flash\"\n"),
         );
         // The file is read from stdin when named /dev/stdin: empty stdin is a valid empty
         // scenario, but junk on stdin is not.
@@ -551,16 +608,28 @@ fn sweep_hostile_invocations() {
         ("zero points", vec!["--vary", "depth=0..1:0", "--out", "keep.csv"], vec!["0 points"]),
         ("negative points", vec!["--vary", "depth=0..1:-3", "--out", "keep.csv"], vec!["depth"]),
         ("negative step", vec!["--vary", "depth=0..1:+-0.1", "--out", "keep.csv"], vec!["positive step"]),
-        ("non-integer step on an integer field", vec!["--vary", "repeat=1..2:+0.5", "--out", "keep.csv"], vec!["non-integer"]),
+        (
+            "non-integer step on an integer field",
+            vec!["--vary", "repeat=1..2:+0.5", "--out", "keep.csv"],
+            vec!["non-integer"],
+        ),
         ("axis given twice", vec!["--vary", "depth=0,1", "--vary", "depth=0.5", "--out", "keep.csv"], vec!["twice"]),
-        ("grid above 10^7 points", vec!["--vary", "depth=0..1:10000", "--vary", "dprime=0..1:10000", "--out", "keep.csv"], vec!["points"]),
+        (
+            "grid above 10^7 points",
+            vec!["--vary", "depth=0..1:10000", "--vary", "dprime=0..1:10000", "--out", "keep.csv"],
+            vec!["points"],
+        ),
         ("--resume without --out", vec!["--vary", "depth=0,1", "--resume"], vec!["--out"]),
         ("--json with a .csv file", vec!["--vary", "depth=0,1", "--json", "--out", "keep.csv"], vec!["--json"]),
         ("negative --limit", vec!["--vary", "depth=0,1", "--limit", "-1", "--out", "keep.csv"], vec!["-1"]),
         ("out is a folder", vec!["--vary", "depth=0,1", "--out", "keep_dir"], vec!["keep_dir"]),
         ("out under a regular file", vec!["--vary", "depth=0,1", "--out", "regular/x.csv"], vec!["regular/x.csv"]),
         ("out in /proc", vec!["--vary", "depth=0,1", "--out", "/proc/x.csv"], vec!["/proc/x.csv"]),
-        ("out in a missing folder", vec!["--vary", "depth=0,1", "--out", "missing/dir/x.csv"], vec!["missing/dir/x.csv"]),
+        (
+            "out in a missing folder",
+            vec!["--vary", "depth=0,1", "--out", "missing/dir/x.csv"],
+            vec!["missing/dir/x.csv"],
+        ),
         ("out is /", vec!["--vary", "depth=0,1", "--out", "/"], vec!["--out /"]),
         ("empty out", vec!["--vary", "depth=0,1", "--out", ""], vec!["--out"]),
         (
@@ -578,7 +647,11 @@ fn sweep_hostile_invocations() {
             vec!["--pooling", "mean", "--vary", "context_len=1e6,1e11", "--out", "keep.csv"],
             vec!["context_len=100000000000"],
         ),
-        ("huge trials", vec!["--vary", "depth=0,1", "--trials", "18446744073709551615", "--out", "keep.csv"], vec!["trials"]),
+        (
+            "huge trials",
+            vec!["--vary", "depth=0,1", "--trials", "18446744073709551615", "--out", "keep.csv"],
+            vec!["trials"],
+        ),
         ("huge threads", vec!["--vary", "depth=0,1", "--threads", "4096", "--out", "keep.csv"], vec!["threads"]),
     ];
     let mut cases = Vec::new();
@@ -591,9 +664,15 @@ fn sweep_hostile_invocations() {
     let foreign = b"# dsa-sim sweep partial: {\"other\":1}\ndepth,recall\n0,0.5\n";
     let mut args = base.to_vec();
     args.extend(["--vary", "depth=0,1", "--out", "keep.csv", "--resume"]);
-    cases.push(case("sweep: --resume onto another sweep's partial file", &args, &["different sweep"]).file("keep.csv.partial", foreign));
+    cases.push(
+        case("sweep: --resume onto another sweep's partial file", &args, &["different sweep"])
+            .file("keep.csv.partial", foreign),
+    );
     // A partial file that is not UTF-8.
-    cases.push(case("sweep: --resume onto a non-UTF-8 partial file", &args, &["keep.csv.partial"]).file("keep.csv.partial", b"\xff\xfe\x00"));
+    cases.push(
+        case("sweep: --resume onto a non-UTF-8 partial file", &args, &["keep.csv.partial"])
+            .file("keep.csv.partial", b"\xff\xfe\x00"),
+    );
     // Non-UTF-8 axis.
     let mut c = case("sweep: non-UTF-8 axis", &[], &["--vary", "UTF-8"]);
     c.args = vec!["sweep".into(), "--vary".into(), OsString::from_vec(b"depth=\xff".to_vec())];
@@ -658,7 +737,11 @@ fn run_hostile_experiment_files() {
     }
     let mut bytes = good.clone().into_bytes();
     bytes.extend(b"\n# \xff\xfe\n");
-    cases.push(case("run: non-UTF-8 experiment file", &["run", "exp.toml", "--out", "keep_dir"], &["UTF-8"]).file("exp.toml", bytes).file("obs.csv", OBS));
+    cases.push(
+        case("run: non-UTF-8 experiment file", &["run", "exp.toml", "--out", "keep_dir"], &["UTF-8"])
+            .file("exp.toml", bytes)
+            .file("obs.csv", OBS),
+    );
     let out_table: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
         ("missing experiment file", vec!["run", "missing.toml"], vec!["missing.toml"]),
         ("endless experiment file", vec!["run", "/dev/zero"], vec!["64 MiB"]),
@@ -667,7 +750,11 @@ fn run_hostile_experiment_files() {
         ("out under a regular file", vec!["run", "exp.toml", "--out", "regular/res"], vec!["regular/res"]),
         ("out is a regular file", vec!["run", "exp.toml", "--out", "keep.csv"], vec!["keep.csv"]),
         ("out in /proc", vec!["run", "exp.toml", "--out", "/proc/x"], vec!["/proc/x"]),
-        ("out is a user's folder", vec!["run", "exp.toml", "--out", "keep_dir"], vec!["keep_dir: the folder exists and is not a dsa-sim result"]),
+        (
+            "out is a user's folder",
+            vec!["run", "exp.toml", "--out", "keep_dir"],
+            vec!["keep_dir: the folder exists and is not a dsa-sim result"],
+        ),
         ("out is the working folder", vec!["run", "exp.toml", "--out", "."], vec!["holds this run's input"]),
         ("zero threads", vec!["run", "exp.toml", "--out", "keep_dir", "--threads", "0"], vec!["threads"]),
         ("huge threads", vec!["run", "exp.toml", "--out", "keep_dir", "--threads", "99999"], vec!["threads"]),
@@ -707,9 +794,21 @@ fn bad_csvs() -> Vec<(&'static str, Vec<u8>, Vec<&'static str>)> {
         ("empty field", row("1000,,10,1"), vec!["index_topk"]),
         ("truncated row", row("1000,512,10"), vec!["line 2", "hits"]),
         ("unbalanced quote", row("\"1000,512,10,1"), vec!["line 2", "context_len"]),
-        ("depth out of range", format!("{}1000,512,10,1,1.5\n", "context_len,index_topk,trials,hits,depth\n").into_bytes(), vec!["depth"]),
-        ("depth NaN", format!("{}1000,512,10,1,nan\n", "context_len,index_topk,trials,hits,depth\n").into_bytes(), vec!["depth"]),
-        ("negative repeat", format!("{}1000,512,10,1,-2\n", "context_len,index_topk,trials,hits,repeat\n").into_bytes(), vec!["repeat"]),
+        (
+            "depth out of range",
+            format!("{}1000,512,10,1,1.5\n", "context_len,index_topk,trials,hits,depth\n").into_bytes(),
+            vec!["depth"],
+        ),
+        (
+            "depth NaN",
+            format!("{}1000,512,10,1,nan\n", "context_len,index_topk,trials,hits,depth\n").into_bytes(),
+            vec!["depth"],
+        ),
+        (
+            "negative repeat",
+            format!("{}1000,512,10,1,-2\n", "context_len,index_topk,trials,hits,repeat\n").into_bytes(),
+            vec!["repeat"],
+        ),
         ("non-UTF-8 bytes", b"context_len,index_topk,trials,hits\n1000,512,10,1\xff\n".to_vec(), vec!["UTF-8"]),
         ("semicolons", b"context_len;index_topk;trials;hits\n1000;512;10;1\n".to_vec(), vec!["column"]),
         ("binary junk", vec![0u8, 159, 146, 150, 0, 1, 2], vec!["UTF-8"]),
@@ -792,13 +891,26 @@ fn truncations(args: &[&str], name: &str, bytes: &[u8], others: &[(&str, &[u8])]
 #[test]
 fn truncated_scenario_experiment_and_csv_files() {
     let scenario = b"preset = \"deepseek-v4-flash\"\ncontext_len = 65536\ndprime = 2.2\nscore_noise = 0.3\nreadout = \"at_least:1\"\ndistractor = \"student_t:5\"\n";
-    let failed = truncations(&["recall", "--scenario", "s.toml", "--json", "--trials", "300"], "s.toml", scenario, &[], 3);
+    let failed =
+        truncations(&["recall", "--scenario", "s.toml", "--json", "--trials", "300"], "s.toml", scenario, &[], 3);
     assert!(failed > 5, "some cuts must be refused");
     // A cheap experiment (analytic, four points) so that prefixes that parse finish quickly.
     let exp = "name = \"cut\"\nseed = 1\n[scenario]\npreset = \"quest-16\"\n[[data]]\nname = \"d\"\nfile = \"obs.csv\"\n[[figure]]\nname = \"f\"\nkind = \"recall_curves\"\nx = \"context_len=4096,8192\"\nseries = [\"index_topk=16,32\"]\ndata = \"d\"\n";
-    let failed = truncations(&["run", "exp.toml", "--out", "res", "-q"], "exp.toml", exp.as_bytes(), &[("obs.csv", OBS.as_bytes())], 5);
+    let failed = truncations(
+        &["run", "exp.toml", "--out", "res", "-q"],
+        "exp.toml",
+        exp.as_bytes(),
+        &[("obs.csv", OBS.as_bytes())],
+        5,
+    );
     assert!(failed > 5, "some cuts must be refused");
-    let failed = truncations(&["run", "exp.toml", "--out", "res", "-q"], "obs.csv", OBS.as_bytes(), &[("exp.toml", exp.as_bytes())], 3);
+    let failed = truncations(
+        &["run", "exp.toml", "--out", "res", "-q"],
+        "obs.csv",
+        OBS.as_bytes(),
+        &[("exp.toml", exp.as_bytes())],
+        3,
+    );
     assert!(failed > 3, "some cuts must be refused");
 }
 
@@ -899,7 +1011,10 @@ fn formats_hostile_invocations() {
         args.extend(flags);
         cases.push(case(format!("formats: {label}"), &args, needles));
     }
-    cases.push(case("formats: bad scenario file", &["formats", "--scenario", "s.toml"], &["heads"]).file("s.toml", "heads = -3\n"));
+    cases.push(
+        case("formats: bad scenario file", &["formats", "--scenario", "s.toml"], &["heads"])
+            .file("s.toml", "heads = -3\n"),
+    );
     run_all(cases);
 }
 
@@ -917,20 +1032,33 @@ fn calibrate_and_verdict_hostile_measured_data() {
                 .file("obs.csv", &bytes),
         );
         cases.push(
-            case(format!("verdict data: {label}"), &["verdict", "--data", "obs.csv", "--fit", "dprime", "--json"], &needles)
-                .file("obs.csv", &bytes),
+            case(
+                format!("verdict data: {label}"),
+                &["verdict", "--data", "obs.csv", "--fit", "dprime", "--json"],
+                &needles,
+            )
+            .file("obs.csv", &bytes),
         );
     }
     let extra: Vec<(&str, &[u8], &[&str])> = vec![
         ("duplicate column", b"context_len,index_topk,trials,hits,hits\n1000,512,10,1,1\n", &["hits"]),
         ("only comments", b"# nothing here\n# still nothing\n", &["empty", "header", "no data"]),
-        ("row applying to an invalid scenario", b"context_len,index_topk,trials,hits,depth\n1000,512,10,1,0.5\n100,16,10,1,2\n", &["depth"]),
-        ("row with a window above the maximum", b"context_len,index_topk,trials,hits,window\n1000,512,10,1,1099511627777\n", &["window"]),
+        (
+            "row applying to an invalid scenario",
+            b"context_len,index_topk,trials,hits,depth\n1000,512,10,1,0.5\n100,16,10,1,2\n",
+            &["depth"],
+        ),
+        (
+            "row with a window above the maximum",
+            b"context_len,index_topk,trials,hits,window\n1000,512,10,1,1099511627777\n",
+            &["window"],
+        ),
         ("repeat above 2^32", b"context_len,index_topk,trials,hits,repeat\n1000,512,10,1,4294967296\n", &["repeat"]),
     ];
     for (label, bytes, needles) in extra {
         cases.push(
-            case(format!("calibrate data: {label}"), &["calibrate", "--data", "obs.csv", "--fit", "dprime"], needles).file("obs.csv", bytes),
+            case(format!("calibrate data: {label}"), &["calibrate", "--data", "obs.csv", "--fit", "dprime"], needles)
+                .file("obs.csv", bytes),
         );
     }
     run_all(cases);
@@ -939,7 +1067,8 @@ fn calibrate_and_verdict_hostile_measured_data() {
 #[test]
 fn calibrate_and_verdict_hostile_invocations() {
     let cal = |extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = ["calibrate", "--data", "obs.csv", "--fit", "dprime"].iter().map(|s| s.to_string()).collect();
+        let mut v: Vec<String> =
+            ["calibrate", "--data", "obs.csv", "--fit", "dprime"].iter().map(|s| s.to_string()).collect();
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
@@ -949,22 +1078,54 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("unknown fit field", cal(&["--fit", "dprme"]).split_off(0), vec!["dprme", "--fit"]),
         ("fit field twice", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime,dprime"]), vec!["twice"]),
         ("empty fit", os_strings(&["calibrate", "--data", "obs.csv", "--fit", ""]), vec!["--fit"]),
-        ("fit a fixed field", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "context_len"]), vec!["context_len"]),
-        ("reversed fit range", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=5:1"]), vec!["dprime=5:1"]),
-        ("NaN fit range", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=nan:1"]), vec!["dprime=nan:1"]),
-        ("huge fit range", os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=0:1e300"]), vec!["dprime=0:1e300"]),
+        (
+            "fit a fixed field",
+            os_strings(&["calibrate", "--data", "obs.csv", "--fit", "context_len"]),
+            vec!["context_len"],
+        ),
+        (
+            "reversed fit range",
+            os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=5:1"]),
+            vec!["dprime=5:1"],
+        ),
+        (
+            "NaN fit range",
+            os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=nan:1"]),
+            vec!["dprime=nan:1"],
+        ),
+        (
+            "huge fit range",
+            os_strings(&["calibrate", "--data", "obs.csv", "--fit", "dprime=0:1e300"]),
+            vec!["dprime=0:1e300"],
+        ),
         ("predict unknown field", cal(&["--predict", "contxt=1"]), vec!["contxt"]),
         ("predict without values", cal(&["--predict", "index_topk="]), vec!["index_topk"]),
         ("predict invalid value", cal(&["--predict", "index_topk=0"]), vec!["index_topk"]),
         ("predict NaN", cal(&["--predict", "dprime=nan"]), vec!["dprime"]),
         ("predict huge", cal(&["--predict", "context_len=1e300"]), vec!["context_len"]),
-        ("predict the same field twice", cal(&["--predict", "index_topk=512", "--predict", "index_topk=1024"]), vec!["index_topk"]),
-        ("missing data file", os_strings(&["calibrate", "--data", "missing.csv", "--fit", "dprime"]), vec!["missing.csv"]),
+        (
+            "predict the same field twice",
+            cal(&["--predict", "index_topk=512", "--predict", "index_topk=1024"]),
+            vec!["index_topk"],
+        ),
+        (
+            "missing data file",
+            os_strings(&["calibrate", "--data", "missing.csv", "--fit", "dprime"]),
+            vec!["missing.csv"],
+        ),
         ("endless data file", os_strings(&["calibrate", "--data", "/dev/zero", "--fit", "dprime"]), vec!["64 MiB"]),
         ("endless calibration experiment", os_strings(&["calibrate", "--experiment", "/dev/zero"]), vec!["64 MiB"]),
-        ("verdict endless data file", os_strings(&["verdict", "--data", "/dev/zero", "--fit", "dprime"]), vec!["64 MiB"]),
+        (
+            "verdict endless data file",
+            os_strings(&["verdict", "--data", "/dev/zero", "--fit", "dprime"]),
+            vec!["64 MiB"],
+        ),
         ("data is a folder", os_strings(&["calibrate", "--data", "keep_dir", "--fit", "dprime"]), vec!["keep_dir"]),
-        ("data under a regular file", os_strings(&["calibrate", "--data", "regular/x.csv", "--fit", "dprime"]), vec!["regular/x.csv"]),
+        (
+            "data under a regular file",
+            os_strings(&["calibrate", "--data", "regular/x.csv", "--fit", "dprime"]),
+            vec!["regular/x.csv"],
+        ),
         ("zero trials", cal(&["--trials", "0"]), vec!["trials"]),
         ("huge trials", cal(&["--trials", "18446744073709551615"]), vec!["trials"]),
         ("zero threads", cal(&["--threads", "0"]), vec!["threads"]),
@@ -974,19 +1135,67 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("--out without --experiment", cal(&["--out", "keep_dir"]), vec!["--out"]),
         ("--data with --experiment", cal(&["--experiment", "exp.toml"]), vec!["--experiment"]),
         ("vector model", cal(&["--model", "vector"]), vec!["vector"]),
-        ("analytic engine without a closed form", cal(&["--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
+        (
+            "analytic engine without a closed form",
+            cal(&["--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--engine", "analytic"]),
+            vec!["analytic"],
+        ),
         ("missing experiment", os_strings(&["calibrate", "--experiment", "missing.toml"]), vec!["missing.toml"]),
-        ("experiment with junk", os_strings(&["calibrate", "--experiment", "junk.toml", "--out", "keep_dir"]), vec!["line 1"]),
-        ("experiment with an unknown key", os_strings(&["calibrate", "--experiment", "unknown.toml", "--out", "keep_dir"]), vec!["colour"]),
-        ("experiment out under a regular file", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "regular/res"]), vec!["regular/res"]),
-        ("experiment out is a regular file", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "keep.csv"]), vec!["keep.csv"]),
-        ("experiment out in /proc", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "/proc/x"]), vec!["/proc/x"]),
-        ("experiment out is a user's folder", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "keep_dir"]), vec!["keep_dir: the folder exists and is not a dsa-sim result"]),
-        ("experiment out is the working folder", os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "."]), vec!["holds this run's input"]),
-        ("experiment name escaping its folder", os_strings(&["calibrate", "--experiment", "escape.toml"]), vec!["name"]),
-        ("experiment with zero trials", os_strings(&["calibrate", "--experiment", "zero.toml", "--out", "keep_dir"]), vec!["trials"]),
-        ("experiment with 2^64 - 1 trials", os_strings(&["calibrate", "--experiment", "huge.toml", "--out", "keep_dir"]), vec!["trials", "line 28"]),
-        ("experiment with a vector scenario", os_strings(&["calibrate", "--experiment", "vector.toml", "--out", "keep_dir"]), vec!["vector"]),
+        (
+            "experiment with junk",
+            os_strings(&["calibrate", "--experiment", "junk.toml", "--out", "keep_dir"]),
+            vec!["line 1"],
+        ),
+        (
+            "experiment with an unknown key",
+            os_strings(&["calibrate", "--experiment", "unknown.toml", "--out", "keep_dir"]),
+            vec!["colour"],
+        ),
+        (
+            "experiment out under a regular file",
+            os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "regular/res"]),
+            vec!["regular/res"],
+        ),
+        (
+            "experiment out is a regular file",
+            os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "keep.csv"]),
+            vec!["keep.csv"],
+        ),
+        (
+            "experiment out in /proc",
+            os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "/proc/x"]),
+            vec!["/proc/x"],
+        ),
+        (
+            "experiment out is a user's folder",
+            os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "keep_dir"]),
+            vec!["keep_dir: the folder exists and is not a dsa-sim result"],
+        ),
+        (
+            "experiment out is the working folder",
+            os_strings(&["calibrate", "--experiment", "cal.toml", "--out", "."]),
+            vec!["holds this run's input"],
+        ),
+        (
+            "experiment name escaping its folder",
+            os_strings(&["calibrate", "--experiment", "escape.toml"]),
+            vec!["name"],
+        ),
+        (
+            "experiment with zero trials",
+            os_strings(&["calibrate", "--experiment", "zero.toml", "--out", "keep_dir"]),
+            vec!["trials"],
+        ),
+        (
+            "experiment with 2^64 - 1 trials",
+            os_strings(&["calibrate", "--experiment", "huge.toml", "--out", "keep_dir"]),
+            vec!["trials", "line 28"],
+        ),
+        (
+            "experiment with a vector scenario",
+            os_strings(&["calibrate", "--experiment", "vector.toml", "--out", "keep_dir"]),
+            vec!["vector"],
+        ),
         ("calibration experiment through run", os_strings(&["run", "zero.toml", "--out", "keep_dir"]), vec!["trials"]),
         ("verdict target 0", os_strings(&["verdict", "--target", "0"]), vec!["target"]),
         ("verdict target 1", os_strings(&["verdict", "--target", "1"]), vec!["target"]),
@@ -999,12 +1208,43 @@ fn calibrate_and_verdict_hostile_invocations() {
         // valid table gets a call (issue 39; tests/verdict_reports.rs, saturated or undecided).
         ("verdict --fit without --data", os_strings(&["verdict", "--fit", "dprime"]), vec!["--data"]),
         ("verdict vector model", os_strings(&["verdict", "--model", "vector"]), vec!["vector"]),
-        ("verdict analytic without a closed form", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--engine", "analytic"]), vec!["analytic"]),
-        ("verdict too large for Monte Carlo", os_strings(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "1e11"]), vec!["context_len"]),
+        (
+            "verdict analytic without a closed form",
+            os_strings(&[
+                "verdict",
+                "--preset",
+                "deepseek-v4-flash",
+                "--stack",
+                "none",
+                "--pooling",
+                "mean",
+                "--engine",
+                "analytic",
+            ]),
+            vec!["analytic"],
+        ),
+        (
+            "verdict too large for Monte Carlo",
+            os_strings(&[
+                "verdict",
+                "--preset",
+                "deepseek-v4-flash",
+                "--stack",
+                "none",
+                "--pooling",
+                "mean",
+                "--context-len",
+                "1e11",
+            ]),
+            vec!["context_len"],
+        ),
         ("verdict huge trials", os_strings(&["verdict", "--trials", "18446744073709551615"]), vec!["trials"]),
         ("verdict huge threads", os_strings(&["verdict", "--threads", "100000"]), vec!["threads"]),
     ];
-    let cal_exp = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/calibrate-dsv4-observations.toml")).unwrap();
+    let cal_exp = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/calibrate-dsv4-observations.toml"),
+    )
+    .unwrap();
     let cal_exp = cal_exp.replace("dsv4_seed_observations.csv", "obs.csv");
     let mut cases = Vec::new();
     for (label, args, needles) in table {
@@ -1016,7 +1256,10 @@ fn calibrate_and_verdict_hostile_invocations() {
                 .file("junk.toml", "name = = 1\n")
                 .file("unknown.toml", format!("colour = \"red\"\n{cal_exp}"))
                 .file("cal.toml", &cal_exp)
-                .file("escape.toml", cal_exp.replace("name = \"calibrate-dsv4-observations\"", "name = \"../../escape\""))
+                .file(
+                    "escape.toml",
+                    cal_exp.replace("name = \"calibrate-dsv4-observations\"", "name = \"../../escape\""),
+                )
                 .file("zero.toml", cal_exp.replace("trials = 4000", "trials = 0"))
                 .file("huge.toml", cal_exp.replace("trials = 4000", "trials = 18446744073709551615"))
                 .file("vector.toml", cal_exp.replace("context_len = 16000", "context_len = 16000\nmodel = \"vector\"")),
@@ -1049,7 +1292,10 @@ fn stdout_on_a_full_disk_fails_with_one_line() {
     ];
     for (args, stdin) in cases {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dsa-sim"));
-        cmd.args(&args).current_dir(d.path()).stdout(std::fs::File::create("/dev/full").unwrap()).stderr(Stdio::piped());
+        cmd.args(&args)
+            .current_dir(d.path())
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .stderr(Stdio::piped());
         cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
         let mut child = cmd.spawn().unwrap();
         if let Some(bytes) = stdin {
@@ -1058,7 +1304,10 @@ fn stdout_on_a_full_disk_fails_with_one_line() {
         let o = child.wait_with_output().unwrap();
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
-        assert!(e.starts_with("error: ") && e.split_inclusive('\n').count() == 1 && e.contains("stdout"), "{args:?}: {e:?}");
+        assert!(
+            e.starts_with("error: ") && e.split_inclusive('\n').count() == 1 && e.contains("stdout"),
+            "{args:?}: {e:?}"
+        );
     }
 }
 
@@ -1069,16 +1318,66 @@ fn stdout_on_a_full_disk_fails_with_one_line() {
 #[test]
 fn unbounded_work_is_refused_or_fast() {
     run_all(vec![
-        case("materialising 2^26 tokens at default trials", &["recall", "--context-len", "67108864", "--compress-ratio", "4", "--overlap", "true", "--pooling", "mean"], &["trials = 100000", "block scores", "2^36", "at most 4095 trials"]),
-        case("long needle on the materialising path", &["recall", "--needle-tokens", "100000", "--context-len", "1000000", "--compress-ratio", "4", "--overlap", "true", "--pooling", "max"], &["token scores", "at most 68719 trials"]),
-        case("vector model at 2^28 tokens", &["recall", "--model", "vector", "--context-len", "268435456", "--compress-ratio", "4"], &["key components", "2^40"]),
-        case("sweep point over the bound", &["sweep", "--vary", "context_len=1024,67108864", "--compress-ratio", "4", "--overlap", "true", "--pooling", "mean"], &["grid point", "context_len=67108864", "trials"]),
+        case(
+            "materialising 2^26 tokens at default trials",
+            &["recall", "--context-len", "67108864", "--compress-ratio", "4", "--overlap", "true", "--pooling", "mean"],
+            &["trials = 100000", "block scores", "2^36", "at most 4095 trials"],
+        ),
+        case(
+            "long needle on the materialising path",
+            &[
+                "recall",
+                "--needle-tokens",
+                "100000",
+                "--context-len",
+                "1000000",
+                "--compress-ratio",
+                "4",
+                "--overlap",
+                "true",
+                "--pooling",
+                "max",
+            ],
+            &["token scores", "at most 68719 trials"],
+        ),
+        case(
+            "vector model at 2^28 tokens",
+            &["recall", "--model", "vector", "--context-len", "268435456", "--compress-ratio", "4"],
+            &["key components", "2^40"],
+        ),
+        case(
+            "sweep point over the bound",
+            &[
+                "sweep",
+                "--vary",
+                "context_len=1024,67108864",
+                "--compress-ratio",
+                "4",
+                "--overlap",
+                "true",
+                "--pooling",
+                "mean",
+            ],
+            &["grid point", "context_len=67108864", "trials"],
+        ),
     ]);
     let bin = env!("CARGO_BIN_EXE_dsa-sim");
     for args in [
         &["recall", "--needle-tokens", "100000", "--context-len", "1000000"][..],
         &["recall", "--repeat", "65536", "--context-len", "1099511627776"][..],
-        &["rank", "--repeat", "4096", "--needle-tokens", "4096", "--context-len", "1000000000", "--compress-ratio", "4", "--overlap", "true"][..],
+        &[
+            "rank",
+            "--repeat",
+            "4096",
+            "--needle-tokens",
+            "4096",
+            "--context-len",
+            "1000000000",
+            "--compress-ratio",
+            "4",
+            "--overlap",
+            "true",
+        ][..],
     ] {
         let t = std::time::Instant::now();
         let out = std::process::Command::new(bin).args(args).output().unwrap();
@@ -1092,7 +1391,16 @@ fn unbounded_work_is_refused_or_fast() {
 #[test]
 fn sweep_points_take_their_own_models_default_trials() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
-        .args(["sweep", "--vary", "model=scalar,vector", "--context-len", "2048", "--engine", "montecarlo", "--no-rank"])
+        .args([
+            "sweep",
+            "--vary",
+            "model=scalar,vector",
+            "--context-len",
+            "2048",
+            "--engine",
+            "montecarlo",
+            "--no-rank",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -1107,7 +1415,15 @@ fn sweep_points_take_their_own_models_default_trials() {
 #[test]
 fn formats_trials_are_bounded() {
     run_all(vec![
-        case("formats 10^12 trials", &["formats", "--context-len", "1024", "--trials", "1000000000000"], &["--trials 1000000000000", "100000"]),
-        case("formats work bound", &["formats", "--context-len", "16777216", "--trials", "100000"], &["key components", "2^40"]),
+        case(
+            "formats 10^12 trials",
+            &["formats", "--context-len", "1024", "--trials", "1000000000000"],
+            &["--trials 1000000000000", "100000"],
+        ),
+        case(
+            "formats work bound",
+            &["formats", "--context-len", "16777216", "--trials", "100000"],
+            &["key components", "2^40"],
+        ),
     ]);
 }

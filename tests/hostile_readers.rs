@@ -53,7 +53,8 @@ fn import_topk(dir: &Path, manifest: &str) -> Output {
 
 /// The requests of a selection table as the one reader (calibrate's) reads them.
 fn requests_read_back(path: &Path) -> u64 {
-    let d = dsa_sim::measured::load_csv(path).unwrap_or_else(|e| panic!("{}: the reader refuses it: {e}", path.display()));
+    let d =
+        dsa_sim::measured::load_csv(path).unwrap_or_else(|e| panic!("{}: the reader refuses it: {e}", path.display()));
     d.total_trials()
 }
 
@@ -82,19 +83,61 @@ fn labels_that_would_read_as_comments_or_break_lines_read_back() {
              cap.npy,0,64,8,2,#first\ncap.npy,1,64,8,2,\"two\nlines\"\ncap.npy,2,64,8,2,\"  padded \"\ncap.npy,3,64,8,2,padded\n";
     ok(&import_topk(d.path(), m));
     assert_eq!(requests_read_back(&d.path().join("sel.csv")), 4);
-    let o = dsa(d.path(), &["import", "topk", "--manifest", "m.csv", "--out", "sel.csv", "--json", "--layers", "2", "--index-topk", "3", "--compress-ratio", "4", "--overlap", "true"]);
+    let o = dsa(
+        d.path(),
+        &[
+            "import",
+            "topk",
+            "--manifest",
+            "m.csv",
+            "--out",
+            "sel.csv",
+            "--json",
+            "--layers",
+            "2",
+            "--index-topk",
+            "3",
+            "--compress-ratio",
+            "4",
+            "--overlap",
+            "true",
+        ],
+    );
     let j: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
-    let names: Vec<&str> = j["per_request"].as_array().unwrap().iter().map(|r| r["request"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        j["per_request"].as_array().unwrap().iter().map(|r| r["request"].as_str().unwrap()).collect();
     assert_eq!(names, ["#first", "two lines", "padded", "padded (2)"]);
-    assert!(j["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("request name(s) changed")), "{j}");
+    assert!(
+        j["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("request name(s) changed")),
+        "{j}"
+    );
 }
 
 #[test]
 fn more_layers_than_the_selection_reader_takes_are_refused_before_reading() {
     let d = tempfile::tempdir().unwrap();
     capture(d.path());
-    std::fs::write(d.path().join("m.csv"), "file,row,context_len,needle_start,needle_tokens\ncap.npy,0,64,8,2\n").unwrap();
-    let o = dsa(d.path(), &["import", "topk", "--manifest", "m.csv", "--out", "sel.csv", "--layers", "2000", "--index-topk", "1", "--compress-ratio", "4", "--overlap", "true"]);
+    std::fs::write(d.path().join("m.csv"), "file,row,context_len,needle_start,needle_tokens\ncap.npy,0,64,8,2\n")
+        .unwrap();
+    let o = dsa(
+        d.path(),
+        &[
+            "import",
+            "topk",
+            "--manifest",
+            "m.csv",
+            "--out",
+            "sel.csv",
+            "--layers",
+            "2000",
+            "--index-topk",
+            "1",
+            "--compress-ratio",
+            "4",
+            "--overlap",
+            "true",
+        ],
+    );
     refused(&o, &["--layers 2000", "allowed 1..=1024"]);
 }
 
@@ -183,7 +226,9 @@ fn a_manifest_that_is_not_utf8_or_too_large_is_bad_input() {
 }
 
 fn gkamradt(score: &str) -> String {
-    format!(r#"{{"model":"m","context_length":1000,"depth_percent":50,"version":1,"needle":"n","model_response":"x","score":{score},"test_duration_seconds":1}}"#)
+    format!(
+        r#"{{"model":"m","context_length":1000,"depth_percent":50,"version":1,"needle":"n","model_response":"x","score":{score},"test_duration_seconds":1}}"#
+    )
 }
 
 #[test]
@@ -202,7 +247,11 @@ fn unreadable_files_beside_harness_results_are_skipped_with_a_note() {
     std::fs::write(res.join("dump.json"), &big).unwrap();
     let out = ok(&dsa(d.path(), &["import", "niah", "res", "--out", "measured.csv"]));
     assert!(out.contains("note: 2 file(s) skipped"), "{out}");
-    assert!(out.contains("blob.json (not UTF-8 text)") && out.contains("dump.json (its first line is longer than the 64 MiB line bound)"), "{out}");
+    assert!(
+        out.contains("blob.json (not UTF-8 text)")
+            && out.contains("dump.json (its first line is longer than the 64 MiB line bound)"),
+        "{out}"
+    );
     // Pretty-printed, past the bound: skipped as too large.
     let mut pretty = b"{\n\"a\": \"".to_vec();
     pretty.extend(std::iter::repeat_n(b'x', 65 << 20));
@@ -266,16 +315,28 @@ fn merge_never_writes_over_an_input_or_a_users_file() {
     let dir = d.path();
     parts(dir);
     let before = common::snapshot(dir);
-    refused(&dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "p0.csv.meta.json"]), &["p0.csv.meta.json", "a part's sidecar"]);
+    refused(
+        &dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "p0.csv.meta.json"]),
+        &["p0.csv.meta.json", "a part's sidecar"],
+    );
     refused(&dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "p1.csv"]), &["p1.csv", "is also a part"]);
     std::fs::write(dir.join("notes.csv"), "my notes\n").unwrap();
-    refused(&dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "notes.csv"]), &["notes.csv", "not a sweep file dsa-sim wrote"]);
+    refused(
+        &dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "notes.csv"]),
+        &["notes.csv", "not a sweep file dsa-sim wrote"],
+    );
     assert_eq!(std::fs::read(dir.join("notes.csv")).unwrap(), b"my notes\n");
     std::fs::write(dir.join("all.csv.meta.json"), "{\"mine\": 1}\n").unwrap();
-    refused(&dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "all.csv"]), &["all.csv.meta.json", "not a sweep file dsa-sim wrote"]);
+    refused(
+        &dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "all.csv"]),
+        &["all.csv.meta.json", "not a sweep file dsa-sim wrote"],
+    );
     std::fs::remove_file(dir.join("all.csv.meta.json")).unwrap();
     std::fs::write(dir.join("all.json"), "{\"mine\": 1}\n").unwrap();
-    refused(&dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "all.json"]), &["all.json", "not a sweep file dsa-sim wrote"]);
+    refused(
+        &dsa(dir, &["merge", "p0.csv", "p1.csv", "--out", "all.json"]),
+        &["all.json", "not a sweep file dsa-sim wrote"],
+    );
     std::fs::remove_file(dir.join("all.json")).unwrap();
     std::fs::remove_file(dir.join("notes.csv")).unwrap();
     assert_eq!(common::snapshot(dir), before, "the inputs are untouched");
@@ -336,7 +397,8 @@ fn a_bzip2_member_is_named_as_unsupported_compression() {
         b[at + off..at + off + 2].copy_from_slice(&12u16.to_le_bytes());
     }
     std::fs::write(&p, &b).unwrap();
-    std::fs::write(d.path().join("m.csv"), "file,row,context_len,needle_start,needle_tokens\ncap.npz,0,64,8,2\n").unwrap();
+    std::fs::write(d.path().join("m.csv"), "file,row,context_len,needle_start,needle_tokens\ncap.npz,0,64,8,2\n")
+        .unwrap();
     let mut a = vec!["import", "topk", "--manifest", "m.csv", "--out", "sel.csv"];
     a.extend_from_slice(TOPK);
     let e = refused(&dsa(d.path(), &a), &["cap.npz", "topk_index.npy", "not supported", "np.savez"]);
@@ -355,7 +417,10 @@ fn a_bzip2_member_is_named_as_unsupported_compression() {
         at = i + 4;
     }
     std::fs::write(&s, &b).unwrap();
-    refused(&dsa(d.path(), &["import", "scores", "s.npz"]), &["s.npz", "needle_index.npy", "not supported", "numpy.savez"]);
+    refused(
+        &dsa(d.path(), &["import", "scores", "s.npz"]),
+        &["s.npz", "needle_index.npy", "not supported", "numpy.savez"],
+    );
 }
 
 #[test]

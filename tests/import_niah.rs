@@ -28,7 +28,8 @@ fn cells(j: &serde_json::Value) -> BTreeMap<(u64, Option<String>), (u64, u64)> {
 
 /// The generator's expected cells of one format, hits under `hits_key`.
 fn expected(format: &str, hits_key: &str) -> BTreeMap<(u64, Option<String>), (u64, u64)> {
-    let e: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(niah().join("expected.json")).unwrap()).unwrap();
+    let e: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(niah().join("expected.json")).unwrap()).unwrap();
     e[format]
         .as_object()
         .unwrap()
@@ -54,7 +55,9 @@ fn run(path: &str, extra: &[&str]) -> (serde_json::Value, String) {
 
 #[test]
 fn every_format_counts_as_constructed() {
-    for (path, format) in [("gkamradt", "gkamradt"), ("ruler", "ruler"), ("lm-eval", "lm-eval"), ("needlebench", "needlebench")] {
+    for (path, format) in
+        [("gkamradt", "gkamradt"), ("ruler", "ruler"), ("lm-eval", "lm-eval"), ("needlebench", "needlebench")]
+    {
         let (j, csv) = run(path, &[]);
         assert_eq!(j["format"], format);
         assert_eq!(cells(&j), expected(format, "hits"), "{format}");
@@ -102,7 +105,8 @@ fn ruler_lines_without_input_have_no_depth() {
 fn the_table_is_accepted_by_calibrate_and_verdict() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("m.csv");
-    let paths: Vec<String> = ["gkamradt", "ruler", "lm-eval", "needlebench"].iter().map(|p| niah().join(p).display().to_string()).collect();
+    let paths: Vec<String> =
+        ["gkamradt", "ruler", "lm-eval", "needlebench"].iter().map(|p| niah().join(p).display().to_string()).collect();
     let mut a: Vec<&str> = vec!["import", "niah"];
     a.extend(paths.iter().map(String::as_str));
     a.extend(["--out", out.to_str().unwrap()]);
@@ -113,9 +117,29 @@ fn the_table_is_accepted_by_calibrate_and_verdict() {
     assert!(!ds.notes.iter().any(|n| n.contains("ignored column")), "{:?}", ds.notes);
     let total: u64 = ds.rows.iter().map(|r| r.trials).sum();
     assert_eq!(total, 12 + 14 + 4 + 9);
-    let o = dsa(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", out.to_str().unwrap(), "--json"]);
+    let o = dsa(&[
+        "verdict",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--data",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = dsa(&["calibrate", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", out.to_str().unwrap(), "--fit", "dprime", "--json"]);
+    let o = dsa(&[
+        "calibrate",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--data",
+        out.to_str().unwrap(),
+        "--fit",
+        "dprime",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A second import replaces the table (ours); a hand-written file is refused.
     assert!(dsa(&a).status.success());

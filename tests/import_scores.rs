@@ -27,7 +27,12 @@ fn f32s(name: &str, shape: Vec<usize>, v: &[f64]) -> Arr {
     Arr { name: name.into(), descr: "<f4", shape, data: v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect() }
 }
 fn i32s(name: &str, v: &[i64]) -> Arr {
-    Arr { name: name.into(), descr: "<i4", shape: vec![v.len()], data: v.iter().flat_map(|x| (*x as i32).to_le_bytes()).collect() }
+    Arr {
+        name: name.into(),
+        descr: "<i4",
+        shape: vec![v.len()],
+        data: v.iter().flat_map(|x| (*x as i32).to_le_bytes()).collect(),
+    }
 }
 
 fn write_npz(path: &Path, arrays: &[Arr]) {
@@ -46,7 +51,13 @@ struct Truth {
     needle_scores: Vec<f64>,
 }
 
-fn draw(queries: usize, cands: usize, seed: u64, distractor: &dyn Fn(&mut rand_xoshiro::Xoshiro256PlusPlus) -> f64, needle: &dyn Fn(&mut rand_xoshiro::Xoshiro256PlusPlus) -> f64) -> Truth {
+fn draw(
+    queries: usize,
+    cands: usize,
+    seed: u64,
+    distractor: &dyn Fn(&mut rand_xoshiro::Xoshiro256PlusPlus) -> f64,
+    needle: &dyn Fn(&mut rand_xoshiro::Xoshiro256PlusPlus) -> f64,
+) -> Truth {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut t = Truth { rows: vec![], needle_index: vec![], needle_scores: vec![] };
     for q in 0..queries {
@@ -63,24 +74,46 @@ fn draw(queries: usize, cands: usize, seed: u64, distractor: &dyn Fn(&mut rand_x
 
 fn one_layer(t: &Truth, path: &Path) {
     let flat: Vec<f64> = t.rows.iter().flatten().cloned().collect();
-    write_npz(path, &[f64s("scores", vec![t.rows.len(), t.rows[0].len()], &flat), i32s("needle_index", &t.needle_index)]);
+    write_npz(
+        path,
+        &[f64s("scores", vec![t.rows.len(), t.rows[0].len()], &flat), i32s("needle_index", &t.needle_index)],
+    );
 }
 
 /// Token-level scenario cells with N = context_len candidates, no window.
 fn cell(n: u64, k: u64) -> Scenario {
-    Scenario { context_len: n, index_topk: k, max_topk: k.max(2048), compress_ratio: 1, overlap: false, window: 0, sink: 0, needle_tokens: 1, ..Scenario::default() }
+    Scenario {
+        context_len: n,
+        index_topk: k,
+        max_topk: k.max(2048),
+        compress_ratio: 1,
+        overlap: false,
+        window: 0,
+        sink: 0,
+        needle_tokens: 1,
+        ..Scenario::default()
+    }
 }
 
 /// The truth's recall at (N, k): each query's needle against N − 1 fresh draws of the true law.
 fn true_recall(t: &Truth, n: u64, k: u64, sf: &dyn Fn(f64) -> f64) -> f64 {
-    t.needle_scores.iter().map(|&x| Binomial::new(sf(x).clamp(0.0, 1.0), n - 1).unwrap().cdf(k - 1)).sum::<f64>() / t.needle_scores.len() as f64
+    t.needle_scores.iter().map(|&x| Binomial::new(sf(x).clamp(0.0, 1.0), n - 1).unwrap().cdf(k - 1)).sum::<f64>()
+        / t.needle_scores.len() as f64
 }
 
 /// The truth within 1.5 half-widths of the prediction's 95% band (≈ 2.9 sd), printed.
 fn assert_truth_in_band(pr: &cs::Prediction, s: &Scenario, truth: f64) {
     let half = 0.5 * (pr.high - pr.low);
-    eprintln!("N={} k={}: truth {truth:.4} predicted {:.4} [{:.4}, {:.4}] empirical {:.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall_empirical);
-    assert!((pr.recall - truth).abs() <= 1.5 * half + 1e-9, "N={} k={}: truth {truth} vs {pr:?}", s.context_len, s.index_topk);
+    eprintln!(
+        "N={} k={}: truth {truth:.4} predicted {:.4} [{:.4}, {:.4}] empirical {:.4}",
+        s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall_empirical
+    );
+    assert!(
+        (pr.recall - truth).abs() <= 1.5 * half + 1e-9,
+        "N={} k={}: truth {truth} vs {pr:?}",
+        s.context_len,
+        s.index_topk
+    );
 }
 
 #[test]
@@ -128,7 +161,12 @@ fn the_empirical_region_is_an_exact_binomial() {
             (m, (q.distractors.iter().map(|d| (d - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
         })
         .collect();
-    let mut pooled: Vec<f64> = c.layers[0].queries.iter().zip(&stats).flat_map(|(q, (m, sd))| q.distractors.iter().map(move |d| (d - m) / sd)).collect();
+    let mut pooled: Vec<f64> = c.layers[0]
+        .queries
+        .iter()
+        .zip(&stats)
+        .flat_map(|(q, (m, sd))| q.distractors.iter().map(move |d| (d - m) / sd))
+        .collect();
     pooled.sort_by(|a, b| b.total_cmp(a));
     let u = pooled[(pooled.len() as f64 * cs::tail::TAIL_FRACTION) as usize];
     let cells = [cell(5000, 100), cell(20_000, 500), cell(1500, 60)];
@@ -175,7 +213,8 @@ fn normal_truth_is_predicted_where_the_sample_runs_out() {
     for (z, o, n) in &tail.exceedance {
         assert!((o / n - 1.0).abs() < 0.25, "z = {z}: {o} vs {n}");
     }
-    let cells = [cell(100_000, 1), cell(100_000, 64), cell(1_000_000, 64), cell(1_000_000, 512), cell(10_000_000, 2048)];
+    let cells =
+        [cell(100_000, 1), cell(100_000, 64), cell(1_000_000, 64), cell(1_000_000, 512), cell(10_000_000, 2048)];
     let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
     let sf = |x: f64| dsa_sim::stats::norm_sf(x);
     for (pr, s) in pred.iter().zip(&cells) {
@@ -205,7 +244,9 @@ fn the_tail_fit_corrects_the_empirical_law_beyond_the_sample() {
             // Empirical 0.45 against a truth of 0.27 here (seeded): the gap is the point.
             assert!(pr.recall_empirical - truth > 0.1, "empirical {} vs truth {truth}", pr.recall_empirical);
             // docs/capture.md quotes the pair: it must be this build's.
-            let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/capture.md")).unwrap().replace("\n  ", " ");
+            let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/capture.md"))
+                .unwrap()
+                .replace("\n  ", " ");
             let quoted = format!("the empirical law {:.2} against a truth of {:.2}", pr.recall_empirical, truth);
             assert!(doc.contains(&quoted), "docs/capture.md should quote: {quoted}");
         }
@@ -253,7 +294,14 @@ fn layers_combine_as_independent_resamples() {
     let one = dir.path().join("one.npz");
     write_npz(&one, &[f64s("scores", vec![30, 1000], &rows), i32s("needle_index", &ni)]);
     let two = dir.path().join("two.npz");
-    write_npz(&two, &[f64s("indexer_scores_0", vec![1, 30, 1000], &rows), f64s("indexer_scores_1", vec![30, 1000], &rows), i32s("needle_index", &ni)]);
+    write_npz(
+        &two,
+        &[
+            f64s("indexer_scores_0", vec![1, 30, 1000], &rows),
+            f64s("indexer_scores_1", vec![30, 1000], &rows),
+            i32s("needle_index", &ni),
+        ],
+    );
     let (c1, c2) = (cs::read_file(&one).unwrap(), cs::read_file(&two).unwrap());
     assert_eq!(c2.layers.len(), 2);
     assert_eq!(c1.layers[0].queries[0].rank(), 61);
@@ -265,7 +313,11 @@ fn layers_combine_as_independent_resamples() {
 
 fn dsa_sim(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 #[test]
@@ -276,7 +328,24 @@ fn cli_json_and_bad_input() {
     let p = dir.path().join("c.npz");
     one_layer(&t, &p);
     let ps = p.to_str().unwrap();
-    let (code, out, err) = dsa_sim(&["import", "scores", ps, "--compress-ratio", "1", "--overlap", "false", "--window", "0", "--predict", "context_len=10K,1M", "--predict", "index_topk=1,64", "--resamples", "50", "--json"]);
+    let (code, out, err) = dsa_sim(&[
+        "import",
+        "scores",
+        ps,
+        "--compress-ratio",
+        "1",
+        "--overlap",
+        "false",
+        "--window",
+        "0",
+        "--predict",
+        "context_len=10K,1M",
+        "--predict",
+        "index_topk=1,64",
+        "--resamples",
+        "50",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["queries"], 100);
@@ -287,15 +356,32 @@ fn cli_json_and_bad_input() {
     assert_eq!(preds[3]["index_topk"], 64);
     // The same through the library, to the last digit.
     let c = cs::read_file(&p).unwrap();
-    let lib = cs::predict(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 50, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() }).unwrap();
+    let lib = cs::predict(
+        &c,
+        &[cell(1_000_000, 64)],
+        PredictOptions { resamples: 50, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() },
+    )
+    .unwrap();
     assert_eq!(preds[3]["recall"].as_f64().unwrap(), lib[0].recall);
     // The tail model and every candidate's validation, as the library chose them.
-    let rep = cs::predict_report(&c, &[cell(1_000_000, 64)], PredictOptions { resamples: 0, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    let rep = cs::predict_report(
+        &c,
+        &[cell(1_000_000, 64)],
+        PredictOptions { resamples: 0, seed: dsa_sim::engine::DEFAULT_SEED, ..Default::default() },
+        &dsa_sim::progress::Silent,
+    )
+    .unwrap();
     let tm = &v["tail_models"][0];
-    assert_eq!(tm["chosen"]["model"], if rep.tails[0].model == cs::TailModel::Classes { "classes" } else { "query-top" });
+    assert_eq!(
+        tm["chosen"]["model"],
+        if rep.tails[0].model == cs::TailModel::Classes { "classes" } else { "query-top" }
+    );
     assert_eq!(tm["validation"].as_array().unwrap().len(), rep.tails[0].validation.len());
     assert_eq!(tm["mixture"].as_array().unwrap().len(), rep.tails[0].mixture.len());
-    assert_eq!(tm["validation"][0]["errors"][0]["error"].as_f64().unwrap(), rep.tails[0].validation[0].errors.as_ref().unwrap()[0]);
+    assert_eq!(
+        tm["validation"][0]["errors"][0]["error"].as_f64().unwrap(),
+        rep.tails[0].validation[0].errors.as_ref().unwrap()[0]
+    );
     let (code, _, err) = dsa_sim(&["import", "scores", ps, "--predict", "context_len=1M", "--tail-model", "pooled"]);
     assert_eq!(code, 2, "{err}");
     // Text output runs too, and repeats exactly.
@@ -312,7 +398,13 @@ fn cli_json_and_bad_input() {
     write_npz(&nan, &[f64s("scores", vec![100, 2000], &rows), i32s("needle_index", &t.needle_index)]);
     let (code, _, err) = dsa_sim(&["import", "scores", nan.to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(err.contains("nan.npz") && err.contains("query 3") && err.contains("candidate 17") && err.trim().lines().count() == 1, "{err}");
+    assert!(
+        err.contains("nan.npz")
+            && err.contains("query 3")
+            && err.contains("candidate 17")
+            && err.trim().lines().count() == 1,
+        "{err}"
+    );
 
     let bytes = std::fs::read(&p).unwrap();
     let cut = dir.path().join("cut.npz");
@@ -334,7 +426,10 @@ fn cli_json_and_bad_input() {
     assert!(err.contains("2 queries but needle_index has 3"), "{err}");
 
     let out_of_row = dir.path().join("oor.npz");
-    write_npz(&out_of_row, &[f64s("scores", vec![2, 3], &[0.0, 1.0, 2.0, 0.0, 1.0, 2.0]), i32s("needle_index", &[0, 5])]);
+    write_npz(
+        &out_of_row,
+        &[f64s("scores", vec![2, 3], &[0.0, 1.0, 2.0, 0.0, 1.0, 2.0]), i32s("needle_index", &[0, 5])],
+    );
     let (code, _, err) = dsa_sim(&["import", "scores", out_of_row.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("query 1") && err.contains("needle_index 5"), "{err}");
@@ -372,11 +467,19 @@ struct TailKind {
 impl TailKind {
     /// The sd of a unit draw (1 for the normal, √(ν/(ν − 2)) for a t(ν)).
     fn sd(&self) -> f64 {
-        if self.dof.is_infinite() { 1.0 } else { (self.dof / (self.dof - 2.0)).sqrt() }
+        if self.dof.is_infinite() {
+            1.0
+        } else {
+            (self.dof / (self.dof - 2.0)).sqrt()
+        }
     }
     /// P(a unit draw exceeds e).
     fn sf(&self, e: f64) -> f64 {
-        if self.dof.is_infinite() { dsa_sim::stats::norm_sf(e) } else { statrs::distribution::StudentsT::new(0.0, 1.0, self.dof).unwrap().sf(e) }
+        if self.dof.is_infinite() {
+            dsa_sim::stats::norm_sf(e)
+        } else {
+            statrs::distribution::StudentsT::new(0.0, 1.0, self.dof).unwrap().sf(e)
+        }
     }
 }
 
@@ -387,7 +490,8 @@ fn tails_capture(queries: usize, cands: usize, seed: u64, kinds: &[TailKind]) ->
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let n01 = Normal::new(0.0, 1.0).unwrap();
     let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
-    let ts: Vec<Option<StudentT<f64>>> = kinds.iter().map(|k| (!k.dof.is_infinite()).then(|| StudentT::new(k.dof).unwrap())).collect();
+    let ts: Vec<Option<StudentT<f64>>> =
+        kinds.iter().map(|k| (!k.dof.is_infinite()).then(|| StudentT::new(k.dof).unwrap())).collect();
     let mut t = Truth { rows: vec![], needle_index: vec![], needle_scores: vec![] };
     let mut who = Vec::new();
     for q in 0..queries {
@@ -427,12 +531,18 @@ const MIX_NEEDLE_SD: f64 = 0.5;
 const NORMAL: f64 = f64::INFINITY;
 /// Half normal, 30% Student-t(6), 20% Student-t(3) tails, the needles further out (in their
 /// own sd) the heavier the tail.
-const THREE_TAILS: [TailKind; 3] = [TailKind { weight: 0.5, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.3, dof: 6.0, needle: 4.6 }, TailKind { weight: 0.2, dof: 3.0, needle: 6.0 }];
+const THREE_TAILS: [TailKind; 3] = [
+    TailKind { weight: 0.5, dof: NORMAL, needle: 3.8 },
+    TailKind { weight: 0.3, dof: 6.0, needle: 4.6 },
+    TailKind { weight: 0.2, dof: 3.0, needle: 6.0 },
+];
 /// 60% normal, 40% Student-t(6), every needle drawn alike: only the distractors tell the
 /// classes apart.
-const NORMAL_T6: [TailKind; 2] = [TailKind { weight: 0.6, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.4, dof: 6.0, needle: 3.8 }];
+const NORMAL_T6: [TailKind; 2] =
+    [TailKind { weight: 0.6, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.4, dof: 6.0, needle: 3.8 }];
 /// Half normal, half Student-t(15): tails too alike for 2,000 candidates a query to tell apart.
-const NORMAL_T15: [TailKind; 2] = [TailKind { weight: 0.5, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.5, dof: 15.0, needle: 3.8 }];
+const NORMAL_T15: [TailKind; 2] =
+    [TailKind { weight: 0.5, dof: NORMAL, needle: 3.8 }, TailKind { weight: 0.5, dof: 15.0, needle: 3.8 }];
 
 /// The captured queries at N candidates, as a measurement at a longer context would find them:
 /// each needle against its captured distractors (the first n of the N − 1: it already ranks
@@ -467,7 +577,8 @@ fn population_recall(kinds: &[TailKind], n: u64, k: u64) -> f64 {
         .map(|kind| {
             let f = |e: f64| {
                 let z = kind.sd() * (kind.needle + MIX_NEEDLE_SD * e);
-                (-0.5 * e * e).exp() / (2.0 * std::f64::consts::PI).sqrt() * dsa_sim::stats::binom_cdf(n - 1, k - 1, kind.sf(z))
+                (-0.5 * e * e).exp() / (2.0 * std::f64::consts::PI).sqrt()
+                    * dsa_sim::stats::binom_cdf(n - 1, k - 1, kind.sf(z))
             };
             kind.weight * dsa_sim::quadrature::integrate(f, -9.0, 9.0, &[], 1e-10)
         })
@@ -480,8 +591,11 @@ fn population_recall(kinds: &[TailKind], n: u64, k: u64) -> f64 {
 fn errors_over_seeds() {
     let dir = tempfile::tempdir().unwrap();
     let mixes: [(&str, &[TailKind]); 3] = [("three", &THREE_TAILS), ("n+t6", &NORMAL_T6), ("n+t15", &NORMAL_T15)];
-    let cells: Vec<Scenario> = [1000u64, 2000, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
-    let seeds: Vec<u64> = std::env::var("SEEDS").map(|s| s.split(',').map(|v| v.parse().unwrap()).collect()).unwrap_or(vec![101, 102, 103]);
+    let cells: Vec<Scenario> =
+        [1000u64, 2000, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let seeds: Vec<u64> = std::env::var("SEEDS")
+        .map(|s| s.split(',').map(|v| v.parse().unwrap()).collect())
+        .unwrap_or(vec![101, 102, 103]);
     for (name, kinds) in mixes {
         for &seed in &seeds {
             let (t, who) = tails_capture(400, 2000, seed, kinds);
@@ -489,7 +603,13 @@ fn errors_over_seeds() {
             one_layer(&t, &p);
             let c = cs::read_file(&p).unwrap();
             let t0 = std::time::Instant::now();
-            let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+            let rep = cs::predict_report(
+                &c,
+                &cells,
+                PredictOptions { resamples: 200, seed: 5, ..Default::default() },
+                &dsa_sim::progress::Silent,
+            )
+            .unwrap();
             let mut worst = (0.0f64, 0u64, 0u64);
             let mut outside = 0;
             for (pr, s) in rep.predictions.iter().zip(&cells) {
@@ -503,7 +623,10 @@ fn errors_over_seeds() {
                 if (pr.recall - pop).abs() > (1.5 * half).max(1.0 / 400.0) {
                     outside += 1;
                 }
-                eprintln!("{name} seed {seed} N={} k={}: same {same:.4} pop {pop:.4} pred {:.4} [{:.4}, {:.4}] err {:+.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, e);
+                eprintln!(
+                    "{name} seed {seed} N={} k={}: same {same:.4} pop {pop:.4} pred {:.4} [{:.4}, {:.4}] err {:+.4}",
+                    s.context_len, s.index_topk, pr.recall, pr.low, pr.high, e
+                );
             }
             eprintln!("SUMMARY {name} seed {seed}: model {} classes {} worst {:+.4} at N={} k={}; population outside band {outside}; {:.1}s", rep.tails[0].model, rep.classes.first().map_or(0, |c| c.classes().len()), worst.0, worst.1, worst.2, t0.elapsed().as_secs_f64());
         }
@@ -519,7 +642,9 @@ fn a_mixture_of_query_tails_is_predicted_at_k_1() {
     // what a longer context of the same texts would measure), and a new population of queries
     // (class, needle and distractors all fresh; exact over the needle's law).
     let dir = tempfile::tempdir().unwrap();
-    for (kinds, seed, expect_classes) in [(&THREE_TAILS[..], 31u64, Some(3usize)), (&NORMAL_T6[..], 47, Some(2)), (&NORMAL_T15[..], 101, None)] {
+    for (kinds, seed, expect_classes) in
+        [(&THREE_TAILS[..], 31u64, Some(3usize)), (&NORMAL_T6[..], 47, Some(2)), (&NORMAL_T15[..], 101, None)]
+    {
         let (t, who) = tails_capture(400, 2000, seed, kinds);
         let p = dir.path().join("mix.npz");
         one_layer(&t, &p);
@@ -535,9 +660,15 @@ fn a_mixture_of_query_tails_is_predicted_at_k_1() {
         if let Some(e) = expect_classes {
             assert_eq!(classes[0].classes().len(), e);
         }
-        let cells: Vec<Scenario> = [1000u64, 2000, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+        let cells: Vec<Scenario> =
+            [1000u64, 2000, 8000, 13_500].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
         let pred = cs::predict(&c, &cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() }).unwrap();
-        let pooled = cs::predict(&c, &cells, PredictOptions { resamples: 0, seed: 5, max_classes: 1, tail_model: cs::TailChoice::Classes }).unwrap();
+        let pooled = cs::predict(
+            &c,
+            &cells,
+            PredictOptions { resamples: 0, seed: 5, max_classes: 1, tail_model: cs::TailChoice::Classes },
+        )
+        .unwrap();
         for ((pr, s), po) in pred.iter().zip(&cells).zip(&pooled) {
             let same = same_queries_recall(&t, &who, kinds, s.context_len, s.index_topk);
             let pop = population_recall(kinds, s.context_len, s.index_topk);
@@ -546,20 +677,42 @@ fn a_mixture_of_query_tails_is_predicted_at_k_1() {
                 // Within the captured count the prediction is the queries' own subsample: no
                 // fitted law enters, so classes or not it is the measurement (statrs'
                 // hypergeometric here).
-                assert!((pr.recall - same).abs() < 1e-9 && (po.recall - same).abs() < 1e-9, "N={} k={}: {} / {} vs {same}", s.context_len, s.index_topk, pr.recall, po.recall);
+                assert!(
+                    (pr.recall - same).abs() < 1e-9 && (po.recall - same).abs() < 1e-9,
+                    "N={} k={}: {} / {} vs {same}",
+                    s.context_len,
+                    s.index_topk,
+                    pr.recall,
+                    po.recall
+                );
             }
             // (1e-9: rounding where recall is 1 to 13 digits.)
-            assert!(pr.low - 1e-9 <= same && same <= pr.high + 1e-9, "N={} k={}: truth {same} outside {pr:?}", s.context_len, s.index_topk);
+            assert!(
+                pr.low - 1e-9 <= same && same <= pr.high + 1e-9,
+                "N={} k={}: truth {same} outside {pr:?}",
+                s.context_len,
+                s.index_topk
+            );
             // The population differs from the captured queries by their needles' sampling: the
             // file's band rule (1.5 half-widths, ≈ 2.9 sd), and where every resample predicts 1
             // (a band of no width) one query's share, 1/400: a capture of 400 needles cannot see
             // a rarer miss.
             let half = 0.5 * (pr.high - pr.low);
-            assert!((pr.recall - pop).abs() <= (1.5 * half).max(1.0 / 400.0), "N={} k={}: population {pop} vs {pr:?}", s.context_len, s.index_topk);
+            assert!(
+                (pr.recall - pop).abs() <= (1.5 * half).max(1.0 / 400.0),
+                "N={} k={}: population {pop} vs {pr:?}",
+                s.context_len,
+                s.index_topk
+            );
             if expect_classes == Some(2) && s.context_len == 8000 && s.index_topk == 1 {
                 // README.md quotes this cell: it must be this build's.
-                let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap().replace('\n', " ");
-                let quoted = format!("at {:.3} against {:.3} measured on the same queries (one pooled law: {:.3})", pr.recall, same, po.recall);
+                let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+                    .unwrap()
+                    .replace('\n', " ");
+                let quoted = format!(
+                    "at {:.3} against {:.3} measured on the same queries (one pooled law: {:.3})",
+                    pr.recall, same, po.recall
+                );
                 assert!(readme.contains(&quoted), "README.md should quote: {quoted}");
             }
         }
@@ -584,14 +737,18 @@ fn a_homogeneous_capture_keeps_one_class() {
     assert_eq!(pred, cs::predict(&c, &cells, PredictOptions { max_classes: 1, ..o }).unwrap());
     for (pr, s) in pred.iter().zip(&cells) {
         let own = same_queries_recall(&t, &who, &normal, s.context_len, s.index_topk);
-        eprintln!("N={} k={}: truth {own:.4} predicted {:.4} [{:.4}, {:.4}]", s.context_len, s.index_topk, pr.recall, pr.low, pr.high);
+        eprintln!(
+            "N={} k={}: truth {own:.4} predicted {:.4} [{:.4}, {:.4}]",
+            s.context_len, s.index_topk, pr.recall, pr.low, pr.high
+        );
         assert!(pr.low <= own && own <= pr.high, "N={} k={}: truth {own} outside {pr:?}", s.context_len, s.index_topk);
     }
     // Needles of two kinds (found far out, lost in the bulk) over one normal tail: the class
     // count is chosen on the distractors' tail alone, so the needles buy no class.
     let unif = rand_distr::Uniform::new(0.0f64, 1.0).unwrap();
     let n01 = Normal::new(0.0, 1.0).unwrap();
-    let t2 = draw(400, 2000, 9, &|r| n01.sample(r), &|r| if unif.sample(r) < 0.5 { 2.0 } else { 4.5 } + 0.3 * n01.sample(r));
+    let t2 =
+        draw(400, 2000, 9, &|r| n01.sample(r), &|r| if unif.sample(r) < 0.5 { 2.0 } else { 4.5 } + 0.3 * n01.sample(r));
     let p2 = dir.path().join("bimodal.npz");
     one_layer(&t2, &p2);
     let c2 = cs::read_file(&p2).unwrap();
@@ -607,11 +764,11 @@ fn a_homogeneous_capture_keeps_one_class() {
     }
 }
 
-
 /// Measured recall from tests/data/scores/bm25/ranks.csv: the fraction of `half`'s queries
 /// ranking within k at `n` candidates, and how many queries.
 fn bm25_measured(half: &str, n: u64, k: u64) -> (f64, usize) {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/scores/bm25/ranks.csv")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/scores/bm25/ranks.csv")).unwrap();
     let ranks: Vec<u64> = text
         .lines()
         .skip(1)
@@ -629,22 +786,37 @@ fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Vec<(&'static st
 }
 
 /// [`bm25_predictions`] with given options.
-fn bm25_predictions_with(cells: &[Scenario], o: PredictOptions) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
+fn bm25_predictions_with(
+    cells: &[Scenario],
+    o: PredictOptions,
+) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
     let c = cs::read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores/bm25/train.npz")).unwrap();
     let rep = cs::predict_report(&c, cells, o, &dsa_sim::progress::Silent).unwrap();
     for v in &rep.tails[0].validation {
         eprintln!("validation {}: {:?} se {:?} score {:?}", v.model, v.errors, v.standard_errors, v.score());
     }
     eprintln!("chosen: {} {:?} mixture {:?}", rep.tails[0].model, rep.tails[0].top_prior, rep.tails[0].mixture);
-    rep.predictions.into_iter()
+    rep.predictions
+        .into_iter()
         .zip(cells)
         .map(|(pr, s)| {
-            let halves: Vec<(&'static str, f64, usize)> = ["heldout", "train"].iter().map(|&h| {
-                let (m, n) = bm25_measured(h, s.context_len, s.index_topk);
-                (h, m, n)
-            }).collect();
+            let halves: Vec<(&'static str, f64, usize)> = ["heldout", "train"]
+                .iter()
+                .map(|&h| {
+                    let (m, n) = bm25_measured(h, s.context_len, s.index_topk);
+                    (h, m, n)
+                })
+                .collect();
             for (h, m, n) in &halves {
-                eprintln!("N={} k={}: predicted {:.4} [{:.4}, {:.4}], {h} measured {m:.4} ({n} queries), difference {:+.4}", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall - m);
+                eprintln!(
+                    "N={} k={}: predicted {:.4} [{:.4}, {:.4}], {h} measured {m:.4} ({n} queries), difference {:+.4}",
+                    s.context_len,
+                    s.index_topk,
+                    pr.recall,
+                    pr.low,
+                    pr.high,
+                    pr.recall - m
+                );
             }
             (pr, halves)
         })
@@ -661,7 +833,8 @@ fn a_real_bm25_capture_within_its_candidate_count() {
     // within 3 sd of their difference (the band's sd, half-width / 1.96, and the measurement's
     // binomial sd over its 300 queries); the train queries at 1,000 (a subsample of the very
     // draws predicted from) under the same bound, which is looser for them.
-    let cells: Vec<Scenario> = [1000u64, 2000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let cells: Vec<Scenario> =
+        [1000u64, 2000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
     for ((pr, halves), s) in bm25_predictions(&cells).iter().zip(&cells) {
         let band_sd = 0.5 * (pr.high - pr.low) / 1.96;
         for &(h, m, n) in halves {
@@ -669,7 +842,12 @@ fn a_real_bm25_capture_within_its_candidate_count() {
                 assert!((pr.recall - m).abs() < 1e-9, "k={}: {} vs measured {m}", s.index_topk, pr.recall);
             }
             let sd = (band_sd * band_sd + m * (1.0 - m) / n as f64).sqrt();
-            assert!((pr.recall - m).abs() <= 3.0 * sd + 1e-9, "N={} k={} {h}: predicted {pr:?} vs measured {m}", s.context_len, s.index_topk);
+            assert!(
+                (pr.recall - m).abs() <= 3.0 * sd + 1e-9,
+                "N={} k={} {h}: predicted {pr:?} vs measured {m}",
+                s.context_len,
+                s.index_topk
+            );
         }
     }
 }
@@ -687,7 +865,8 @@ fn a_real_bm25_capture_within_its_candidate_count() {
 /// prediction to them within that.
 #[test]
 fn a_real_bm25_capture_extrapolates_within_2_points() {
-    let cells: Vec<Scenario> = [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let cells: Vec<Scenario> =
+        [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
     let mut worst = 0.0f64;
     for (pr, halves) in bm25_predictions(&cells) {
         for (h, m, _) in halves {
@@ -713,16 +892,26 @@ fn a_real_bm25_capture_extrapolates_within_2_points() {
 /// at 8,000, k = 1) and would fail it, barely.
 #[test]
 fn a_real_bm25_capture_extrapolates_at_k_1_and_within_query_sampling() {
-    let cells: Vec<Scenario> = [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let cells: Vec<Scenario> =
+        [4000u64, 8000, 16_384].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
     for ((pr, halves), s) in bm25_predictions(&cells).iter().zip(&cells) {
         let band_sd = 0.5 * (pr.high - pr.low) / 1.96;
         for &(h, m, n) in halves {
             if h == "train" && s.index_topk == 1 {
-                assert!((pr.recall - m).abs() <= 0.02, "N={} k=1: predicted {pr:?} vs the same queries' {m}", s.context_len);
+                assert!(
+                    (pr.recall - m).abs() <= 0.02,
+                    "N={} k=1: predicted {pr:?} vs the same queries' {m}",
+                    s.context_len
+                );
             }
             if h == "heldout" {
                 let sd = (band_sd * band_sd + m * (1.0 - m) / n as f64).sqrt();
-                assert!((pr.recall - m).abs() <= 3.0 * sd, "N={} k={}: predicted {pr:?} vs the other queries' {m}", s.context_len, s.index_topk);
+                assert!(
+                    (pr.recall - m).abs() <= 3.0 * sd,
+                    "N={} k={}: predicted {pr:?} vs the other queries' {m}",
+                    s.context_len,
+                    s.index_topk
+                );
             }
         }
     }
@@ -748,7 +937,11 @@ fn tops_capture(queries: usize, cands: usize, seed: u64) -> (Truth, Vec<(f64, f6
         let scale = 0.5 + 1.5 * unif.sample(&mut rng);
         let mut row: Vec<f64> = (0..cands)
             .map(|_| {
-                let e = if unif.sample(&mut rng) < pi { 2.0 + tau * <rand_distr::Exp1 as Distribution<f64>>::sample(&exp1, &mut rng) } else { n01.sample(&mut rng) };
+                let e = if unif.sample(&mut rng) < pi {
+                    2.0 + tau * <rand_distr::Exp1 as Distribution<f64>>::sample(&exp1, &mut rng)
+                } else {
+                    n01.sample(&mut rng)
+                };
                 loc + scale * e
             })
             .collect();
@@ -780,8 +973,15 @@ fn tops_predictions() -> Vec<(u64, cs::Prediction, f64)> {
     let p = dir.path().join("tops.npz");
     one_layer(&t, &p);
     let c = cs::read_file(&p).unwrap();
-    let cells: Vec<Scenario> = [4000u64, 8000, 16_000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
-    let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 100, seed: 5, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    let cells: Vec<Scenario> =
+        [4000u64, 8000, 16_000].iter().flat_map(|&n| [1u64, 4, 16, 64].map(move |k| cell(n, k))).collect();
+    let rep = cs::predict_report(
+        &c,
+        &cells,
+        PredictOptions { resamples: 100, seed: 5, ..Default::default() },
+        &dsa_sim::progress::Silent,
+    )
+    .unwrap();
     for v in &rep.tails[0].validation {
         eprintln!("validation {}: {:?} se {:?}", v.model, v.errors, v.standard_errors);
     }
@@ -797,11 +997,23 @@ fn tops_predictions() -> Vec<(u64, cs::Prediction, f64)> {
                 .zip(&who)
                 .map(|((row, &x), &w)| {
                     let a = row.iter().filter(|&&v| v > x).count() as u64;
-                    if a > s.index_topk - 1 { 0.0 } else { dsa_sim::stats::binom_cdf(s.context_len - row.len() as u64, s.index_topk - 1 - a, tops_sf(x, w)) }
+                    if a > s.index_topk - 1 {
+                        0.0
+                    } else {
+                        dsa_sim::stats::binom_cdf(s.context_len - row.len() as u64, s.index_topk - 1 - a, tops_sf(x, w))
+                    }
                 })
                 .sum::<f64>()
                 / who.len() as f64;
-            eprintln!("N={} k={}: same queries {same:.4} predicted {:.4} [{:.4}, {:.4}] (error {:+.4})", s.context_len, s.index_topk, pr.recall, pr.low, pr.high, pr.recall - same);
+            eprintln!(
+                "N={} k={}: same queries {same:.4} predicted {:.4} [{:.4}, {:.4}] (error {:+.4})",
+                s.context_len,
+                s.index_topk,
+                pr.recall,
+                pr.low,
+                pr.high,
+                pr.recall - same
+            );
             (s.index_topk, pr, same)
         })
         .collect()
@@ -817,7 +1029,11 @@ fn tops_predictions() -> Vec<(u64, cs::Prediction, f64)> {
 fn queries_whose_tops_differ_from_their_bulk_are_predicted_within_the_band() {
     // Every cell: the truth within the file's band rule (1.5 half-widths, ≈ 2.9 sd).
     for (k, pr, same) in tops_predictions() {
-        assert!((pr.recall - same).abs() <= 1.5 * 0.5 * (pr.high - pr.low) + 1e-9, "N={} k={k}: truth {same} vs {pr:?}", pr.n_candidates);
+        assert!(
+            (pr.recall - same).abs() <= 1.5 * 0.5 * (pr.high - pr.low) + 1e-9,
+            "N={} k={k}: truth {same} vs {pr:?}",
+            pr.n_candidates
+        );
     }
 }
 
@@ -858,7 +1074,8 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     let chosen = t.validation.iter().find(|v| v.model == t.model).unwrap();
     assert!(t.validation.iter().all(|v| v.score().is_none_or(|s| s >= chosen.score().unwrap())));
     let scale = cs::predict::common_scale(&t.validation);
-    let fractions: Vec<&cs::Validation> = t.validation.iter().filter(|v| v.model != cs::TailModel::Classes && v.errors.is_some()).collect();
+    let fractions: Vec<&cs::Validation> =
+        t.validation.iter().filter(|v| v.model != cs::TailModel::Classes && v.errors.is_some()).collect();
     assert_eq!(t.mixture.len(), fractions.len());
     assert!((t.mixture.iter().map(|m| m.1).sum::<f64>() - 1.0).abs() < 1e-12);
     let lw: Vec<f64> = fractions.iter().map(|v| v.ln_weight(&scale).unwrap()).collect();
@@ -872,14 +1089,28 @@ fn the_tail_model_is_chosen_on_the_capture_itself() {
     let demo = cs::read_file(&root.join("demo.npz")).unwrap();
     let rep = cs::predict_report(&demo, &cells, o, &dsa_sim::progress::Silent).unwrap();
     assert_eq!(rep.tails[0].model, cs::TailModel::Classes, "{:?}", rep.tails[0]);
-    let only = cs::predict_report(&demo, &cells, PredictOptions { tail_model: cs::TailChoice::Classes, ..o }, &dsa_sim::progress::Silent).unwrap();
+    let only = cs::predict_report(
+        &demo,
+        &cells,
+        PredictOptions { tail_model: cs::TailChoice::Classes, ..o },
+        &dsa_sim::progress::Silent,
+    )
+    .unwrap();
     assert!(only.tails[0].validation.is_empty());
     assert_eq!(rep.predictions, only.predictions);
     // Forcing the query-top model on the demo fits it (validated among its fractions).
-    let top = cs::predict_report(&demo, &cells, PredictOptions { tail_model: cs::TailChoice::QueryTop, ..o }, &dsa_sim::progress::Silent).unwrap();
-    assert!(matches!(top.tails[0].model, cs::TailModel::QueryTop(_)) && top.tails[0].validation.len() == cs::top::TOP_FRACTIONS.len());
+    let top = cs::predict_report(
+        &demo,
+        &cells,
+        PredictOptions { tail_model: cs::TailChoice::QueryTop, ..o },
+        &dsa_sim::progress::Silent,
+    )
+    .unwrap();
+    assert!(
+        matches!(top.tails[0].model, cs::TailModel::QueryTop(_))
+            && top.tails[0].validation.len() == cs::top::TOP_FRACTIONS.len()
+    );
 }
-
 
 /// The atoms capture's predictions (the query-top model forced) with the truth for the same
 /// queries: (k, prediction, truth) at 8,000 and 16,000 candidates and k = 1, 4, 16.
@@ -916,7 +1147,11 @@ fn atoms_predictions() -> Vec<(u64, cs::Prediction, f64)> {
         n01.sample(r)
     };
     let needle = |r: &mut rand_xoshiro::Xoshiro256PlusPlus| {
-        if unif.sample(r) < 0.5 { ATOMS[(unif.sample(r) * 4.0) as usize].0 } else { 3.3 + 0.5 * n01.sample(r) }
+        if unif.sample(r) < 0.5 {
+            ATOMS[(unif.sample(r) * 4.0) as usize].0
+        } else {
+            3.3 + 0.5 * n01.sample(r)
+        }
     };
     let t = draw(400, 2000, 71, &dist, &needle);
     let sf = |x: f64| dsa_sim::stats::norm_sf(x) + ATOMS.iter().filter(|a| a.0 > x).map(|a| a.1).sum::<f64>();
@@ -924,7 +1159,13 @@ fn atoms_predictions() -> Vec<(u64, cs::Prediction, f64)> {
     one_layer(&t, &p);
     let c = cs::read_file(&p).unwrap();
     let cells: Vec<Scenario> = [8000u64, 16_000].iter().flat_map(|&n| [1u64, 4, 16].map(move |k| cell(n, k))).collect();
-    let rep = cs::predict_report(&c, &cells, PredictOptions { resamples: 100, seed: 5, tail_model: cs::TailChoice::QueryTop, ..Default::default() }, &dsa_sim::progress::Silent).unwrap();
+    let rep = cs::predict_report(
+        &c,
+        &cells,
+        PredictOptions { resamples: 100, seed: 5, tail_model: cs::TailChoice::QueryTop, ..Default::default() },
+        &dsa_sim::progress::Silent,
+    )
+    .unwrap();
     eprintln!("{} {:?} {:?}", rep.tails[0].model, rep.tails[0].top_prior, rep.tails[0].mixture);
     let mut out = Vec::new();
     for (pr, s) in rep.predictions.iter().zip(&cells) {
@@ -934,11 +1175,18 @@ fn atoms_predictions() -> Vec<(u64, cs::Prediction, f64)> {
             .zip(&t.needle_scores)
             .map(|(row, &x)| {
                 let a = row.iter().filter(|&&v| v > x).count() as u64;
-                if a > s.index_topk - 1 { 0.0 } else { dsa_sim::stats::binom_cdf(s.context_len - row.len() as u64, s.index_topk - 1 - a, sf(x)) }
+                if a > s.index_topk - 1 {
+                    0.0
+                } else {
+                    dsa_sim::stats::binom_cdf(s.context_len - row.len() as u64, s.index_topk - 1 - a, sf(x))
+                }
             })
             .sum::<f64>()
             / t.rows.len() as f64;
-        eprintln!("N={} k={}: truth {same:.4} predicted {:.4} [{:.4}, {:.4}]", s.context_len, s.index_topk, pr.recall, pr.low, pr.high);
+        eprintln!(
+            "N={} k={}: truth {same:.4} predicted {:.4} [{:.4}, {:.4}]",
+            s.context_len, s.index_topk, pr.recall, pr.low, pr.high
+        );
         out.push((s.index_topk, pr.clone(), same));
     }
     out

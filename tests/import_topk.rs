@@ -17,8 +17,20 @@ fn dsa(args: &[&str]) -> Output {
 
 fn import(manifest: &Path, out: &Path, extra: &[&str]) -> Output {
     let mut a = vec![
-        "import", "topk", "--manifest", manifest.to_str().unwrap(), "--layers", "3", "--index-topk", "8", "--compress-ratio", "4",
-        "--overlap", "true", "--out", out.to_str().unwrap(),
+        "import",
+        "topk",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--layers",
+        "3",
+        "--index-topk",
+        "8",
+        "--compress-ratio",
+        "4",
+        "--overlap",
+        "true",
+        "--out",
+        out.to_str().unwrap(),
     ];
     a.extend_from_slice(extra);
     dsa(&a)
@@ -26,7 +38,8 @@ fn import(manifest: &Path, out: &Path, extra: &[&str]) -> Output {
 
 #[test]
 fn three_layouts_give_the_same_selections_and_the_constructed_counts() {
-    let expected: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("expected.json")).unwrap()).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("expected.json")).unwrap()).unwrap();
     let d = tempfile::tempdir().unwrap();
     let mut csvs = Vec::new();
     for layout in ["npz", "sglang", "vllm"] {
@@ -89,7 +102,8 @@ fn b64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::new();
     for c in bytes.chunks(3) {
-        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
         for i in 0..4 {
             if i <= c.len() {
                 s.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -111,9 +125,14 @@ fn npy_written_by_hand_and_the_same_array_as_sglang_and_vllm_replies() {
     let v64: Vec<u8> = vals.iter().flat_map(|x| i64::from(*x).to_le_bytes()).collect();
     std::fs::write(d.path().join("b.npy"), common::npy("<i8", &[2, 2, 3], &v64)).unwrap();
     let raw = b64(&i32s(&vals));
-    std::fs::write(d.path().join("c.json"), format!("{{\"text\":\"\",\"meta_info\":{{\"indexer_topk\":\"{}\"}}}}", raw.replace('/', "\\/"))).unwrap();
+    std::fs::write(
+        d.path().join("c.json"),
+        format!("{{\"text\":\"\",\"meta_info\":{{\"indexer_topk\":\"{}\"}}}}", raw.replace('/', "\\/")),
+    )
+    .unwrap();
     let np = b64(&common::npy("<i4", &[2, 2, 3], &i32s(&vals)));
-    std::fs::write(d.path().join("d.json"), format!("{{\"choices\":[{{\"index\":0,\"indexer_topk\":\"{np}\"}}]}}")).unwrap();
+    std::fs::write(d.path().join("d.json"), format!("{{\"choices\":[{{\"index\":0,\"indexer_topk\":\"{np}\"}}]}}"))
+        .unwrap();
     let mut m = String::from("file,row,context_len,needle_start,needle_tokens\n");
     for f in ["a.npy", "b.npy", "c.json", "d.json"] {
         m.push_str(&format!("{f},1,100,40,3\n"));
@@ -121,8 +140,21 @@ fn npy_written_by_hand_and_the_same_array_as_sglang_and_vllm_replies() {
     std::fs::write(d.path().join("m.csv"), m).unwrap();
     let out = d.path().join("sel.csv");
     let o = dsa(&[
-        "import", "topk", "--manifest", d.path().join("m.csv").to_str().unwrap(), "--layers", "2", "--index-topk", "3", "--compress-ratio", "1",
-        "--overlap", "false", "--out", out.to_str().unwrap(), "--json",
+        "import",
+        "topk",
+        "--manifest",
+        d.path().join("m.csv").to_str().unwrap(),
+        "--layers",
+        "2",
+        "--index-topk",
+        "3",
+        "--compress-ratio",
+        "1",
+        "--overlap",
+        "false",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -142,12 +174,26 @@ fn overlap_decides_which_entries_pool_the_needle() {
     let vals: Vec<i32> = vec![3, 0];
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("a.npy"), common::npy("<i4", &[1, 1, 2], &i32s(&vals))).unwrap();
-    std::fs::write(d.path().join("m.csv"), "file,row,context_len,needle_start,needle_tokens\na.npy,0,64,8,1\n").unwrap();
+    std::fs::write(d.path().join("m.csv"), "file,row,context_len,needle_start,needle_tokens\na.npy,0,64,8,1\n")
+        .unwrap();
     for (overlap, want) in [("true", 1), ("false", 0)] {
         let out = d.path().join(format!("{overlap}.csv"));
         let o = dsa(&[
-            "import", "topk", "--manifest", d.path().join("m.csv").to_str().unwrap(), "--layers", "1", "--index-topk", "2", "--compress-ratio", "4",
-            "--overlap", overlap, "--out", out.to_str().unwrap(), "--json",
+            "import",
+            "topk",
+            "--manifest",
+            d.path().join("m.csv").to_str().unwrap(),
+            "--layers",
+            "1",
+            "--index-topk",
+            "2",
+            "--compress-ratio",
+            "4",
+            "--overlap",
+            overlap,
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -182,7 +228,16 @@ fn output_replaced_only_when_dsa_sim_wrote_it() {
 fn help_teaches_the_manifest_and_the_layouts() {
     let o = dsa(&["import", "topk", "--help"]);
     let t = String::from_utf8_lossy(&o.stdout);
-    for w in ["file,row,context_len,needle_start,needle_tokens", "SGLang", "vLLM", ".npz", "-1", "--overlap", "docs/capture.md", "Example"] {
+    for w in [
+        "file,row,context_len,needle_start,needle_tokens",
+        "SGLang",
+        "vLLM",
+        ".npz",
+        "-1",
+        "--overlap",
+        "docs/capture.md",
+        "Example",
+    ] {
         assert!(t.contains(w), "missing {w}: {t}");
     }
     let o = dsa(&["import", "niah", "--help"]);

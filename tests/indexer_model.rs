@@ -34,11 +34,27 @@ fn gaussian_shortcut_matches_the_token_path() {
     let cases = [
         vector(
             "deepseek-v4-flash",
-            &[("context_len", "4096"), ("q_format", "fp32"), ("k_format", "fp32"), ("alignment", "0.45"), ("outlier_channels", "3"), ("outlier_scale", "4")],
+            &[
+                ("context_len", "4096"),
+                ("q_format", "fp32"),
+                ("k_format", "fp32"),
+                ("alignment", "0.45"),
+                ("outlier_channels", "3"),
+                ("outlier_scale", "4"),
+            ],
         ),
         vector(
             "",
-            &[("context_len", "4096"), ("compress_ratio", "4"), ("compressor", "mean"), ("alignment", "0.5"), ("hard_negatives", "20"), ("hard_alignment", "0.45"), ("index_topk", "16"), ("hadamard", "false")],
+            &[
+                ("context_len", "4096"),
+                ("compress_ratio", "4"),
+                ("compressor", "mean"),
+                ("alignment", "0.5"),
+                ("hard_negatives", "20"),
+                ("hard_alignment", "0.45"),
+                ("index_topk", "16"),
+                ("hadamard", "false"),
+            ],
         ),
     ];
     for (ci, s) in cases.iter().enumerate() {
@@ -49,7 +65,10 @@ fn gaussian_shortcut_matches_the_token_path() {
         for j in [1u64, 4, 16, 64, 256, n / 4] {
             let (a, b) = (rank_le(&fast, j), rank_le(&slow, j));
             let z = z_two(a, b, trials);
-            assert!(z.abs() <= 4.5, "case {ci}: P(rank <= {j}) shortcut {a}/{trials} vs tokens {b}/{trials}: z = {z:.2}");
+            assert!(
+                z.abs() <= 4.5,
+                "case {ci}: P(rank <= {j}) shortcut {a}/{trials} vs tokens {b}/{trials}: z = {z:.2}"
+            );
         }
         // The check has power: the shortcut with the wrong per-entry variance (no pooling, i.e.
         // compress_ratio 1 for distractors) would put the needle far higher.
@@ -159,7 +178,11 @@ fn results_do_not_depend_on_the_thread_count() {
     let s = vector("deepseek-v4-flash", &[("context_len", "8192"), ("layers", "2"), ("hard_negatives", "5")]);
     let m = VectorModel::new(&s);
     let run_in = |threads| {
-        rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| trials::run(&m, 40, 99, &Silent))
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| trials::run(&m, 40, 99, &Silent))
     };
     let one = run_in(1);
     let two = run_in(2);
@@ -200,7 +223,15 @@ fn streamed_keys_score_exactly_as_drawing_them_all() {
             ],
         ),
         // Quest pages (max and min rows), FP8 page keys.
-        vector("", &[("context_len", "9000"), ("compress_ratio", "4"), ("compressor", "quest"), ("k_format", "fp8-e4m3:128:fp32")]),
+        vector(
+            "",
+            &[
+                ("context_len", "9000"),
+                ("compress_ratio", "4"),
+                ("compressor", "quest"),
+                ("k_format", "fp8-e4m3:128:fp32"),
+            ],
+        ),
     ];
     for s in &cases {
         for token_path in [false, true] {

@@ -132,7 +132,8 @@ fn sweep_case(sig: Signal, out: &str) {
         "{sig:?}: the resumed {out} differs from the uninterrupted one"
     );
     assert!(!partial.exists(), "{sig:?}: the partial file was left behind");
-    let names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     // A CSV comes with its metadata sidecar (FILE.meta.json), the same as the uninterrupted one's.
     let csv = out.ends_with(".csv");
     if csv {

@@ -35,7 +35,10 @@ fn code_only(src: &str) -> String {
                     i += 1;
                 }
             }
-        } else if b[i] == b'r' && (b[i..].starts_with(b"r\"") || b[i..].starts_with(b"r#")) && (i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'_') {
+        } else if b[i] == b'r'
+            && (b[i..].starts_with(b"r\"") || b[i..].starts_with(b"r#"))
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'_')
+        {
             // Raw string r#"…"#: skip to the closing quote followed by as many hashes.
             let mut j = i + 1;
             let mut hashes = 0;
@@ -131,7 +134,9 @@ fn layers(graph: &BTreeMap<String, BTreeSet<String>>) -> Result<Vec<String>, Vec
     while placed.len() < graph.len() {
         let ready: Vec<String> = graph
             .iter()
-            .filter(|(m, deps)| !placed.contains(*m) && deps.iter().all(|d| placed.contains(d) || !graph.contains_key(d)))
+            .filter(|(m, deps)| {
+                !placed.contains(*m) && deps.iter().all(|d| placed.contains(d) || !graph.contains_key(d))
+            })
             .map(|(m, _)| m.clone())
             .collect();
         if ready.is_empty() {
@@ -184,7 +189,10 @@ fn the_library_modules_form_no_import_cycle_and_the_cli_is_a_leaf() {
         Ok(_) => println!("no import cycle"),
         Err(cycle) => println!("import cycle: {}", cycle.join(" -> ")),
     }
-    println!("library files importing from cli: {}", if cli_users.is_empty() { "none".to_string() } else { cli_users.join(", ") });
+    println!(
+        "library files importing from cli: {}",
+        if cli_users.is_empty() { "none".to_string() } else { cli_users.join(", ") }
+    );
     assert!(order.is_ok() && cli_users.is_empty(), "the layering is broken (see above)");
 }
 

@@ -12,19 +12,40 @@ use dsa_sim::engine::{with_noise, EngineChoice, EngineModel, RecallModel};
 use dsa_sim::scenario::{Distractor, Pooling, Readout, RepeatLayout, Scenario};
 
 fn scenarios() -> Vec<(&'static str, Scenario)> {
-    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, score_noise: 0.3, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let v4 = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        score_noise: 0.3,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let quest = Scenario { context_len: 3000, score_noise: 0.5, ..Scenario::preset("quest-16").unwrap() };
     vec![
         ("quest-16 at 3000 tokens (30 layers, max pooling)", quest.clone()),
         ("quest-16, k 8, dprime 1.5", Scenario { index_topk: 8, dprime: 1.5, ..quest.clone() }),
         ("v4 mean overlap", v4.clone()),
         ("max pooling overlap", Scenario { pooling: Pooling::Max, ..v4.clone() }),
-        ("max pooling, gumbel, 5 tokens", Scenario { pooling: Pooling::Max, needle_tokens: 5, distractor: Distractor::Gumbel, ..v4.clone() }),
+        (
+            "max pooling, gumbel, 5 tokens",
+            Scenario { pooling: Pooling::Max, needle_tokens: 5, distractor: Distractor::Gumbel, ..v4.clone() },
+        ),
         ("9 needle tokens across blocks", Scenario { needle_tokens: 9, depth: 0.7, ..v4.clone() }),
         ("repeat 8 spread", Scenario { repeat: 8, ..v4.clone() }),
-        ("repeat 3 adjacent, 2 tokens", Scenario { repeat: 3, repeat_layout: RepeatLayout::Adjacent, needle_tokens: 2, depth: 0.2, ..v4.clone() }),
+        (
+            "repeat 3 adjacent, 2 tokens",
+            Scenario { repeat: 3, repeat_layout: RepeatLayout::Adjacent, needle_tokens: 2, depth: 0.2, ..v4.clone() },
+        ),
         ("hard negatives 30", Scenario { hard_negatives: 30.0, hard_mean: 1.0, ..v4.clone() }),
-        ("3 layers, shared component, at least 2, p_read", Scenario { layers: 3, layer_corr: 0.5, readout: Readout::AtLeast(2), p_read: 0.9, p_guess: 0.1, ..v4.clone() }),
+        (
+            "3 layers, shared component, at least 2, p_read",
+            Scenario {
+                layers: 3,
+                layer_corr: 0.5,
+                readout: Readout::AtLeast(2),
+                p_read: 0.9,
+                p_guess: 0.1,
+                ..v4.clone()
+            },
+        ),
         ("2 layers, all", Scenario { layers: 2, readout: Readout::All, needle_tokens: 3, ..v4.clone() }),
         ("needle in the window", Scenario { depth: 0.99, ..v4.clone() }),
         ("needle in no entry", Scenario { context_len: 3003, depth: 1.0, window: 0, ..v4.clone() }),
@@ -52,7 +73,11 @@ fn noise_replay_counts_equal_the_materialising_path() {
             assert!(replay.applies(&at, trials, seed), "{name}: σ {sigma}");
             let fast = replay.tally(&at).unwrap();
             let slow = simulate(&at, trials, seed, McPath::Materialise).unwrap();
-            assert_eq!((fast.successes, fast.attended, fast.trials), (slow.successes, slow.attended, slow.trials), "{name}: σ {sigma}");
+            assert_eq!(
+                (fast.successes, fast.attended, fast.trials),
+                (slow.successes, slow.attended, slow.trials),
+                "{name}: σ {sigma}"
+            );
             seen.insert(slow.successes);
         }
         varied += (seen.len() > 1) as u32;
@@ -95,8 +120,19 @@ fn engine_noise_curve_equals_recall_at_each_level() {
 #[test]
 fn a_replay_at_several_k_equals_the_run_at_each() {
     let (trials, seed) = (200, 31);
-    let quest = Scenario { context_len: 3000, score_noise: 0.5, index_topk: 4, dprime: 1.5, ..Scenario::preset("quest-16").unwrap() };
-    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, score_noise: 0.3, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let quest = Scenario {
+        context_len: 3000,
+        score_noise: 0.5,
+        index_topk: 4,
+        dprime: 1.5,
+        ..Scenario::preset("quest-16").unwrap()
+    };
+    let v4 = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        score_noise: 0.3,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     for s in [quest, v4] {
         s.validate().unwrap();
         // k = 1 below the kernel's floor, a middle k, the maximum, and k ≥ N.
@@ -131,7 +167,12 @@ fn the_noise_curves_at_k_and_at_the_maximum_share_one_replay() {
     for at in [&s, &smax] {
         let curve = model.recall_in_noise(at).unwrap();
         for sigma in [100.0, 3.0, 0.7] {
-            assert_eq!(curve(sigma).unwrap(), reference.recall(&with_noise(at, sigma).unwrap()).unwrap(), "k {} σ {sigma}", at.index_topk);
+            assert_eq!(
+                curve(sigma).unwrap(),
+                reference.recall(&with_noise(at, sigma).unwrap()).unwrap(),
+                "k {} σ {sigma}",
+                at.index_topk
+            );
         }
     }
     assert_eq!(model.replays_built(), 1);

@@ -14,7 +14,9 @@
 // The binary's command-line module reaches the library's modules as `crate::NAME` (as in
 // src/main.rs).
 #[allow(unused_imports)]
-use dsa_sim::{calibrate, captured_scores, commands, engine, error, experiment, formats, indexer, input, progress, scenario, sweep};
+use dsa_sim::{
+    calibrate, captured_scores, commands, engine, error, experiment, formats, indexer, input, progress, scenario, sweep,
+};
 
 #[path = "../src/cli/mod.rs"]
 #[allow(unused)]
@@ -81,14 +83,61 @@ fn base(path: &str) -> Option<(Vec<String>, Option<&'static [u8]>, i32)> {
         "import topk" => {
             let m = f.join("fixtures/captures/sglang/manifest.csv");
             let m = m.to_str().unwrap();
-            (s(&["import", "topk", "--manifest", m, "--layers", "3", "--index-topk", "8", "--compress-ratio", "4", "--overlap", "true", "--out", "sel.csv"]), None, 0)
+            (
+                s(&[
+                    "import",
+                    "topk",
+                    "--manifest",
+                    m,
+                    "--layers",
+                    "3",
+                    "--index-topk",
+                    "8",
+                    "--compress-ratio",
+                    "4",
+                    "--overlap",
+                    "true",
+                    "--out",
+                    "sel.csv",
+                ]),
+                None,
+                0,
+            )
         }
-        "import scores" => (s(&["import", "scores", f.join("data/scores/demo.npz").to_str().unwrap(), "--resamples", "20"]), None, 0),
-        "import niah" => (s(&["import", "niah", f.join("fixtures/niah/ruler").to_str().unwrap(), "--out", "m.csv"]), None, 0),
+        "import scores" => {
+            (s(&["import", "scores", f.join("data/scores/demo.npz").to_str().unwrap(), "--resamples", "20"]), None, 0)
+        }
+        "import niah" => {
+            (s(&["import", "niah", f.join("fixtures/niah/ruler").to_str().unwrap(), "--out", "m.csv"]), None, 0)
+        }
         // Port 9 (discard) on loopback: nothing listens there in a test environment, so the
         // connection is refused at once; one attempt, short waits.
-        "probe" => (s(&["probe", "--url", "http://127.0.0.1:9", "--context-len", "1K", "--trials", "1", "--retries", "0", "--timeout", "2", "--backoff", "0.01", "--model", "m", "--out", "p"]), None, 1),
-        "probe --dry-run" => (s(&["probe", "--url", "http://127.0.0.1:9", "--context-len", "1K", "--trials", "1", "--dry-run"]), None, 0),
+        "probe" => (
+            s(&[
+                "probe",
+                "--url",
+                "http://127.0.0.1:9",
+                "--context-len",
+                "1K",
+                "--trials",
+                "1",
+                "--retries",
+                "0",
+                "--timeout",
+                "2",
+                "--backoff",
+                "0.01",
+                "--model",
+                "m",
+                "--out",
+                "p",
+            ]),
+            None,
+            1,
+        ),
+        "probe --dry-run" => {
+            (s(&["probe", "--url", "http://127.0.0.1:9", "--context-len", "1K", "--trials", "1", "--dry-run"]), None, 0)
+        }
         _ => return None,
     })
 }
@@ -202,7 +251,8 @@ fn every_value_flag_of_every_command_takes_the_extremes() {
     let mut missing = Vec::new();
     let mut flags_covered = 0usize;
     for (path, args) in &cmds {
-        let bases: Vec<_> = if path == "probe" { vec![base("probe"), base("probe --dry-run")] } else { vec![base(path)] };
+        let bases: Vec<_> =
+            if path == "probe" { vec![base("probe"), base("probe --dry-run")] } else { vec![base(path)] };
         if bases.iter().any(Option::is_none) {
             missing.push(path.clone());
             continue;
@@ -220,7 +270,10 @@ fn every_value_flag_of_every_command_takes_the_extremes() {
             }
         }
     }
-    assert!(missing.is_empty(), "commands taking values without a base invocation in tests/numeric_extremes.rs: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "commands taking values without a base invocation in tests/numeric_extremes.rs: {missing:?}"
+    );
     assert!(flags_covered > 100, "only {flags_covered} flags found: is the clap walk broken?");
 
     let jobs = Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>());
@@ -249,10 +302,16 @@ fn every_value_flag_of_every_command_takes_the_extremes() {
                     match o.code {
                         Some(101) => Some("panicked (exit 101)".into()),
                         Some(134) | None => Some(format!("aborted (exit {:?})", o.code)),
-                        Some(c) if is_base && c != base_code => Some(format!("the base invocation exits {c}, not {base_code}")),
-                        Some(c) if c != 0 && c != 2 && c != base_code => Some(format!("exit {c}: neither success nor bad input")),
+                        Some(c) if is_base && c != base_code => {
+                            Some(format!("the base invocation exits {c}, not {base_code}"))
+                        }
+                        Some(c) if c != 0 && c != 2 && c != base_code => {
+                            Some(format!("exit {c}: neither success nor bad input"))
+                        }
                         Some(0) => None,
-                        Some(_) if lines != 1 || !o.stderr.starts_with("error: ") => Some(format!("not one `error:` line on stderr ({lines} lines)")),
+                        Some(_) if lines != 1 || !o.stderr.starts_with("error: ") => {
+                            Some(format!("not one `error:` line on stderr ({lines} lines)"))
+                        }
                         Some(_) => None,
                     }
                 };

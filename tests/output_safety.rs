@@ -18,7 +18,6 @@ fn dsa(dir: &Path, args: &[&str]) -> Output {
     bin().args(args).current_dir(dir).stdin(Stdio::null()).output().unwrap()
 }
 
-
 /// The command failed with exit 2 and one `error:` line containing every needle; returns it.
 fn refused(o: &Output, needles: &[&str]) -> String {
     let e = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -79,7 +78,10 @@ fn a_user_folder_is_never_replaced() {
     let before = snapshot(dir);
     refused(&dsa(dir, &["run", "exp.toml", "--out", "mydocs"]), &["mydocs", "not a dsa-sim result"]);
     assert_eq!(before, snapshot(dir), "run changed the folder");
-    refused(&dsa(dir, &["calibrate", "--experiment", "cal.toml", "--out", "mydocs"]), &["mydocs", "not a dsa-sim result"]);
+    refused(
+        &dsa(dir, &["calibrate", "--experiment", "cal.toml", "--out", "mydocs"]),
+        &["mydocs", "not a dsa-sim result"],
+    );
     assert_eq!(before, snapshot(dir), "calibrate changed the folder");
     refused(&dsa(dir, &["run", "cal.toml", "--out", "mydocs"]), &["mydocs"]);
     // `--out .` is the working folder: refused before any work, nothing left behind.
@@ -104,7 +106,10 @@ fn the_experiments_own_folder_is_never_replaced() {
     std::fs::write(dir.join("proj/cal.toml"), CAL).unwrap();
     let before = snapshot(dir);
     refused(&dsa(dir, &["run", "proj/exp.toml", "--out", "proj"]), &["proj", "holds this run's input"]);
-    refused(&dsa(dir, &["calibrate", "--experiment", "proj/cal.toml", "--out", "proj"]), &["proj", "holds this run's input"]);
+    refused(
+        &dsa(dir, &["calibrate", "--experiment", "proj/cal.toml", "--out", "proj"]),
+        &["proj", "holds this run's input"],
+    );
     assert_eq!(before, snapshot(dir));
     // Even a dsa-sim result is kept when the run reads its input from it: the copy of the
     // experiment inside a result folder, run onto that folder.
@@ -204,7 +209,9 @@ fn a_second_run_on_the_same_output_fails_with_one_line() {
         .spawn()
         .unwrap();
     let stage = dir.join(".res.partial");
-    wait_for(&mut first, "the first row", || std::fs::read_to_string(stage.join("data/curves.csv.partial")).is_ok_and(|t| t.lines().count() >= 3));
+    wait_for(&mut first, "the first row", || {
+        std::fs::read_to_string(stage.join("data/curves.csv.partial")).is_ok_and(|t| t.lines().count() >= 3)
+    });
     let staged = snapshot(&stage);
     let e = refused(&dsa(dir, &["run", "slow.toml", "--out", "res", "-q"]), &["res", "another dsa-sim run"]);
     assert!(e.contains(".res.lock"), "{e}");
@@ -216,15 +223,39 @@ fn a_second_run_on_the_same_output_fails_with_one_line() {
     first.kill().unwrap();
     first.wait().unwrap();
     succeeded(&dsa(dir, &["run", "slow.toml", "--out", "res", "-q", "--resume"]));
-    let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert_eq!(names, ["res", "slow.toml"], "stray files");
 
     // Two sweeps on one file likewise.
-    let sweep = ["sweep", "--preset", "deepseek-v4-flash", "--stack", "none", "--pooling", "mean", "--context-len", "16384", "--engine", "montecarlo",
-        "--trials", "4000", "--vary", "dprime=0..4:9", "--no-rank", "--threads", "1", "--quiet", "--out", "s.csv"];
+    let sweep = [
+        "sweep",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--pooling",
+        "mean",
+        "--context-len",
+        "16384",
+        "--engine",
+        "montecarlo",
+        "--trials",
+        "4000",
+        "--vary",
+        "dprime=0..4:9",
+        "--no-rank",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        "s.csv",
+    ];
     let mut first = bin().args(sweep).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    wait_for(&mut first, "a sweep row", || std::fs::read_to_string(dir.join("s.csv.partial")).is_ok_and(|t| t.lines().count() >= 3));
+    wait_for(&mut first, "a sweep row", || {
+        std::fs::read_to_string(dir.join("s.csv.partial")).is_ok_and(|t| t.lines().count() >= 3)
+    });
     refused(&dsa(dir, &sweep), &["s.csv", "another dsa-sim run"]);
     first.kill().unwrap();
     first.wait().unwrap();
@@ -243,14 +274,24 @@ fn colliding_output_names_are_refused_before_any_work() {
         "[[data]]\nname = \"obs\"\nfile = \"obs.csv\"",
         "[[data]]\nname = \"obs\"\nfile = \"a/obs.csv\"\n[[data]]\nname = \"obs2\"\nfile = \"b/obs.csv\"",
     );
-    let curves = CAL.replace("target = 0.9", "target = 0.9\ncurves = [\"index_topk=256,512\", \"index_topk=1024,2048\"]");
+    let curves =
+        CAL.replace("target = 0.9", "target = 0.9\ncurves = [\"index_topk=256,512\", \"index_topk=1024,2048\"]");
     std::fs::write(dir.join("figure.toml"), figure).unwrap();
     std::fs::write(dir.join("two.toml"), two_tables).unwrap();
     std::fs::write(dir.join("curves.toml"), curves).unwrap();
     let before = snapshot(dir);
-    refused(&dsa(dir, &["run", "figure.toml", "--out", "res"]), &["collision", "data/measured-obs.csv", "figure `measured-obs`", "data `obs`"]);
-    refused(&dsa(dir, &["run", "two.toml", "--out", "res"]), &["collision", "data/measured-obs.csv", "a/obs.csv", "b/obs.csv"]);
-    refused(&dsa(dir, &["calibrate", "--experiment", "curves.toml", "--out", "res"]), &["collision", "curve-index_topk.csv"]);
+    refused(
+        &dsa(dir, &["run", "figure.toml", "--out", "res"]),
+        &["collision", "data/measured-obs.csv", "figure `measured-obs`", "data `obs`"],
+    );
+    refused(
+        &dsa(dir, &["run", "two.toml", "--out", "res"]),
+        &["collision", "data/measured-obs.csv", "a/obs.csv", "b/obs.csv"],
+    );
+    refused(
+        &dsa(dir, &["calibrate", "--experiment", "curves.toml", "--out", "res"]),
+        &["collision", "curve-index_topk.csv"],
+    );
     assert_eq!(before, snapshot(dir));
 }
 
@@ -276,7 +317,8 @@ fn stray_temporaries_are_cleaned() {
     std::fs::create_dir(dir.join(".mine.partial")).unwrap();
     std::fs::write(dir.join(".mine.partial/keep.txt"), "mine").unwrap();
     refused(&dsa(dir, &["run", "exp.toml", "--out", "mine"]), &[".mine.partial", "not a dsa-sim result"]);
-    let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert_eq!(names, [".mine.partial", "cal.toml", "exp.toml", "obs.csv", "res", "s.csv", "s.csv.meta.json"]);
 }
@@ -291,7 +333,11 @@ fn tables() -> Vec<(&'static str, String, bool)> {
     vec![
         ("plain", format!("{h}\n4096,512,10,4\n"), true),
         ("duplicate column", "context_len,index_topk,trials,hits,hits\n4096,512,10,4,4\n".into(), false),
-        ("duplicate column in another case", "context_len,index_topk,trials,hits,HITS\n4096,512,10,4,4\n".into(), false),
+        (
+            "duplicate column in another case",
+            "context_len,index_topk,trials,hits,HITS\n4096,512,10,4,4\n".into(),
+            false,
+        ),
         ("ragged row, one field too many", format!("{h}\n4096,512,10,4,9\n"), false),
         ("ragged row, one field short", format!("{h}\n4096,512,10,4\n8192,512,10\n"), false),
         ("leading comment", format!("# measured 2024-05-01\n{h}\n4096,512,10,4\n"), true),
@@ -305,7 +351,11 @@ fn tables() -> Vec<(&'static str, String, bool)> {
         ("hits above trials", format!("{h}\n4096,512,10,11\n"), false),
         ("repeat zero", "context_len,index_topk,trials,hits,repeat\n4096,512,10,4,0\n".into(), false),
         ("compress_ratio zero", "context_len,index_topk,trials,hits,compress_ratio\n4096,512,10,4,0\n".into(), false),
-        ("trials summing past 2^64", format!("{h}\n4096,512,17000000000000000000,4\n8192,512,17000000000000000000,4\n"), false),
+        (
+            "trials summing past 2^64",
+            format!("{h}\n4096,512,17000000000000000000,4\n8192,512,17000000000000000000,4\n"),
+            false,
+        ),
         ("unbalanced quote", format!("{h}\n\"4096,512,10,4\n"), false),
     ]
 }
@@ -323,14 +373,22 @@ fn run_and_calibrate_accept_and_reject_the_same_tables() {
         std::fs::write(dir.join("t.csv"), &table).unwrap();
         std::fs::write(dir.join("exp.toml"), exp_over("t.csv")).unwrap();
         let run = dsa(dir, &["run", "exp.toml", "--out", "res", "-q"]);
-        let cal = dsa(dir, &["calibrate", "--data", "t.csv", "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none"]);
-        let (re, ce) = (String::from_utf8_lossy(&run.stderr).into_owned(), String::from_utf8_lossy(&cal.stderr).into_owned());
+        let cal = dsa(
+            dir,
+            &["calibrate", "--data", "t.csv", "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none"],
+        );
+        let (re, ce) =
+            (String::from_utf8_lossy(&run.stderr).into_owned(), String::from_utf8_lossy(&cal.stderr).into_owned());
         if accepted {
             if !run.status.success() || !cal.status.success() {
                 failures.push(format!("{label}: should be accepted: run {re:?}, calibrate {ce:?}"));
             }
         } else if run.status.code() != Some(2) || cal.status.code() != Some(2) || re != ce || re.lines().count() != 1 {
-            failures.push(format!("{label}: should be refused alike: run {:?} {re:?}, calibrate {:?} {ce:?}", run.status.code(), cal.status.code()));
+            failures.push(format!(
+                "{label}: should be refused alike: run {:?} {re:?}, calibrate {:?} {ce:?}",
+                run.status.code(),
+                cal.status.code()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -373,7 +431,21 @@ fn identical_rows_are_fitted_at_the_cost_of_distinct_rows() {
     }
     std::fs::write(dir.join("big.csv"), &big).unwrap();
     let start = Instant::now();
-    let o = dsa(dir, &["calibrate", "--data", "big.csv", "--fit", "dprime", "--preset", "deepseek-v4-flash", "--stack", "none", "--json"]);
+    let o = dsa(
+        dir,
+        &[
+            "calibrate",
+            "--data",
+            "big.csv",
+            "--fit",
+            "dprime",
+            "--preset",
+            "deepseek-v4-flash",
+            "--stack",
+            "none",
+            "--json",
+        ],
+    );
     let took = start.elapsed();
     succeeded(&o);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

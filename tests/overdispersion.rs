@@ -11,13 +11,26 @@ use rand::SeedableRng;
 use rand_distr::{Beta, Binomial, Distribution};
 
 fn base() -> Scenario {
-    Scenario { compress_ratio: 1, overlap: false, window: 0, sink: 0, needle_tokens: 1, depth: 0.5, index_topk: 512, ..Scenario::default() }
+    Scenario {
+        compress_ratio: 1,
+        overlap: false,
+        window: 0,
+        sink: 0,
+        needle_tokens: 1,
+        depth: 0.5,
+        index_topk: 512,
+        ..Scenario::default()
+    }
 }
 
 /// A table: 4 context lengths × `needles` needles × `trials` trials, truth dprime and ρ.
 fn table(seed: u64, dprime: f64, rho: f64, needles: usize, trials: u64, with_ids: bool) -> String {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut t = String::from(if with_ids { "context_len,index_topk,needle,trials,hits\n" } else { "context_len,index_topk,trials,hits\n" });
+    let mut t = String::from(if with_ids {
+        "context_len,index_topk,needle,trials,hits\n"
+    } else {
+        "context_len,index_topk,trials,hits\n"
+    });
     for l in [8_000u64, 32_000, 128_000, 512_000] {
         let s = Scenario { context_len: l, dprime, ..base() };
         let p = dsa_sim::engine::analytic::recall(&s).unwrap();
@@ -80,6 +93,7 @@ fn intervals_cover_the_truth_where_the_binomial_ones_do_not() {
     assert!(naive < od && naive <= 16, "binomial fit covered {naive}/20");
     // docs/model.md quotes the counts: they must be this build's.
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/model.md")).unwrap();
-    let quoted = format!("covered the truth in {od} of\n  20 seeded tables, the binomial fit of the same counts in {naive}.");
+    let quoted =
+        format!("covered the truth in {od} of\n  20 seeded tables, the binomial fit of the same counts in {naive}.");
     assert!(doc.contains(&quoted), "docs/model.md should quote: {quoted}");
 }

@@ -3,8 +3,10 @@
 //! exact sum, the simulated right-call probability against an exact binomial sum, and the k the
 //! deployment's kernel runs.
 
-use dsa_sim::diagnosis::plan::{candidate_k, candidates, information_design, Meaning, RuleHypothesis, RuleOnPlan, RIGHT_CALL_TABLES};
 use dsa_sim::calibrate::Dataset;
+use dsa_sim::diagnosis::plan::{
+    candidate_k, candidates, information_design, Meaning, RuleHypothesis, RuleOnPlan, RIGHT_CALL_TABLES,
+};
 use dsa_sim::measured::Observation;
 use dsa_sim::verdict::Call;
 use dsa_sim::Scenario;
@@ -140,9 +142,15 @@ fn simulated_right_call_matches_the_exact_binomial_sum() {
     for (s, e) in sim.iter().zip([exact_a, exact_b]) {
         // 4.5 binomial standard errors of RIGHT_CALL_TABLES draws (plus one table).
         let sd = (e * (1.0 - e) / RIGHT_CALL_TABLES as f64).sqrt();
-        assert!((s - e).abs() <= 4.5 * sd + 1.0 / RIGHT_CALL_TABLES as f64, "simulated {sim:?}, exact {exact_a} {exact_b}");
+        assert!(
+            (s - e).abs() <= 4.5 * sd + 1.0 / RIGHT_CALL_TABLES as f64,
+            "simulated {sim:?}, exact {exact_a} {exact_b}"
+        );
     }
-    assert!(exact_a > 0.02 && exact_a < 0.98 && exact_b > 0.02 && exact_b < 0.98, "a case that tests something: {exact_a} {exact_b}");
+    assert!(
+        exact_a > 0.02 && exact_a < 0.98 && exact_b > 0.02 && exact_b < 0.98,
+        "a case that tests something: {exact_a} {exact_b}"
+    );
     // The same seed gives the same tables.
     assert_eq!(sim, rule.p_right(11, RIGHT_CALL_TABLES));
     // A false-alarm rate above 10% on the design turns the defect call into undecided: B is
@@ -156,7 +164,14 @@ fn simulated_right_call_matches_the_exact_binomial_sum() {
 }
 
 fn empty() -> Dataset {
-    Dataset { source: "t".into(), rows: vec![], notes: vec![], provenance: None, transcribed: false, condition_columns: vec![] }
+    Dataset {
+        source: "t".into(),
+        rows: vec![],
+        notes: vec![],
+        provenance: None,
+        transcribed: false,
+        condition_columns: vec![],
+    }
 }
 
 #[test]
@@ -186,7 +201,10 @@ fn candidate_lengths_reach_the_longest_measured_length_and_no_further() {
     };
     let short = Dataset::of_rows("t", vec![Observation::cell(16_000, 512, None, 10, 3, 2)]);
     assert_eq!(lengths(&short).last(), Some(&64_000));
-    let long = Dataset::of_rows("t", vec![Observation::cell(16_000, 512, None, 10, 3, 2), Observation::cell(500_000, 512, None, 10, 0, 3)]);
+    let long = Dataset::of_rows(
+        "t",
+        vec![Observation::cell(16_000, 512, None, 10, 3, 2), Observation::cell(500_000, 512, None, 10, 0, 3)],
+    );
     let l = lengths(&long);
     for want in [64_000, 128_000, 256_000, 256_003, 500_000] {
         assert!(l.contains(&want), "{want} missing from {l:?}");
@@ -203,8 +221,20 @@ fn dsa(args: &[&str]) -> std::process::Output {
 fn plan_on_the_sglang_kernel_reports_the_right_call_and_its_seed() {
     let seed_table = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
     let o = dsa(&[
-        "plan", "--preset", "deepseek-v4-flash-sglang", "--stack", "none", "--context-len", "16000", "--data", seed_table,
-        "--budget", "600", "--seed", "5", "--json",
+        "plan",
+        "--preset",
+        "deepseek-v4-flash-sglang",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--data",
+        seed_table,
+        "--budget",
+        "600",
+        "--seed",
+        "5",
+        "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -217,7 +247,8 @@ fn plan_on_the_sglang_kernel_reports_the_right_call_and_its_seed() {
         assert!(k == 512 || k == 1024, "{c}");
         // Only cells where the leading hypotheses disagree.
         let p: Vec<f64> = c["predicted"].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).collect();
-        let spread = p.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - p.iter().cloned().fold(f64::INFINITY, f64::min);
+        let spread =
+            p.iter().cloned().fold(f64::NEG_INFINITY, f64::max) - p.iter().cloned().fold(f64::INFINITY, f64::min);
         assert!(spread > 1e-9, "{c}");
         total += c["trials"].as_u64().unwrap();
     }
@@ -243,8 +274,22 @@ fn plan_on_the_sglang_kernel_reports_the_right_call_and_its_seed() {
     assert!(bits > 0.0 && bits <= info["prior_entropy_bits"].as_f64().unwrap() + 1e-9);
     // The same seed plans the same cells and the same probabilities.
     let again = dsa(&[
-        "plan", "--preset", "deepseek-v4-flash-sglang", "--stack", "none", "--context-len", "16000", "--data", seed_table,
-        "--budget", "600", "--seed", "5", "--json", "--threads", "1",
+        "plan",
+        "--preset",
+        "deepseek-v4-flash-sglang",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--data",
+        seed_table,
+        "--budget",
+        "600",
+        "--seed",
+        "5",
+        "--json",
+        "--threads",
+        "1",
     ]);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
     let k: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();

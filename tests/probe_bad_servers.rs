@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 
 fn dsa(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).env_remove("OPENAI_API_KEY").output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 fn probe(url: &str, out: &Path, extra: &[&str]) -> (i32, String, String) {
@@ -106,7 +110,12 @@ fn slow_replies_time_out_and_are_retried() {
 }
 
 fn table_rows(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("measured.csv")).unwrap().lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n")
+    std::fs::read_to_string(dir.join("measured.csv"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -123,7 +132,10 @@ fn a_failing_server_keeps_the_transcript_and_resume_loses_nothing() {
     let out = d.path().join("run");
     let (c, o, e) = probe_cells(&srv.url, &out, &[&cells[..], &["--retries", "1"]].concat());
     assert_eq!(c, 1, "{e}");
-    assert!(o.is_empty() && e.trim_end().lines().count() == 1 && e.contains("--resume") && e.contains("HTTP 503"), "{e}");
+    assert!(
+        o.is_empty() && e.trim_end().lines().count() == 1 && e.contains("--resume") && e.contains("HTTP 503"),
+        "{e}"
+    );
     assert!(!out.exists(), "a failed run must not leave a table");
     let stage = d.path().join(".run.partial");
     let kept = std::fs::read_to_string(stage.join("transcript.jsonl")).unwrap();
@@ -138,7 +150,11 @@ fn a_failing_server_keeps_the_transcript_and_resume_loses_nothing() {
     assert_eq!(sent + kept.lines().count() as u64, 20, "{j}");
     assert_eq!(j["requests_resumed"].as_u64().unwrap(), kept.lines().count() as u64);
     assert_eq!(table_rows(&out), table_rows(&whole));
-    let ids: Vec<String> = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap().lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string()).collect();
+    let ids: Vec<String> = std::fs::read_to_string(out.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_string())
+        .collect();
     let mut u = ids.clone();
     u.sort();
     u.dedup();
@@ -159,7 +175,8 @@ fn a_killed_probe_resumes_to_the_same_table() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(&a).spawn().unwrap();
     let stage = d.path().join(".run.partial").join("transcript.jsonl");
     let t0 = Instant::now();
-    while std::fs::read_to_string(&stage).map_or(0, |t| t.lines().count()) < 5 && t0.elapsed() < Duration::from_secs(20) {
+    while std::fs::read_to_string(&stage).map_or(0, |t| t.lines().count()) < 5 && t0.elapsed() < Duration::from_secs(20)
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
     child.kill().unwrap();
@@ -178,7 +195,19 @@ fn the_key_is_sent_and_never_written() {
     let srv = start(Config::healthy());
     let out = d.path().join("run");
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
-        .args(["probe", "--url", &srv.url, "--context-len", "2K", "--trials", "2", "--api-key-env", "PROBE_TEST_KEY", "--out", out.to_str().unwrap()])
+        .args([
+            "probe",
+            "--url",
+            &srv.url,
+            "--context-len",
+            "2K",
+            "--trials",
+            "2",
+            "--api-key-env",
+            "PROBE_TEST_KEY",
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .env("PROBE_TEST_KEY", "sk-secret-4242")
         .output()
         .unwrap();

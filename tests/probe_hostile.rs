@@ -43,7 +43,11 @@ impl Req {
     /// The prompt's words: this server's token count.
     fn words(&self) -> u64 {
         let j = self.json();
-        let text = j["prompt"].as_str().or_else(|| j["messages"][0]["content"].as_str()).or_else(|| j["text"].as_str()).unwrap_or("");
+        let text = j["prompt"]
+            .as_str()
+            .or_else(|| j["messages"][0]["content"].as_str())
+            .or_else(|| j["text"].as_str())
+            .unwrap_or("");
         text.split_whitespace().count() as u64
     }
 }
@@ -77,7 +81,11 @@ fn read_request(s: &mut TcpStream) -> Option<Req> {
     let (method, path) = (first.next()?.to_string(), first.next()?.to_string());
     let headers: Vec<(String, String)> =
         lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
-    let len: usize = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
     let mut body = buf[head_end..].to_vec();
     while body.len() < len {
         let n = s.read(&mut b).ok()?;
@@ -138,7 +146,11 @@ fn respond_json(s: &mut TcpStream, status: &str, v: &Value) {
 
 /// A well-formed completion reply counting the prompt's words as its tokens.
 fn healthy(r: &Req, s: &mut TcpStream) {
-    respond_json(s, "200 OK", &json!({"choices": [{"text": "no idea", "index": 0}], "usage": {"prompt_tokens": r.words(), "completion_tokens": 2}}));
+    respond_json(
+        s,
+        "200 OK",
+        &json!({"choices": [{"text": "no idea", "index": 0}], "usage": {"prompt_tokens": r.words(), "completion_tokens": 2}}),
+    );
 }
 
 struct Run {
@@ -152,10 +164,15 @@ struct Run {
 /// Runs the probe with the API key in its environment, killing it past [`LIMIT`], sampling
 /// its resident memory.
 fn probe(url: &str, out: &Path, extra: &[&str]) -> Run {
-    let mut args: Vec<String> = ["probe", "--url", url, "--out", out.to_str().unwrap(), "--backoff", "0.01"].iter().map(|s| s.to_string()).collect();
+    let mut args: Vec<String> = ["probe", "--url", url, "--out", out.to_str().unwrap(), "--backoff", "0.01"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     // Defaults for what `extra` does not give.
     let has = |f: &str| extra.contains(&f);
-    for (flag, value) in [("--context-len", "2K"), ("--depth", "0.5"), ("--trials", "2"), ("--retries", "1"), ("--timeout", "5")] {
+    for (flag, value) in
+        [("--context-len", "2K"), ("--depth", "0.5"), ("--trials", "2"), ("--retries", "1"), ("--timeout", "5")]
+    {
         if !has(flag) {
             args.extend([flag.to_string(), value.to_string()]);
         }
@@ -185,7 +202,12 @@ fn probe(url: &str, out: &Path, extra: &[&str]) -> Run {
     let mut peak = 0;
     let status = loop {
         if let Ok(st) = std::fs::read_to_string(&status_path) {
-            if let Some(kb) = st.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()) {
+            if let Some(kb) = st
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+            {
                 peak = peak.max(kb);
             }
         }
@@ -195,7 +217,13 @@ fn probe(url: &str, out: &Path, extra: &[&str]) -> Run {
         assert!(t0.elapsed() < LIMIT, "probe {extra:?} did not end within {LIMIT:?} (a hang)");
         std::thread::sleep(Duration::from_millis(20));
     };
-    Run { code: status.code().unwrap_or(-1), stdout: ot.join().unwrap(), stderr: et.join().unwrap(), elapsed: t0.elapsed(), peak_rss_kb: peak }
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: ot.join().unwrap(),
+        stderr: et.join().unwrap(),
+        elapsed: t0.elapsed(),
+        peak_rss_kb: peak,
+    }
 }
 
 /// Every file under `dir` (recursively), with its bytes.
@@ -227,7 +255,11 @@ fn key_nowhere(dir: &Path, r: &Run) {
 /// A failed run: exit 1, one `error:` line holding `needle`, no table, the key nowhere.
 fn fails(r: &Run, dir: &Path, needle: &str) {
     assert_eq!(r.code, 1, "stderr: {}", r.stderr);
-    assert!(r.stderr.starts_with("error: ") && r.stderr.trim_end().lines().count() == 1, "not one line: {:?}", r.stderr);
+    assert!(
+        r.stderr.starts_with("error: ") && r.stderr.trim_end().lines().count() == 1,
+        "not one line: {:?}",
+        r.stderr
+    );
     assert!(r.stderr.contains(needle), "missing `{needle}` in {}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     key_nowhere(dir, r);
@@ -238,7 +270,11 @@ const USAGE: &[&str] = &["--model", "m", "--token-count", "usage"];
 /// A server whose generation replies are `bad` from request `from` on (the earlier ones
 /// healthy), and healthy again once `mended` is set (the same address: `--resume` continues
 /// only a probe of the same server).
-fn bad_from(from: u64, mended: Arc<std::sync::atomic::AtomicBool>, bad: impl Fn(&Req, &mut TcpStream) + Send + Sync + 'static) -> Server {
+fn bad_from(
+    from: u64,
+    mended: Arc<std::sync::atomic::AtomicBool>,
+    bad: impl Fn(&Req, &mut TcpStream) + Send + Sync + 'static,
+) -> Server {
     serve(Arc::new(move |i, r, s| if i < from || mended.load(Ordering::SeqCst) { healthy(r, s) } else { bad(r, s) }))
 }
 
@@ -262,7 +298,11 @@ fn endless_bodies_are_cut_at_the_per_reply_limit() {
     for (name, srv) in [("endless", &endless), ("chunked", &chunked)] {
         // Many requests in flight: memory stays bounded all the same.
         let out = d.path().join(name);
-        let r = probe(&srv.url, &out, &[USAGE, &["--max-inflight", "64", "--trials", "64", "--context-len", "2K,4K"]].concat());
+        let r = probe(
+            &srv.url,
+            &out,
+            &[USAGE, &["--max-inflight", "64", "--trials", "64", "--context-len", "2K,4K"]].concat(),
+        );
         fails(&r, d.path(), "per-reply limit");
         eprintln!("{name}: {:?}, peak memory {} kB; {}", r.elapsed, r.peak_rss_kb, r.stderr.trim_end());
         assert!(r.peak_rss_kb < 1 << 20, "{name}: peak memory {} kB with 64 replies in flight", r.peak_rss_kb);
@@ -283,12 +323,19 @@ fn compressed_streamed_and_undecodable_replies_are_one_line() {
     fails(&r, d.path(), "Content-Encoding: gzip");
     // An event stream nobody asked for.
     let sse = serve(Arc::new(|_, _, s| {
-        respond(s, "200 OK", &[("Content-Type", "text/event-stream")], b"data: {\"choices\": [{\"text\": \"a\"}]}\n\ndata: [DONE]\n\n");
+        respond(
+            s,
+            "200 OK",
+            &[("Content-Type", "text/event-stream")],
+            b"data: {\"choices\": [{\"text\": \"a\"}]}\n\ndata: [DONE]\n\n",
+        );
     }));
     let r = probe(&sse.url, &d.path().join("sse"), USAGE);
     fails(&r, d.path(), "event stream");
     // Not UTF-8.
-    let bin = serve(Arc::new(|_, _, s| respond(s, "200 OK", &[("Content-Type", "application/json")], b"{\"choices\": [{\"text\": \"\xff\xfe\xfd\"}]}")));
+    let bin = serve(Arc::new(|_, _, s| {
+        respond(s, "200 OK", &[("Content-Type", "application/json")], b"{\"choices\": [{\"text\": \"\xff\xfe\xfd\"}]}")
+    }));
     let r = probe(&bin.url, &d.path().join("bin"), USAGE);
     fails(&r, d.path(), "not UTF-8");
     // A proxy's HTML page, as a 502 and as a 200.
@@ -296,11 +343,19 @@ fn compressed_streamed_and_undecodable_replies_are_one_line() {
     let html502 = serve(Arc::new(move |_, _, s| respond(s, "502 Bad Gateway", &[("Content-Type", "text/html")], page)));
     let r = probe(&html502.url, &d.path().join("h1"), USAGE);
     fails(&r, d.path(), "HTML page (\"502 Bad Gateway\")");
-    let html200 = serve(Arc::new(move |_, _, s| respond(s, "200 OK", &[("Content-Type", "text/html")], b"<html><head><title>Sign in</title></head></html>")));
+    let html200 = serve(Arc::new(move |_, _, s| {
+        respond(s, "200 OK", &[("Content-Type", "text/html")], b"<html><head><title>Sign in</title></head></html>")
+    }));
     let r = probe(&html200.url, &d.path().join("h2"), USAGE);
     fails(&r, d.path(), "HTML page (\"Sign in\")");
     // A 200 carrying an error object.
-    let err200 = serve(Arc::new(|_, _, s| respond_json(s, "200 OK", &json!({"error": {"message": "model overloaded", "type": "server_error", "code": 503}}))));
+    let err200 = serve(Arc::new(|_, _, s| {
+        respond_json(
+            s,
+            "200 OK",
+            &json!({"error": {"message": "model overloaded", "type": "server_error", "code": 503}}),
+        )
+    }));
     let r = probe(&err200.url, &d.path().join("e"), USAGE);
     fails(&r, d.path(), "carries an error: model overloaded");
     assert!(r.stderr.contains("after 2 attempts"), "a 200 with an error is retried: {}", r.stderr);
@@ -318,7 +373,11 @@ fn a_drip_meets_the_deadline_of_the_whole_request() {
             std::thread::sleep(Duration::from_secs(1));
         }
     }));
-    let r = probe(&drip.url, &d.path().join("drip"), &[USAGE, &["--timeout", "2", "--retries", "1", "--max-inflight", "1"]].concat());
+    let r = probe(
+        &drip.url,
+        &d.path().join("drip"),
+        &[USAGE, &["--timeout", "2", "--retries", "1", "--max-inflight", "1"]].concat(),
+    );
     fails(&r, d.path(), "/v1/completions");
     assert!(r.stderr.contains("time"), "{}", r.stderr);
     // Two attempts of 2 s each, not 100000 s.
@@ -354,7 +413,9 @@ fn usage_that_is_negative_absurd_zero_or_missing_is_one_line() {
         ("not an object", json!([1, 2]), "/v1/completions"),
         ("absurd", json!({"prompt_tokens": u64::MAX}), "not a count of that prompt"),
     ] {
-        let srv = serve(Arc::new(move |_, _, s| respond_json(s, "200 OK", &json!({"choices": [{"text": "x"}], "usage": usage}))));
+        let srv = serve(Arc::new(move |_, _, s| {
+            respond_json(s, "200 OK", &json!({"choices": [{"text": "x"}], "usage": usage}))
+        }));
         let r = probe(&srv.url, &d.path().join(name), USAGE);
         fails(&r, d.path(), needle);
     }
@@ -364,7 +425,9 @@ fn usage_that_is_negative_absurd_zero_or_missing_is_one_line() {
 fn counts_that_jump_or_stay_at_one_keep_the_length_search_bounded() {
     let d = tempfile::tempdir().unwrap();
     // usage: 1 token whatever the prompt (a prompt ever longer would be built to reach 2K).
-    let one = serve(Arc::new(|_, _, s| respond_json(s, "200 OK", &json!({"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1}}))));
+    let one = serve(Arc::new(|_, _, s| {
+        respond_json(s, "200 OK", &json!({"choices": [{"text": "x"}], "usage": {"prompt_tokens": 1}}))
+    }));
     let r = probe(&one.url, &d.path().join("one"), USAGE);
     fails(&r, d.path(), "count");
     assert!(r.peak_rss_kb < 1 << 20, "peak {} kB", r.peak_rss_kb);
@@ -418,7 +481,9 @@ fn a_model_list_of_a_million_entries_costs_no_memory() {
 fn a_retry_after_of_a_year_is_capped_and_said() {
     let d = tempfile::tempdir().unwrap();
     for ra in ["31536000", "1e300", "Fri, 31 Dec 9999 23:59:59 GMT"] {
-        let srv = serve(Arc::new(move |_, _, s| respond(s, "429 Too Many Requests", &[("Retry-After", ra)], b"{\"error\": {\"message\": \"slow down\"}}")));
+        let srv = serve(Arc::new(move |_, _, s| {
+            respond(s, "429 Too Many Requests", &[("Retry-After", ra)], b"{\"error\": {\"message\": \"slow down\"}}")
+        }));
         let r = probe(&srv.url, &d.path().join("ra"), &[USAGE, &["--retries", "0"]].concat());
         fails(&r, d.path(), "capped at 60 s");
         assert!(r.stderr.contains("slow down"), "{}", r.stderr);
@@ -437,8 +502,14 @@ fn an_echoed_key_is_written_nowhere() {
         match r.path.as_str() {
             "/v1/models" => respond_json(s, "200 OK", &json!({"data": [{"id": format!("model-{k}")}]})),
             "/tokenize" => respond(s, "404 Not Found", &[], format!("no tokenize for {k}").as_bytes()),
-            _ if i >= 6 && !m.load(Ordering::SeqCst) => respond_json(s, "401 Unauthorized", &json!({"error": {"message": format!("invalid key {k}")}})),
-            _ => respond_json(s, "200 OK", &json!({"choices": [{"text": format!("the key is {k}")}], "usage": {"prompt_tokens": r.words()}})),
+            _ if i >= 6 && !m.load(Ordering::SeqCst) => {
+                respond_json(s, "401 Unauthorized", &json!({"error": {"message": format!("invalid key {k}")}}))
+            }
+            _ => respond_json(
+                s,
+                "200 OK",
+                &json!({"choices": [{"text": format!("the key is {k}")}], "usage": {"prompt_tokens": r.words()}}),
+            ),
         }
     }));
     let out = d.path().join("run");
@@ -449,7 +520,11 @@ fn an_echoed_key_is_written_nowhere() {
     assert!(kept.lines().count() >= 1 && kept.contains("the key is [API key]"), "{kept}");
     // Healthy again (but still echoing): --resume finishes, and nothing holds the key.
     mended.store(true, Ordering::SeqCst);
-    let r = probe(&srv.url, &out, &["--trials", "8", "--max-inflight", "1", "--context-len", "2K", "--depth", "0.5", "--resume"]);
+    let r = probe(
+        &srv.url,
+        &out,
+        &["--trials", "8", "--max-inflight", "1", "--context-len", "2K", "--depth", "0.5", "--resume"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     key_nowhere(d.path(), &r);
     let t = std::fs::read_to_string(out.join("transcript.jsonl")).unwrap();
@@ -461,21 +536,30 @@ fn an_echoed_key_is_written_nowhere() {
 fn each_failure_keeps_the_transcript_and_resume_finishes() {
     let d = tempfile::tempdir().unwrap();
     let cases: Vec<(&str, Box<dyn Fn(&Req, &mut TcpStream) + Send + Sync>)> = vec![
-        ("html", Box::new(|_, s| respond(s, "502 Bad Gateway", &[("Content-Type", "text/html")], b"<html><title>down</title></html>"))),
+        (
+            "html",
+            Box::new(|_, s| {
+                respond(s, "502 Bad Gateway", &[("Content-Type", "text/html")], b"<html><title>down</title></html>")
+            }),
+        ),
         ("error in a 200", Box::new(|_, s| respond_json(s, "200 OK", &json!({"error": "overloaded"})))),
         ("not UTF-8", Box::new(|_, s| respond(s, "200 OK", &[], b"\xff\xff"))),
-        ("endless", Box::new(|_, s| {
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
-            let chunk = vec![b'{'; 1 << 16];
-            while s.write_all(&chunk).is_ok() {}
-        })),
+        (
+            "endless",
+            Box::new(|_, s| {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+                let chunk = vec![b'{'; 1 << 16];
+                while s.write_all(&chunk).is_ok() {}
+            }),
+        ),
     ];
     for (name, bad) in cases {
         let bad = Arc::new(bad);
         let mended = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let srv = bad_from(3, mended.clone(), move |r, s| bad(r, s));
         let out = d.path().join(name.replace(' ', "-"));
-        let cells = [USAGE, &["--context-len", "2K", "--depth", "0.5", "--trials", "6", "--max-inflight", "1"]].concat();
+        let cells =
+            [USAGE, &["--context-len", "2K", "--depth", "0.5", "--trials", "6", "--max-inflight", "1"]].concat();
         let r = probe(&srv.url, &out, &cells);
         assert_eq!(r.code, 1, "{name}: {}", r.stderr);
         assert!(r.stderr.trim_end().lines().count() == 1 && r.stderr.contains("--resume"), "{name}: {}", r.stderr);
@@ -483,7 +567,8 @@ fn each_failure_keeps_the_transcript_and_resume_finishes() {
         let kept = std::fs::read_to_string(stage.join("transcript.jsonl")).unwrap();
         assert!(!kept.is_empty(), "{name}: nothing kept");
         for l in kept.lines() {
-            serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{name}: a transcript line is not JSON ({e}): {l}"));
+            serde_json::from_str::<Value>(l)
+                .unwrap_or_else(|e| panic!("{name}: a transcript line is not JSON ({e}): {l}"));
         }
         mended.store(true, Ordering::SeqCst);
         let r = probe(&srv.url, &out, &[&cells[..], &["--resume"]].concat());

@@ -12,7 +12,12 @@ use std::process::Command;
 
 fn dsa(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).env_remove("OPENAI_API_KEY").output().unwrap();
-    assert!(o.status.success(), "{args:?}\n{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{args:?}\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into()
 }
 
@@ -38,7 +43,12 @@ fn verdict(tables: &[&Path]) -> Value {
 
 fn summary(v: &Value) -> String {
     let sig: Vec<&str> = v["signatures"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
-    format!("call {} (preferred {}; signatures {sig:?})\n{}", v["call"], v["hypotheses"][0]["name"], v["explanation"].as_str().unwrap_or(""))
+    format!(
+        "call {} (preferred {}; signatures {sig:?})\n{}",
+        v["call"],
+        v["hypotheses"][0]["name"],
+        v["explanation"].as_str().unwrap_or("")
+    )
 }
 
 fn signatures(v: &Value) -> Vec<String> {
@@ -57,7 +67,12 @@ fn planned_runs(cfg: Config, table: &Path, dir: &Path) -> Vec<PathBuf> {
     a.extend_from_slice(&["--data", table.to_str().unwrap(), "--budget", "600", "--out", cells.to_str().unwrap()]);
     dsa(&a);
     let text = std::fs::read_to_string(&cells).unwrap();
-    let mut ks: Vec<u64> = text.lines().filter(|l| !l.starts_with('#')).skip(1).map(|l| l.split(',').nth(1).unwrap().parse().unwrap()).collect();
+    let mut ks: Vec<u64> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
     ks.sort_unstable();
     ks.dedup();
     ks.iter()
@@ -66,7 +81,11 @@ fn planned_runs(cfg: Config, table: &Path, dir: &Path) -> Vec<PathBuf> {
             c.scenario.index_topk = k;
             let srv = start(c);
             let ks = k.to_string();
-            probe(&srv.url, &dir.join(format!("planned-k{k}")), &["--cells", cells.to_str().unwrap(), "--index-topk", &ks])
+            probe(
+                &srv.url,
+                &dir.join(format!("planned-k{k}")),
+                &["--cells", cells.to_str().unwrap(), "--index-topk", &ks],
+            )
         })
         .collect()
 }
@@ -130,7 +149,11 @@ fn first_k_unscored_is_named() {
 fn length_mod_4_is_named() {
     let srv = start(Config::healthy().with(Defect::LengthMod4));
     let d = tempfile::tempdir().unwrap();
-    let t = probe(&srv.url, &d.path().join("run"), &["--context-len", "4000,4001,4002,4003,16000,16001,16002,16003", "--depth", "0.5", "--trials", "60"]);
+    let t = probe(
+        &srv.url,
+        &d.path().join("run"),
+        &["--context-len", "4000,4001,4002,4003,16000,16001,16002,16003", "--depth", "0.5", "--trials", "60"],
+    );
     let v = verdict(&[&t]);
     assert_eq!(v["call"], "implementation-suspect", "{}", summary(&v));
     assert!(signatures(&v).contains(&"length_periodic".to_string()), "{}", summary(&v));

@@ -10,7 +10,11 @@ use std::process::Command;
 
 fn dsa(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).env_remove("OPENAI_API_KEY").output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 fn ok(args: &[&str]) -> String {
@@ -20,7 +24,11 @@ fn ok(args: &[&str]) -> String {
 }
 
 fn transcript(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("transcript.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(dir.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -29,7 +37,18 @@ fn exact_lengths_depths_and_a_table_verdict_reads() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run1");
     let j: serde_json::Value = serde_json::from_str(&ok(&[
-        "probe", "--url", &srv.url, "--context-len", "2K,8K,4003", "--depth", "0.1,0.9", "--trials", "3", "--out", out.to_str().unwrap(), "--json",
+        "probe",
+        "--url",
+        &srv.url,
+        "--context-len",
+        "2K,8K,4003",
+        "--depth",
+        "0.1,0.9",
+        "--trials",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
     ]))
     .unwrap();
     assert_eq!(j["model"], "test/dsv4-sim");
@@ -52,10 +71,22 @@ fn exact_lengths_depths_and_a_table_verdict_reads() {
     assert!(exact >= 15, "{exact} of 18 exact");
     let csv = std::fs::read_to_string(out.join("measured.csv")).unwrap();
     assert!(csv.starts_with("# provenance: dsa-sim probe"), "{csv}");
-    assert!(csv.contains("test/dsv4-sim") && csv.contains(&srv.url) && csv.contains("seed 20251201") && csv.contains("UTC"), "{csv}");
+    assert!(
+        csv.contains("test/dsv4-sim") && csv.contains(&srv.url) && csv.contains("seed 20251201") && csv.contains("UTC"),
+        "{csv}"
+    );
     assert!(out.join(".dsa-sim-result").exists());
     // The table is one the verdict takes as it is.
-    let (code, _, err) = dsa(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", out.join("measured.csv").to_str().unwrap(), "--json"]);
+    let (code, _, err) = dsa(&[
+        "verdict",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--data",
+        out.join("measured.csv").to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -65,10 +96,27 @@ fn the_same_probe_writes_the_same_table_whatever_the_inflight_count() {
     let d = tempfile::tempdir().unwrap();
     let run = |name: &str, inflight: &str| {
         let out = d.path().join(name);
-        ok(&["probe", "--url", &srv.url, "--context-len", "4K,16K", "--depth", "0.1,0.9", "--trials", "6", "--max-inflight", inflight, "--out", out.to_str().unwrap()]);
-        let table: Vec<String> = std::fs::read_to_string(out.join("measured.csv")).unwrap().lines().skip(1).map(str::to_string).collect();
-        let mut prompts: Vec<(String, u64, u64)> =
-            transcript(&out).iter().map(|r| (r["id"].as_str().unwrap().to_string(), r["words"].as_u64().unwrap(), r["skip"].as_u64().unwrap())).collect();
+        ok(&[
+            "probe",
+            "--url",
+            &srv.url,
+            "--context-len",
+            "4K,16K",
+            "--depth",
+            "0.1,0.9",
+            "--trials",
+            "6",
+            "--max-inflight",
+            inflight,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let table: Vec<String> =
+            std::fs::read_to_string(out.join("measured.csv")).unwrap().lines().skip(1).map(str::to_string).collect();
+        let mut prompts: Vec<(String, u64, u64)> = transcript(&out)
+            .iter()
+            .map(|r| (r["id"].as_str().unwrap().to_string(), r["words"].as_u64().unwrap(), r["skip"].as_u64().unwrap()))
+            .collect();
         prompts.sort();
         (table, prompts)
     };
@@ -82,7 +130,20 @@ fn chat_and_usage_only_servers() {
     let srv = start(Config::healthy());
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("chat");
-    ok(&["probe", "--url", &srv.url, "--chat", "--context-len", "4K", "--depth", "0.3", "--trials", "3", "--out", out.to_str().unwrap()]);
+    ok(&[
+        "probe",
+        "--url",
+        &srv.url,
+        "--chat",
+        "--context-len",
+        "4K",
+        "--depth",
+        "0.3",
+        "--trials",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     for r in transcript(&out) {
         assert_eq!(r["prompt_tokens"], 4000, "{r}");
         assert!((r["depth"].as_f64().unwrap() - 0.3).abs() < 0.02, "{r}");
@@ -93,7 +154,19 @@ fn chat_and_usage_only_servers() {
     let srv = start(cfg);
     let out = d.path().join("usage");
     let j: serde_json::Value = serde_json::from_str(&ok(&[
-        "probe", "--url", &srv.url, "--generate", "--context-len", "2K,16K", "--depth", "0.2,0.8", "--trials", "3", "--out", out.to_str().unwrap(), "--json",
+        "probe",
+        "--url",
+        &srv.url,
+        "--generate",
+        "--context-len",
+        "2K,16K",
+        "--depth",
+        "0.2,0.8",
+        "--trials",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
     ]))
     .unwrap();
     assert_eq!(j["token_count"], "usage");
@@ -101,7 +174,18 @@ fn chat_and_usage_only_servers() {
     // A /tokenize of another shape (TGI, llama.cpp) refuses the probe's fields: usage counts then.
     let srv2 = start(Config::healthy().bad(probe_server::Bad::OtherTokenize));
     let j2: serde_json::Value = serde_json::from_str(&ok(&[
-        "probe", "--url", &srv2.url, "--context-len", "2K", "--depth", "0.5", "--trials", "2", "--out", d.path().join("tgi").to_str().unwrap(), "--json",
+        "probe",
+        "--url",
+        &srv2.url,
+        "--context-len",
+        "2K",
+        "--depth",
+        "0.5",
+        "--trials",
+        "2",
+        "--out",
+        d.path().join("tgi").to_str().unwrap(),
+        "--json",
     ]))
     .unwrap();
     assert_eq!((j2["token_count"].as_str(), j2["trials"].as_u64()), (Some("usage"), Some(2)));
@@ -123,7 +207,20 @@ fn captures_are_read_by_import_topk_as_written() {
         let srv = start(cfg);
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("caps");
-        let mut args = vec!["probe", "--url", &srv.url, "--context-len", "2K,3K", "--depth", "0.5", "--trials", "4", "--capture", "--out", out.to_str().unwrap()];
+        let mut args = vec![
+            "probe",
+            "--url",
+            &srv.url,
+            "--context-len",
+            "2K,3K",
+            "--depth",
+            "0.5",
+            "--trials",
+            "4",
+            "--capture",
+            "--out",
+            out.to_str().unwrap(),
+        ];
         if generate {
             args.push("--generate");
         }
@@ -133,8 +230,21 @@ fn captures_are_read_by_import_topk_as_written() {
         assert_eq!(man.lines().count(), 9, "{man}");
         let sel = d.path().join("selections.csv");
         let j: serde_json::Value = serde_json::from_str(&ok(&[
-            "import", "topk", "--manifest", out.join("manifest.csv").to_str().unwrap(), "--layers", "1", "--index-topk", "128",
-            "--compress-ratio", "4", "--overlap", "true", "--out", sel.to_str().unwrap(), "--json",
+            "import",
+            "topk",
+            "--manifest",
+            out.join("manifest.csv").to_str().unwrap(),
+            "--layers",
+            "1",
+            "--index-topk",
+            "128",
+            "--compress-ratio",
+            "4",
+            "--overlap",
+            "true",
+            "--out",
+            sel.to_str().unwrap(),
+            "--json",
         ]))
         .unwrap();
         // Each request's selection agrees with its scored answer (the server selects the needle iff it answers).
@@ -157,8 +267,22 @@ fn conditions_concurrency_prefix_cache_and_labels() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("c");
     ok(&[
-        "probe", "--url", &srv.url, "--context-len", "16K", "--depth", "0.5", "--trials", "4", "--concurrency", "1,4", "--prefix-cache-twice",
-        "--label", "build=main", "--out", out.to_str().unwrap(),
+        "probe",
+        "--url",
+        &srv.url,
+        "--context-len",
+        "16K",
+        "--depth",
+        "0.5",
+        "--trials",
+        "4",
+        "--concurrency",
+        "1,4",
+        "--prefix-cache-twice",
+        "--label",
+        "build=main",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert!(srv.stats.max_inflight.load(std::sync::atomic::Ordering::SeqCst) >= 2);
     let csv = std::fs::read_to_string(out.join("measured.csv")).unwrap();
@@ -174,11 +298,29 @@ fn conditions_concurrency_prefix_cache_and_labels() {
 #[test]
 fn dry_run_sends_nothing_and_bad_input_is_one_line() {
     let srv = start(Config::healthy());
-    let j: serde_json::Value =
-        serde_json::from_str(&ok(&["probe", "--url", &srv.url, "--context-len", "2K..64K:x2", "--depth", "0.1,0.5,0.9", "--repeat", "1,8", "--trials", "5", "--dry-run", "--json"])).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&ok(&[
+        "probe",
+        "--url",
+        &srv.url,
+        "--context-len",
+        "2K..64K:x2",
+        "--depth",
+        "0.1,0.5,0.9",
+        "--repeat",
+        "1,8",
+        "--trials",
+        "5",
+        "--dry-run",
+        "--json",
+    ]))
+    .unwrap();
     assert_eq!(j["requests"], 6 * 3 * 2 * 5);
     assert_eq!(j["prompt_tokens"], (2000 + 4000 + 8000 + 16000 + 32000 + 64000) * 3 * 2 * 5);
-    assert_eq!(srv.stats.generate.load(std::sync::atomic::Ordering::Relaxed) + srv.stats.models.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(
+        srv.stats.generate.load(std::sync::atomic::Ordering::Relaxed)
+            + srv.stats.models.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
     let d = tempfile::tempdir().unwrap();
     let mine = d.path().join("mine");
     std::fs::create_dir(&mine).unwrap();
@@ -201,7 +343,8 @@ fn dry_run_sends_nothing_and_bad_input_is_one_line() {
         assert!(out.is_empty() && err.trim_end().lines().count() == 1 && err.contains(needle), "{a:?}: {err}");
     }
     // A folder dsa-sim did not write is never replaced.
-    let (code, _, err) = dsa(&["probe", "--url", &srv.url, "--context-len", "2K", "--trials", "1", "--out", mine.to_str().unwrap()]);
+    let (code, _, err) =
+        dsa(&["probe", "--url", &srv.url, "--context-len", "2K", "--trials", "1", "--out", mine.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a dsa-sim result"), "{err}");
     assert_eq!(std::fs::read_dir(&mine).unwrap().count(), 1);

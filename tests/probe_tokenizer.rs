@@ -14,7 +14,11 @@ use std::sync::atomic::Ordering;
 
 fn dsa(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).env_remove("OPENAI_API_KEY").output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 fn ok(args: &[&str]) -> String {
@@ -35,7 +39,11 @@ fn refused(args: &[&str], needle: &str, out: &Path) -> String {
 }
 
 fn transcript(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("transcript.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(dir.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// The test's tokenizer.json, written to `dir`.
@@ -63,8 +71,20 @@ fn local_counts_hit_the_cells_and_agree_with_the_server() {
         let srv = start(cfg);
         let out = d.path().join(format!("run-{tokenize}"));
         let j: serde_json::Value = serde_json::from_str(&ok(&[
-            "probe", "--url", &srv.url, "--tokenizer", tok.to_str().unwrap(), "--context-len", "2K,8K,4003", "--depth", "0.1,0.9", "--trials", "3",
-            "--out", out.to_str().unwrap(), "--json",
+            "probe",
+            "--url",
+            &srv.url,
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--context-len",
+            "2K,8K,4003",
+            "--depth",
+            "0.1,0.9",
+            "--trials",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
         ]))
         .unwrap();
         assert_eq!(j["token_count"], "tokenizer");
@@ -98,7 +118,16 @@ fn local_counts_hit_the_cells_and_agree_with_the_server() {
         assert_eq!(notes.contains("one extra request"), !tokenize, "{notes}");
         let csv = std::fs::read_to_string(out.join("measured.csv")).unwrap();
         assert!(csv.lines().next().unwrap().contains(&format!("--tokenizer {} locally", tok.display())), "{csv}");
-        let (code, _, err) = dsa(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", out.join("measured.csv").to_str().unwrap(), "--json"]);
+        let (code, _, err) = dsa(&[
+            "verdict",
+            "--preset",
+            "deepseek-v4-flash",
+            "--stack",
+            "none",
+            "--data",
+            out.join("measured.csv").to_str().unwrap(),
+            "--json",
+        ]);
         assert_eq!(code, 0, "{err}");
     }
 }
@@ -111,7 +140,22 @@ fn a_chat_template_is_allowed_for_or_refused_when_over_one_percent() {
     // the run, so that the server's count is the cell's.
     let srv = start(with_tokenizer(&json));
     let out = d.path().join("chat");
-    ok(&["probe", "--url", &srv.url, "--chat", "--tokenizer", tok.to_str().unwrap(), "--context-len", "4K", "--depth", "0.3", "--trials", "3", "--out", out.to_str().unwrap()]);
+    ok(&[
+        "probe",
+        "--url",
+        &srv.url,
+        "--chat",
+        "--tokenizer",
+        tok.to_str().unwrap(),
+        "--context-len",
+        "4K",
+        "--depth",
+        "0.3",
+        "--trials",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     for r in transcript(&out) {
         assert_eq!(r["prompt_tokens"], 4000, "{r}");
         assert_eq!(r["local_tokens"], 3998, "{r}");
@@ -123,7 +167,22 @@ fn a_chat_template_is_allowed_for_or_refused_when_over_one_percent() {
     let srv = start(cfg);
     let out = d.path().join("chat-long-template");
     let err = refused(
-        &["probe", "--url", &srv.url, "--chat", "--tokenizer", tok.to_str().unwrap(), "--context-len", "256,2K", "--depth", "0.5", "--trials", "2", "--out", out.to_str().unwrap()],
+        &[
+            "probe",
+            "--url",
+            &srv.url,
+            "--chat",
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--context-len",
+            "256,2K",
+            "--depth",
+            "0.5",
+            "--trials",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         "more than 1% apart",
         &out,
     );
@@ -142,7 +201,19 @@ fn another_models_tokenizer_is_stopped_before_the_budget() {
         let srv = start(cfg);
         let out = d.path().join("other");
         let err = refused(
-            &["probe", "--url", &srv.url, "--tokenizer", tok.to_str().unwrap(), "--context-len", "8K,2K", "--trials", "5", "--out", out.to_str().unwrap()],
+            &[
+                "probe",
+                "--url",
+                &srv.url,
+                "--tokenizer",
+                tok.to_str().unwrap(),
+                "--context-len",
+                "8K,2K",
+                "--trials",
+                "5",
+                "--out",
+                out.to_str().unwrap(),
+            ],
             "not the served model's tokenizer",
             &out,
         );
@@ -155,7 +226,21 @@ fn another_models_tokenizer_is_stopped_before_the_budget() {
     let (_, json) = tokenizer_file(d.path());
     let srv = start(with_tokenizer(&json).bad(Bad::UsageExtra(200)));
     let out = d.path().join("drift");
-    let (code, o, err) = dsa(&["probe", "--url", &srv.url, "--tokenizer", tok.to_str().unwrap(), "--context-len", "4K", "--trials", "2", "--max-inflight", "1", "--out", out.to_str().unwrap()]);
+    let (code, o, err) = dsa(&[
+        "probe",
+        "--url",
+        &srv.url,
+        "--tokenizer",
+        tok.to_str().unwrap(),
+        "--context-len",
+        "4K",
+        "--trials",
+        "2",
+        "--max-inflight",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2, "{o}{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("request c0-t0") && err.contains("more than 1% apart"), "{err}");
@@ -180,16 +265,58 @@ fn bad_tokenizer_files_are_one_line_before_any_request() {
         (&other, "not a Hugging Face tokenizer.json"),
     ];
     for (file, needle) in cases {
-        let err = refused(&["probe", "--url", &srv.url, "--tokenizer", file.to_str().unwrap(), "--context-len", "2K", "--out", out.to_str().unwrap()], needle, &out);
+        let err = refused(
+            &[
+                "probe",
+                "--url",
+                &srv.url,
+                "--tokenizer",
+                file.to_str().unwrap(),
+                "--context-len",
+                "2K",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            needle,
+            &out,
+        );
         assert!(err.contains(&format!("--tokenizer {}", file.display())), "{err}");
         // The dry run reads it too.
-        let (code, _, e) = dsa(&["probe", "--url", &srv.url, "--tokenizer", file.to_str().unwrap(), "--context-len", "2K", "--dry-run"]);
+        let (code, _, e) = dsa(&[
+            "probe",
+            "--url",
+            &srv.url,
+            "--tokenizer",
+            file.to_str().unwrap(),
+            "--context-len",
+            "2K",
+            "--dry-run",
+        ]);
         assert_eq!((code, e.trim_end().lines().count()), (2, 1), "{e}");
     }
     let (tok, _) = tokenizer_file(d.path());
-    refused(&["probe", "--url", &srv.url, "--tokenizer", tok.to_str().unwrap(), "--token-count", "usage", "--context-len", "2K", "--out", out.to_str().unwrap()], "--token-count", &out);
+    refused(
+        &[
+            "probe",
+            "--url",
+            &srv.url,
+            "--tokenizer",
+            tok.to_str().unwrap(),
+            "--token-count",
+            "usage",
+            "--context-len",
+            "2K",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "--token-count",
+        &out,
+    );
     let s = &srv.stats;
-    assert_eq!((s.generate.load(Ordering::Relaxed), s.tokenize.load(Ordering::Relaxed), s.models.load(Ordering::Relaxed)), (0, 0, 0));
+    assert_eq!(
+        (s.generate.load(Ordering::Relaxed), s.tokenize.load(Ordering::Relaxed), s.models.load(Ordering::Relaxed)),
+        (0, 0, 0)
+    );
 }
 
 /// Every file of a folder (hidden ones included) with its bytes.
@@ -209,7 +336,20 @@ fn resume_on_a_finished_probe_says_it_is_complete_and_leaves_it() {
     let srv = start(Config::healthy());
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("done");
-    let args = ["probe", "--url", &srv.url, "--context-len", "2K,4K", "--depth", "0.5", "--trials", "3", "--out", out.to_str().unwrap(), "--json"];
+    let args = [
+        "probe",
+        "--url",
+        &srv.url,
+        "--context-len",
+        "2K,4K",
+        "--depth",
+        "0.5",
+        "--trials",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
     let first: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
     let files = snapshot(&out);
     let sent = srv.stats.generate.load(Ordering::Relaxed);
@@ -217,7 +357,10 @@ fn resume_on_a_finished_probe_says_it_is_complete_and_leaves_it() {
     again.push("--resume");
     let j: serde_json::Value = serde_json::from_str(&ok(&again)).unwrap();
     assert_eq!((j["requests_sent"].as_u64(), j["requests_resumed"].as_u64()), (Some(0), Some(6)), "{j}");
-    assert_eq!((&j["rows"], &j["model"], &j["token_count"], &j["hits"]), (&first["rows"], &first["model"], &first["token_count"], &first["hits"]));
+    assert_eq!(
+        (&j["rows"], &j["model"], &j["token_count"], &j["hits"]),
+        (&first["rows"], &first["model"], &first["token_count"], &first["hits"])
+    );
     assert!(j["notes"].to_string().contains("nothing to resume"), "{j}");
     let mut plain: Vec<&str> = args[..args.len() - 1].to_vec();
     plain.push("--resume");

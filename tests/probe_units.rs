@@ -15,7 +15,13 @@ fn cells_from_ranges_and_from_plan_files() {
     assert_eq!(parse_lengths("2K..64K:x2").unwrap(), [2000, 4000, 8000, 16000, 32000, 64000]);
     assert_eq!(parse_lengths("4Ki..16Ki:x2").unwrap(), [4096, 8192, 16384]);
     assert_eq!(parse_lengths("4000,4003").unwrap(), [4000, 4003]);
-    let g = grid(&parse_lengths("2K..8K:x2").unwrap(), &parse_depths("0.1,0.5,0.9").unwrap(), &parse_counts("--repeat", "1,8", 64).unwrap(), 5).unwrap();
+    let g = grid(
+        &parse_lengths("2K..8K:x2").unwrap(),
+        &parse_depths("0.1,0.5,0.9").unwrap(),
+        &parse_counts("--repeat", "1,8", 64).unwrap(),
+        5,
+    )
+    .unwrap();
     assert_eq!(g.len(), 3 * 3 * 2);
     assert_eq!((g[1].context_len, g[1].depth, g[1].repeat, g[1].trials), (2000, 0.1, 8, 5));
     for bad in ["", "2K..", "1..64K:x2", "x"] {
@@ -27,7 +33,8 @@ fn cells_from_ranges_and_from_plan_files() {
     let c = parse_cells_csv(planned, "cells.csv", None).unwrap();
     assert_eq!(c.len(), 2);
     assert_eq!((c[1].context_len, c[1].index_topk, c[1].trials), (8003, Some(1024), 50));
-    let e = parse_cells_csv("context_len,index_topk,depth,repeat,trials\n16000,512,2,1,100\n", "cells.csv", None).unwrap_err();
+    let e = parse_cells_csv("context_len,index_topk,depth,repeat,trials\n16000,512,2,1,100\n", "cells.csv", None)
+        .unwrap_err();
     assert!(e.message.contains("row 1") && e.message.contains("depth"), "{e}");
 }
 
@@ -119,7 +126,11 @@ fn a_transcript_cut_by_a_kill_reads_back_its_complete_lines() {
     drop(w);
     // A kill in the middle of the fourth line.
     let line = serde_json::to_string(&record(3)).unwrap();
-    std::fs::OpenOptions::new().append(true).open(&p).and_then(|mut f| std::io::Write::write_all(&mut f, &line.as_bytes()[..40])).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&p)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &line.as_bytes()[..40]))
+        .unwrap();
     let back = read(&p).unwrap();
     assert_eq!(back, (0..3).map(record).collect::<Vec<_>>());
     // The cut line is gone, so appending continues on a line of its own.

@@ -17,11 +17,7 @@ fn config(cases: u32) -> Config {
 }
 
 fn distractor() -> impl Strategy<Value = Distractor> {
-    prop_oneof![
-        Just(Distractor::Normal),
-        Just(Distractor::Gumbel),
-        (2.5f64..30.0).prop_map(Distractor::StudentT),
-    ]
+    prop_oneof![Just(Distractor::Normal), Just(Distractor::Gumbel), (2.5f64..30.0).prop_map(Distractor::StudentT),]
 }
 
 /// Exact scenarios spread over the feature space (no window or sink: the needle is ranked).
@@ -32,33 +28,40 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         (prop_oneof![Just(Pooling::None), Just(Pooling::Mean), Just(Pooling::Max)], 0.0f64..1.0, 0u32..3),
         (1u32..4, 1u32..4, 0.0f64..1.0, prop_oneof![Just(0.0f64), 1.0f64..40.0], -1.0f64..4.0),
     )
-        .prop_map(|((l2, c, k, m), (dprime, needle_sd, depth, d), (pooling, noise, noise_on), (rep, layers, rho, hard, hmean))| {
-            let mut s = Scenario {
-                context_len: 1u64 << l2,
-                compress_ratio: c,
-                index_topk: k,
-                needle_tokens: m,
-                dprime,
-                needle_sd,
-                depth,
-                distractor: d,
-                pooling,
-                repeat: rep,
-                layers,
-                layer_corr: rho,
-                hard_negatives: hard.floor(),
-                hard_mean: hmean,
-                ..Scenario::default()
-            };
-            // Score noise only where the analytic engine has a closed form.
-            if noise_on == 0 && d == Distractor::Normal && pooling != Pooling::Max {
-                s.score_noise = noise;
-            }
-            if pooling == Pooling::Mean {
-                s.distractor = Distractor::Normal;
-            }
-            s
-        })
+        .prop_map(
+            |(
+                (l2, c, k, m),
+                (dprime, needle_sd, depth, d),
+                (pooling, noise, noise_on),
+                (rep, layers, rho, hard, hmean),
+            )| {
+                let mut s = Scenario {
+                    context_len: 1u64 << l2,
+                    compress_ratio: c,
+                    index_topk: k,
+                    needle_tokens: m,
+                    dprime,
+                    needle_sd,
+                    depth,
+                    distractor: d,
+                    pooling,
+                    repeat: rep,
+                    layers,
+                    layer_corr: rho,
+                    hard_negatives: hard.floor(),
+                    hard_mean: hmean,
+                    ..Scenario::default()
+                };
+                // Score noise only where the analytic engine has a closed form.
+                if noise_on == 0 && d == Distractor::Normal && pooling != Pooling::Max {
+                    s.score_noise = noise;
+                }
+                if pooling == Pooling::Mean {
+                    s.distractor = Distractor::Normal;
+                }
+                s
+            },
+        )
         .prop_filter("valid", |s| s.validate().is_ok())
 }
 

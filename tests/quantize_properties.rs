@@ -62,7 +62,11 @@ fn value() -> impl Strategy<Value = f32> {
 fn huge() -> impl Strategy<Value = f32> {
     let near_max = (1.0f32..2.0, any::<bool>()).prop_map(|(m, neg)| {
         let x = (m * 2f32.powi(127)).min(f32::MAX);
-        if neg { -x } else { x }
+        if neg {
+            -x
+        } else {
+            x
+        }
     });
     prop_oneof![
         4 => near_max,
@@ -198,9 +202,12 @@ proptest! {
 #[test]
 fn the_named_formats_are_idempotent_on_a_ramp() {
     let ramp: Vec<f32> = (0..64).map(|i| (i as f32 - 31.5) * 0.37).collect();
-    for spec in ["fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "fp4-e2m1", "mxfp4", "nvfp4", "fp8-e4m3:128:fp32:floor=0.0001"] {
+    for spec in
+        ["fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "fp4-e2m1", "mxfp4", "nvfp4", "fp8-e4m3:128:fp32:floor=0.0001"]
+    {
         let f: Format = spec.parse().unwrap();
-        let xs: Vec<f32> = if f.block() == Some(128) { ramp.iter().chain(&ramp).copied().collect() } else { ramp.clone() };
+        let xs: Vec<f32> =
+            if f.block() == Some(128) { ramp.iter().chain(&ramp).copied().collect() } else { ramp.clone() };
         let once = q(&f, &xs);
         let twice = q(&f, &once);
         if spec.contains(":fp32") {

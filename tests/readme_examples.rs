@@ -38,15 +38,10 @@ fn root() -> PathBuf {
 }
 
 fn documents() -> Vec<PathBuf> {
-    let mut files = vec![
-        root().join("README.md"),
-        root().join("experiments/README.md"),
-    ];
+    let mut files = vec![root().join("README.md"), root().join("experiments/README.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
         .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "md"))
-                .collect()
+            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "md")).collect()
         })
         .unwrap_or_default();
     docs.sort();
@@ -87,9 +82,9 @@ fn examples(file: &Path, text: &str) -> Vec<Example> {
             }
             // Leave out a trailing commentary group that starts with a blank line.
             let mut stop = k;
-            if let Some(b) = (j + 1..k).find(|&b| {
-                lines[b].trim().is_empty() && lines[b..k].iter().all(|l| is_comment_or_blank(l))
-            }) {
+            if let Some(b) =
+                (j + 1..k).find(|&b| lines[b].trim().is_empty() && lines[b..k].iter().all(|l| is_comment_or_blank(l)))
+            {
                 stop = b;
             }
             out.push(Example {
@@ -151,9 +146,7 @@ fn split_words(line: &str) -> Result<Vec<String>, String> {
                             }
                             None => return Err("unterminated double quote".into()),
                         },
-                        Some(c @ ('$' | '`')) => {
-                            return Err(format!("`{c}` inside double quotes is not supported"))
-                        }
+                        Some(c @ ('$' | '`')) => return Err(format!("`{c}` inside double quotes is not supported")),
                         Some(c) => cur.push(c),
                         None => return Err("unterminated double quote".into()),
                     }
@@ -163,17 +156,11 @@ fn split_words(line: &str) -> Result<Vec<String>, String> {
                 in_word = true;
                 match chars.next() {
                     Some(c) => cur.push(c),
-                    None => {
-                        return Err(
-                            "a trailing backslash (line continuation) is not supported".into()
-                        )
-                    }
+                    None => return Err("a trailing backslash (line continuation) is not supported".into()),
                 }
             }
             ';' | '&' | '<' | '>' | '$' | '`' | '(' | ')' | '*' | '?' | '~' => {
-                return Err(format!(
-                    "shell syntax `{c}` is not supported in a tested example"
-                ))
+                return Err(format!("shell syntax `{c}` is not supported in a tested example"))
             }
             c => {
                 in_word = true;
@@ -200,12 +187,7 @@ fn printf(args: &[String]) -> Result<String, String> {
                 Some('n') => out.push('\n'),
                 Some('t') => out.push('\t'),
                 Some('\\') => out.push('\\'),
-                other => {
-                    return Err(format!(
-                        "printf: escape \\{} is not supported",
-                        other.unwrap_or(' ')
-                    ))
-                }
+                other => return Err(format!("printf: escape \\{} is not supported", other.unwrap_or(' '))),
             },
             '%' => match chars.next() {
                 Some('%') => out.push('%'),
@@ -224,15 +206,11 @@ fn decimal(s: &str) -> Result<(i128, u32), String> {
         None => (false, s),
     };
     let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-    if int.is_empty() && frac.is_empty()
-        || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit())
-    {
+    if int.is_empty() && frac.is_empty() || !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
         return Err(format!("seq: `{s}` is not a plain decimal number"));
     }
     let digits = format!("{int}{frac}");
-    let v: i128 = digits
-        .parse()
-        .map_err(|_| format!("seq: `{s}` is too long"))?;
+    let v: i128 = digits.parse().map_err(|_| format!("seq: `{s}` is too long"))?;
     Ok((if neg { -v } else { v }, frac.len() as u32))
 }
 
@@ -286,11 +264,7 @@ fn run(command: &str) -> Result<String, String> {
                 }
                 "printf" => printf(args)?,
                 "seq" => seq(args)?,
-                other => {
-                    return Err(format!(
-                        "`{other} | …`: only echo, printf and seq can feed a tested example"
-                    ))
-                }
+                other => return Err(format!("`{other} | …`: only echo, printf and seq can feed a tested example")),
             };
             (Some(text), cmd)
         }
@@ -303,22 +277,13 @@ fn run(command: &str) -> Result<String, String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
         .args(args)
         .current_dir(root())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start dsa-sim: {e}"))?;
     if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("piped stdin")
-            .write_all(text.as_bytes())
-            .map_err(|e| e.to_string())?;
+        child.stdin.take().expect("piped stdin").write_all(text.as_bytes()).map_err(|e| e.to_string())?;
     }
     let out = child.wait_with_output().map_err(|e| e.to_string())?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -335,8 +300,7 @@ fn output_lines(text: &str) -> Vec<String> {
 
 #[test]
 fn documented_examples_print_what_they_show() {
-    let update =
-        std::env::var_os("DSA_SIM_UPDATE_README").is_some_and(|v| !v.is_empty() && v != "0");
+    let update = std::env::var_os("DSA_SIM_UPDATE_README").is_some_and(|v| !v.is_empty() && v != "0");
     let mut failures = Vec::new();
     let mut total = 0;
     for file in documents() {
@@ -349,16 +313,9 @@ fn documented_examples_print_what_they_show() {
             let started = Instant::now();
             let result = run(&ex.command);
             let secs = started.elapsed().as_secs_f64();
-            let at = format!(
-                "{}:{}",
-                ex.file.strip_prefix(root()).unwrap_or(&ex.file).display(),
-                ex.line + 1
-            );
+            let at = format!("{}:{}", ex.file.strip_prefix(root()).unwrap_or(&ex.file).display(), ex.line + 1);
             if secs > 1.0 {
-                eprintln!(
-                    "{at}: `{}` took {secs:.2} s; keep documented examples well under a second",
-                    ex.command
-                );
+                eprintln!("{at}: `{}` took {secs:.2} s; keep documented examples well under a second", ex.command);
             }
             let actual = match result {
                 Ok(t) => output_lines(&t),
@@ -397,10 +354,7 @@ fn documented_examples_print_what_they_show() {
             }
         }
     }
-    assert!(
-        total >= 8,
-        "found only {total} documented examples: did the `$ dsa-sim` convention change?"
-    );
+    assert!(total >= 8, "found only {total} documented examples: did the `$ dsa-sim` convention change?");
     assert!(
         failures.is_empty(),
         "{} documented example(s) out of date (DSA_SIM_UPDATE_README=1 cargo test --release --test readme_examples \
@@ -422,37 +376,22 @@ fn the_shell_emulation_matches_a_shell() {
     assert!(printf(&["%s".into(), "x".into()]).is_err());
     // GNU seq: decimals of FIRST and STEP, LAST included when reached exactly.
     assert_eq!(seq(&["3".into()]).unwrap(), "1\n2\n3\n");
-    assert_eq!(
-        seq(&["0".into(), "0.5".into(), "2.25".into()]).unwrap(),
-        "0.0\n0.5\n1.0\n1.5\n2.0\n"
-    );
+    assert_eq!(seq(&["0".into(), "0.5".into(), "2.25".into()]).unwrap(), "0.0\n0.5\n1.0\n1.5\n2.0\n");
     let s = seq(&["0".into(), "0.375".into(), "11.625".into()]).unwrap();
     assert_eq!(s.lines().count(), 32);
     assert!(s.starts_with("0.000\n0.375\n0.750\n") && s.ends_with("11.625\n"));
-    assert_eq!(
-        seq(&["0".into(), "0.37".into(), "12".into()])
-            .unwrap()
-            .lines()
-            .count(),
-        33
-    );
+    assert_eq!(seq(&["0".into(), "0.37".into(), "12".into()]).unwrap().lines().count(), 33);
 }
 
 #[test]
 fn examples_are_found_with_their_outputs_and_without_the_commentary() {
     let md = "text\n```sh\n# first\n$ dsa-sim a\nout 1\n\nout 2\n\n# the next one\n$ dsa-sim b\n$ dsa-sim c\nx\n```\n$ dsa-sim not-in-a-block\n";
     let ex = examples(Path::new("x.md"), md);
-    let got: Vec<(&str, Vec<String>)> = ex
-        .iter()
-        .map(|e| (e.command.as_str(), e.expected.clone()))
-        .collect();
+    let got: Vec<(&str, Vec<String>)> = ex.iter().map(|e| (e.command.as_str(), e.expected.clone())).collect();
     assert_eq!(
         got,
         vec![
-            (
-                "dsa-sim a",
-                vec!["out 1".to_string(), String::new(), "out 2".to_string()]
-            ),
+            ("dsa-sim a", vec!["out 1".to_string(), String::new(), "out 2".to_string()]),
             ("dsa-sim b", vec![]),
             ("dsa-sim c", vec!["x".to_string()]),
         ]
@@ -460,11 +399,7 @@ fn examples_are_found_with_their_outputs_and_without_the_commentary() {
 }
 
 fn help(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dsa-sim"))
-        .args(args)
-        .env("COLUMNS", "100")
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dsa-sim")).args(args).env("COLUMNS", "100").output().unwrap();
     assert!(out.status.success(), "dsa-sim {args:?} failed");
     String::from_utf8(out.stdout).unwrap()
 }
@@ -494,16 +429,10 @@ fn help_examples_paste_at_100_columns() {
         let mut i = 0;
         while i < lines.len() {
             let l = lines[i];
-            assert!(
-                l.chars().count() <= 100,
-                "{name} --help: line longer than 100 columns: {l:?}"
-            );
+            assert!(l.chars().count() <= 100, "{name} --help: line longer than 100 columns: {l:?}");
             let t = l.trim_start();
             let is_example = t.starts_with("dsa-sim ")
-                || ["echo ", "seq ", "printf "]
-                    .iter()
-                    .any(|p| t.starts_with(p))
-                    && t.contains("| dsa-sim ");
+                || ["echo ", "seq ", "printf "].iter().any(|p| t.starts_with(p)) && t.contains("| dsa-sim ");
             if !is_example {
                 i += 1;
                 continue;
@@ -513,10 +442,7 @@ fn help_examples_paste_at_100_columns() {
             // Continuation lines, then the next line must not be the wrapped tail of this command.
             while lines[i].trim_end().ends_with('\\') {
                 i += 1;
-                assert!(
-                    i < lines.len(),
-                    "{name} --help: example ends with a continuation: {l:?}"
-                );
+                assert!(i < lines.len(), "{name} --help: example ends with a continuation: {l:?}");
             }
             if let Some(next) = lines.get(i + 1) {
                 let nt = next.trim_start();

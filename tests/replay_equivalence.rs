@@ -13,23 +13,39 @@ use dsa_sim::scenario::{Distractor, Field, Pooling, Readout, RepeatLayout, Scena
 /// Scenarios to replay, each with its name.
 fn scenarios() -> Vec<(&'static str, Scenario)> {
     // V4-Flash with mean pooling at 3000 tokens: N = 750 > k = 512, overlapping blocks.
-    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let v4 = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     vec![
         ("v4 mean overlap", v4.clone()),
         ("depth 0 (entry 0 pools one block)", Scenario { depth: 0.0, ..v4.clone() }),
         ("depth 1 (last block), no window", Scenario { depth: 1.0, window: 0, ..v4.clone() }),
-        ("needle in the trailing partial block: in no entry", Scenario { context_len: 3003, depth: 1.0, window: 0, ..v4.clone() }),
+        (
+            "needle in the trailing partial block: in no entry",
+            Scenario { context_len: 3003, depth: 1.0, window: 0, ..v4.clone() },
+        ),
         ("3 needle tokens across a block edge", Scenario { needle_tokens: 3, depth: 0.3, ..v4.clone() }),
         ("9 needle tokens", Scenario { needle_tokens: 9, depth: 0.7, ..v4.clone() }),
         ("repeat 8 spread", Scenario { repeat: 8, ..v4.clone() }),
-        ("repeat 3 adjacent, 2 tokens", Scenario { repeat: 3, repeat_layout: RepeatLayout::Adjacent, needle_tokens: 2, depth: 0.2, ..v4.clone() }),
+        (
+            "repeat 3 adjacent, 2 tokens",
+            Scenario { repeat: 3, repeat_layout: RepeatLayout::Adjacent, needle_tokens: 2, depth: 0.2, ..v4.clone() },
+        ),
         ("max pooling overlap", Scenario { pooling: Pooling::Max, ..v4.clone() }),
-        ("max pooling, gumbel, 5 tokens", Scenario { pooling: Pooling::Max, needle_tokens: 5, distractor: Distractor::Gumbel, ..v4.clone() }),
+        (
+            "max pooling, gumbel, 5 tokens",
+            Scenario { pooling: Pooling::Max, needle_tokens: 5, distractor: Distractor::Gumbel, ..v4.clone() },
+        ),
         ("hard negatives 30", Scenario { hard_negatives: 30.0, hard_mean: 1.0, ..v4.clone() }),
         ("hard negatives 5%", Scenario { hard_negatives: 0.05, hard_mean: 0.5, needle_tokens: 2, ..v4.clone() }),
         ("score noise", Scenario { score_noise: 0.3, ..v4.clone() }),
         ("max pooling with noise", Scenario { pooling: Pooling::Max, score_noise: 0.4, ..v4.clone() }),
-        ("3 layers, shared component, at least 2", Scenario { layers: 3, layer_corr: 0.5, readout: Readout::AtLeast(2), ..v4.clone() }),
+        (
+            "3 layers, shared component, at least 2",
+            Scenario { layers: 3, layer_corr: 0.5, readout: Readout::AtLeast(2), ..v4.clone() },
+        ),
         ("2 layers, independent, all", Scenario { layers: 2, readout: Readout::All, needle_tokens: 3, ..v4.clone() }),
         ("needle in the window", Scenario { depth: 0.99, ..v4.clone() }),
         ("needle in the sink", Scenario { sink: 8, depth: 0.0, ..v4.clone() }),
@@ -37,13 +53,28 @@ fn scenarios() -> Vec<(&'static str, Scenario)> {
         ("k = distractors", Scenario { index_topk: 748, ..v4.clone() }),
         ("k = distractors − 1", Scenario { index_topk: 747, ..v4.clone() }),
         ("k = 1", Scenario { index_topk: 1, ..v4.clone() }),
-        ("token level, overlap (pools 2)", Scenario { compress_ratio: 1, index_topk: 64, context_len: 2000, ..v4.clone() }),
+        (
+            "token level, overlap (pools 2)",
+            Scenario { compress_ratio: 1, index_topk: 64, context_len: 2000, ..v4.clone() },
+        ),
         ("no overlap, mean of gumbel", Scenario { overlap: false, distractor: Distractor::Gumbel, ..v4.clone() }),
-        ("no overlap, student t with noise", Scenario { overlap: false, distractor: Distractor::StudentT(5.0), score_noise: 0.2, ..v4.clone() }),
+        (
+            "no overlap, student t with noise",
+            Scenario { overlap: false, distractor: Distractor::StudentT(5.0), score_noise: 0.2, ..v4.clone() },
+        ),
         ("quest-like: c 16, max", Scenario { context_len: 8000, ..Scenario::preset("quest-16").unwrap() }),
-        ("unpooled gumbel with noise", Scenario { pooling: Pooling::None, distractor: Distractor::Gumbel, score_noise: 0.5, ..v4.clone() }),
-        ("unpooled normal (closed form, forced)", Scenario { pooling: Pooling::None, context_len: 9000, index_topk: 256, ..v4.clone() }),
-        ("unpooled, 2 layers, shared", Scenario { pooling: Pooling::None, layers: 2, layer_corr: 0.3, context_len: 9000, ..v4.clone() }),
+        (
+            "unpooled gumbel with noise",
+            Scenario { pooling: Pooling::None, distractor: Distractor::Gumbel, score_noise: 0.5, ..v4.clone() },
+        ),
+        (
+            "unpooled normal (closed form, forced)",
+            Scenario { pooling: Pooling::None, context_len: 9000, index_topk: 256, ..v4.clone() },
+        ),
+        (
+            "unpooled, 2 layers, shared",
+            Scenario { pooling: Pooling::None, layers: 2, layer_corr: 0.3, context_len: 9000, ..v4.clone() },
+        ),
     ]
 }
 
@@ -78,7 +109,11 @@ fn replay_counts_equal_the_materialising_path() {
             assert!(replay.applies(&st, trials, seed), "{name}: {theta:?}");
             let fast = replay.tally(&st).unwrap();
             let slow = simulate(&st, trials, seed, McPath::Materialise).unwrap();
-            assert_eq!((fast.trials, fast.successes, fast.attended), (slow.trials, slow.successes, slow.attended), "{name} at {theta:?}");
+            assert_eq!(
+                (fast.trials, fast.successes, fast.attended),
+                (slow.trials, slow.successes, slow.attended),
+                "{name} at {theta:?}"
+            );
             seen.insert(slow.successes);
             uncertain += (0 < slow.successes && slow.successes < trials) as u32;
             compared += 1;
@@ -90,15 +125,23 @@ fn replay_counts_equal_the_materialising_path() {
             None => assert!(!same_k_eff, "{name}"),
             Some(t) => {
                 assert!(same_k_eff, "{name}");
-                assert_eq!(t.successes, simulate(&other, trials, seed, McPath::Materialise).unwrap().successes, "{name}");
+                assert_eq!(
+                    t.successes,
+                    simulate(&other, trials, seed, McPath::Materialise).unwrap().successes,
+                    "{name}"
+                );
             }
         }
         // A scenario whose draws differ is refused.
         assert!(replay.tally(&Scenario { context_len: s.context_len + 4, ..s.clone() }).is_none());
         assert!(!replay.applies(&s, trials + 1, seed) && !replay.applies(&s, trials, seed + 1));
         // The parameters move the counts wherever the needle's scores matter.
-        let fixed = name.contains("window") || name.contains("sink") || name.contains("k ≥ N") || name.contains("no entry");
-        assert!(fixed || seen.len() >= 2, "{name}: counts {seen:?} barely depend on the parameters: the comparison is weak");
+        let fixed =
+            name.contains("window") || name.contains("sink") || name.contains("k ≥ N") || name.contains("no entry");
+        assert!(
+            fixed || seen.len() >= 2,
+            "{name}: counts {seen:?} barely depend on the parameters: the comparison is weak"
+        );
     }
     assert!(uncertain * 2 > compared, "only {uncertain} of {compared} comparisons have both hits and misses");
 }
@@ -107,7 +150,12 @@ fn replay_counts_equal_the_materialising_path() {
 /// per trial, so the chunking and the schedule change nothing.
 #[test]
 fn replay_is_identical_across_chunks_and_threads() {
-    let s = Scenario { context_len: 1200, pooling: Pooling::Mean, needle_tokens: 2, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let s = Scenario {
+        context_len: 1200,
+        pooling: Pooling::Mean,
+        needle_tokens: 2,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let s = Scenario { index_topk: 100, ..s };
     let (trials, seed) = (2 * 2048 + 37, 5);
     let run = |threads: usize| {
@@ -119,7 +167,8 @@ fn replay_is_identical_across_chunks_and_threads() {
     };
     let one = run(1);
     assert_eq!(one, run(3));
-    let slow: Vec<u64> = THETAS.iter().map(|&t| simulate(&at(&s, t), trials, seed, McPath::Materialise).unwrap().successes).collect();
+    let slow: Vec<u64> =
+        THETAS.iter().map(|&t| simulate(&at(&s, t), trials, seed, McPath::Materialise).unwrap().successes).collect();
     assert_eq!(one, slow);
 }
 
@@ -129,10 +178,33 @@ fn replay_is_identical_across_chunks_and_threads() {
 #[test]
 fn replay_key_keeps_every_field_that_changes_a_draw() {
     let neutral = [Field::Dprime, Field::NeedleSd, Field::PRead, Field::PGuess, Field::DilutedRead, Field::Readout];
-    let base = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let base = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        layers: 2,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let candidates = [
-        "0.3", "0.7", "2", "3", "7", "true", "false", "gumbel", "max", "adjacent", "all", "vector", "bf16", "mean", "1000", "64", "fixed", "first",
-        "sglang-v2", "csa:3,hca:2",
+        "0.3",
+        "0.7",
+        "2",
+        "3",
+        "7",
+        "true",
+        "false",
+        "gumbel",
+        "max",
+        "adjacent",
+        "all",
+        "vector",
+        "bf16",
+        "mean",
+        "1000",
+        "64",
+        "fixed",
+        "first",
+        "sglang-v2",
+        "csa:3,hca:2",
     ];
     for &f in Field::ALL {
         let mut changed = None;
@@ -163,7 +235,8 @@ fn replay_key_keeps_every_field_that_changes_a_draw() {
 fn engine_model_recall_is_the_materialising_run_with_or_without_replays() {
     use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
     let (trials, seed) = (400, 3);
-    let rows: Vec<Scenario> = scenarios().into_iter().map(|(_, s)| s).filter(dsa_sim::engine::montecarlo::materialises).take(8).collect();
+    let rows: Vec<Scenario> =
+        scenarios().into_iter().map(|(_, s)| s).filter(dsa_sim::engine::montecarlo::materialises).take(8).collect();
     assert_eq!(rows.len(), 8);
     let one = Replay::values(&rows[0], trials).unwrap();
     for (budget, built) in [(u64::MAX, Some(rows.len() as u64)), (one, None), (0, Some(0))] {
@@ -193,7 +266,9 @@ fn engine_model_recall_is_the_materialising_run_with_or_without_replays() {
 fn calibration_uses_the_exact_path_where_it_applies_and_replays_elsewhere() {
     use dsa_sim::calibrate::{calibrate, load_csv, parse_fit_spec};
     use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
-    let data = load_csv(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/dsv4_seed_observations.csv"))).unwrap();
+    let data =
+        load_csv(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/experiments/dsv4_seed_observations.csv")))
+            .unwrap();
     let v4 = Scenario { context_len: 16000, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     let fit = |model: &EngineModel, base: &Scenario| {
         let free = parse_fit_spec("dprime", Some(&data)).unwrap();
@@ -234,7 +309,12 @@ fn calibration_uses_the_exact_path_where_it_applies_and_replays_elsewhere() {
 fn replays_are_not_built_for_scenarios_asked_for_once() {
     use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
     let (trials, seed) = (200, 4);
-    let s = Scenario { context_len: 3000, pooling: Pooling::Mean, hard_negatives: 20.0, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let s = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        hard_negatives: 20.0,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let model = EngineModel::new(EngineChoice::Auto, trials, seed);
     let check = |s: &Scenario| {
         let want = simulate_successes(s, trials, seed).unwrap() as f64 / trials as f64;
@@ -262,10 +342,17 @@ fn replays_are_not_built_for_scenarios_asked_for_once() {
 #[test]
 fn a_replay_kept_for_several_k_is_the_run_at_each() {
     let (trials, seed) = (300, 23);
-    let v4 = Scenario { context_len: 3000, pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let v4 = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let cases = [
         ("v4 mean overlap", v4.clone()),
-        ("3 layers, shared, at least 2", Scenario { layers: 3, layer_corr: 0.5, readout: Readout::AtLeast(2), ..v4.clone() }),
+        (
+            "3 layers, shared, at least 2",
+            Scenario { layers: 3, layer_corr: 0.5, readout: Readout::AtLeast(2), ..v4.clone() },
+        ),
         ("max pooling with noise", Scenario { pooling: Pooling::Max, score_noise: 0.4, ..v4.clone() }),
         ("unpooled gumbel", Scenario { pooling: Pooling::None, distractor: Distractor::Gumbel, ..v4.clone() }),
     ];
@@ -298,7 +385,8 @@ fn a_model_expecting_several_k_replays_each_length_once() {
     let (trials, seed) = (200, 6);
     let v4 = Scenario { pooling: Pooling::Mean, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
     let rows: Vec<(u64, u64)> = vec![(2000, 64), (2000, 256), (3000, 64), (3000, 128), (3000, 512)];
-    let told = EngineModel::new(EngineChoice::Auto, trials, seed).expecting_topks(rows.iter().copied().chain([(9999, 7)]));
+    let told =
+        EngineModel::new(EngineChoice::Auto, trials, seed).expecting_topks(rows.iter().copied().chain([(9999, 7)]));
     let plain = EngineModel::new(EngineChoice::Auto, trials, seed);
     for dprime in [1.0, 2.5] {
         for &(context_len, index_topk) in &rows {
@@ -319,13 +407,20 @@ fn a_model_expecting_several_k_replays_each_length_once() {
 fn k_curves_of_one_scenario_share_a_rank_record() {
     use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
     let (trials, seed) = (300, 8);
-    let s = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, layer_corr: 0.4, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let s = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        layers: 2,
+        layer_corr: 0.4,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let model = EngineModel::new(EngineChoice::Auto, trials, seed);
     for (dprime, built) in [(1.5, 1), (1.5, 1), (2.5, 2)] {
         let s = Scenario { dprime, ..s.clone() };
         let curve = model.recall_in_k(&s).unwrap();
         for k in [1u64, 100, 512, 749, 750, 4000] {
-            let want = simulate_successes(&Scenario { index_topk: k, ..s.clone() }, trials, seed).unwrap() as f64 / trials as f64;
+            let want = simulate_successes(&Scenario { index_topk: k, ..s.clone() }, trials, seed).unwrap() as f64
+                / trials as f64;
             assert_eq!(curve(k).unwrap(), want, "dprime {dprime} k {k}");
         }
         assert_eq!(model.rank_records_built(), built, "dprime {dprime}");
@@ -339,7 +434,13 @@ fn k_curves_of_one_scenario_share_a_rank_record() {
 fn k_curves_told_together_share_one_run() {
     use dsa_sim::engine::{simulate_successes, EngineChoice, EngineModel, RecallModel};
     let (trials, seed) = (300, 8);
-    let base = Scenario { context_len: 3000, pooling: Pooling::Mean, layers: 2, layer_corr: 0.4, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
+    let base = Scenario {
+        context_len: 3000,
+        pooling: Pooling::Mean,
+        layers: 2,
+        layer_corr: 0.4,
+        ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
+    };
     let ss: Vec<Scenario> = [(1.5, 1.0, 0.4), (0.5, 1.0, 0.4), (2.5, 1.3, 0.7)]
         .iter()
         .map(|&(dprime, needle_sd, layer_corr)| Scenario { dprime, needle_sd, layer_corr, ..base.clone() })
@@ -350,7 +451,8 @@ fn k_curves_told_together_share_one_run() {
     for s in &ss {
         let curve = model.recall_in_k(s).unwrap();
         for k in [1u64, 100, 512, 749, 750, 4000] {
-            let want = simulate_successes(&Scenario { index_topk: k, ..s.clone() }, trials, seed).unwrap() as f64 / trials as f64;
+            let want = simulate_successes(&Scenario { index_topk: k, ..s.clone() }, trials, seed).unwrap() as f64
+                / trials as f64;
             assert_eq!(curve(k).unwrap(), want, "{s:?} k {k}");
         }
     }

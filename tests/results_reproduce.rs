@@ -58,7 +58,11 @@ fn compare(name: &str) -> Result<f64, String> {
             // A figure is compared by its data: a data file of the same name (data/NAME.csv, or
             // NAME.csv at the top of a calibration folder), itself compared byte for byte.
             let stem = Path::new(path).file_stem().unwrap().to_string_lossy().into_owned();
-            let has_data = new.keys().any(|k| !k.starts_with("figures/") && k.ends_with(".csv") && Path::new(k).file_stem().is_some_and(|s| s.to_string_lossy() == stem));
+            let has_data = new.keys().any(|k| {
+                !k.starts_with("figures/")
+                    && k.ends_with(".csv")
+                    && Path::new(k).file_stem().is_some_and(|s| s.to_string_lossy() == stem)
+            });
             if !has_data {
                 diffs.push(format!("{path}: no data file of the same name to compare the figure by"));
             }
@@ -67,7 +71,9 @@ fn compare(name: &str) -> Result<f64, String> {
         if was != bytes {
             let first = was.iter().zip(bytes).position(|(a, b)| a != b).unwrap_or(was.len().min(bytes.len()));
             let line = was[..first].iter().filter(|&&b| b == b'\n').count() + 1;
-            let show = |b: &[u8]| String::from_utf8_lossy(b).lines().nth(line - 1).unwrap_or("").chars().take(160).collect::<String>();
+            let show = |b: &[u8]| {
+                String::from_utf8_lossy(b).lines().nth(line - 1).unwrap_or("").chars().take(160).collect::<String>()
+            };
             diffs.push(format!("{path}: differs from line {line}: committed {:?}, rerun {:?}", show(was), show(bytes)));
         }
     }

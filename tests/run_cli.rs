@@ -60,7 +60,8 @@ series = ["index_topk=512,1024"]
 set = { engine_unused = 1 }
 "#;
 
-const OBS: &str = "context_len,index_topk,trials,hits,repeat,label\r\n4000, 512,10,2,1,lost\r\n8000,1024,10,1,1,lost\r\n";
+const OBS: &str =
+    "context_len,index_topk,trials,hits,repeat,label\r\n4000, 512,10,2,1,lost\r\n8000,1024,10,1,1,lost\r\n";
 
 fn setup(exp: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
@@ -80,7 +81,9 @@ fn run_writes_data_figures_scenario_and_report() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r = d.path().join("res");
     for f in ["curves", "heat", "ranks", "regimes", "noise"] {
-        for p in [format!("data/{f}.csv"), format!("data/{f}.json"), format!("figures/{f}.svg"), format!("figures/{f}.png")] {
+        for p in
+            [format!("data/{f}.csv"), format!("data/{f}.json"), format!("figures/{f}.svg"), format!("figures/{f}.png")]
+        {
             let meta = std::fs::metadata(r.join(&p)).unwrap_or_else(|_| panic!("{p} missing"));
             assert!(meta.len() > 100, "{p} too small");
         }
@@ -99,7 +102,8 @@ fn run_writes_data_figures_scenario_and_report() {
     let svg = std::fs::read_to_string(r.join("figures/curves.svg")).unwrap();
     assert!(svg.contains("TRANSCRIBED") && svg.contains("k·c"));
     // Nothing but the result folder is left behind.
-    let names: Vec<String> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let names: Vec<String> =
+        std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(names.len(), 3, "{names:?}");
     // A rerun gives the same data and report.
     let first = std::fs::read(r.join("data/curves.csv")).unwrap();
@@ -143,11 +147,16 @@ fn shipped_experiments_parse() {
     let mut n = 0;
     for e in std::fs::read_dir(&root).unwrap() {
         let p = e.unwrap().path();
-        let calibration = std::fs::read_to_string(&p).is_ok_and(|t| dsa_sim::experiment::calibration::is_calibration_experiment(&t));
+        let calibration =
+            std::fs::read_to_string(&p).is_ok_and(|t| dsa_sim::experiment::calibration::is_calibration_experiment(&t));
         if p.extension().is_some_and(|x| x == "toml") && !calibration {
             let exp = dsa_sim::experiment::Experiment::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert!(!exp.figures.is_empty());
-            assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join("results").join(&exp.name).join("report.md").exists(), "results of {} not committed", exp.name);
+            assert!(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("results").join(&exp.name).join("report.md").exists(),
+                "results of {} not committed",
+                exp.name
+            );
             n += 1;
         }
     }
@@ -179,9 +188,11 @@ fn run_json_summary_and_seed_override() {
     // The same seed as the file's gives the same folder as no --seed.
     let o = dsa(&["run", "exp.toml", "--out", "c", "-q", "--seed", "5"], d.path());
     assert!(o.status.success());
-    assert_eq!(std::fs::read(d.path().join("a/data/curves.csv")).unwrap(), std::fs::read(d.path().join("c/data/curves.csv")).unwrap());
+    assert_eq!(
+        std::fs::read(d.path().join("a/data/curves.csv")).unwrap(),
+        std::fs::read(d.path().join("c/data/curves.csv")).unwrap()
+    );
 }
-
 
 #[test]
 fn sharded_runs_merge_into_the_unsharded_folder() {
@@ -191,7 +202,8 @@ fn sharded_runs_merge_into_the_unsharded_folder() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let whole = files(&dir.join("whole"));
     for n in [2usize, 3, 20] {
-        let mut merge_args: Vec<String> = vec!["run".into(), "exp.toml".into(), "--out".into(), format!("merged{n}"), "-q".into(), "--merge".into()];
+        let mut merge_args: Vec<String> =
+            vec!["run".into(), "exp.toml".into(), "--out".into(), format!("merged{n}"), "-q".into(), "--merge".into()];
         for i in 0..n {
             let part = format!("shard{n}-{i}");
             let o = dsa(&["run", "exp.toml", "--shard", &format!("{i}/{n}"), "--out", &part, "--json"], dir);

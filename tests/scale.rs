@@ -51,17 +51,43 @@ fn a_billion_tokens_on_the_exact_paths_runs_quickly() {
         }
     }
     // The largest context the model accepts, 2^40 tokens.
-    let (v, dt) = json(&["recall", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "1099511627776", "--dprime", "6", "--json"]);
+    let (v, dt) = json(&[
+        "recall",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--context-len",
+        "1099511627776",
+        "--dprime",
+        "6",
+        "--json",
+    ]);
     assert!(dt < QUICK && v["engine"] == "analytic" && v["n_candidates"] == 274877906944u64, "{v}");
 }
 
 #[test]
 fn a_sweep_to_a_billion_tokens_is_exact_and_monotone() {
-    for extra in [vec![], vec!["--hard-negatives", "0.01", "--no-rank"], vec!["--preset", "deepseek-v4-flash", "--stack", "none"]] {
+    for extra in [
+        vec![],
+        vec!["--hard-negatives", "0.01", "--no-rank"],
+        vec!["--preset", "deepseek-v4-flash", "--stack", "none"],
+    ] {
         let t = Instant::now();
         let (v, _) = json(
-            &[&["sweep", "--vary", "context_len=1000..1000000000:x10", "--vary", "index_topk=512,2048", "--json", "-q"], &extra[..]]
-                .concat(),
+            &[
+                &[
+                    "sweep",
+                    "--vary",
+                    "context_len=1000..1000000000:x10",
+                    "--vary",
+                    "index_topk=512,2048",
+                    "--json",
+                    "-q",
+                ],
+                &extra[..],
+            ]
+            .concat(),
         );
         assert!(t.elapsed() < QUICK * 3, "{extra:?}: {:?}", t.elapsed());
         let rows = v["rows"].as_array().unwrap();
@@ -107,7 +133,20 @@ fn peak_kb(mut cmd: Command) -> (u64, std::process::ExitStatus, Vec<u8>) {
 fn materialised_monte_carlo_at_2_pow_22_candidates_stays_small() {
     // Overlapping mean pooling has no closed form: every one of the 2^22 entries is drawn.
     let mut cmd = bin();
-    cmd.args(["recall", "--context-len", "4194304", "--overlap", "true", "--pooling", "mean", "--trials", "6", "--threads", "2", "--json"]);
+    cmd.args([
+        "recall",
+        "--context-len",
+        "4194304",
+        "--overlap",
+        "true",
+        "--pooling",
+        "mean",
+        "--trials",
+        "6",
+        "--threads",
+        "2",
+        "--json",
+    ]);
     let t = Instant::now();
     let (peak, status, out) = peak_kb(cmd);
     assert!(status.success());

@@ -7,7 +7,14 @@ use std::process::{Command, Output};
 fn dsa_env(args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_dsa-sim"));
     c.args(args).current_dir(dir);
-    for k in ["SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_STEP", "JOB_COMPLETION_INDEX", "DSA_SIM_SHARD_COUNT"] {
+    for k in [
+        "SLURM_ARRAY_TASK_ID",
+        "SLURM_ARRAY_TASK_COUNT",
+        "SLURM_ARRAY_TASK_MIN",
+        "SLURM_ARRAY_TASK_STEP",
+        "JOB_COMPLETION_INDEX",
+        "DSA_SIM_SHARD_COUNT",
+    ] {
         c.env_remove(k);
     }
     for (k, v) in env {
@@ -25,7 +32,13 @@ fn ok(o: &Output) {
 }
 
 fn bad(o: &Output) -> String {
-    assert_eq!(o.status.code(), Some(2), "stdout {} stderr {}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "stdout {} stderr {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     let e = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(e.starts_with("error: ") && e.lines().count() == 1, "{e}");
     e
@@ -33,8 +46,22 @@ fn bad(o: &Output) -> String {
 
 /// 7 × 2 = 14 points, Monte Carlo so that every row depends on the seed.
 const SWEEP: &[&str] = &[
-    "sweep", "--preset", "deepseek-v4-flash", "--stack", "none", "--vary", "context_len=1Ki..64Ki:x2", "--vary", "index_topk=512,1024",
-    "--engine", "montecarlo", "--trials", "500", "--dprime", "2", "-q",
+    "sweep",
+    "--preset",
+    "deepseek-v4-flash",
+    "--stack",
+    "none",
+    "--vary",
+    "context_len=1Ki..64Ki:x2",
+    "--vary",
+    "index_topk=512,1024",
+    "--engine",
+    "montecarlo",
+    "--trials",
+    "500",
+    "--dprime",
+    "2",
+    "-q",
 ];
 
 fn sweep(dir: &Path, extra: &[&str]) {
@@ -127,7 +154,8 @@ fn a_merge_refuses_parts_of_other_sweeps_naming_the_part() {
     // Another version.
     std::fs::copy(dir.join("p1.csv"), dir.join("old.csv")).unwrap();
     let meta = std::fs::read_to_string(dir.join("p1.csv.meta.json")).unwrap();
-    let old = meta.replace(&format!("\"dsa_sim_version\": \"{}\"", env!("CARGO_PKG_VERSION")), "\"dsa_sim_version\": \"0.0.1\"");
+    let old = meta
+        .replace(&format!("\"dsa_sim_version\": \"{}\"", env!("CARGO_PKG_VERSION")), "\"dsa_sim_version\": \"0.0.1\"");
     assert_ne!(old, meta);
     std::fs::write(dir.join("old.csv.meta.json"), old).unwrap();
     let e = m(&["p0.csv", "old.csv", "p2.csv"]);
@@ -158,7 +186,11 @@ fn shard_auto_reads_slurm_and_kubernetes_variables() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
     let args: Vec<&str> = SWEEP.iter().copied().chain(["--shard", "auto", "--out", "a.csv"]).collect();
-    ok(&dsa_env(&args, dir, &[("SLURM_ARRAY_TASK_ID", "2"), ("SLURM_ARRAY_TASK_COUNT", "3"), ("SLURM_ARRAY_TASK_MIN", "1")]));
+    ok(&dsa_env(
+        &args,
+        dir,
+        &[("SLURM_ARRAY_TASK_ID", "2"), ("SLURM_ARRAY_TASK_COUNT", "3"), ("SLURM_ARRAY_TASK_MIN", "1")],
+    ));
     let m: serde_json::Value = serde_json::from_slice(&read(&dir.join("a.csv.meta.json"))).unwrap();
     assert_eq!((m["shard"]["index"].clone(), m["shard"]["count"].clone()), (1.into(), 3.into()));
     let args: Vec<&str> = SWEEP.iter().copied().chain(["--shard", "auto", "--out", "k.csv"]).collect();

@@ -13,8 +13,20 @@ fn stdout(args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-const COMMANDS: &[&str] =
-    &["recall", "rank", "calibrate", "verdict", "sweep", "run", "merge", "presets", "formats", "quantize", "completions", "man"];
+const COMMANDS: &[&str] = &[
+    "recall",
+    "rank",
+    "calibrate",
+    "verdict",
+    "sweep",
+    "run",
+    "merge",
+    "presets",
+    "formats",
+    "quantize",
+    "completions",
+    "man",
+];
 
 #[test]
 fn completions_for_every_shell_name_every_command_and_field_flags() {

@@ -41,7 +41,12 @@ fn base() -> Scenario {
 fn independent_layers_multiply_their_misses() {
     let one = Analytic::new(&base()).unwrap().recall();
     assert!(one > 0.2 && one < 0.8, "a layer that misses often enough to test: {one}");
-    for (stack, n, h, d) in [("csa:1", 1, 0, 0.0), ("csa:21", 21, 0, 0.0), ("csa:5,hca:3", 5, 3, 0.1), ("csa:21,hca:20,swa:2", 21, 20, 0.02)] {
+    for (stack, n, h, d) in [
+        ("csa:1", 1, 0, 0.0),
+        ("csa:21", 21, 0, 0.0),
+        ("csa:5,hca:3", 5, 3, 0.1),
+        ("csa:21,hca:20,swa:2", 21, 20, 0.02),
+    ] {
         let s = Scenario { diluted_read: d, ..with_stack(&base(), stack) };
         let want = 1.0 - (1.0 - one).powi(n) * (1.0 - d).powi(h);
         let got = Analytic::new(&s).unwrap().recall();
@@ -108,11 +113,20 @@ fn analytic_stack_agrees_with_monte_carlo() {
         let want = Analytic::new(&s).unwrap().recall();
         for path in [McPath::Exact, McPath::Materialise] {
             let trials = if path == McPath::Exact { 40_000 } else { 3_000 };
-            let small = if path == McPath::Exact { s.clone() } else { Scenario { context_len: 4096, index_topk: 64, ..s.clone() } };
+            let small = if path == McPath::Exact {
+                s.clone()
+            } else {
+                Scenario { context_len: 4096, index_topk: 64, ..s.clone() }
+            };
             let want = if path == McPath::Exact { want } else { Analytic::new(&small).unwrap().recall() };
             let run = simulate(&small, trials, 500 + i as u64, path).unwrap();
             let pv = p_value(run.successes, run.trials, want);
-            assert!(pv >= P_FAR, "{stack} {path:?}: analytic {want:.6} vs {}/{} (p {pv:.1e})", run.successes, run.trials);
+            assert!(
+                pv >= P_FAR,
+                "{stack} {path:?}: analytic {want:.6} vs {}/{} (p {pv:.1e})",
+                run.successes,
+                run.trials
+            );
         }
     }
 }
@@ -166,7 +180,10 @@ fn scenario_checks_name_the_conflict() {
     assert!(e.contains("csa and dsa"), "{e}");
     let e = Scenario::from_toml_str("stack = \"csa:2\"\nreadout = \"at_least:3\"").unwrap_err().to_string();
     assert!(e.contains("selecting layers (2)"), "{e}");
-    let s = Scenario::from_toml_str("stack = [{ type = \"csa\", count = 21 }, { type = \"hca\", count = 20 }, { type = \"swa\", count = 2 }]").unwrap();
+    let s = Scenario::from_toml_str(
+        "stack = [{ type = \"csa\", count = 21 }, { type = \"hca\", count = 20 }, { type = \"swa\", count = 2 }]",
+    )
+    .unwrap();
     assert_eq!(s.stack, "csa:21,hca:20,swa:2".parse::<Stack>().unwrap());
     assert_eq!(s.selecting_layers(), 21);
     let back = Scenario::from_toml_str(&s.to_toml_string()).unwrap();

@@ -42,7 +42,10 @@ fn scenarios() -> Vec<(String, Scenario)> {
         let s = Scenario { readout, ..with(&base, &[(Field::Stack, "csa:5"), (Field::LayerCorr, "0.5")]) };
         push(format!("base readout={readout:?}"), s);
     }
-    let hard = with(&base, &[(Field::Stack, "csa:21"), (Field::LayerCorr, "0.7"), (Field::HardNegatives, "40"), (Field::HardMean, "2.5")]);
+    let hard = with(
+        &base,
+        &[(Field::Stack, "csa:21"), (Field::LayerCorr, "0.7"), (Field::HardNegatives, "40"), (Field::HardMean, "2.5")],
+    );
     push("hard negatives".into(), hard);
     let rep = with(&base, &[(Field::Stack, "csa:21"), (Field::LayerCorr, "0.4"), (Field::Repeat, "3")]);
     push("repeat 3".into(), rep);
@@ -50,14 +53,42 @@ fn scenarios() -> Vec<(String, Scenario)> {
     push("rho 1 with noise".into(), noise);
     for preset in ["deepseek-v4-flash", "deepseek-v4-flash-sglang", "deepseek-v4-pro"] {
         let p = Scenario::preset(preset).unwrap();
-        for (len, dprime, rho, sd) in [("4096", "2", "0.5", "1"), ("16000", "1.5", "0.8", "1"), ("16000", "-1", "0.3", "1"), ("131072", "2.5", "0.95", "0.5"), ("65536", "0", "1", "1")] {
-            let s = with(&p, &[(Field::ContextLen, len), (Field::Dprime, dprime), (Field::LayerCorr, rho), (Field::NeedleSd, sd)]);
+        for (len, dprime, rho, sd) in [
+            ("4096", "2", "0.5", "1"),
+            ("16000", "1.5", "0.8", "1"),
+            ("16000", "-1", "0.3", "1"),
+            ("131072", "2.5", "0.95", "0.5"),
+            ("65536", "0", "1", "1"),
+        ] {
+            let s = with(
+                &p,
+                &[(Field::ContextLen, len), (Field::Dprime, dprime), (Field::LayerCorr, rho), (Field::NeedleSd, sd)],
+            );
             push(format!("{preset} L={len} dprime={dprime} rho={rho} sd={sd}"), s);
         }
     }
-    let max = with(&Scenario::preset("deepseek-v4-flash").unwrap(), &[(Field::Pooling, "max"), (Field::Overlap, "false"), (Field::ContextLen, "16000"), (Field::LayerCorr, "0.6"), (Field::Dprime, "2")]);
+    let max = with(
+        &Scenario::preset("deepseek-v4-flash").unwrap(),
+        &[
+            (Field::Pooling, "max"),
+            (Field::Overlap, "false"),
+            (Field::ContextLen, "16000"),
+            (Field::LayerCorr, "0.6"),
+            (Field::Dprime, "2"),
+        ],
+    );
     push("max pooling".into(), max);
-    let mean = with(&Scenario::preset("deepseek-v4-flash").unwrap(), &[(Field::Pooling, "mean"), (Field::Overlap, "false"), (Field::ContextLen, "16000"), (Field::LayerCorr, "0.6"), (Field::Dprime, "2"), (Field::NeedleTokens, "6")]);
+    let mean = with(
+        &Scenario::preset("deepseek-v4-flash").unwrap(),
+        &[
+            (Field::Pooling, "mean"),
+            (Field::Overlap, "false"),
+            (Field::ContextLen, "16000"),
+            (Field::LayerCorr, "0.6"),
+            (Field::Dprime, "2"),
+            (Field::NeedleTokens, "6"),
+        ],
+    );
     push("mean pooling 6-token needle".into(), mean);
     out
 }
@@ -65,7 +96,8 @@ fn scenarios() -> Vec<(String, Scenario)> {
 fn evaluate(s: &Scenario) -> Value {
     let a = Analytic::new(s).unwrap();
     let n = s.n_candidates();
-    let js: Vec<u64> = [1, 4, 64, s.index_topk, 4 * s.index_topk, n / 2].into_iter().filter(|&j| j >= 1 && j <= n).collect();
+    let js: Vec<u64> =
+        [1, 4, 64, s.index_topk, 4 * s.index_topk, n / 2].into_iter().filter(|&j| j >= 1 && j <= n).collect();
     json!({
         "recall": a.recall(),
         "rank_cdf": js.iter().map(|&j| json!([j, a.rank_cdf(j)])).collect::<Vec<_>>(),
@@ -75,7 +107,11 @@ fn evaluate(s: &Scenario) -> Value {
 
 fn close(name: &str, what: &str, got: f64, want: f64) {
     let tol = (1e-9 * want.abs()).max(if want.abs() < 1.0 { 2e-9 } else { 0.0 });
-    assert!((got - want).abs() <= tol, "{name}: {what} = {got:.15} against {want:.15} before (|Δ| {:.2e})", (got - want).abs());
+    assert!(
+        (got - want).abs() <= tol,
+        "{name}: {what} = {got:.15} against {want:.15} before (|Δ| {:.2e})",
+        (got - want).abs()
+    );
 }
 
 #[test]
@@ -106,7 +142,13 @@ fn stacked_analytic_values_match_the_engine_before_the_tables() {
             assert_eq!(g[0], w[0]);
             close(name, &format!("rank_cdf({})", w[0]), f(&g[1]), f(&w[1]));
         }
-        for (m, (g, w)) in got["layer_count_pmf"].as_array().unwrap().iter().zip(want["layer_count_pmf"].as_array().unwrap()).enumerate() {
+        for (m, (g, w)) in got["layer_count_pmf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(want["layer_count_pmf"].as_array().unwrap())
+            .enumerate()
+        {
             close(name, &format!("layer_count_pmf[{m}]"), f(g), f(w));
         }
     }

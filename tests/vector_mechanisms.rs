@@ -49,7 +49,10 @@ fn legacy_cases(off: &[(&'static str, &'static str)]) -> Vec<Scenario> {
                 ("k_format", "fp8-e4m3:128:fp32:floor=0.0001"),
             ],
         ),
-        with("", &[("context_len", "6000"), ("compress_ratio", "4"), ("compressor", "mean"), ("outlier_channels", "4")]),
+        with(
+            "",
+            &[("context_len", "6000"), ("compress_ratio", "4"), ("compressor", "mean"), ("outlier_channels", "4")],
+        ),
     ]
 }
 
@@ -64,8 +67,13 @@ fn print_legacy_fingerprints() {
 }
 
 /// Every new mechanism off.
-const OFF: &[(&str, &str)] =
-    &[("head_weights", "fixed"), ("rope_dims", "0"), ("key_gain_sd", "0"), ("gate_pos_sd", "1"), ("gate_token_sd", "0")];
+const OFF: &[(&str, &str)] = &[
+    ("head_weights", "fixed"),
+    ("rope_dims", "0"),
+    ("key_gain_sd", "0"),
+    ("gate_pos_sd", "1"),
+    ("gate_token_sd", "0"),
+];
 
 /// With the switches off, scores and ranks are bit-identical to the model before the mechanisms.
 /// History of the pinned fingerprints: recorded from commit ef4c5a6 (the code before the
@@ -99,11 +107,31 @@ fn gaussian_shortcut_matches_the_token_path_with_every_mechanism() {
     let cases = [
         vector(
             "deepseek-v4-flash",
-            &[("context_len", "4096"), ("q_format", "fp32"), ("k_format", "fp32"), ("alignment", "0.5"), ("outlier_channels", "3"), ("outlier_scale", "4"), ("key_gain_sd", "0.5"), ("gate_token_sd", "1.5"), ("gate_pos_sd", "0.7")],
+            &[
+                ("context_len", "4096"),
+                ("q_format", "fp32"),
+                ("k_format", "fp32"),
+                ("alignment", "0.5"),
+                ("outlier_channels", "3"),
+                ("outlier_scale", "4"),
+                ("key_gain_sd", "0.5"),
+                ("gate_token_sd", "1.5"),
+                ("gate_pos_sd", "0.7"),
+            ],
         ),
         vector(
             "",
-            &[("context_len", "4096"), ("compress_ratio", "4"), ("alignment", "0.5"), ("rope_at", "first"), ("rope_theta", "10000"), ("rope_factor", "40"), ("rope_orig_len", "4096"), ("gate_token_sd", "1"), ("index_topk", "16")],
+            &[
+                ("context_len", "4096"),
+                ("compress_ratio", "4"),
+                ("alignment", "0.5"),
+                ("rope_at", "first"),
+                ("rope_theta", "10000"),
+                ("rope_factor", "40"),
+                ("rope_orig_len", "4096"),
+                ("gate_token_sd", "1"),
+                ("index_topk", "16"),
+            ],
         ),
     ];
     for (ci, s) in cases.iter().enumerate() {
@@ -112,7 +140,10 @@ fn gaussian_shortcut_matches_the_token_path_with_every_mechanism() {
         let slow = trials::run(&VectorModel::new(s).with_token_path(true), trials, 22, &Silent);
         let n = VectorModel::new(s).n_entries() as u64;
         for j in [1u64, 4, 16, 64, 256, n / 4] {
-            let (a, b) = ((fast.ranks.cdf(j) * trials as f64).round() as u64, (slow.ranks.cdf(j) * trials as f64).round() as u64);
+            let (a, b) = (
+                (fast.ranks.cdf(j) * trials as f64).round() as u64,
+                (slow.ranks.cdf(j) * trials as f64).round() as u64,
+            );
             let z = z_two(a, b, trials);
             assert!(z.abs() <= 4.5, "case {ci}: P(rank <= {j}) shortcut {a} vs tokens {b} of {trials}: z = {z:.2}");
         }
@@ -127,7 +158,8 @@ fn gaussian_shortcut_matches_the_token_path_with_every_mechanism() {
 fn rope_lowers_the_far_needle_recall() {
     use dsa_sim::progress::Silent;
     use dsa_sim::trials;
-    let base = [("context_len", "16384"), ("q_format", "fp32"), ("k_format", "fp32"), ("alignment", "0.5"), ("depth", "0.02")];
+    let base =
+        [("context_len", "16384"), ("q_format", "fp32"), ("k_format", "fp32"), ("alignment", "0.5"), ("depth", "0.02")];
     let run = |rope: &'static str| {
         let mut f = base.to_vec();
         f.push(("rope_dims", rope));

@@ -56,23 +56,58 @@ fn bin() -> Command {
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let o = bin().args(args).output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 #[test]
 fn cli_json_contract_and_explanation() {
-    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash-sglang", "--stack", "none", "--context-len", "16000", "--dprime", "0", "--json"]);
+    let (code, out, err) = run(&[
+        "verdict",
+        "--preset",
+        "deepseek-v4-flash-sglang",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--dprime",
+        "0",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     for k in [
-        "call", "recall_now", "recall_2k", "recall_max_k", "k_needed", "dprime_needed_now", "dprime_needed_max_k",
-        "score_noise_allowed_now", "score_noise_allowed_max_k", "coverage_horizon_tokens",
+        "call",
+        "recall_now",
+        "recall_2k",
+        "recall_max_k",
+        "k_needed",
+        "dprime_needed_now",
+        "dprime_needed_max_k",
+        "score_noise_allowed_now",
+        "score_noise_allowed_max_k",
+        "coverage_horizon_tokens",
     ] {
         assert!(j.get(k).is_some(), "missing {k}: {out}");
     }
     assert_eq!(j["call"], "discrimination-limited");
     assert_eq!(j["max_topk"], 1024);
-    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--dprime", "0", "--max-topk", "8192"]);
+    let (code, out, _) = run(&[
+        "verdict",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--dprime",
+        "0",
+        "--max-topk",
+        "8192",
+    ]);
     assert_eq!(code, 0);
     assert!(out.contains("call: coverage-limited"), "{out}");
     let expl = out.lines().last().unwrap();
@@ -83,7 +118,20 @@ fn cli_json_contract_and_explanation() {
 #[test]
 fn cli_calibrated_verdict_carries_intervals_and_the_transcription_warning() {
     let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dsv4_seed_observations.csv");
-    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data", data, "--fit", "dprime", "--json"]);
+    let (code, out, err) = run(&[
+        "verdict",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--data",
+        data,
+        "--fit",
+        "dprime",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     // The seed's rows lie below the random-indexer floor and the fit puts dprime below 0: a
@@ -92,9 +140,24 @@ fn cli_calibrated_verdict_carries_intervals_and_the_transcription_warning() {
     assert!(j["signatures"].to_string().contains("below_random_floor"), "{}", j["signatures"]);
     assert!(j["calls_in_region"].as_array().unwrap().iter().all(|c| c == "implementation-suspect"), "{out}");
     let iv = &j["intervals"]["recall_now"];
-    assert!(iv[0].as_f64().unwrap() <= j["recall_now"].as_f64().unwrap() && j["recall_now"].as_f64().unwrap() <= iv[1].as_f64().unwrap());
+    assert!(
+        iv[0].as_f64().unwrap() <= j["recall_now"].as_f64().unwrap()
+            && j["recall_now"].as_f64().unwrap() <= iv[1].as_f64().unwrap()
+    );
     assert!(j["warnings"].to_string().contains("TRANSCRIBED"), "{}", j["warnings"]);
-    let (code, out, _) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--context-len", "16000", "--data", data, "--fit", "dprime"]);
+    let (code, out, _) = run(&[
+        "verdict",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--context-len",
+        "16000",
+        "--data",
+        data,
+        "--fit",
+        "dprime",
+    ]);
     assert_eq!(code, 0);
     assert!(out.starts_with("WARNING") && out.contains("TRANSCRIBED"), "{out}");
 }
@@ -109,17 +172,76 @@ fn cli_bad_input_exits_2_with_one_line() {
     };
     let good = write("good.csv", "context_len,index_topk,trials,hits\n4000,512,10,3\n8000,512,10,1\n");
     let cases: Vec<(Vec<String>, &str)> = vec![
-        (vec!["calibrate".into(), "--data".into(), write("m.csv", "context_len,index_topk,hits\n1,2,3\n"), "--fit".into(), "dprime".into()], "trials"),
-        (vec!["calibrate".into(), "--data".into(), write("h.csv", "context_len,index_topk,trials,hits\n4000,512,10,11\n"), "--fit".into(), "dprime".into()], "row 1"),
-        (vec!["calibrate".into(), "--data".into(), write("n.csv", "context_len,index_topk,trials,hits\n4000,512,-10,1\n"), "--fit".into(), "dprime".into()], "trials"),
-        (vec!["calibrate".into(), "--data".into(), write("x.csv", "context_len,index_topk,trials,hits\n4000,lots,10,1\n"), "--fit".into(), "dprime".into()], "index_topk"),
+        (
+            vec![
+                "calibrate".into(),
+                "--data".into(),
+                write("m.csv", "context_len,index_topk,hits\n1,2,3\n"),
+                "--fit".into(),
+                "dprime".into(),
+            ],
+            "trials",
+        ),
+        (
+            vec![
+                "calibrate".into(),
+                "--data".into(),
+                write("h.csv", "context_len,index_topk,trials,hits\n4000,512,10,11\n"),
+                "--fit".into(),
+                "dprime".into(),
+            ],
+            "row 1",
+        ),
+        (
+            vec![
+                "calibrate".into(),
+                "--data".into(),
+                write("n.csv", "context_len,index_topk,trials,hits\n4000,512,-10,1\n"),
+                "--fit".into(),
+                "dprime".into(),
+            ],
+            "trials",
+        ),
+        (
+            vec![
+                "calibrate".into(),
+                "--data".into(),
+                write("x.csv", "context_len,index_topk,trials,hits\n4000,lots,10,1\n"),
+                "--fit".into(),
+                "dprime".into(),
+            ],
+            "index_topk",
+        ),
         (vec!["calibrate".into(), "--data".into(), write("e.csv", ""), "--fit".into(), "dprime".into()], "empty"),
         (vec!["calibrate".into(), "--data".into(), good.clone(), "--fit".into(), "dprim".into()], "dprim"),
-        (vec!["calibrate".into(), "--data".into(), good.clone(), "--fit".into(), "compress_ratio".into()], "compress_ratio"),
-        (vec!["calibrate".into(), "--data".into(), good.clone(), "--fit".into(), "dprime".into(), "--predict".into(), "index_topk=abc".into()], "index_topk"),
+        (
+            vec!["calibrate".into(), "--data".into(), good.clone(), "--fit".into(), "compress_ratio".into()],
+            "compress_ratio",
+        ),
+        (
+            vec![
+                "calibrate".into(),
+                "--data".into(),
+                good.clone(),
+                "--fit".into(),
+                "dprime".into(),
+                "--predict".into(),
+                "index_topk=abc".into(),
+            ],
+            "index_topk",
+        ),
         (vec!["verdict".into(), "--target".into(), "1.5".into()], "--target"),
         (vec!["verdict".into(), "--target".into(), "0".into()], "--target"),
-        (vec!["calibrate".into(), "--data".into(), dir.path().join("missing.csv").to_string_lossy().into_owned(), "--fit".into(), "dprime".into()], "missing.csv"),
+        (
+            vec![
+                "calibrate".into(),
+                "--data".into(),
+                dir.path().join("missing.csv").to_string_lossy().into_owned(),
+                "--fit".into(),
+                "dprime".into(),
+            ],
+            "missing.csv",
+        ),
     ];
     for (args, needle) in cases {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -153,7 +275,18 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
     // Given the same length, every number is the same; only where it came from differs.
     let given = json(&["--context-len", "22000"]);
     assert_eq!(given["numbers_length"], "given");
-    for key in ["call", "recall_now", "recall_2k", "recall_max_k", "k_needed", "dprime_needed_now", "dprime_needed_max_k", "score_noise_allowed_now", "n_candidates", "numbers_from"] {
+    for key in [
+        "call",
+        "recall_now",
+        "recall_2k",
+        "recall_max_k",
+        "k_needed",
+        "dprime_needed_now",
+        "dprime_needed_max_k",
+        "score_noise_allowed_now",
+        "n_candidates",
+        "numbers_from",
+    ] {
         assert_eq!(longest[key], given[key], "{key}");
     }
     // Another given length moves the numbers.
@@ -168,16 +301,29 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
     assert_eq!((from_file["numbers_length"].as_str(), from_file["context_len"].as_u64()), (Some("given"), Some(30000)));
     // The calibrated path follows the same rule.
     let fitted = json(&["--fit", "dprime"]);
-    assert_eq!((fitted["numbers_length"].as_str(), fitted["context_len"].as_u64()), (Some("longest_measured"), Some(22000)));
+    assert_eq!(
+        (fitted["numbers_length"].as_str(), fitted["context_len"].as_u64()),
+        (Some("longest_measured"), Some(22000))
+    );
     assert!(fitted["calibration"]["estimates"]["dprime"]["value"].is_f64(), "{}", fitted["calibration"]);
     // The seed table measured k = 512 and 1024: "now" is the scenario's k.
     assert_eq!((longest["numbers_topk"].as_str(), longest["index_topk"].as_u64()), (Some("given"), Some(512)));
     // A table measured at one k answers at that k (the deployment's), unless --index-topk says
     // otherwise; given that k, every number is the same.
     let one_k = dir.path().join("one_k.csv");
-    std::fs::write(&one_k, "context_len,index_topk,trials,hits\n2000,256,10,10\n8000,256,10,4\n16000,256,10,1\n").unwrap();
+    std::fs::write(&one_k, "context_len,index_topk,trials,hits\n2000,256,10,10\n8000,256,10,4\n16000,256,10,1\n")
+        .unwrap();
     let at = |extra: &[&str]| -> serde_json::Value {
-        let mut a = vec!["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", one_k.to_str().unwrap(), "--json"];
+        let mut a = vec![
+            "verdict",
+            "--preset",
+            "deepseek-v4-flash",
+            "--stack",
+            "none",
+            "--data",
+            one_k.to_str().unwrap(),
+            "--json",
+        ];
         a.extend_from_slice(extra);
         let (code, out, err) = run(&a);
         assert_eq!(code, 0, "{a:?}: {err}");
@@ -185,7 +331,10 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
     };
     let rows_k = at(&[]);
     assert_eq!((rows_k["numbers_topk"].as_str(), rows_k["index_topk"].as_u64()), (Some("every_rows"), Some(256)));
-    assert_eq!((rows_k["numbers_length"].as_str(), rows_k["context_len"].as_u64()), (Some("longest_measured"), Some(16000)));
+    assert_eq!(
+        (rows_k["numbers_length"].as_str(), rows_k["context_len"].as_u64()),
+        (Some("longest_measured"), Some(16000))
+    );
     let given_k = at(&["--index-topk", "256"]);
     assert_eq!(given_k["numbers_topk"], "given");
     for key in ["call", "recall_now", "recall_2k", "recall_max_k", "k_needed", "dprime_needed_now", "numbers_from"] {
@@ -194,7 +343,8 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
     let preset_k = at(&["--index-topk", "512"]);
     assert_eq!((preset_k["numbers_topk"].as_str(), preset_k["index_topk"].as_u64()), (Some("given"), Some(512)));
     // The text names the length and where it came from.
-    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", one_k.to_str().unwrap()]);
+    let (code, out, err) =
+        run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", one_k.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("at context_len 16000 (the longest measured; --context-len sets another), index_topk 256 (every row's; --index-topk sets another):"), "{out}");
     let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data]);
@@ -202,7 +352,8 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
     assert!(out.contains("at context_len 22000 (the longest measured; --context-len sets another)"), "{out}");
     // The figures themselves are withheld in the text on an implementation-suspect call (issue
     // 39); the JSON still names where they are.
-    let (code, out, err) = run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data, "--json"]);
+    let (code, out, err) =
+        run(&["verdict", "--preset", "deepseek-v4-flash", "--stack", "none", "--data", data, "--json"]);
     assert_eq!(code, 0, "{err}");
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((j["context_len"].as_u64(), j["n_candidates"].as_u64()), (Some(22000), Some(5500)), "{j}");
@@ -213,14 +364,25 @@ fn the_numbers_on_a_table_are_at_its_longest_length_unless_one_is_given() {
 #[test]
 fn a_calibration_experiment_answers_at_its_scenarios_length_or_the_longest_measured() {
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join("obs.csv"), "context_len,index_topk,trials,hits\n1024,512,40,36\n8192,512,40,12\n32768,512,40,4\n").unwrap();
+    std::fs::write(
+        d.path().join("obs.csv"),
+        "context_len,index_topk,trials,hits\n1024,512,40,36\n8192,512,40,12\n32768,512,40,4\n",
+    )
+    .unwrap();
     for (extra, length, from) in [("", 32768, "longest_measured"), ("context_len = 16000\n", 16000, "given")] {
         let exp = format!("name = \"cal\"\ndata = \"obs.csv\"\nfit = \"dprime\"\ntarget = 0.9\n[scenario]\npreset = \"deepseek-v4-flash\"\nstack = \"none\"\n{extra}");
         std::fs::write(d.path().join("cal.toml"), exp).unwrap();
         let out = d.path().join(format!("out{length}"));
-        let (code, _, err) = run(&["calibrate", "--experiment", d.path().join("cal.toml").to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        let (code, _, err) = run(&[
+            "calibrate",
+            "--experiment",
+            d.path().join("cal.toml").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
         assert_eq!(code, 0, "{err}");
-        let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("verdict.json")).unwrap()).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("verdict.json")).unwrap()).unwrap();
         assert_eq!((j["context_len"].as_u64(), j["numbers_length"].as_str()), (Some(length), Some(from)), "{extra}");
         let text = std::fs::read_to_string(out.join("verdict.txt")).unwrap();
         assert!(text.contains(&format!("numbers at context_len {length} (")), "{text}");

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-const CALLS: [&str; 5] = ["saturated", "coverage-limited", "discrimination-limited", "read-limited", "implementation-suspect"];
+const CALLS: [&str; 5] =
+    ["saturated", "coverage-limited", "discrimination-limited", "read-limited", "implementation-suspect"];
 
 struct Report {
     path: PathBuf,
@@ -42,8 +43,10 @@ fn reports(half: &str) -> Vec<Report> {
         .filter(|p| p.extension().is_some_and(|x| x == "csv"))
         .map(|path| {
             let text = std::fs::read_to_string(&path).unwrap();
-            let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(&format!("# {k}:")).map(|v| v.trim().to_string()));
-            let preset = field("preset").and_then(|p| p.split_whitespace().next().map(str::to_string)).filter(|p| p != "none");
+            let field =
+                |k: &str| text.lines().find_map(|l| l.strip_prefix(&format!("# {k}:")).map(|v| v.trim().to_string()));
+            let preset =
+                field("preset").and_then(|p| p.split_whitespace().next().map(str::to_string)).filter(|p| p != "none");
             let right = named(&field("right").unwrap_or_default());
             let wrong = named(&field("wrong").unwrap_or_default());
             assert!(!right.is_empty() && !wrong.is_empty(), "{}: no # right: or # wrong: line", path.display());
@@ -117,7 +120,10 @@ fn score(half: &str, want_slow: bool, known_wrong: &[&str]) -> (usize, usize, us
             failures.push(format!("{name}: {secs:.1} s, over 10 s"));
         }
     }
-    eprintln!("{half}: {right} right, {undecided} undecided, {} wrong (known: {known_wrong:?}), of {n}", n - right - undecided);
+    eprintln!(
+        "{half}: {right} right, {undecided} undecided, {} wrong (known: {known_wrong:?}), of {n}",
+        n - right - undecided
+    );
     assert!(failures.is_empty(), "{half}:\n{}", failures.join("\n"));
     (right, undecided, n)
 }

@@ -55,7 +55,13 @@ fn a_build_that_loses_needles_is_named() {
     let v = verdict("deepseek-v4-flash", "tests/data/reports/v4_flash_two_builds.csv");
     assert_eq!(call(&v), "implementation-suspect", "{v}");
     assert!(signatures(&v).contains(&"condition_dependent"), "{:?}", signatures(&v));
-    let named: Vec<&str> = v["conditions"].as_array().unwrap().iter().filter(|c| c["significant"] == true).map(|c| c["column"].as_str().unwrap()).collect();
+    let named: Vec<&str> = v["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["significant"] == true)
+        .map(|c| c["column"].as_str().unwrap())
+        .collect();
     assert_eq!(named, ["build"], "{}", v["conditions"]);
 }
 
@@ -90,8 +96,13 @@ fn verdict_on(preset: &str, table: &str) -> Value {
 // Issue 39: the committed V4 cliff reduced to one depth (one needle a length, as reports carry
 // it) was "improve precision"; a fix the data cannot support is never prescribed.
 fn the_cliff_at_one_depth_gets_no_physical_call() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/reports/v4_flash_cliff.csv")).unwrap();
-    let one: String = text.lines().filter(|l| l.starts_with('#') || l.starts_with("context_len") || l.contains(",0.5,")).map(|l| format!("{l}\n")).collect();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/reports/v4_flash_cliff.csv")).unwrap();
+    let one: String = text
+        .lines()
+        .filter(|l| l.starts_with('#') || l.starts_with("context_len") || l.contains(",0.5,"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let v = verdict_on("deepseek-v4-flash", &one);
     assert!(["implementation-suspect", "undecided"].contains(&call(&v)), "{}", v["explanation"]);
     assert!(v["numbers_withheld"].is_string() && v["k_needed"].is_null() && v["dprime_needed_now"].is_null(), "{v}");
@@ -101,7 +112,10 @@ fn the_cliff_at_one_depth_gets_no_physical_call() {
 // Issue 39 item 7: every valid table gets a call; a dense table where every needle is found was
 // refused ("no row can separate any two hypotheses").
 fn a_dense_table_that_finds_every_needle_is_saturated() {
-    let v = verdict_on("deepseek-v4-flash", "context_len,index_topk,trials,hits,attention\n8000,1000000,3,3,dense\n32000,1000000,3,3,dense\n");
+    let v = verdict_on(
+        "deepseek-v4-flash",
+        "context_len,index_topk,trials,hits,attention\n8000,1000000,3,3,dense\n32000,1000000,3,3,dense\n",
+    );
     assert_eq!(call(&v), "saturated", "{v}");
     assert_eq!(v["reason"], "all_found");
 }

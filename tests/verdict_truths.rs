@@ -57,7 +57,14 @@ fn calls(truth: &dyn Fn(&Scenario) -> f64) -> (Vec<Call>, Vec<Diagnosis>, String
     let ds: Vec<Diagnosis> = SEEDS.map(|seed| run(&table(seed, truth))).collect();
     let summary = ds
         .iter()
-        .map(|d| format!("{} ({}; {:?})", d.call, d.hypotheses[0].name, d.signatures.iter().map(|s| s.name()).collect::<Vec<_>>()))
+        .map(|d| {
+            format!(
+                "{} ({}; {:?})",
+                d.call,
+                d.hypotheses[0].name,
+                d.signatures.iter().map(|s| s.name()).collect::<Vec<_>>()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n");
     (ds.iter().map(|d| d.call).collect(), ds, summary)
@@ -107,7 +114,12 @@ fn discrimination_with_spread_truth_is_called_discrimination_limited() {
 fn anti_selecting_truth_is_worse_than_random() {
     let (c, ds, summary) = calls(&|s| recall(&Scenario { dprime: -1.5, ..s.clone() }));
     assert!(count(&c, Call::ImplementationSuspect) >= 9, "{summary}");
-    let named = ds.iter().filter(|d| d.signatures.contains(&Signature::WorseThanRandom) || d.signatures.contains(&Signature::BelowRandomFloor)).count();
+    let named = ds
+        .iter()
+        .filter(|d| {
+            d.signatures.contains(&Signature::WorseThanRandom) || d.signatures.contains(&Signature::BelowRandomFloor)
+        })
+        .count();
     assert!(named >= 9, "{summary}");
 }
 
@@ -121,7 +133,10 @@ fn candidate_count_cliff_is_found() {
     assert!(count(&c, Call::ImplementationSuspect) >= 9, "{summary}");
     let found = ds
         .iter()
-        .filter(|d| d.hypotheses[0].name == "candidate-count-limit" && d.hypotheses[0].estimate("candidate_limit") == Some(2000.0))
+        .filter(|d| {
+            d.hypotheses[0].name == "candidate-count-limit"
+                && d.hypotheses[0].estimate("candidate_limit") == Some(2000.0)
+        })
         .count();
     assert!(found >= 9, "the cliff at the largest measured N below 2048 (8000 tokens: 2000 candidates):\n{summary}");
 }
@@ -185,21 +200,27 @@ fn error_rates_are_reported_and_reproducible() {
 fn fit_forced(data: &Dataset) -> dsa_sim::diagnosis::FitSignatures {
     let free = dsa_sim::calibrate::parse_fit_spec("dprime", Some(data)).unwrap();
     let report = dsa_sim::calibrate::run_calibration(data, &layer(), free, &model(), false, &[], String::new).unwrap();
-    dsa_sim::diagnosis::fit_signatures(data, &layer(), &report.free, &report.fit, report.checks.as_ref(), &model()).unwrap()
+    dsa_sim::diagnosis::fit_signatures(data, &layer(), &report.free, &report.fit, report.checks.as_ref(), &model())
+        .unwrap()
 }
 
 #[test]
 fn the_fit_path_calls_an_anti_selecting_indexer_a_defect() {
-    let sigs: Vec<_> = SEEDS.map(|seed| fit_forced(&table(seed, &|s| recall(&Scenario { dprime: -1.5, ..s.clone() })))).collect();
+    let sigs: Vec<_> =
+        SEEDS.map(|seed| fit_forced(&table(seed, &|s| recall(&Scenario { dprime: -1.5, ..s.clone() })))).collect();
     for f in &sigs {
         assert_eq!(f.forced_call, Some(Call::ImplementationSuspect), "{f:?}");
-        assert!(f.signatures.contains(&Signature::WorseThanRandom) || f.signatures.contains(&Signature::BelowRandomFloor), "{f:?}");
+        assert!(
+            f.signatures.contains(&Signature::WorseThanRandom) || f.signatures.contains(&Signature::BelowRandomFloor),
+            "{f:?}"
+        );
     }
     // Without the row checks (the floor test not run) the likelihood-ratio test decides alone.
     for seed in SEEDS {
         let data = table(seed, &|s| recall(&Scenario { dprime: -1.5, ..s.clone() }));
         let free = dsa_sim::calibrate::parse_fit_spec("dprime", Some(&data)).unwrap();
-        let report = dsa_sim::calibrate::run_calibration(&data, &layer(), free, &model(), false, &[], String::new).unwrap();
+        let report =
+            dsa_sim::calibrate::run_calibration(&data, &layer(), free, &model(), false, &[], String::new).unwrap();
         let f = dsa_sim::diagnosis::fit_signatures(&data, &layer(), &report.free, &report.fit, None, &model()).unwrap();
         assert_eq!(f.signatures, vec![Signature::WorseThanRandom], "{f:?}");
         assert_eq!(f.forced_call, Some(Call::ImplementationSuspect));
@@ -215,7 +236,8 @@ fn the_fit_path_calls_an_anti_selecting_indexer_a_defect() {
 #[test]
 fn the_fit_path_forces_no_call_on_a_working_indexer() {
     for dprime in [0.8, 1.2] {
-        let sigs: Vec<_> = SEEDS.map(|seed| fit_forced(&table(seed, &|s| recall(&Scenario { dprime, ..s.clone() })))).collect();
+        let sigs: Vec<_> =
+            SEEDS.map(|seed| fit_forced(&table(seed, &|s| recall(&Scenario { dprime, ..s.clone() })))).collect();
         let forced = sigs.iter().filter(|f| f.forced_call.is_some()).count();
         assert!(forced <= 1, "dprime {dprime}: {sigs:?}");
         // dprime > 0 fitted: the random-indexer test is not run.
@@ -253,7 +275,8 @@ fn an_undecided_call_comes_with_the_cells_that_would_decide() {
     for c in &p.cells {
         assert!(c.index_topk <= kernel_max, "k {} beyond the kernel's {kernel_max}", c.index_topk);
         // Every planned cell separates the leading hypotheses: they do not all predict the same.
-        let (lo, hi) = c.predicted.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, r)| (lo.min(*r), hi.max(*r)));
+        let (lo, hi) =
+            c.predicted.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, r)| (lo.min(*r), hi.max(*r)));
         assert!(hi - lo > 1e-9, "{c:?}");
     }
     assert!(d.to_text(&data).contains("the cells that would decide"));
@@ -263,9 +286,22 @@ fn an_undecided_call_comes_with_the_cells_that_would_decide() {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
     let mut joined = data.clone();
     for c in &p.cells {
-        let s = Scenario { context_len: c.context_len, index_topk: c.index_topk, depth: c.depth, repeat: c.repeat, ..layer() };
+        let s = Scenario {
+            context_len: c.context_len,
+            index_topk: c.index_topk,
+            depth: c.depth,
+            repeat: c.repeat,
+            ..layer()
+        };
         let hits = Binomial::new(c.trials, truth(&s).clamp(0.0, 1.0)).unwrap().sample(&mut rng);
-        let mut row = dsa_sim::calibrate::Observation::cell(c.context_len, c.index_topk, Some(c.depth), c.trials, hits, joined.rows.len() as u64 + 2);
+        let mut row = dsa_sim::calibrate::Observation::cell(
+            c.context_len,
+            c.index_topk,
+            Some(c.depth),
+            c.trials,
+            hits,
+            joined.rows.len() as u64 + 2,
+        );
         row.repeat = Some(c.repeat);
         joined.rows.push(row);
     }

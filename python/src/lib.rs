@@ -75,7 +75,8 @@ fn field_text(field: Field, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         return Ok(Some(v.str()?.to_string()));
     }
     // numpy scalars (np.float64, np.int64, np.bool_) have .item(), their Python value.
-    if v.hasattr("dtype")? && v.hasattr("item")? && v.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0) {
+    if v.hasattr("dtype")? && v.hasattr("item")? && v.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0)
+    {
         return field_text(field, &v.call_method0("item")?);
     }
     let type_name = v.get_type().name()?.to_string();
@@ -88,7 +89,11 @@ fn field_text(field: Field, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
 
 /// The scenario of a call: `preset`, `scenario` (a TOML file) and the scenario fields given as
 /// keyword arguments, named as the field table names them.
-fn scenario_spec(preset: Option<String>, scenario: Option<PathBuf>, fields: Option<&Bound<'_, PyDict>>) -> PyResult<ScenarioSpec> {
+fn scenario_spec(
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<ScenarioSpec> {
     let mut spec = ScenarioSpec { preset, file: scenario, fields: Vec::new() };
     if let Some(d) = fields {
         for (k, v) in d.iter() {
@@ -115,7 +120,10 @@ fn uint(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
             "budget" => format!("1..={} trials", dsa_sim::commands::fit::MAX_BUDGET),
             _ => format!("0..={}", u64::MAX),
         };
-        PyValueError::new_err(format!("--{name} {}: allowed {allowed}", v.str().map(|s| s.to_string()).unwrap_or_default()))
+        PyValueError::new_err(format!(
+            "--{name} {}: allowed {allowed}",
+            v.str().map(|s| s.to_string()).unwrap_or_default()
+        ))
     })
 }
 
@@ -171,7 +179,8 @@ fn item_text(v: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(b) = v.cast::<PyBool>() {
         return Ok(if b.is_true() { "true" } else { "false" }.to_string());
     }
-    if v.hasattr("dtype")? && v.hasattr("item")? && v.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0) {
+    if v.hasattr("dtype")? && v.hasattr("item")? && v.getattr("ndim").and_then(|n| n.extract::<usize>()).ok() == Some(0)
+    {
         return item_text(&v.call_method0("item")?);
     }
     Ok(v.str()?.to_string())
@@ -413,7 +422,13 @@ fn calibrate(
     let predict = axes("predict", predict)?;
     let report = py
         .detach(|| {
-            let req = commands::fit::CalibrateRequest { data: Some(&data), fit: fit.as_deref(), compare, predict: &predict, scores: scores.as_deref() };
+            let req = commands::fit::CalibrateRequest {
+                data: Some(&data),
+                fit: fit.as_deref(),
+                compare,
+                predict: &predict,
+                scores: scores.as_deref(),
+            };
             commands::fit::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
         })
         .map_err(py_err)?;
@@ -453,7 +468,9 @@ fn verdict(
         None => Vec::new(),
         Some(d) => match d.extract::<PathBuf>() {
             Ok(p) => vec![p],
-            Err(_) => d.extract::<Vec<PathBuf>>().map_err(|_| PyTypeError::new_err("data: a path or a list of paths (several tables are joined)"))?,
+            Err(_) => d
+                .extract::<Vec<PathBuf>>()
+                .map_err(|_| PyTypeError::new_err("data: a path or a list of paths (several tables are joined)"))?,
         },
     };
     let v = py
@@ -532,7 +549,27 @@ fn probe(
     resume: bool,
     dry_run: bool,
 ) -> PyResult<Py<PyAny>> {
-    let mut spec = commands::probe::ProbeSpec { url, out, trials, cells, chat, generate, model, index_topk, prefix_cache_twice, max_inflight, timeout, retries, backoff, max_tokens, haystack, capture, tokenizer, resume, ..Default::default() };
+    let mut spec = commands::probe::ProbeSpec {
+        url,
+        out,
+        trials,
+        cells,
+        chat,
+        generate,
+        model,
+        index_topk,
+        prefix_cache_twice,
+        max_inflight,
+        timeout,
+        retries,
+        backoff,
+        max_tokens,
+        haystack,
+        capture,
+        tokenizer,
+        resume,
+        ..Default::default()
+    };
     spec.api_key_env = api_key_env.to_string();
     spec.token_count = token_count.to_string();
     if let Some(s) = seed {
@@ -550,7 +587,8 @@ fn probe(
         spec.labels = if let Ok(d) = l.cast::<PyDict>() {
             d.iter().map(|(k, v)| Ok(format!("{}={}", k.str()?, v.str()?))).collect::<PyResult<_>>()?
         } else {
-            l.extract::<Vec<String>>().map_err(|_| PyTypeError::new_err("labels: a dict {name: value} or a list of \"name=value\""))?
+            l.extract::<Vec<String>>()
+                .map_err(|_| PyTypeError::new_err("labels: a dict {name: value} or a list of \"name=value\""))?
         };
     }
     let j = py
@@ -592,7 +630,8 @@ fn plan(
     let hypotheses = hypotheses.unwrap_or_default();
     let p = py
         .detach(|| {
-            let req = commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses, target: Some(target) };
+            let req =
+                commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses, target: Some(target) };
             commands::fit::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
         })
         .map_err(py_err)?;
@@ -646,7 +685,13 @@ fn quantize<'py>(
             _ => Ok(None),
         }
     };
-    let req = QuantizeRequest { format: Some(format), block: text(block)?, scale, amax_floor: text(amax_floor)?, json: false };
+    let req = QuantizeRequest {
+        format: Some(format),
+        block: text(block)?,
+        scale,
+        amax_floor: text(amax_floor)?,
+        json: false,
+    };
     py.detach(|| commands::quantize::quantize(&req, &mut xs)).map_err(py_err)?;
     PyArray1::from_vec(py, xs).reshape(shape).map(|a| a.into_any())
 }
@@ -680,9 +725,7 @@ fn import_topk<'py>(
     let arr = np.call_method1("asarray", (topk,))?;
     let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
     if shape.len() != 3 {
-        return Err(PyValueError::new_err(format!(
-            "topk: shape {shape:?}: expected (queries, layers, index_topk)"
-        )));
+        return Err(PyValueError::new_err(format!("topk: shape {shape:?}: expected (queries, layers, index_topk)")));
     }
     let (n, layers, k) = (shape[0], shape[1], shape[2]);
     let options = dsa_sim::capture::Options {
@@ -710,7 +753,12 @@ fn import_topk<'py>(
         let a = a.cast::<numpy::PyArrayDyn<u64>>()?.readonly();
         let v = a.as_array();
         for i in 0..n {
-            rows.push(v.index_axis(numpy::ndarray::Axis(0), i).iter().map(|&x| i64::try_from(x).unwrap_or(i64::MAX)).collect());
+            rows.push(
+                v.index_axis(numpy::ndarray::Axis(0), i)
+                    .iter()
+                    .map(|&x| i64::try_from(x).unwrap_or(i64::MAX))
+                    .collect(),
+            );
         }
     } else {
         let a = np.call_method1("asarray", (&arr, "int64"))?;
@@ -746,7 +794,11 @@ fn import_topk<'py>(
             .map(|x| u64::try_from(x).map_err(|_| PyValueError::new_err(format!("{name}: {x} is negative"))))
             .collect()
     };
-    let (ls, ss, ms) = (per_query("context_len", context_len)?, per_query("needle_start", needle_start)?, per_query("needle_tokens", needle_tokens)?);
+    let (ls, ss, ms) = (
+        per_query("context_len", context_len)?,
+        per_query("needle_start", needle_start)?,
+        per_query("needle_tokens", needle_tokens)?,
+    );
     if labels.as_ref().is_some_and(|l| l.len() != n) {
         return Err(PyValueError::new_err(format!("labels: expected one per query ({n})")));
     }
@@ -779,7 +831,11 @@ fn import_topk<'py>(
 /// (not OverflowError), as every other bad value.
 fn per_query_scalar(name: &str, v: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<u64>> {
     let x = v.extract::<u64>().map_err(|_| {
-        PyValueError::new_err(format!("{name} = {}: allowed 0..={}", one_line(&v.str().map(|s| s.to_string()).unwrap_or_default()), u64::MAX))
+        PyValueError::new_err(format!(
+            "{name} = {}: allowed 0..={}",
+            one_line(&v.str().map(|s| s.to_string()).unwrap_or_default()),
+            u64::MAX
+        ))
     })?;
     Ok(vec![x; n])
 }

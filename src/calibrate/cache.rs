@@ -24,7 +24,13 @@ pub struct CachedModel<'a> {
 impl<'a> CachedModel<'a> {
     /// Wraps `inner`.
     pub fn new(inner: &'a dyn RecallModel) -> CachedModel<'a> {
-        CachedModel { inner, memo: Mutex::new(HashMap::new()), evaluations: AtomicU64::new(0), lookups: AtomicU64::new(0), on_evaluation: None }
+        CachedModel {
+            inner,
+            memo: Mutex::new(HashMap::new()),
+            evaluations: AtomicU64::new(0),
+            lookups: AtomicU64::new(0),
+            on_evaluation: None,
+        }
     }
     /// Calls `f(evaluations so far)` after every evaluation of the inner model.
     pub fn with_observer(mut self, f: impl Fn(u64) + Send + Sync + 'a) -> Self {

@@ -1,10 +1,10 @@
 //! Maximum-likelihood fit, 95% profile-likelihood intervals, goodness of fit, and the 95%
 //! likelihood-ratio region used to carry the fit's uncertainty into predictions and verdicts.
 
-use crate::measured::Observation;
 use super::likelihood::{unit_deviance, Problem};
 use super::optimize::{min_1d, minimize_bounded, nelder_mead, NmOptions};
 use super::CalibError;
+use crate::measured::Observation;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 use std::cell::RefCell;
 
@@ -128,11 +128,8 @@ impl<'p, 'a> Objective<'p, 'a> {
 pub(crate) fn fit_mle(problem: &Problem) -> Result<(Vec<f64>, f64, usize), CalibError> {
     let obj = Objective::new(problem);
     let (lo, hi) = problem.bounds();
-    let mut start: Vec<f64> = problem
-        .free
-        .iter()
-        .map(|p| problem.base.number(p.field).unwrap_or(p.lo).clamp(p.lo, p.hi))
-        .collect();
+    let mut start: Vec<f64> =
+        problem.free.iter().map(|p| problem.base.number(p.field).unwrap_or(p.lo).clamp(p.lo, p.hi)).collect();
     if problem.overdispersed {
         start.push(super::likelihood::START_OVERDISPERSION);
     }
@@ -411,7 +408,8 @@ pub(crate) fn row_fits(problem: &Problem, theta: &[f64]) -> Result<(Vec<RowFit>,
             // in no entry) and the row disagrees, the Pearson residual is no number: those misses
             // are selection-independent (the row checks say so), not a ranking residual.
             let certain = p >= 1.0 - 1e-9 || p <= 1e-9;
-            let pearson = if certain && (y - n * p).abs() > 0.5 { f64::NAN } else { (y - n * p) / (n * pc * (1.0 - pc)).sqrt() };
+            let pearson =
+                if certain && (y - n * p).abs() > 0.5 { f64::NAN } else { (y - n * p) / (n * pc * (1.0 - pc)).sqrt() };
             let sign = if y >= n * p { 1.0 } else { -1.0 };
             RowFit { obs: r.clone(), fitted: p, pearson, deviance_residual: sign * d.sqrt() }
         })
@@ -498,7 +496,13 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
         } else {
             (rho, rho)
         };
-        Overdispersion { rho, ci_low, ci_high, mean_trials: od_mean_trials, design_effect: 1.0 + (od_mean_trials - 1.0).max(0.0) * rho }
+        Overdispersion {
+            rho,
+            ci_low,
+            ci_high,
+            mean_trials: od_mean_trials,
+            design_effect: 1.0 + (od_mean_trials - 1.0).max(0.0) * rho,
+        }
     });
     let region_pts = if intervals && region {
         let mut spans: Vec<(f64, f64, f64)> = estimates.iter().map(|e| (e.value, e.ci_low, e.ci_high)).collect();
@@ -516,10 +520,15 @@ pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult
     let df = problem.residual_df(problem.dim());
     // Selection data: the deviance of the layers' patterns (the rows' residuals stay those of
     // the any-layer rate).
-    let deviance = if problem.data.is_selection() { (2.0 * (problem.saturated_loglik() - ll)).max(0.0) } else { binomial_deviance };
+    let deviance = if problem.data.is_selection() {
+        (2.0 * (problem.saturated_loglik() - ll)).max(0.0)
+    } else {
+        binomial_deviance
+    };
     let n_trials = problem.data.total_trials() as f64;
     let aic = -2.0 * ll + 2.0 * k as f64;
-    let aicc = (n_trials - k as f64 - 1.0 > 0.0).then(|| aic + 2.0 * (k * (k + 1)) as f64 / (n_trials - k as f64 - 1.0));
+    let aicc =
+        (n_trials - k as f64 - 1.0 > 0.0).then(|| aic + 2.0 * (k * (k + 1)) as f64 / (n_trials - k as f64 - 1.0));
     Ok(FitResult {
         estimates,
         theta,
@@ -547,7 +556,14 @@ fn polish(problem: &Problem, theta: &[f64]) -> Result<(Vec<f64>, f64), CalibErro
     let obj = Objective::new(problem);
     let (lo, hi) = problem.bounds();
     let step: Vec<f64> = (0..theta.len()).map(|i| 0.05 * (hi[i] - lo[i])).collect();
-    let m = nelder_mead(&mut |x: &[f64]| obj.nll(x), theta, &step, &lo, &hi, NmOptions { ftol: 1e-7, xtol: 1e-6, max_evals: 400 });
+    let m = nelder_mead(
+        &mut |x: &[f64]| obj.nll(x),
+        theta,
+        &step,
+        &lo,
+        &hi,
+        NmOptions { ftol: 1e-7, xtol: 1e-6, max_evals: 400 },
+    );
     obj.check()?;
     Ok((m.x, -m.fx))
 }

@@ -289,7 +289,8 @@ fn bounds_of(p: Param, user_free: &[FreeParam]) -> Result<(f64, f64), CalibError
             }
         },
         Param::DprimeNear | Param::DprimeFar => {
-            let d = default_param(Field::Dprime).expect("Field::Dprime's spec has fit bounds (a constant of the field table)");
+            let d = default_param(Field::Dprime)
+                .expect("Field::Dprime's spec has fit bounds (a constant of the field table)");
             match user_free.iter().find(|q| q.field == Field::Dprime) {
                 Some(q) => (q.lo, q.hi),
                 None => (d.lo, d.hi),
@@ -438,7 +439,8 @@ impl Surface<'_> {
         }
         let n = s.selecting_layers() as usize;
         // As in `row_recall`: a row broken for every query is the never-selected pmf alone.
-        let mut pmf = if broken < 1.0 { self.model.layer_count_pmf(&s).map_err(CalibError::Model)? } else { vec![0.0; n + 1] };
+        let mut pmf =
+            if broken < 1.0 { self.model.layer_count_pmf(&s).map_err(CalibError::Model)? } else { vec![0.0; n + 1] };
         if broken > 0.0 {
             let mut never = s.clone();
             set_field(&mut never, Field::Dprime, NEVER_SELECTED_DPRIME)?;
@@ -450,7 +452,11 @@ impl Surface<'_> {
 
     /// `one` at each distinct row, evaluated once per result the model tells apart (with the
     /// row's broken fraction: [`evaluate_distinct`]).
-    fn per_row<T: Send + Clone>(&self, theta: &[f64], one: impl Fn(usize) -> Result<T, CalibError> + Sync) -> Result<Vec<T>, CalibError> {
+    fn per_row<T: Send + Clone>(
+        &self,
+        theta: &[f64],
+        one: impl Fn(usize) -> Result<T, CalibError> + Sync,
+    ) -> Result<Vec<T>, CalibError> {
         let key = |g: usize| -> Result<String, CalibError> {
             let (s, broken) = self.row_setup(g, theta)?;
             Ok(format!("{}|broken {broken:?}", self.model.evaluation_key(&s)))
@@ -494,7 +500,11 @@ impl Surface<'_> {
 }
 
 /// The base scenario of every distinct row, with `fixed` substituted.
-fn row_bases(data: &Dataset, base: &Scenario, fixed: &[(Field, f64)]) -> Result<(Vec<Scenario>, Vec<usize>), CalibError> {
+fn row_bases(
+    data: &Dataset,
+    base: &Scenario,
+    fixed: &[(Field, f64)],
+) -> Result<(Vec<Scenario>, Vec<usize>), CalibError> {
     let groups = data.groups();
     let mut out = Vec::with_capacity(groups.len());
     for &i in &groups.first_row {
@@ -568,7 +578,14 @@ fn decline_starts(data: &Dataset, start: &[f64]) -> Vec<Vec<f64>> {
 /// dprime and nuisance estimates; no hard negatives, no broken queries, p_read, needle_sd and
 /// k as `base` has them, dprime_near = dprime_far; `start`'s value where a parameter does not
 /// matter there, d0), or `None` for a hypothesis that does not contain discrimination.
-fn nested_start(spec: &Spec, disc: &HypothesisResult, base: &Scenario, start: &[f64], lo: &[f64], hi: &[f64]) -> Option<Vec<f64>> {
+fn nested_start(
+    spec: &Spec,
+    disc: &HypothesisResult,
+    base: &Scenario,
+    start: &[f64],
+    lo: &[f64],
+    hi: &[f64],
+) -> Option<Vec<f64>> {
     if matches!(spec.kind, Kind::RandomIndexer | Kind::FirstKUnscored | Kind::Discrimination) {
         return None;
     }
@@ -601,7 +618,9 @@ pub fn hypothesis_recall(
     let mut nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
     // A hypothesis fitted on selection data carries layer_corr (see compare_hypotheses).
-    if h.estimates.iter().any(|(n, _)| n == Field::LayerCorr.name()) && !nuisance.iter().any(|p| p.field == Field::LayerCorr) {
+    if h.estimates.iter().any(|(n, _)| n == Field::LayerCorr.name())
+        && !nuisance.iter().any(|p| p.field == Field::LayerCorr)
+    {
         nuisance.extend(default_param(Field::LayerCorr));
     }
     let (kind, params) = if h.name == "length-periodic" {
@@ -610,13 +629,13 @@ pub fn hypothesis_recall(
     } else if h.name == "candidate-count-limit" {
         (Kind::CandidateLimit, vec![Param::Field(Field::Dprime)])
     } else {
-        let spec = specs()
-            .into_iter()
-            .find(|s| s.name == h.name)
-            .ok_or_else(|| CalibError::Input(format!("hypothesis `{}`: unknown (known: {})", h.name, HYPOTHESIS_NAMES.join(", "))))?;
+        let spec = specs().into_iter().find(|s| s.name == h.name).ok_or_else(|| {
+            CalibError::Input(format!("hypothesis `{}`: unknown (known: {})", h.name, HYPOTHESIS_NAMES.join(", ")))
+        })?;
         (spec.kind, spec.params)
     };
-    let theta: Vec<f64> = h.estimates.iter().filter(|(n, _)| n != "residue" && n != CANDIDATE_LIMIT).map(|(_, v)| *v).collect();
+    let theta: Vec<f64> =
+        h.estimates.iter().filter(|(n, _)| n != "residue" && n != CANDIDATE_LIMIT).map(|(_, v)| *v).collect();
     let residue = h.estimate("residue").or(h.estimate(CANDIDATE_LIMIT)).unwrap_or(0.0) as u64;
     let (row_base, group_of_row) = row_bases(cells, base, &h.fixed)?;
     let surface = Surface { data: cells, kind, params, nuisance, row_base, group_of_row, model, residue };
@@ -765,7 +784,9 @@ fn compare(
             fit_surface(&surface, &lo, &hi, &starts).map(|(theta, ll)| (theta, ll, res))
         };
         let bounds = match spec.kind {
-            Kind::CandidateLimit if !full_scan => limit_bounds(data, &row_base, &group_of_row, &residues, &nuisance, model)?,
+            Kind::CandidateLimit if !full_scan => {
+                limit_bounds(data, &row_base, &group_of_row, &residues, &nuisance, model)?
+            }
             _ => None,
         };
         let fits: Vec<(Vec<f64>, f64, u64)> = match bounds {
@@ -809,7 +830,8 @@ fn compare(
             .zip(theta.iter().copied())
             .collect();
         let mut on_bound = Vec::new();
-        let all_params: Vec<Param> = spec.params.iter().copied().chain(nuisance.iter().map(|p| Param::Field(p.field))).collect();
+        let all_params: Vec<Param> =
+            spec.params.iter().copied().chain(nuisance.iter().map(|p| Param::Field(p.field))).collect();
         for (j, p) in all_params.iter().enumerate() {
             let eps = 1e-6 * (hi[j] - lo[j]);
             let v = theta[j];
@@ -847,7 +869,8 @@ fn compare(
     // Discrimination first: the others start from its fit as well.
     let first = all.iter().position(|sp| sp.kind == Kind::Discrimination);
     let nested = first.map(|i| fit_one(all.remove(i), None)).transpose()?;
-    let mut out: Vec<HypothesisResult> = all.into_par_iter().map(|sp| fit_one(sp, nested.as_ref())).collect::<Result<_, _>>()?;
+    let mut out: Vec<HypothesisResult> =
+        all.into_par_iter().map(|sp| fit_one(sp, nested.as_ref())).collect::<Result<_, _>>()?;
     if let (Some(i), Some(h)) = (first, nested) {
         out.insert(i, h);
     }
@@ -890,7 +913,8 @@ fn limit_bounds(
         return Ok(None);
     }
     let one_token = |s: &Scenario| {
-        s.pooling == Pooling::None || crate::geometry::Geometry::new(s).needle_entries.iter().all(|e| e.needle_tokens <= 1)
+        s.pooling == Pooling::None
+            || crate::geometry::Geometry::new(s).needle_entries.iter().all(|e| e.needle_tokens <= 1)
     };
     if !row_base.iter().all(|s| s.readout == Readout::Any && one_token(s)) {
         return Ok(None);
@@ -964,7 +988,8 @@ fn branch_and_bound(
             break;
         }
         at += next.len();
-        let fits: Vec<(Vec<f64>, f64, u64)> = next.par_iter().map(|&i| fit_at(thresholds[i])).collect::<Result<_, _>>()?;
+        let fits: Vec<(Vec<f64>, f64, u64)> =
+            next.par_iter().map(|&i| fit_at(thresholds[i])).collect::<Result<_, _>>()?;
         for (i, fit) in next.into_iter().zip(fits) {
             best = best.max(fit.1);
             fitted.push((i, fit));
@@ -1025,7 +1050,11 @@ mod tests {
 
     /// One row per context length at depth 0.5, k 512, 10 trials.
     fn table(cells: &[(u64, u64)]) -> Dataset {
-        let rows = cells.iter().enumerate().map(|(i, &(l, h))| Observation::cell(l, 512, Some(0.5), 10, h, i as u64 + 2)).collect();
+        let rows = cells
+            .iter()
+            .enumerate()
+            .map(|(i, &(l, h))| Observation::cell(l, 512, Some(0.5), 10, h, i as u64 + 2))
+            .collect();
         Dataset::of_rows("constructed", rows)
     }
 
@@ -1050,7 +1079,9 @@ mod tests {
             let disc = h.iter().find(|x| x.name == "discrimination").unwrap().loglik;
             let mut checked = 0;
             for x in &h {
-                if ["random-indexer", "first-k-unscored", "candidate-count-limit", "discrimination"].contains(&x.name.as_str()) {
+                if ["random-indexer", "first-k-unscored", "candidate-count-limit", "discrimination"]
+                    .contains(&x.name.as_str())
+                {
                     continue;
                 }
                 assert!(x.loglik >= disc - 1e-9, "{path}: {} {} < discrimination {disc}", x.name, x.loglik);
@@ -1066,7 +1097,11 @@ mod tests {
     /// a cliff to a partial recall, on a V4 stack.
     #[test]
     fn the_bound_leaves_the_candidate_limit_fit_unchanged() {
-        let declining: Vec<(u64, u64)> = [10, 10, 9, 9, 8, 8, 7, 6, 6, 5, 5, 4].iter().enumerate().map(|(i, &h)| (2000 * (i as u64 + 1), h)).collect();
+        let declining: Vec<(u64, u64)> = [10, 10, 9, 9, 8, 8, 7, 6, 6, 5, 5, 4]
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| (2000 * (i as u64 + 1), h))
+            .collect();
         let cliff: Vec<(u64, u64)> = (1..=10u64).map(|i| (2000 * i, if i <= 3 { 10 } else { 0 })).collect();
         let partial: Vec<(u64, u64)> = (1..=10u64).map(|i| (2000 * i, if i <= 4 { 10 } else { 2 })).collect();
         let base = Scenario::preset("deepseek-v4-flash").unwrap();
@@ -1080,9 +1115,15 @@ mod tests {
             assert_eq!(bounded, full, "{name}");
             let (row_base, group_of_row) = row_bases(&data, &base, &[]).unwrap();
             let thresholds = candidate_thresholds(&data, &base);
-            let bounds = limit_bounds(&data, &row_base, &group_of_row, &thresholds, &free, &model).unwrap().expect("a bound on this stack");
+            let bounds = limit_bounds(&data, &row_base, &group_of_row, &thresholds, &free, &model)
+                .unwrap()
+                .expect("a bound on this stack");
             let pruned = bounds.iter().filter(|&&b| b < full[0].loglik).count();
-            assert!(pruned >= least_pruned, "{name}: {pruned} of {} thresholds bounded below the fit", thresholds.len());
+            assert!(
+                pruned >= least_pruned,
+                "{name}: {pruned} of {} thresholds bounded below the fit",
+                thresholds.len()
+            );
             // A bound is a bound: at the chosen threshold it is at least the fit.
             let at = thresholds.iter().position(|&t| Some(t as f64) == full[0].estimate(CANDIDATE_LIMIT)).unwrap();
             assert!(bounds[at] >= full[0].loglik, "{name}: bound {} below the fit {}", bounds[at], full[0].loglik);

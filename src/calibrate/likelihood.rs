@@ -1,8 +1,8 @@
 //! The binomial likelihood of a measured table under the model, as a function of the free
 //! parameters.
 
-use crate::measured::Dataset;
 use super::{CalibError, FreeParam, RecallModel};
+use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
 use rayon::prelude::*;
 use statrs::function::factorial::ln_binomial;
@@ -110,19 +110,17 @@ impl<'a> Problem<'a> {
         for &i in &groups.first_row {
             let r = &data.rows[i];
             // Check the row with the free parameters at a valid value (their lower bounds).
-            let mut s = r.apply(base).map_err(|e| CalibError::Input(format!(
-                "{}: row {} (line {}): {e}",
-                data.source,
-                i + 1,
-                r.line
-            )))?;
+            let mut s = r
+                .apply(base)
+                .map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
             if let Some(counts) = &r.layer_counts {
                 selection_scenario(&mut s, counts.len() - 1)?;
             }
             for p in &free {
                 set_field(&mut s, p.field, p.lo)?;
             }
-            s.validate().map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
+            s.validate()
+                .map_err(|e| CalibError::Input(format!("{}: row {} (line {}): {e}", data.source, i + 1, r.line)))?;
             row_base.push(s);
         }
         let overdispersed = data.has_needles();
@@ -137,7 +135,8 @@ impl<'a> Problem<'a> {
 
     /// Lower and upper bounds.
     pub fn bounds(&self) -> (Vec<f64>, Vec<f64>) {
-        let (mut lo, mut hi): (Vec<f64>, Vec<f64>) = (self.free.iter().map(|p| p.lo).collect(), self.free.iter().map(|p| p.hi).collect());
+        let (mut lo, mut hi): (Vec<f64>, Vec<f64>) =
+            (self.free.iter().map(|p| p.lo).collect(), self.free.iter().map(|p| p.hi).collect());
         if self.overdispersed {
             lo.push(0.0);
             hi.push(MAX_OVERDISPERSION);
@@ -208,7 +207,13 @@ impl<'a> Problem<'a> {
             .rows
             .iter()
             .zip(&p)
-            .map(|(r, &p)| if r.needle.is_some() { betabinom_loglik(r.hits, r.trials, p, rho) } else { binom_loglik(r.hits, r.trials, p) })
+            .map(|(r, &p)| {
+                if r.needle.is_some() {
+                    betabinom_loglik(r.hits, r.trials, p, rho)
+                } else {
+                    binom_loglik(r.hits, r.trials, p)
+                }
+            })
             .sum())
     }
 
@@ -294,7 +299,6 @@ pub(crate) fn pattern_loglik(counts: &[u64], pmf: &[f64]) -> f64 {
 pub fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), CalibError> {
     s.set_real(field, v).map_err(|e| CalibError::Input(e.to_string()))
 }
-
 
 /// `one(i)` for i in 0..n, evaluated once per distinct `key(i)` (the first i of each key
 /// answers for the others), the distinct ones in parallel when the model asks for it. Rows that

@@ -13,16 +13,16 @@ pub mod hypotheses;
 pub mod likelihood;
 pub(crate) mod optimize;
 pub mod output;
-pub mod row_checks;
 pub mod predict;
+pub mod row_checks;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
-pub use row_checks::{row_checks, JointFloor, RowCheck, RowChecks};
 pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult, HYPOTHESIS_NAMES};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction};
+pub use row_checks::{row_checks, JointFloor, RowCheck, RowChecks};
 
 use crate::engine::{EngineError, RecallModel};
 use crate::scenario::{field_names, Field, Scenario, ScenarioError};
@@ -128,15 +128,15 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
         let (lo, hi) = match range {
             None => (dlo, dhi),
             Some(r) => {
-                let (a, b) = r.split_once(':').ok_or_else(|| {
-                    CalibError::Input(format!("--fit {item}: expected FIELD or FIELD=LO:HI"))
-                })?;
-                let lo: f64 = a.trim().parse().map_err(|_| CalibError::Input(format!("--fit {item}: `{a}` is not a number")))?;
-                let hi: f64 = b.trim().parse().map_err(|_| CalibError::Input(format!("--fit {item}: `{b}` is not a number")))?;
+                let (a, b) = r
+                    .split_once(':')
+                    .ok_or_else(|| CalibError::Input(format!("--fit {item}: expected FIELD or FIELD=LO:HI")))?;
+                let lo: f64 =
+                    a.trim().parse().map_err(|_| CalibError::Input(format!("--fit {item}: `{a}` is not a number")))?;
+                let hi: f64 =
+                    b.trim().parse().map_err(|_| CalibError::Input(format!("--fit {item}: `{b}` is not a number")))?;
                 if !(lo.is_finite() && hi.is_finite() && lo < hi && lo >= dlo && hi <= dhi) {
-                    return Err(CalibError::Input(format!(
-                        "--fit {item}: range must satisfy {dlo} ≤ LO < HI ≤ {dhi}"
-                    )));
+                    return Err(CalibError::Input(format!("--fit {item}: range must satisfy {dlo} ≤ LO < HI ≤ {dhi}")));
                 }
                 (lo, hi)
             }
@@ -147,10 +147,7 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
         out.push(FreeParam { field: f, lo, hi });
     }
     if out.is_empty() {
-        return Err(CalibError::Input(format!(
-            "--fit: no field given (fittable: {})",
-            fittable_names.join(", ")
-        )));
+        return Err(CalibError::Input(format!("--fit: no field given (fittable: {})", fittable_names.join(", "))));
     }
     Ok(out)
 }

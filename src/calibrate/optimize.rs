@@ -172,7 +172,12 @@ fn simplex(
                 }
             }
         }
-        let (bi, bv) = vals.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).map(|(i, v)| (i, *v)).expect("the simplex has n + 1 ≥ 1 vertices");
+        let (bi, bv) = vals
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, v)| (i, *v))
+            .expect("the simplex has n + 1 ≥ 1 vertices");
         let improved = best_f - bv;
         if bv <= best_f {
             best_f = bv;
@@ -288,7 +293,13 @@ fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
 /// predicted less than `opts.ftol` further improvement (converged): near a smooth minimum
 /// Newton converges in two or three steps, where a simplex creeps (hundreds of evaluations
 /// for the last 1e-3 of a curved valley).
-fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], hi: &[f64], opts: NmOptions) -> (Minimum, bool) {
+fn newton_polish(
+    f: &mut dyn FnMut(&[f64]) -> f64,
+    start: Minimum,
+    lo: &[f64],
+    hi: &[f64],
+    opts: NmOptions,
+) -> (Minimum, bool) {
     let n = start.x.len();
     let mut obj = Counted { f, evals: 0 };
     let (mut x, mut fx) = (start.x, start.fx);
@@ -325,7 +336,11 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
         let fitted: Vec<f64> = (0..n)
             .map(|i| {
                 let d = hess[i * n + i];
-                if d > 0.0 { (2.0 * FD_DELTA / d).sqrt().clamp(1e-9 * width[i], FD_STEP * width[i]) } else { h[i] }
+                if d > 0.0 {
+                    (2.0 * FD_DELTA / d).sqrt().clamp(1e-9 * width[i], FD_STEP * width[i])
+                } else {
+                    h[i]
+                }
             })
             .collect();
         if (0..n).any(|i| fitted[i] < h[i] / 3.0) {
@@ -354,7 +369,8 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
         for i in 0..n {
             g[i] += (0..n).map(|j| hess[i * n + j] * (x[j] - c[j])).sum::<f64>();
         }
-        let free: Vec<usize> = (0..n).filter(|&i| !((x[i] <= lo[i] && g[i] > 0.0) || (x[i] >= hi[i] && g[i] < 0.0))).collect();
+        let free: Vec<usize> =
+            (0..n).filter(|&i| !((x[i] <= lo[i] && g[i] > 0.0) || (x[i] >= hi[i] && g[i] < 0.0))).collect();
         let m = free.len();
         if m == 0 {
             return done(x, fx, obj.evals, true);
@@ -363,7 +379,8 @@ fn newton_polish(f: &mut dyn FnMut(&[f64]) -> f64, start: Minimum, lo: &[f64], h
         let diag: Vec<f64> = free.iter().map(|&i| hess[i * n + i].abs().max(1e-12 / (h[i] * h[i]))).collect();
         let mut lambda = 0.0;
         let step = loop {
-            let mut a: Vec<f64> = free.iter().flat_map(|&i| free.iter().map(move |&j| (i, j))).map(|(i, j)| hess[i * n + j]).collect();
+            let mut a: Vec<f64> =
+                free.iter().flat_map(|&i| free.iter().map(move |&j| (i, j))).map(|(i, j)| hess[i * n + j]).collect();
             for (k, d) in diag.iter().enumerate() {
                 a[k * m + k] += lambda * d;
             }
@@ -491,9 +508,7 @@ pub fn minimize_bounded(
     let step: Vec<f64> = (0..n).map(|i| 0.15 * (hi[i] - lo[i])).collect();
     let mut chosen: Vec<Vec<f64>> = Vec::new();
     for (_, x) in &cand {
-        let distinct = chosen.iter().all(|c| {
-            (0..n).any(|i| (c[i] - x[i]).abs() > 0.2 * (hi[i] - lo[i]))
-        });
+        let distinct = chosen.iter().all(|c| (0..n).any(|i| (c[i] - x[i]).abs() > 0.2 * (hi[i] - lo[i])));
         if distinct {
             chosen.push(x.clone());
         }
@@ -507,7 +522,8 @@ pub fn minimize_bounded(
     // last 1e-2 of a curved valley, which Newton crosses in two or three steps. A start that
     // ended further above the best stopped within about the coarse tolerance of its own
     // minimum, too far to overtake by polishing.
-    let coarse = NmOptions { ftol: opts.ftol.max(COARSE_FTOL), xtol: opts.xtol.max(COARSE_XTOL), max_evals: opts.max_evals };
+    let coarse =
+        NmOptions { ftol: opts.ftol.max(COARSE_FTOL), xtol: opts.xtol.max(COARSE_XTOL), max_evals: opts.max_evals };
     let rough: Vec<Minimum> = chosen
         .iter()
         .map(|x0| {
@@ -601,7 +617,13 @@ mod tests {
         let mut f = |x: &[f64]| (x[0] - 1.5).powi(2) + 0.8 * (x[0] - 1.5) * (x[1] - 0.2) + (x[1] - 0.2).powi(2);
         let x0 = vec![0.9, 0.1];
         let start = Minimum { fx: f(&x0), x: x0, evals: 0 };
-        let (m, converged) = newton_polish(&mut f, start, &[0.0, -1.0], &[1.0, 1.0], NmOptions { ftol: 1e-12, xtol: 1e-9, max_evals: 200 });
+        let (m, converged) = newton_polish(
+            &mut f,
+            start,
+            &[0.0, -1.0],
+            &[1.0, 1.0],
+            NmOptions { ftol: 1e-12, xtol: 1e-9, max_evals: 200 },
+        );
         assert!(converged, "{m:?}");
         // At x = 1: ∂f/∂y = 0.8 (1 − 1.5) + 2 (y − 0.2) = 0 → y = 0.4.
         assert_eq!(m.x[0], 1.0);
@@ -630,20 +652,54 @@ mod tests {
         };
         let mut n_fast = 0;
         let opts = NmOptions { ftol: 1e-6, xtol: 1e-4, max_evals: 800 };
-        let fast = minimize_bounded(&mut |x: &[f64]| { n_fast += 1; g(x) }, &[-3.0, -3.0], &[3.0, 3.0], &[], 2, opts);
-        let slow = nelder_mead(&mut |x: &[f64]| g(x), &fast.x, &[0.3, 0.3], &[-3.0, -3.0], &[3.0, 3.0], NmOptions { ftol: 1e-14, xtol: 1e-11, max_evals: 20_000 });
+        let fast = minimize_bounded(
+            &mut |x: &[f64]| {
+                n_fast += 1;
+                g(x)
+            },
+            &[-3.0, -3.0],
+            &[3.0, 3.0],
+            &[],
+            2,
+            opts,
+        );
+        let slow = nelder_mead(
+            &mut |x: &[f64]| g(x),
+            &fast.x,
+            &[0.3, 0.3],
+            &[-3.0, -3.0],
+            &[3.0, 3.0],
+            NmOptions { ftol: 1e-14, xtol: 1e-11, max_evals: 20_000 },
+        );
         assert!(fast.fx - slow.fx < 1e-6, "{fast:?} vs {slow:?}");
         assert!((fast.x[0] - slow.x[0]).abs() < 1e-3 && (fast.x[1] - slow.x[1]).abs() < 1e-3, "{fast:?} vs {slow:?}");
         let mut n_simplex = 0;
         let x0 = vec![0.0, 0.0];
-        nelder_mead(&mut |x: &[f64]| { n_simplex += 1; g(x) }, &x0, &[0.9, 0.9], &[-3.0, -3.0], &[3.0, 3.0], opts);
+        nelder_mead(
+            &mut |x: &[f64]| {
+                n_simplex += 1;
+                g(x)
+            },
+            &x0,
+            &[0.9, 0.9],
+            &[-3.0, -3.0],
+            &[3.0, 3.0],
+            opts,
+        );
         assert!(n_fast < 300, "{n_fast} evaluations (the simplex alone: {n_simplex})");
     }
 
     #[test]
     fn rosenbrock_and_bounds() {
         let mut f = |x: &[f64]| (1.0 - x[0]).powi(2) + 100.0 * (x[1] - x[0] * x[0]).powi(2);
-        let m = minimize_bounded(&mut f, &[-2.0, -2.0], &[2.0, 2.0], &[], 2, NmOptions { max_evals: 3000, ftol: 1e-12, xtol: 1e-9 });
+        let m = minimize_bounded(
+            &mut f,
+            &[-2.0, -2.0],
+            &[2.0, 2.0],
+            &[],
+            2,
+            NmOptions { max_evals: 3000, ftol: 1e-12, xtol: 1e-9 },
+        );
         assert!((m.x[0] - 1.0).abs() < 1e-3 && (m.x[1] - 1.0).abs() < 1e-3, "{m:?}");
         // Optimum outside the box: lands exactly on the bound.
         let mut g = |x: &[f64]| (x[0] + 3.0).powi(2) + (x[1] - 0.5).powi(2);
@@ -661,7 +717,15 @@ mod tests {
 /// apart, expanding the step while the minimum is not bracketed, and stopping when the parabola
 /// predicts less than `ftol` further improvement. Warm-started along a smooth profile path it
 /// needs a handful of evaluations.
-pub fn min_1d(f: &mut dyn FnMut(f64) -> f64, x0: f64, h0: f64, lo: f64, hi: f64, ftol: f64, max_evals: usize) -> Minimum {
+pub fn min_1d(
+    f: &mut dyn FnMut(f64) -> f64,
+    x0: f64,
+    h0: f64,
+    lo: f64,
+    hi: f64,
+    ftol: f64,
+    max_evals: usize,
+) -> Minimum {
     let mut evals = 0usize;
     let mut ev = |x: f64, evals: &mut usize| {
         *evals += 1;
@@ -697,7 +761,8 @@ pub fn min_1d(f: &mut dyn FnMut(f64) -> f64, x0: f64, h0: f64, lo: f64, hi: f64,
             break;
         }
         // x is the best of three points: parabola through them (one side may be a bound).
-        let (pa, pb) = (if fa.is_finite() { Some((a, fa)) } else { None }, if fb.is_finite() { Some((b, fb)) } else { None });
+        let (pa, pb) =
+            (if fa.is_finite() { Some((a, fa)) } else { None }, if fb.is_finite() { Some((b, fb)) } else { None });
         let (x1, f1, x3, f3) = match (pa, pb) {
             (Some((a, fa)), Some((b, fb))) => (a, fa, b, fb),
             // At a bound with the interior side uphill: the bound is the minimum to within h.

@@ -1,11 +1,11 @@
 //! A calibration run's complete result and its renderings: one JSON object (docs/cli.md#output keys
 //! and more), human text, and the markdown of an experiment report.
 
-use crate::measured::Dataset;
 use super::fit::FitResult;
 use super::hypotheses::HypothesisResult;
 use super::predict::Prediction;
 use super::FreeParam;
+use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
@@ -85,7 +85,10 @@ impl CalibrationReport {
         }
         if let Some(p) = self.fit.gof_p {
             if p < 0.05 {
-                w.push(format!("the model fits poorly (deviance {:.2} on {} df, p = {:.2e}): read the intervals with care", self.fit.deviance, self.fit.df, p));
+                w.push(format!(
+                    "the model fits poorly (deviance {:.2} on {} df, p = {:.2e}): read the intervals with care",
+                    self.fit.deviance, self.fit.df, p
+                ));
             }
         }
         if self.data.rows.iter().any(|r| r.trials < 20) {
@@ -258,7 +261,11 @@ impl CalibrationReport {
             self.fit.loglik,
             self.fit.aic
         );
-        let _ = writeln!(s, "\n  {:>9} {:>6} {:>6} {:>9} {:>9} {:>9}  label", "L", "k", "hits", "observed", "fitted", "pearson");
+        let _ = writeln!(
+            s,
+            "\n  {:>9} {:>6} {:>6} {:>9} {:>9} {:>9}  label",
+            "L", "k", "hits", "observed", "fitted", "pearson"
+        );
         for r in &self.fit.rows {
             let o = &r.obs;
             let mut extra = String::new();
@@ -304,10 +311,10 @@ impl CalibrationReport {
             let on_grid = |f: Field| self.predictions[0].point.iter().any(|(g, _)| *g == f);
             let from: Vec<String> =
                 [Field::ContextLen, Field::IndexTopk, Field::CompressRatio, Field::Window, Field::Depth, Field::Repeat]
-                .into_iter()
-                .filter(|f| !on_grid(*f))
-                .filter_map(|f| self.base.number(f).map(|v| format!("{f}={v}")))
-                .collect();
+                    .into_iter()
+                    .filter(|f| !on_grid(*f))
+                    .filter_map(|f| self.base.number(f).map(|v| format!("{f}={v}")))
+                    .collect();
             let _ = writeln!(s, "\npredictions (95% band: {BAND_METHOD}):");
             let _ = writeln!(s, "  from the command-line scenario with the fit substituted: {}", from.join(" "));
             for p in &self.predictions {
@@ -317,7 +324,14 @@ impl CalibrationReport {
                 } else {
                     String::new()
                 };
-                let _ = writeln!(s, "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]{mark}", at.join(" "), p.recall, p.ci_low, p.ci_high);
+                let _ = writeln!(
+                    s,
+                    "  {:<40} recall {:.4}   95% [{:.4}, {:.4}]{mark}",
+                    at.join(" "),
+                    p.recall,
+                    p.ci_low,
+                    p.ci_high
+                );
             }
         }
         s
@@ -327,7 +341,9 @@ impl CalibrationReport {
 impl CalibrationReport {
     /// Whether a prediction's point sets index_topk beyond the scenario's kernel maximum.
     pub fn beyond_kernel_max(&self, p: &Prediction) -> bool {
-        p.point.iter().any(|(f, v)| *f == Field::IndexTopk && v.parse::<f64>().is_ok_and(|k| k > self.base.max_topk as f64))
+        p.point
+            .iter()
+            .any(|(f, v)| *f == Field::IndexTopk && v.parse::<f64>().is_ok_and(|k| k > self.base.max_topk as f64))
     }
 }
 
@@ -357,7 +373,11 @@ pub fn hypotheses_text(h: &[HypothesisResult]) -> String {
         "hypotheses (ranked by AIC, those with plausible estimates first within ΔAIC {} of the lowest; `(bound)`: estimate on a search bound, not a value the data support):",
         super::hypotheses::AIC_TIE
     );
-    let _ = writeln!(s, "  {:<28} {:>2} {:>10} {:>8} {:>8} {:>9}  estimates", "name", "k", "AIC", "ΔAIC", "weight", "fit p");
+    let _ = writeln!(
+        s,
+        "  {:<28} {:>2} {:>10} {:>8} {:>8} {:>9}  estimates",
+        "name", "k", "AIC", "ΔAIC", "weight", "fit p"
+    );
     for x in h {
         let est: Vec<String> = x
             .estimates

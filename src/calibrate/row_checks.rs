@@ -114,7 +114,8 @@ pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
     if h >= total {
         return 1.0;
     }
-    let work: u64 = rows.iter().map(|&(n, _)| (h + 1).saturating_mul(n.min(h) + 1)).fold(0u64, |a, b| a.saturating_add(b));
+    let work: u64 =
+        rows.iter().map(|&(n, _)| (h + 1).saturating_mul(n.min(h) + 1)).fold(0u64, |a, b| a.saturating_add(b));
     if work > JOINT_EXACT_WORK {
         let mean: f64 = rows.iter().map(|&(n, p)| n as f64 * p).sum();
         let var: f64 = rows.iter().map(|&(n, p)| n as f64 * p * (1.0 - p)).sum();
@@ -160,7 +161,11 @@ impl RowChecks {
         let mut s = String::new();
         let nums = |v: &[&RowCheck]| v.iter().map(|r| r.row.to_string()).collect::<Vec<_>>().join(", ");
         if let Some(j) = &self.joint {
-            let rho = if j.layer_corr.is_nan() { String::new() } else { format!(", worst case over layer_corr at {}", j.layer_corr) };
+            let rho = if j.layer_corr.is_nan() {
+                String::new()
+            } else {
+                format!(", worst case over layer_corr at {}", j.layer_corr)
+            };
             s.push_str(&format!(
                 "random-indexer floor, all {} tested rows together: {}/{} found where a random indexer would find {:.1}{rho}: P(≤ {} | floor) = {:.2e}{}\n",
                 j.rows,

@@ -86,7 +86,10 @@ impl<R: BufRead> Read for StringChars<'_, R> {
             if buf.is_empty() {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("the string starting at byte {} is not closed (the file ends inside it: truncated?)", self.start),
+                    format!(
+                        "the string starting at byte {} is not closed (the file ends inside it: truncated?)",
+                        self.start
+                    ),
                 ));
             }
             let avail = &buf[..buf.len().min(out.len() - n)];
@@ -119,10 +122,15 @@ impl<R: BufRead> Read for StringChars<'_, R> {
                             n += 1;
                         }
                         other => {
-                            let what = other.map_or("the end of the file".to_string(), |b| format!("`\\{}`", char::from(b).escape_default()));
+                            let what = other.map_or("the end of the file".to_string(), |b| {
+                                format!("`\\{}`", char::from(b).escape_default())
+                            });
                             return Err(io::Error::new(
                                 io::ErrorKind::InvalidData,
-                                format!("escape {what} at byte {} inside the indexer_topk string (base64 has no escapes)", self.s.offset - 1),
+                                format!(
+                                    "escape {what} at byte {} inside the indexer_topk string (base64 has no escapes)",
+                                    self.s.offset - 1
+                                ),
                             ));
                         }
                     }
@@ -137,7 +145,10 @@ impl<R: BufRead> StringChars<'_, R> {
     fn control(&self, i: usize) -> io::Error {
         io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("control character at byte {} inside the indexer_topk string (not allowed in JSON)", self.s.offset + i as u64),
+            format!(
+                "control character at byte {} inside the indexer_topk string (not allowed in JSON)",
+                self.s.offset + i as u64
+            ),
         )
     }
 
@@ -173,7 +184,11 @@ impl<R: BufRead> Scanner<R> {
     /// The next byte after whitespace, not consumed.
     fn next_token(&mut self) -> Result<Option<u8>, ScanError> {
         loop {
-            let buf = self.r.fill_buf().map_err(|e| ScanError { offset: self.offset, message: e.to_string(), io: Some(e) })?;
+            let buf = self.r.fill_buf().map_err(|e| ScanError {
+                offset: self.offset,
+                message: e.to_string(),
+                io: Some(e),
+            })?;
             if buf.is_empty() {
                 return Ok(None);
             }
@@ -196,14 +211,24 @@ impl<R: BufRead> Scanner<R> {
     fn skip_string(&mut self, mut keep: Option<&mut Vec<u8>>) -> Result<(), ScanError> {
         let start = self.offset - 1;
         loop {
-            let buf = self.r.fill_buf().map_err(|e| ScanError { offset: self.offset, message: e.to_string(), io: Some(e) })?;
+            let buf = self.r.fill_buf().map_err(|e| ScanError {
+                offset: self.offset,
+                message: e.to_string(),
+                io: Some(e),
+            })?;
             if buf.is_empty() {
-                return Err(ScanError::at(start, "a string starting here is not closed (the file ends inside it: truncated?)"));
+                return Err(ScanError::at(
+                    start,
+                    "a string starting here is not closed (the file ends inside it: truncated?)",
+                ));
             }
             let i = memchr::memchr2(b'"', b'\\', buf);
             let upto = i.unwrap_or(buf.len());
             if let Some(j) = buf[..upto].iter().position(|&b| b < 0x20) {
-                return Err(ScanError::at(self.offset + j as u64, "control character inside a string (not allowed in JSON)"));
+                return Err(ScanError::at(
+                    self.offset + j as u64,
+                    "control character inside a string (not allowed in JSON)",
+                ));
             }
             if let Some(k) = keep.as_deref_mut() {
                 let room = (MAX_KEY + 1).saturating_sub(k.len());
@@ -222,7 +247,10 @@ impl<R: BufRead> Scanner<R> {
                     }
                     // An escape: skip the escaped byte (a \uXXXX's digits are plain bytes).
                     if self.peek_or()?.is_none() {
-                        return Err(ScanError::at(start, "a string starting here is not closed (the file ends inside it: truncated?)"));
+                        return Err(ScanError::at(
+                            start,
+                            "a string starting here is not closed (the file ends inside it: truncated?)",
+                        ));
                     }
                     if let Some(k) = keep.as_deref_mut() {
                         // Keys with escapes are never `indexer_topk`: poison the key.
@@ -239,7 +267,11 @@ impl<R: BufRead> Scanner<R> {
         let start = self.offset;
         let mut len = 0u64;
         loop {
-            let buf = self.r.fill_buf().map_err(|e| ScanError { offset: self.offset, message: e.to_string(), io: Some(e) })?;
+            let buf = self.r.fill_buf().map_err(|e| ScanError {
+                offset: self.offset,
+                message: e.to_string(),
+                io: Some(e),
+            })?;
             let n = buf.iter().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')).count();
             let end = n < buf.len() || buf.is_empty();
             self.bump(n);
@@ -253,7 +285,10 @@ impl<R: BufRead> Scanner<R> {
         }
         if len == 0 {
             let b = self.peek_or()?.unwrap_or(b' ');
-            return Err(ScanError::at(start, format!("unexpected `{}`: expected a JSON value", char::from(b).escape_default())));
+            return Err(ScanError::at(
+                start,
+                format!("unexpected `{}`: expected a JSON value", char::from(b).escape_default()),
+            ));
         }
         Ok(())
     }
@@ -297,7 +332,10 @@ impl<R: BufRead> Scanner<R> {
                     continue;
                 }
                 if b != b'"' {
-                    return Err(wrap(ScanError::at(offset, format!("expected a key string, found `{}`", char::from(b).escape_default()))));
+                    return Err(wrap(ScanError::at(
+                        offset,
+                        format!("expected a key string, found `{}`", char::from(b).escape_default()),
+                    )));
                 }
                 self.bump(1);
                 let mut k = Vec::new();
@@ -324,7 +362,8 @@ impl<R: BufRead> Scanner<R> {
                             _ => b"",
                         };
                         let frame = if b == b'{' {
-                            let meta = under == b"meta_info" || matches!(stack.last(), Some(Frame::Object { meta: true, .. }));
+                            let meta =
+                                under == b"meta_info" || matches!(stack.last(), Some(Frame::Object { meta: true, .. }));
                             Frame::Object { key: None, meta }
                         } else {
                             Frame::Array { choices: under == b"choices" }
@@ -362,7 +401,10 @@ impl<R: BufRead> Scanner<R> {
                         }
                     }
                     b'}' | b']' | b',' | b':' => {
-                        return Err(wrap(ScanError::at(offset, format!("unexpected `{}`: expected a value", char::from(b)))));
+                        return Err(wrap(ScanError::at(
+                            offset,
+                            format!("unexpected `{}`: expected a value", char::from(b)),
+                        )));
                     }
                     _ => self.skip_scalar().map_err(&wrap)?,
                 }
@@ -400,7 +442,10 @@ impl<R: BufRead> Scanner<R> {
                     want_value = true;
                 }
                 (b, _) => {
-                    return Err(wrap(ScanError::at(offset, format!("unexpected `{}` after a value", char::from(b).escape_default()))));
+                    return Err(wrap(ScanError::at(
+                        offset,
+                        format!("unexpected `{}` after a value", char::from(b).escape_default()),
+                    )));
                 }
             }
         }
@@ -442,7 +487,11 @@ mod tests {
         let got = captures(t).unwrap();
         assert_eq!(
             got,
-            [(Origin::MetaInfo, "AAAA/w==".to_string()), (Origin::Choices, "k05V".into()), (Origin::Unknown, "QQ==".into())]
+            [
+                (Origin::MetaInfo, "AAAA/w==".to_string()),
+                (Origin::Choices, "k05V".into()),
+                (Origin::Unknown, "QQ==".into())
+            ]
         );
     }
 

@@ -58,7 +58,8 @@ const COLUMNS: &[&str] = &["file", "row", "context_len", "needle_start", "needle
 /// measured reader names a table's.
 pub fn parse(text: &str, name: &str, dir: &Path, notes: &mut Vec<String>) -> Result<Vec<ManifestLine>, CaptureError> {
     let err = |m: String| CaptureError::input(format!("{name}: {m}"));
-    let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
+    let mut rdr =
+        csv::ReaderBuilder::new().comment(Some(b'#')).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());
     let header: Vec<String> = rdr
         .headers()
         .map_err(|e| err(format!("cannot read the header: {e}")))?
@@ -66,7 +67,10 @@ pub fn parse(text: &str, name: &str, dir: &Path, notes: &mut Vec<String>) -> Res
         .map(|h| h.trim_start_matches('\u{feff}').to_ascii_lowercase().replace(['-', ' '], "_"))
         .collect();
     if header.iter().all(|h| h.is_empty()) {
-        return Err(err("empty manifest: a header `file,row,context_len,needle_start,needle_tokens[,request][,label]` is required".into()));
+        return Err(err(
+            "empty manifest: a header `file,row,context_len,needle_start,needle_tokens[,request][,label]` is required"
+                .into(),
+        ));
     }
     let col = |n: &str| header.iter().position(|h| h == n);
     let missing: Vec<&str> = COLUMNS.iter().copied().filter(|c| col(c).is_none()).collect();
@@ -89,9 +93,19 @@ pub fn parse(text: &str, name: &str, dir: &Path, notes: &mut Vec<String>) -> Res
         .map(|h| format!("`{}`", crate::input::echo(h)))
         .collect();
     if !extra.is_empty() {
-        notes.push(format!("{name}: ignored column(s) {} (known: {},request,label)", extra.join(", "), COLUMNS.join(",")));
+        notes.push(format!(
+            "{name}: ignored column(s) {} (known: {},request,label)",
+            extra.join(", "),
+            COLUMNS.join(",")
+        ));
     }
-    let (i_f, i_r, i_l, i_s, i_m) = (col("file").unwrap_or(0), col("row").unwrap_or(0), col("context_len").unwrap_or(0), col("needle_start").unwrap_or(0), col("needle_tokens").unwrap_or(0));
+    let (i_f, i_r, i_l, i_s, i_m) = (
+        col("file").unwrap_or(0),
+        col("row").unwrap_or(0),
+        col("context_len").unwrap_or(0),
+        col("needle_start").unwrap_or(0),
+        col("needle_tokens").unwrap_or(0),
+    );
     let (i_q, i_lab) = (col("request"), col("label"));
     let mut out = Vec::new();
     for (n, rec) in rdr.records().enumerate() {
@@ -143,7 +157,18 @@ pub fn parse(text: &str, name: &str, dir: &Path, notes: &mut Vec<String>) -> Res
             Err(e) => return Err(at(format!("file `{}` ({}): {e}", crate::input::echo(&file), path.display()))),
         }
         let label = i_lab.and_then(|i| rec.get(i)).filter(|s| !s.is_empty()).map(str::to_string);
-        out.push(ManifestLine { file, path, request, row, context_len, needle_start, needle_tokens, label, row_no, line });
+        out.push(ManifestLine {
+            file,
+            path,
+            request,
+            row,
+            context_len,
+            needle_start,
+            needle_tokens,
+            label,
+            row_no,
+            line,
+        });
     }
     if out.is_empty() {
         return Err(err("no data rows after the header".into()));

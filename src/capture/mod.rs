@@ -136,7 +136,13 @@ impl Selection {
     fn new(line: ManifestLine, options: &Options, name: &str, warnings: &mut Vec<String>) -> Selection {
         let c = options.compress_ratio;
         let n = line.context_len / c;
-        let needle_entries = crate::geometry::covering_entries(line.needle_start, line.needle_start + line.needle_tokens, c, options.overlap, n);
+        let needle_entries = crate::geometry::covering_entries(
+            line.needle_start,
+            line.needle_start + line.needle_tokens,
+            c,
+            options.overlap,
+            n,
+        );
         if needle_entries.is_empty() {
             warnings.push(format!(
                 "{name}: row {}: no entry pools the needle (tokens {}..{} lie past the last complete block of {c} tokens): never selected",
@@ -268,7 +274,8 @@ pub struct Import {
 /// the request the import used to find the needle's entries (its exact first token and length,
 /// and the geometry assumed), which calibrate, verdict and plan apply to the request's row
 /// scenario (docs/capture.md#the-manifest).
-pub const CSV_HEADER: &str = "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap";
+pub const CSV_HEADER: &str =
+    "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap";
 
 /// The first columns of every selections.csv dsa-sim has written (older versions wrote only
 /// these): what marks a file as one `import topk` may replace.
@@ -279,12 +286,14 @@ pub const CSV_HEADER_PREFIX: &str = "request,context_len,depth,layer,index_topk,
 pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError> {
     options.check()?;
     let name = manifest.display().to_string();
-    let text = crate::input::read_to_string(manifest).map_err(|e| CaptureError::io(format!("{name}: cannot read: {e}"), &e))?;
+    let text = crate::input::read_to_string(manifest)
+        .map_err(|e| CaptureError::io(format!("{name}: cannot read: {e}"), &e))?;
     let dir = manifest.parent().unwrap_or(Path::new("."));
     let mut warnings = Vec::new();
     let lines = manifest::parse(&text, &name, dir, &mut warnings)?;
     let c = options.compress_ratio;
-    let mut selections: Vec<Selection> = lines.into_iter().map(|line| Selection::new(line, options, &name, &mut warnings)).collect();
+    let mut selections: Vec<Selection> =
+        lines.into_iter().map(|line| Selection::new(line, options, &name, &mut warnings)).collect();
     assign_names(&mut selections, &name, "row", &mut warnings);
 
     // Files in order of first mention; each read once.
@@ -318,10 +327,17 @@ pub fn import(manifest: &Path, options: &Options) -> Result<Import, CaptureError
         if let Some(((q, r), idx)) = missing.first() {
             let line = &selections[idx[0]].line;
             let why = match info.rows.get(*q as usize) {
-                None => format!("request {q} does not exist: the file holds {} capture(s) (requests 0..{})", info.rows.len(), info.rows.len()),
+                None => format!(
+                    "request {q} does not exist: the file holds {} capture(s) (requests 0..{})",
+                    info.rows.len(),
+                    info.rows.len()
+                ),
                 Some(n) => format!("row {r} of request {q} does not exist: it has {n} rows (0..{n})"),
             };
-            return Err(CaptureError::input(format!("{file}: {why} (manifest {name} row {}, line {})", line.row_no, line.line)));
+            return Err(CaptureError::input(format!(
+                "{file}: {why} (manifest {name} row {}, line {})",
+                line.row_no, line.line
+            )));
         }
         files.push((file.clone(), info));
     }
@@ -363,7 +379,11 @@ fn assign_names(selections: &mut [Selection], source: &str, what: &str, warnings
         s.name = name;
     }
     if !renamed.is_empty() {
-        let more = if renamed.len() > RENAMES_SHOWN { format!(", and {} more", renamed.len() - RENAMES_SHOWN) } else { String::new() };
+        let more = if renamed.len() > RENAMES_SHOWN {
+            format!(", and {} more", renamed.len() - RENAMES_SHOWN)
+        } else {
+            String::new()
+        };
         warnings.push(format!(
             "{source}: {} request name(s) changed so that each request has one name of its own that selections.csv reads back as written (repeated labels numbered, control characters and surrounding spaces removed): {}{more}",
             renamed.len(),
@@ -408,11 +428,20 @@ impl Import {
     /// back is a failure of the importer, not of its input.
     pub fn checked_csv(&self, out: &str) -> Result<String, CaptureError> {
         let text = self.csv();
-        let internal = |m: String| CaptureError { kind: ErrorKind::Failure, message: format!("internal: {out}: the selection table does not read back: {m}") };
+        let internal = |m: String| CaptureError {
+            kind: ErrorKind::Failure,
+            message: format!("internal: {out}: the selection table does not read back: {m}"),
+        };
         let d = crate::measured::parse_csv(&text, out).map_err(|e| internal(e.to_string()))?;
         let layers = self.options.layers as usize;
-        if d.total_trials() != self.selections.len() as u64 || d.rows.iter().any(|r| r.layer_counts.as_ref().is_none_or(|c| c.len() != layers + 1)) {
-            return Err(internal(format!("{} requests × {layers} layers written, {} requests read", self.selections.len(), d.total_trials())));
+        if d.total_trials() != self.selections.len() as u64
+            || d.rows.iter().any(|r| r.layer_counts.as_ref().is_none_or(|c| c.len() != layers + 1))
+        {
+            return Err(internal(format!(
+                "{} requests × {layers} layers written, {} requests read",
+                self.selections.len(),
+                d.total_trials()
+            )));
         }
         Ok(text)
     }
@@ -471,8 +500,10 @@ impl Import {
                 e.1 += u64::from(hit);
             }
         }
-        let by_context: Vec<_> =
-            by_ctx.iter().map(|(&(l, layer), &(t, sel))| json!({"context_len": l, "layer": layer, "trials": t, "selected": sel})).collect();
+        let by_context: Vec<_> = by_ctx
+            .iter()
+            .map(|(&(l, layer), &(t, sel))| json!({"context_len": l, "layer": layer, "trials": t, "selected": sel}))
+            .collect();
         let layers: Vec<_> = self
             .per_layer()
             .iter()
@@ -495,8 +526,11 @@ impl Import {
             Some((p, k)) => json!({"mean_pairwise": p, "fleiss_kappa": k}),
             None => json!({"mean_pairwise": null, "fleiss_kappa": null}),
         };
-        let files: Vec<_> =
-            self.files.iter().map(|(f, i)| json!({"file": f, "layout": i.layout.name(), "captures": i.rows.len(), "rows": i.rows})).collect();
+        let files: Vec<_> = self
+            .files
+            .iter()
+            .map(|(f, i)| json!({"file": f, "layout": i.layout.name(), "captures": i.rows.len(), "rows": i.rows}))
+            .collect();
         json!({
             "manifest": self.manifest,
             "requests": self.selections.len(),
@@ -529,14 +563,20 @@ impl Import {
         let _ = writeln!(t, "layer  selected/trials  rate    95% CI");
         for (l, &(sel, n)) in self.per_layer().iter().enumerate() {
             let (lo, hi) = crate::stats::wilson(sel, n, crate::stats::Z95);
-            let _ = writeln!(t, "{l:>5}  {:>15}  {:.4}  [{lo:.4}, {hi:.4}]", format!("{sel}/{n}"), sel as f64 / n.max(1) as f64);
+            let _ = writeln!(
+                t,
+                "{l:>5}  {:>15}  {:.4}  [{lo:.4}, {hi:.4}]",
+                format!("{sel}/{n}"),
+                sel as f64 / n.max(1) as f64
+            );
         }
         match self.agreement() {
             Some((p, Some(k))) => {
                 let _ = writeln!(t, "cross-layer agreement: mean pairwise {p:.4}, Fleiss' kappa {k:.4}");
             }
             Some((p, None)) => {
-                let _ = writeln!(t, "cross-layer agreement: mean pairwise {p:.4} (every call the same: kappa undefined)");
+                let _ =
+                    writeln!(t, "cross-layer agreement: mean pairwise {p:.4} (every call the same: kappa undefined)");
             }
             None => {}
         }

@@ -176,12 +176,21 @@ fn read_npy(
     let header = npy_header(r)?;
     let dtype = match header.dtype() {
         npyz::DType::Plain(t) => t.to_string(),
-        other => return Err(ArrayError::new(format!("dtype {}: expected int32 ('<i4') or int64 ('<i8') indices", other.descr()))),
+        other => {
+            return Err(ArrayError::new(format!(
+                "dtype {}: expected int32 ('<i4') or int64 ('<i8') indices",
+                other.descr()
+            )))
+        }
     };
     let elem = match dtype.as_str() {
         "<i4" => Elem::I32,
         "<i8" => Elem::I64,
-        d => return Err(ArrayError::new(format!("dtype '{d}': expected little-endian int32 ('<i4') or int64 ('<i8') indices"))),
+        d => {
+            return Err(ArrayError::new(format!(
+                "dtype '{d}': expected little-endian int32 ('<i4') or int64 ('<i8') indices"
+            )))
+        }
     };
     if header.order() != npyz::Order::C {
         return Err(ArrayError::new("the array is in Fortran order: expected C order (NumPy's default)"));
@@ -256,7 +265,9 @@ fn shape_overflows(text: &[u8]) -> Option<String> {
         if !d.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        let Ok(v) = d.parse::<u64>() else { return Some(format!("shape dimension {} is too large", crate::input::echo(d))) };
+        let Ok(v) = d.parse::<u64>() else {
+            return Some(format!("shape dimension {} is too large", crate::input::echo(d)));
+        };
         product = match product.checked_mul(v) {
             Some(p) => p,
             None => return Some("the shape's element count exceeds 2^64".to_string()),
@@ -301,8 +312,12 @@ fn read_rows(
         if let Some(lines) = wants.get(&(request, row)) {
             vals.clear();
             match elem {
-                Elem::I32 => vals.extend(buf.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))),
-                Elem::I64 => vals.extend(buf.chunks_exact(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))),
+                Elem::I32 => {
+                    vals.extend(buf.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))))
+                }
+                Elem::I64 => vals.extend(
+                    buf.chunks_exact(8).map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])),
+                ),
             }
             on_row(lines, request, row, &vals).map_err(|e| ArrayError::new(e.message))?;
         }
@@ -350,7 +365,8 @@ fn read_npz(
         CaptureError::input(format!("{name}: the .npz has no `topk_index` array (it holds: {})", if shown.is_empty() { "nothing" } else { &shown }))
     })?;
     let mut r = BufReader::with_capacity(BUF, entry);
-    let rows = read_npy(&mut r, shape, 0, wants, on_row).map_err(|m| m.in_file(&format!("{name} (topk_index)"), None))?;
+    let rows =
+        read_npy(&mut r, shape, 0, wants, on_row).map_err(|m| m.in_file(&format!("{name} (topk_index)"), None))?;
     Ok(FileInfo { layout: Layout::Npz, rows: vec![rows] })
 }
 
@@ -368,7 +384,8 @@ fn read_json(
         |request, origin, chars| {
             let mut dec = base64::read::DecoderReader::new(chars, &STANDARD);
             let mut head = [0u8; 6];
-            let got = fill(&mut dec, &mut head).map_err(|e| ArrayError::from_io("start", e).in_file(name, Some(request)))?;
+            let got =
+                fill(&mut dec, &mut head).map_err(|e| ArrayError::from_io("start", e).in_file(name, Some(request)))?;
             let npy = match origin {
                 Origin::MetaInfo => false,
                 Origin::Choices => true,

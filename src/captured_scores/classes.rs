@@ -154,7 +154,11 @@ fn e_step(tails: &[QueryTail], classes: &[TailClass], floor: f64, needle: bool) 
     for q in tails {
         let a: Vec<f64> = classes.iter().map(|c| c.weight.ln() + ln_lik(q, c, floor, needle)).collect();
         let l = log_sum_exp(&a);
-        resp.push(if l.is_finite() { a.iter().map(|v| (v - l).exp()).collect() } else { vec![1.0 / classes.len() as f64; classes.len()] });
+        resp.push(if l.is_finite() {
+            a.iter().map(|v| (v - l).exp()).collect()
+        } else {
+            vec![1.0 / classes.len() as f64; classes.len()]
+        });
         marg.push(l);
     }
     (resp, marg)
@@ -180,7 +184,13 @@ impl Flat {
 
 /// The classes that maximise the expected log-likelihood given the responsibilities; each
 /// class's GPD refined from `prev`'s where given, else fitted from scratch.
-fn m_step(tails: &[QueryTail], flat: &Flat, mult: &[f64], resp: &[Vec<f64>], prev: Option<&[TailClass]>) -> Result<Vec<TailClass>, ScoresError> {
+fn m_step(
+    tails: &[QueryTail],
+    flat: &Flat,
+    mult: &[f64],
+    resp: &[Vec<f64>],
+    prev: Option<&[TailClass]>,
+) -> Result<Vec<TailClass>, ScoresError> {
     let k = resp.first().map_or(0, Vec::len);
     let total: f64 = mult.iter().sum();
     (0..k)
@@ -192,7 +202,9 @@ fn m_step(tails: &[QueryTail], flat: &Flat, mult: &[f64], resp: &[Vec<f64>], pre
             let exceed: f64 = tails.iter().zip(&wq).map(|(t, &w)| w * t.y.len() as f64).sum();
             let n: f64 = tails.iter().zip(&wq).map(|(t, &w)| w * t.n as f64).sum();
             if !(exceed >= MIN_EXCEEDANCES as f64) || !(n > exceed) {
-                return Err(ScoresError(format!("a tail class holds {exceed:.0} exceedances: a tail fit needs at least {MIN_EXCEEDANCES}")));
+                return Err(ScoresError(format!(
+                    "a tail class holds {exceed:.0} exceedances: a tail fit needs at least {MIN_EXCEEDANCES}"
+                )));
             }
             let w: Vec<f64> = flat.owner.iter().map(|&q| wq[q]).collect();
             let gpd = match prev {
@@ -201,7 +213,13 @@ fn m_step(tails: &[QueryTail], flat: &Flat, mult: &[f64], resp: &[Vec<f64>], pre
             };
             let needle_mean = tails.iter().zip(&wq).map(|(t, &w)| w * t.needle).sum::<f64>() / wsum;
             let var = tails.iter().zip(&wq).map(|(t, &w)| w * (t.needle - needle_mean).powi(2)).sum::<f64>() / wsum;
-            Ok(TailClass { weight: wsum / total, p_u: exceed / n, gpd, needle_mean, needle_sd: var.sqrt().max(NEEDLE_SD_FLOOR) })
+            Ok(TailClass {
+                weight: wsum / total,
+                p_u: exceed / n,
+                gpd,
+                needle_mean,
+                needle_sd: var.sqrt().max(NEEDLE_SD_FLOOR),
+            })
         })
         .collect()
 }
@@ -341,12 +359,23 @@ mod tests {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
         // 300 queries: 60% light (ξ = −0.1, σ = 0.35, p = 0.008), 40% heavy (ξ = 0.3, σ = 0.6,
         // p = 0.013).
-        let tails: Vec<QueryTail> = (0..300).map(|q| if q % 5 < 3 { query(2000, 0.008, -0.1, 0.35, &mut rng) } else { query(2000, 0.013, 0.3, 0.6, &mut rng) }).collect();
+        let tails: Vec<QueryTail> = (0..300)
+            .map(|q| {
+                if q % 5 < 3 {
+                    query(2000, 0.008, -0.1, 0.35, &mut rng)
+                } else {
+                    query(2000, 0.013, 0.3, 0.6, &mut rng)
+                }
+            })
+            .collect();
         let c = choose(&tails, MAX_CLASSES).unwrap();
         assert_eq!(c.classes(), 2, "{:?}", c.heldout);
         let mut cl = c.mixture.classes.clone();
         cl.sort_by(|a, b| a.gpd.xi.total_cmp(&b.gpd.xi));
-        assert!((cl[0].weight - 0.6).abs() < 0.08 && (cl[0].gpd.xi + 0.1).abs() < 0.12 && (cl[1].gpd.xi - 0.3).abs() < 0.15, "{cl:?}");
+        assert!(
+            (cl[0].weight - 0.6).abs() < 0.08 && (cl[0].gpd.xi + 0.1).abs() < 0.12 && (cl[1].gpd.xi - 0.3).abs() < 0.15,
+            "{cl:?}"
+        );
         // One law for every query: one class.
         let same: Vec<QueryTail> = (0..300).map(|_| query(2000, 0.01, 0.1, 0.5, &mut rng)).collect();
         let c = choose(&same, MAX_CLASSES).unwrap();
@@ -364,7 +393,10 @@ mod tests {
             let w: Vec<f64> = (0..t.y.len()).map(|i| 0.2 + (i % 7) as f64 / 7.0).collect();
             let grid = fit_gpd_weighted(&t.y, &w).unwrap();
             let newton = refine_gpd_weighted(&t.y, &w, Gpd { xi: grid.xi + 0.05, sigma: grid.sigma * 1.1 }).unwrap();
-            assert!((grid.xi - newton.xi).abs() < 1e-6 && (grid.sigma / newton.sigma - 1.0).abs() < 1e-6, "{grid:?} {newton:?}");
+            assert!(
+                (grid.xi - newton.xi).abs() < 1e-6 && (grid.sigma / newton.sigma - 1.0).abs() < 1e-6,
+                "{grid:?} {newton:?}"
+            );
         }
     }
 }

@@ -139,7 +139,10 @@ impl RecallModel for EmpiricalModel {
     fn recall(&self, s: &Scenario) -> Result<f64, EngineError> {
         s.validate()?;
         if let Some(why) = Self::unsupported(s) {
-            return Err(EngineError::NeedsExact(format!("the captured distractor law ({}) cannot model this scenario: {why}", self.law.source)));
+            return Err(EngineError::NeedsExact(format!(
+                "the captured distractor law ({}) cannot model this scenario: {why}",
+                self.law.source
+            )));
         }
         let g = Geometry::new(s);
         let attended = if g.always_attended {
@@ -153,6 +156,9 @@ impl RecallModel for EmpiricalModel {
     }
 
     fn describe(&self) -> String {
-        format!("the captured distractor law of {} (pooled standardised scores, generalised-Pareto tail; exact quadrature)", self.law.source)
+        format!(
+            "the captured distractor law of {} (pooled standardised scores, generalised-Pareto tail; exact quadrature)",
+            self.law.source
+        )
     }
 }

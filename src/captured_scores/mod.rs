@@ -29,9 +29,12 @@ pub mod top;
 
 use crate::error::{Classify, ErrorKind};
 
-pub use law::{EmpiricalLaw, EmpiricalModel};
 pub use classes::{ClassChoice, TailClass};
-pub use predict::{predict, predict_observed, predict_report, tail_classes, LayerClasses, LayerTail, Prediction, PredictOptions, Report, TailChoice, TailModel, Validation};
+pub use law::{EmpiricalLaw, EmpiricalModel};
+pub use predict::{
+    predict, predict_observed, predict_report, tail_classes, LayerClasses, LayerTail, PredictOptions, Prediction,
+    Report, TailChoice, TailModel, Validation,
+};
 pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};
 
@@ -69,7 +72,9 @@ impl QueryScores {
         let mut distractors = Vec::with_capacity(row.len().saturating_sub(1));
         for (j, &v) in row.iter().enumerate() {
             if v.is_nan() || v == f64::INFINITY {
-                return Err(ScoresError(format!("{where_}: candidate {j} scores {v} (scores must be finite; −inf marks a masked candidate)")));
+                return Err(ScoresError(format!(
+                    "{where_}: candidate {j} scores {v} (scores must be finite; −inf marks a masked candidate)"
+                )));
             }
             if j != needle_index && v != f64::NEG_INFINITY {
                 distractors.push(v);
@@ -189,7 +194,10 @@ mod tests {
         assert_eq!(q.distractors, vec![3.0, 2.0, 1.0, 0.5]);
         // 3.0 and 2.0 beat the needle's 1.0; the tie at 1.0 does not; −inf is no candidate.
         assert_eq!(q.rank(), 3);
-        assert!(QueryScores::from_row(&[1.0, f64::NAN, 0.0], 0, "f.npz: layer 0, query 2").unwrap_err().0.contains("query 2: candidate 1 scores NaN"));
+        assert!(QueryScores::from_row(&[1.0, f64::NAN, 0.0], 0, "f.npz: layer 0, query 2")
+            .unwrap_err()
+            .0
+            .contains("query 2: candidate 1 scores NaN"));
         assert!(QueryScores::from_row(&[1.0, 2.0, 0.0], 3, "t").is_err());
         assert!(QueryScores::from_row(&[f64::NEG_INFINITY, 2.0, 0.0], 0, "t").unwrap_err().0.contains("masked"));
     }

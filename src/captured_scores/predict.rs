@@ -44,9 +44,9 @@ use super::{CapturedScores, LayerScores, QueryScores, ScoresError};
 use crate::geometry::Geometry;
 use crate::scenario::Scenario;
 use crate::stats::binom_cdf;
-use statrs::function::gamma::ln_gamma;
 use rand::Rng;
 use rayon::prelude::*;
+use statrs::function::gamma::ln_gamma;
 
 /// How predictions are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,12 @@ pub struct PredictOptions {
 
 impl Default for PredictOptions {
     fn default() -> Self {
-        PredictOptions { resamples: 200, seed: crate::engine::DEFAULT_SEED, max_classes: classes::MAX_CLASSES, tail_model: TailChoice::Auto }
+        PredictOptions {
+            resamples: 200,
+            seed: crate::engine::DEFAULT_SEED,
+            max_classes: classes::MAX_CLASSES,
+            tail_model: TailChoice::Auto,
+        }
     }
 }
 
@@ -272,12 +277,19 @@ impl LayerModel {
         let lo = *pooled.last().expect("pooled is not empty: pooled[threshold_rank(..)] just above read it");
         let grid: Vec<f64> = (0..GRID).map(|i| lo + (u - lo) * i as f64 / (GRID - 1) as f64).collect();
         let counts = z.iter().map(|zq| grid.iter().map(|&g| zq.partition_point(|&v| v > g) as u32).collect()).collect();
-        let tails = z.iter().zip(&needle).map(|(zq, &x)| QueryTail { n: zq.len(), y: zq.iter().take_while(|&&v| v > u).map(|v| v - u).collect(), needle: x }).collect();
+        let tails = z
+            .iter()
+            .zip(&needle)
+            .map(|(zq, &x)| QueryTail {
+                n: zq.len(),
+                y: zq.iter().take_while(|&&v| v > u).map(|v| v - u).collect(),
+                needle: x,
+            })
+            .collect();
         let own = layer.queries.iter().map(|q| (q.distractors.len() as u64, q.above(q.needle) as u64)).collect();
         let ties = layer.queries.iter().map(|q| q.distractors.iter().filter(|&&d| d == q.needle).count()).collect();
         LayerModel { z, pooled, u, needle, grid, counts, tails, own, ties }
     }
-
 
     /// The pooled fraction of distractors above x (exact, from the pooled sample).
     fn pooled_sf(&self, x: f64) -> f64 {
@@ -303,7 +315,8 @@ impl LayerModel {
             return (0..self.z.len()).map(|q| vec![(1.0, self.survival(q, Some(&g)))]).collect();
         }
         let ncls = m.classes.len();
-        let denom: Vec<f64> = (0..ncls).map(|c| self.z.iter().zip(&m.resp).map(|(zq, r)| r[c] * zq.len() as f64).sum()).collect();
+        let denom: Vec<f64> =
+            (0..ncls).map(|c| self.z.iter().zip(&m.resp).map(|(zq, r)| r[c] * zq.len() as f64).sum()).collect();
         (0..self.z.len())
             .map(|q| {
                 let x = self.needle[q];
@@ -313,7 +326,12 @@ impl LayerModel {
                         let sf = if x > self.u {
                             cl.p_u * cl.gpd.sf(x - self.u)
                         } else {
-                            self.z.iter().zip(&m.resp).map(|(zq, r)| r[c] * zq.partition_point(|&v| v > x) as f64).sum::<f64>() / denom[c]
+                            self.z
+                                .iter()
+                                .zip(&m.resp)
+                                .map(|(zq, r)| r[c] * zq.partition_point(|&v| v > x) as f64)
+                                .sum::<f64>()
+                                / denom[c]
                         };
                         (m.resp[q][c], sf)
                     })
@@ -398,12 +416,20 @@ impl LayerModel {
     /// mass its Q scales ([`top::mass_nodes`]).
     fn top_part(&self, weight: f64, tops: Vec<QueryTop>, fit: TopFit) -> TopPart {
         let post = fit.posteriors(None);
-        let nodes = post.into_iter().enumerate().map(|(q, p)| if self.needle[q] > tops[q].u && tops[q].above > 0 { p } else { Vec::new() }).collect();
+        let nodes = post
+            .into_iter()
+            .enumerate()
+            .map(|(q, p)| if self.needle[q] > tops[q].u && tops[q].above > 0 { p } else { Vec::new() })
+            .collect();
         let mut cache = std::collections::HashMap::new();
         let mass = tops
             .iter()
             .enumerate()
-            .map(|(q, t)| *cache.entry((t.mass_count(self.needle[q], self.own[q].1 as usize), t.n)).or_insert_with_key(|&(s, n)| top::mass_nodes(s, n)))
+            .map(|(q, t)| {
+                *cache
+                    .entry((t.mass_count(self.needle[q], self.own[q].1 as usize), t.n))
+                    .or_insert_with_key(|&(s, n)| top::mass_nodes(s, n))
+            })
             .collect();
         TopPart { weight, tops, fit, nodes, mass }
     }
@@ -427,7 +453,9 @@ impl LayerModel {
                         if p.nodes[q].is_empty() {
                             pairs.push((p.weight * mw, self.top_q(p, q, None, i)));
                         } else {
-                            pairs.extend(p.nodes[q].iter().map(|&(g, w)| (p.weight * w * mw, self.top_q(p, q, Some(g), i))));
+                            pairs.extend(
+                                p.nodes[q].iter().map(|&(g, w)| (p.weight * w * mw, self.top_q(p, q, Some(g), i))),
+                            );
                         }
                     }
                 }
@@ -451,12 +479,23 @@ struct TopPart {
 /// Per query, P(selected in this layer) at every cell from its (weight, Q) pairs and, where
 /// given, its own draw ([`selected`]); 0 for queries of weight 0 and for cells where the
 /// needle is always attended or there is no candidate (those do not read it).
-fn layer_selection(sf: &Survival, own: Option<&[Own]>, weights: Option<&[u32]>, cells: &[(Scenario, Geometry)]) -> Vec<Vec<f64>> {
+fn layer_selection(
+    sf: &Survival,
+    own: Option<&[Own]>,
+    weights: Option<&[u32]>,
+    cells: &[(Scenario, Geometry)],
+) -> Vec<Vec<f64>> {
     (0..sf.len())
         .map(|q| {
             cells
                 .iter()
-                .map(|(_, g)| if weights.is_some_and(|w| w[q] == 0) { 0.0 } else { cell_selection(g, &sf[q], own.map(|o| o[q])) })
+                .map(|(_, g)| {
+                    if weights.is_some_and(|w| w[q] == 0) {
+                        0.0
+                    } else {
+                        cell_selection(g, &sf[q], own.map(|o| o[q]))
+                    }
+                })
                 .collect()
         })
         .collect()
@@ -485,7 +524,8 @@ impl TopTable {
     fn new(m: &LayerModel, parts: &[TopPart], cells: &[(Scenario, Geometry)]) -> TopTable {
         // Averaged over the query's mass nodes: they do not move with a resample.
         let one = |p: &TopPart, q: usize, node: Option<usize>| -> Vec<f64> {
-            let pairs: Vec<(f64, f64)> = (0..top::MASS_NODES).map(|i| (1.0 / top::MASS_NODES as f64, m.top_q(p, q, node, i))).collect();
+            let pairs: Vec<(f64, f64)> =
+                (0..top::MASS_NODES).map(|i| (1.0 / top::MASS_NODES as f64, m.top_q(p, q, node, i))).collect();
             cells.iter().map(|(_, g)| cell_selection(g, &pairs, Some(m.own[q]))).collect()
         };
         let sel = parts
@@ -493,7 +533,13 @@ impl TopTable {
             .map(|p| {
                 (0..m.z.len())
                     .into_par_iter()
-                    .map(|q| if p.nodes[q].is_empty() { vec![one(p, q, None)] } else { p.nodes[q].iter().map(|&(g, _)| one(p, q, Some(g))).collect() })
+                    .map(|q| {
+                        if p.nodes[q].is_empty() {
+                            vec![one(p, q, None)]
+                        } else {
+                            p.nodes[q].iter().map(|&(g, _)| one(p, q, Some(g))).collect()
+                        }
+                    })
                     .collect()
             })
             .collect();
@@ -510,7 +556,10 @@ impl TopTable {
                 let w: Vec<f64> = if p.nodes[q].is_empty() {
                     vec![1.0]
                 } else {
-                    let a: Vec<f64> = p.nodes[q].iter().map(|&(g, _)| p.fit.loglik[q][g] - 0.5 * ((p.fit.ln_sigma[g] - mu) / tau).powi(2)).collect();
+                    let a: Vec<f64> = p.nodes[q]
+                        .iter()
+                        .map(|&(g, _)| p.fit.loglik[q][g] - 0.5 * ((p.fit.ln_sigma[g] - mu) / tau).powi(2))
+                        .collect();
                     let top = a.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let e: Vec<f64> = a.iter().map(|v| (v - top).exp()).collect();
                     let s: f64 = e.iter().sum();
@@ -558,7 +607,9 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
                 .iter()
                 .map(|model| {
                     let sf = match model {
-                        TailModel::Classes => classes::choose(&m.tails, max_classes).map(|ch| m.class_survival(&ch.mixture)),
+                        TailModel::Classes => {
+                            classes::choose(&m.tails, max_classes).map(|ch| m.class_survival(&ch.mixture))
+                        }
                         TailModel::QueryTop(f) => {
                             let tops = m.tops(*f);
                             m.top_fit(&tops, None).map(|fit| m.tops_survival(&[m.top_part(1.0, tops, fit)]))
@@ -568,7 +619,16 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
                     Some(
                         VALIDATION_KS
                             .iter()
-                            .map(|&k| layer.queries.iter().enumerate().map(|(q, qs)| selected(qs.distractors.len() as u64, k_of(qs, k), &sf[q], Some(m.own[q]))).collect())
+                            .map(|&k| {
+                                layer
+                                    .queries
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(q, qs)| {
+                                        selected(qs.distractors.len() as u64, k_of(qs, k), &sf[q], Some(m.own[q]))
+                                    })
+                                    .collect()
+                            })
                             .collect(),
                     )
                 })
@@ -594,7 +654,8 @@ fn validate_layer(layer: &LayerScores, models: &[TailModel], max_classes: usize,
                     })
                     .collect();
                 let mean = d.iter().sum::<f64>() / nq as f64;
-                let var = if nq > 1 { d.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (nq - 1) as f64 } else { 0.0 };
+                let var =
+                    if nq > 1 { d.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (nq - 1) as f64 } else { 0.0 };
                 errors.push(mean);
                 ses.push((var / nq as f64).sqrt());
             }
@@ -618,7 +679,11 @@ enum Fitted {
 fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Result<(LayerTail, Fitted), ScoresError> {
     let candidates = opts.tail_model.candidates();
     let enough = layer.queries.iter().all(|q| q.distractors.len() >= MIN_VALIDATION_DISTRACTORS);
-    let validation = if candidates.len() > 1 && enough { validate_layer(layer, &candidates, opts.max_classes, opts.seed) } else { Vec::new() };
+    let validation = if candidates.len() > 1 && enough {
+        validate_layer(layer, &candidates, opts.max_classes, opts.seed)
+    } else {
+        Vec::new()
+    };
     // The classes stay unless their validation error is beyond SWITCH_SE standard errors at
     // some k: the query-top model is an estimator chosen for what it predicts, not a likelihood
     // (super::top), so it replaces the classes only on evidence that they are biased, not on a
@@ -645,7 +710,11 @@ fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Resu
     // other way (BM25: 0.25% high at k = 1, 0.5% low at k = 4 and 16).
     let mixture: Vec<(TailModel, f64)> = if matches!(best, Some(TailModel::QueryTop(_))) {
         let scale = common_scale(&validation);
-        let weighted: Vec<(TailModel, f64)> = validation.iter().filter(|v| v.model != TailModel::Classes).filter_map(|v| v.ln_weight(&scale).map(|l| (v.model, l))).collect();
+        let weighted: Vec<(TailModel, f64)> = validation
+            .iter()
+            .filter(|v| v.model != TailModel::Classes)
+            .filter_map(|v| v.ln_weight(&scale).map(|l| (v.model, l)))
+            .collect();
         let top = weighted.iter().map(|w| w.1).fold(f64::NEG_INFINITY, f64::max);
         let total: f64 = weighted.iter().map(|(_, l)| (l - top).exp()).sum();
         weighted.iter().map(|&(m, l)| (m, (l - top).exp() / total)).collect()
@@ -703,7 +772,8 @@ pub fn hypergeom_cdf(n: u64, a: u64, m: u64, j: u64) -> f64 {
     if j < lo {
         return 0.0;
     }
-    let ln_choose = |n: u64, r: u64| ln_gamma(n as f64 + 1.0) - ln_gamma(r as f64 + 1.0) - ln_gamma((n - r) as f64 + 1.0);
+    let ln_choose =
+        |n: u64, r: u64| ln_gamma(n as f64 + 1.0) - ln_gamma(r as f64 + 1.0) - ln_gamma((n - r) as f64 + 1.0);
     // ln P(X = lo), then the ratio of consecutive terms; summed in logs (the first terms can be
     // far below the last).
     let mut lp = ln_choose(a, lo) + ln_choose(n - a, m - lo) - ln_choose(n, m);
@@ -737,8 +807,17 @@ fn selected(d: u64, k_eff: u64, pairs: &[(f64, f64)], own: Option<Own>) -> f64 {
 /// Mean recall over the queries (weighted by `weights`, or all once) for every scenario, given
 /// each layer's (class weight, Q) pairs per query and, where given, each layer's own draws per
 /// query ([`selected`]).
-fn mean_recall(survival: &[Survival], own: Option<&[Vec<Own>]>, weights: Option<&[u32]>, cells: &[(Scenario, Geometry)]) -> Vec<f64> {
-    let sel: Vec<Vec<Vec<f64>>> = survival.iter().enumerate().map(|(l, sl)| layer_selection(sl, own.map(|o| o[l].as_slice()), weights, cells)).collect();
+fn mean_recall(
+    survival: &[Survival],
+    own: Option<&[Vec<Own>]>,
+    weights: Option<&[u32]>,
+    cells: &[(Scenario, Geometry)],
+) -> Vec<f64> {
+    let sel: Vec<Vec<Vec<f64>>> = survival
+        .iter()
+        .enumerate()
+        .map(|(l, sl)| layer_selection(sl, own.map(|o| o[l].as_slice()), weights, cells))
+        .collect();
     mean_selected(&sel, weights, cells)
 }
 
@@ -849,11 +928,16 @@ pub fn predict_report(
     let fit = |m: &LayerModel, idx: &mut dyn Iterator<Item = usize>| fit_gpd(&excesses(&m.z, m.u, idx));
     // One class is the pooled fit of every query's excesses (the first M-step is that fit, bit
     // for bit); more classes only where held-out likelihood supports them.
-    let fits: Vec<(LayerTail, Fitted)> = models.iter().zip(&c.layers).map(|(m, l)| fit_layer(m, l, &opts)).collect::<Result<_, _>>()?;
+    let fits: Vec<(LayerTail, Fitted)> =
+        models.iter().zip(&c.layers).map(|(m, l)| fit_layer(m, l, &opts)).collect::<Result<_, _>>()?;
     let cells: Vec<(Scenario, Geometry)> = cells.iter().map(|s| (s.clone(), Geometry::new(s))).collect();
     let own: Vec<Vec<Own>> = models.iter().map(|m| m.own.clone()).collect();
     // The query-top layers' selection probabilities at every posterior node, once.
-    let top_tables: Vec<Option<TopTable>> = models.iter().zip(&fits).map(|(m, (_, f))| if let Fitted::Tops(parts) = f { Some(TopTable::new(m, parts, &cells)) } else { None }).collect();
+    let top_tables: Vec<Option<TopTable>> = models
+        .iter()
+        .zip(&fits)
+        .map(|(m, (_, f))| if let Fitted::Tops(parts) = f { Some(TopTable::new(m, parts, &cells)) } else { None })
+        .collect();
     let all = vec![1u32; n];
     let point_sel: Vec<Vec<Vec<f64>>> = models
         .iter()
@@ -861,12 +945,18 @@ pub fn predict_report(
         .zip(&top_tables)
         .enumerate()
         .map(|(l, ((m, (_, f)), table))| match (f, table) {
-            (Fitted::Tops(parts), Some(table)) => table.resampled(parts, &parts.iter().map(|p| (p.fit.prior.mu, p.fit.prior.tau)).collect::<Vec<_>>(), &all, cells.len()),
+            (Fitted::Tops(parts), Some(table)) => table.resampled(
+                parts,
+                &parts.iter().map(|p| (p.fit.prior.mu, p.fit.prior.tau)).collect::<Vec<_>>(),
+                &all,
+                cells.len(),
+            ),
             (Fitted::Classes(ch), _) => layer_selection(&m.class_survival(&ch.mixture), Some(&own[l]), None, &cells),
             (Fitted::Tops(_), None) => unreachable!("every query-top layer has its table"),
         })
         .collect();
-    let empirical_sf: Vec<Survival> = models.iter().map(|m| (0..n).map(|q| vec![(1.0, m.survival(q, None))]).collect()).collect();
+    let empirical_sf: Vec<Survival> =
+        models.iter().map(|m| (0..n).map(|q| vec![(1.0, m.survival(q, None))]).collect()).collect();
     let point = mean_selected(&point_sel, None, &cells);
     let empirical = mean_recall(&empirical_sf, None, None, &cells);
     // The bootstrap: resample queries (as needles and as distractor samples alike), refit each
@@ -901,7 +991,12 @@ pub fn predict_report(
                             let laws: Vec<(f64, f64)> = parts
                                 .iter()
                                 .map(|p| {
-                                    let (mu, tau, _) = top::fit_scale_law(&p.fit.loglik, &p.fit.ln_sigma, &mult, (p.fit.prior.mu, p.fit.prior.tau));
+                                    let (mu, tau, _) = top::fit_scale_law(
+                                        &p.fit.loglik,
+                                        &p.fit.ln_sigma,
+                                        &mult,
+                                        (p.fit.prior.mu, p.fit.prior.tau),
+                                    );
                                     (mu, tau)
                                 })
                                 .collect();
@@ -937,7 +1032,13 @@ pub fn predict_report(
         .map(|(i, (s, g))| {
             let mut v: Vec<f64> = reps.iter().map(|r| r[i]).collect();
             v.sort_by(|a, b| a.total_cmp(b));
-            let at = |p: f64| if v.is_empty() { point[i] } else { v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)] };
+            let at = |p: f64| {
+                if v.is_empty() {
+                    point[i]
+                } else {
+                    v[((p * (v.len() - 1) as f64).round() as usize).min(v.len() - 1)]
+                }
+            };
             Prediction {
                 context_len: s.context_len,
                 index_topk: s.index_topk,
@@ -969,11 +1070,22 @@ mod tests {
     fn the_subsample_law_is_the_hypergeometric() {
         // Against statrs' Hypergeometric (population n, a successes, m draws), at small and
         // capture-sized populations, both ends of the support and far tails.
-        for &(n, a, m) in &[(10u64, 3u64, 4u64), (50, 20, 45), (1999, 0, 999), (1999, 7, 999), (1999, 40, 1999), (1999, 300, 120), (1999, 1500, 1000)] {
+        for &(n, a, m) in &[
+            (10u64, 3u64, 4u64),
+            (50, 20, 45),
+            (1999, 0, 999),
+            (1999, 7, 999),
+            (1999, 40, 1999),
+            (1999, 300, 120),
+            (1999, 1500, 1000),
+        ] {
             let h = Hypergeometric::new(n, a, m).unwrap();
             for j in 0..=m.min(a) + 1 {
                 let (ours, theirs) = (hypergeom_cdf(n, a, m, j), h.cdf(j));
-                assert!((ours - theirs).abs() < 1e-11 * theirs.max(1e-300).max(1e-3), "n={n} a={a} m={m} j={j}: {ours} vs {theirs}");
+                assert!(
+                    (ours - theirs).abs() < 1e-11 * theirs.max(1e-300).max(1e-3),
+                    "n={n} a={a} m={m} j={j}: {ours} vs {theirs}"
+                );
             }
         }
     }
@@ -989,6 +1101,10 @@ mod tests {
         assert_eq!(selected(9999, 2, &pairs, Some((1999, 2))), 0.0);
         let direct = 0.25 * binom_cdf(8000, 1, 1e-4) + 0.75 * binom_cdf(8000, 1, 3e-4);
         assert!((selected(9999, 4, &pairs, Some((1999, 2))) - direct).abs() < 1e-15);
-        assert!((selected(9999, 4, &pairs, None) - (0.25 * binom_cdf(9999, 3, 1e-4) + 0.75 * binom_cdf(9999, 3, 3e-4))).abs() < 1e-15);
+        assert!(
+            (selected(9999, 4, &pairs, None) - (0.25 * binom_cdf(9999, 3, 1e-4) + 0.75 * binom_cdf(9999, 3, 3e-4)))
+                .abs()
+                < 1e-15
+        );
     }
 }

@@ -49,7 +49,8 @@ fn member<'a, R: Read + std::io::Seek>(
     // The header goes through the capture reader's checks first (its size, its nesting, a
     // shape whose element count overflows: npyz would allocate or multiply unchecked).
     let mut file = file;
-    let header = crate::capture::read::npy_header(&mut file).map_err(|e| err(path, format!("{name}: not a valid .npy member ({e})")))?;
+    let header = crate::capture::read::npy_header(&mut file)
+        .map_err(|e| err(path, format!("{name}: not a valid .npy member ({e})")))?;
     let npy = NpyFile::with_header(header, file);
     if npy.order() == Order::Fortran {
         return Err(err(path, format!("{name}: Fortran-ordered array; save it C-ordered (np.ascontiguousarray)")));
@@ -105,7 +106,9 @@ fn integers<R: Read>(path: &Path, name: &str, npy: NpyFile<R>) -> Result<Array<i
 fn rows_cols(path: &Path, name: &str, shape: &[u64]) -> Result<(usize, usize), ScoresError> {
     match shape {
         [q, c] | [1, q, c] => Ok((*q as usize, *c as usize)),
-        _ => Err(err(path, format!("{name}: shape {shape:?} is not (queries, candidates) or (1, queries, candidates)"))),
+        _ => {
+            Err(err(path, format!("{name}: shape {shape:?} is not (queries, candidates) or (1, queries, candidates)")))
+        }
     }
 }
 
@@ -149,20 +152,30 @@ pub fn read_file(path: &Path) -> Result<CapturedScores, ScoresError> {
         }
         per_layer.sort();
         if per_layer.is_empty() {
-            return Err(err(path, "no `scores` array and no per-layer `indexer_scores_0`, `indexer_scores_1`, … arrays"));
+            return Err(err(
+                path,
+                "no `scores` array and no per-layer `indexer_scores_0`, `indexer_scores_1`, … arrays",
+            ));
         }
         if let Some((i, _)) = per_layer.iter().enumerate().find(|(i, (l, _))| i != l) {
-            return Err(err(path, format!("indexer_scores_{i} is missing (layers must be numbered 0, 1, … without gaps)")));
+            return Err(err(
+                path,
+                format!("indexer_scores_{i} is missing (layers must be numbered 0, 1, … without gaps)"),
+            ));
         }
         names = per_layer.into_iter().map(|(_, n)| n).collect();
     }
     let mut layers = Vec::with_capacity(names.len());
     for (l, name) in names.iter().enumerate() {
-        let npy = member(path, &mut zip, name)?.ok_or_else(|| err(path, format!("{name}: listed in the archive but not readable by that name")))?;
+        let npy = member(path, &mut zip, name)?
+            .ok_or_else(|| err(path, format!("{name}: listed in the archive but not readable by that name")))?;
         let a = floats(path, name, npy, &mut budget)?;
         let (rows, cols) = rows_cols(path, name, &a.shape)?;
         if cols < 3 {
-            return Err(err(path, format!("{name}: {cols} candidates per query; a rank needs the needle and at least 2 distractors")));
+            return Err(err(
+                path,
+                format!("{name}: {cols} candidates per query; a rank needs the needle and at least 2 distractors"),
+            ));
         }
         if rows != needle.values.len() {
             return Err(err(path, format!("{name}: {rows} queries but needle_index has {}", needle.values.len())));

@@ -107,7 +107,8 @@ pub fn fit_gpd_weighted(y: &[f64], w: &[f64]) -> Result<Gpd, ScoresError> {
     // Golden section between the best grid point's neighbours (the profile is unimodal there),
     // at most 80 steps.
     let (a, b) = (grid[best.saturating_sub(1)], grid[(best + 1).min(grid.len() - 1)]);
-    let [(c, fc), (d, fd)] = golden_section(f, a, b, |a, b, i| i > 0 && ((b - a).abs() <= 1e-12 * (a.abs() + b.abs()) + 1e-300 || i >= 80));
+    let [(c, fc), (d, fd)] =
+        golden_section(f, a, b, |a, b, i| i > 0 && ((b - a).abs() <= 1e-12 * (a.abs() + b.abs()) + 1e-300 || i >= 80));
     let candidates = [(grid[best], vals[best]), (c, fc), (d, fd)];
     let (theta, _) = candidates.iter().cloned().min_by(|x, y| x.1.total_cmp(&y.1)).expect("three candidates");
     // f is +∞ only where profile is None, and θ's value is at most the finite vals[best].
@@ -187,7 +188,8 @@ pub fn refine_gpd_weighted(y: &[f64], w: &[f64], start: Gpd) -> Result<Gpd, Scor
         theta = cand;
         cur = e;
         if moved <= 1e-9 * theta.abs() {
-            let (_, xi) = profile(y, w, wsum, mean, theta).ok_or_else(|| ScoresError("the tail fit left its domain".into()))?;
+            let (_, xi) =
+                profile(y, w, wsum, mean, theta).ok_or_else(|| ScoresError("the tail fit left its domain".into()))?;
             return Ok(Gpd { xi, sigma: xi / theta });
         }
     }
@@ -367,7 +369,12 @@ mod tests {
 /// starting points, with its own rule for ties). Written here (for the tail fits' one-dimensional
 /// profiles, `tail` and `top`) because a crate's line search would not stop where these must:
 /// at a bracket width relative to the shape's scale, without re-evaluating the points it keeps.
-pub(crate) fn golden_section(mut f: impl FnMut(f64) -> f64, mut a: f64, mut b: f64, stop: impl Fn(f64, f64, usize) -> bool) -> [(f64, f64); 2] {
+pub(crate) fn golden_section(
+    mut f: impl FnMut(f64) -> f64,
+    mut a: f64,
+    mut b: f64,
+    stop: impl Fn(f64, f64, usize) -> bool,
+) -> [(f64, f64); 2] {
     const G: f64 = 0.618_033_988_749_894_9;
     let (mut c, mut d) = (b - G * (b - a), a + G * (b - a));
     let (mut fc, mut fd) = (f(c), f(d));

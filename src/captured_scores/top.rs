@@ -73,7 +73,8 @@ pub fn mass_nodes(s: usize, n: usize) -> [f64; MASS_NODES] {
     if s >= n {
         return [1.0; MASS_NODES];
     }
-    let b = Beta::new(s as f64, (n - s) as f64).expect("0 < s < n (checked above): both shapes are positive and finite");
+    let b =
+        Beta::new(s as f64, (n - s) as f64).expect("0 < s < n (checked above): both shapes are positive and finite");
     std::array::from_fn(|i| b.inverse_cdf((i as f64 + 0.5) / MASS_NODES as f64))
 }
 
@@ -225,7 +226,11 @@ fn marginal(table: &[Vec<f64>], lp: &[f64], mult: &[f64], mut post: Option<&mut 
         }
         if let Some(p) = post.as_deref_mut() {
             // (No grid scale can hold the query's excesses: its posterior says nothing.)
-            p[q] = if z.is_finite() { a.iter().map(|v| (v - z).exp()).collect() } else { vec![1.0 / a.len() as f64; a.len()] };
+            p[q] = if z.is_finite() {
+                a.iter().map(|v| (v - z).exp()).collect()
+            } else {
+                vec![1.0 / a.len() as f64; a.len()]
+            };
         }
     }
     total
@@ -271,7 +276,9 @@ pub fn fit_prior(tops: &[QueryTop], sorted: &[&[f64]], mult: Option<&[f64]>) -> 
     let mult = mult.unwrap_or(&ones);
     let with_top = tops.iter().zip(mult).filter(|(t, &m)| t.above > 0 && m > 0.0).count();
     if with_top < MIN_QUERIES {
-        return Err(ScoresError(format!("{with_top} queries with a top: the query-top tail model needs at least {MIN_QUERIES}")));
+        return Err(ScoresError(format!(
+            "{with_top} queries with a top: the query-top tail model needs at least {MIN_QUERIES}"
+        )));
     }
     let ln_sigma = grid(tops);
     // Start the scale law at the queries' own ln(mean excess): mean and sd.
@@ -297,7 +304,11 @@ pub fn fit_prior(tops: &[QueryTop], sorted: &[&[f64]], mult: Option<&[f64]>) -> 
     // comparison and tie goes as it would on the profile itself).
     let [(c, fc), (d, fd)] = super::tail::golden_section(|x| -profile(x).2, a, b, |a, b, _| !(b - a > 1e-4));
     let (fc, fd) = (-fc, -fd);
-    let xi = [(coarse[best], vals[best]), (c, fc), (d, fd)].into_iter().max_by(|x, y| x.1.total_cmp(&y.1)).expect("three candidates").0;
+    let xi = [(coarse[best], vals[best]), (c, fc), (d, fd)]
+        .into_iter()
+        .max_by(|x, y| x.1.total_cmp(&y.1))
+        .expect("three candidates")
+        .0;
     let table = loglik_table(tops, sorted, xi, &ln_sigma);
     let (mu, tau, _) = fit_scale_law(&table, &ln_sigma, mult, start);
     Ok(TopFit { prior: TopPrior { xi, mu, tau }, ln_sigma, loglik: table })
@@ -412,12 +423,16 @@ mod known_truth {
                 let y = 3.0 * t.scale;
                 truth += Gpd { xi, sigma: sigmas[q] }.sf(y);
                 predicted += post[q].iter().map(|&(g, w)| w * fit.gpd(g).sf(y)).sum::<f64>();
-                let best = (0..fit.ln_sigma.len()).max_by(|&a, &b| fit.loglik[q][a].total_cmp(&fit.loglik[q][b])).unwrap();
+                let best =
+                    (0..fit.ln_sigma.len()).max_by(|&a, &b| fit.loglik[q][a].total_cmp(&fit.loglik[q][b])).unwrap();
                 plug += Gpd { xi: p.xi, sigma: fit.ln_sigma[best].exp() }.sf(y);
             }
             let n = tops.len() as f64;
             eprintln!("  truth {:.5} posterior {:.5} plug-in {:.5}", truth / n, predicted / n, plug / n);
-            assert!((p.xi - xi).abs() < 0.13 && (p.mu - mu).abs() < 0.16 && (p.tau - tau).abs() < 0.19, "seed {seed}: {p:?}");
+            assert!(
+                (p.xi - xi).abs() < 0.13 && (p.mu - mu).abs() < 0.16 && (p.tau - tau).abs() < 0.19,
+                "seed {seed}: {p:?}"
+            );
             assert!((predicted / truth - 1.0).abs() < 0.24, "seed {seed}: posterior {predicted} vs truth {truth}");
             // What the posterior corrects: its own scale plugged in, a query's far tail is too
             // light (Jensen: the survival is convex in the scale there).

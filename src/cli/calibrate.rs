@@ -46,7 +46,9 @@ pub fn spinner() -> impl Fn(u64) + Send + Sync {
     use std::io::IsTerminal;
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new_spinner().with_finish(indicatif::ProgressFinish::AndClear);
-        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} fitting: {pos} model evaluations ({per_sec}), {elapsed}") {
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{spinner} fitting: {pos} model evaluations ({per_sec}), {elapsed}")
+        {
             bar.set_style(style);
         }
         bar

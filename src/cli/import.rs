@@ -7,8 +7,8 @@ use crate::calibrate::parse_predict_specs;
 use crate::calibrate::predict::grid_points;
 use crate::captured_scores::{self as cs, PredictOptions};
 use crate::scenario::Scenario;
-use serde_json::json;
 use dsa_sim::output::{OutputError, OutputLock};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `dsa-sim import`.
@@ -316,13 +316,21 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
     let tails: Vec<cs::TailSummary> = capture
         .layers
         .iter()
-        .map(|l| cs::tail::summarise(l, &cs::tail::standardised(l)).map_err(|e| CliError::input(format!("{}: {e}", args.file.display()))))
+        .map(|l| {
+            cs::tail::summarise(l, &cs::tail::standardised(l))
+                .map_err(|e| CliError::input(format!("{}: {e}", args.file.display())))
+        })
         .collect::<Result<_, _>>()?;
-    let opts = PredictOptions { resamples: args.resamples, seed: args.seed, max_classes: args.tail_classes, tail_model: match args.tail_model {
-        TailModelArg::Auto => cs::TailChoice::Auto,
-        TailModelArg::Classes => cs::TailChoice::Classes,
-        TailModelArg::QueryTop => cs::TailChoice::QueryTop,
-    } };
+    let opts = PredictOptions {
+        resamples: args.resamples,
+        seed: args.seed,
+        max_classes: args.tail_classes,
+        tail_model: match args.tail_model {
+            TailModelArg::Auto => cs::TailChoice::Auto,
+            TailModelArg::Classes => cs::TailChoice::Classes,
+            TailModelArg::QueryTop => cs::TailChoice::QueryTop,
+        },
+    };
     let (predictions, classes, tail_models) = if cells.is_empty() {
         (Vec::new(), Vec::new(), Vec::new())
     } else {
@@ -388,7 +396,14 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
         }));
     }
     let mut out = String::new();
-    outln!(out, "captured scores: {} ({} layer{}, {} queries)", args.file.display(), capture.layers.len(), if capture.layers.len() == 1 { "" } else { "s" }, capture.queries());
+    outln!(
+        out,
+        "captured scores: {} ({} layer{}, {} queries)",
+        args.file.display(),
+        capture.layers.len(),
+        if capture.layers.len() == 1 { "" } else { "s" },
+        capture.queries()
+    );
     for (r, t) in ranks.iter().zip(&tails) {
         outln!(out, "layer {} (median {} candidates per query):", r.layer, r.median_candidates);
         let q: Vec<String> = r.quantiles.iter().map(|(p, v)| format!("{:.0}% {v}", p * 100.0)).collect();
@@ -422,7 +437,10 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
         );
         for t in &tail_models {
             let how = match (&t.model, t.top_prior) {
-                (cs::TailModel::QueryTop(_), Some(p)) => format!(" (shared shape xi = {:.3}; the queries' scales, in sd units: ln sigma ~ N({:.3}, {:.3}^2))", p.xi, p.mu, p.tau),
+                (cs::TailModel::QueryTop(_), Some(p)) => format!(
+                    " (shared shape xi = {:.3}; the queries' scales, in sd units: ln sigma ~ N({:.3}, {:.3}^2))",
+                    p.xi, p.mu, p.tau
+                ),
                 _ => String::new(),
             };
             outln!(out, "  layer {}: {}{how}", t.layer, t.model);
@@ -431,28 +449,65 @@ fn scores(args: &ScoresArgs) -> Result<(), CliError> {
                 outln!(out, "    mixed: {}", w.join(", "));
             }
             for v in &t.validation {
-                let e = v.errors.as_ref().zip(v.standard_errors.as_ref()).map_or("could not be fitted on a half".to_string(), |(e, se)| {
-                    e.iter().zip(se).map(|(x, se)| format!("{x:+.4} ({se:.4})")).collect::<Vec<_>>().join(" ")
-                });
+                let e = v.errors.as_ref().zip(v.standard_errors.as_ref()).map_or(
+                    "could not be fitted on a half".to_string(),
+                    |(e, se)| {
+                        e.iter().zip(se).map(|(x, se)| format!("{x:+.4} ({se:.4})")).collect::<Vec<_>>().join(" ")
+                    },
+                );
                 outln!(out, "    {:<16} {e}", v.model.to_string());
             }
         }
     }
     if !classes.is_empty() {
-        outln!(out, "tail classes (at most {}, the count chosen by {}-fold held-out log-likelihood over queries):", args.tail_classes, cs::classes::FOLDS);
+        outln!(
+            out,
+            "tail classes (at most {}, the count chosen by {}-fold held-out log-likelihood over queries):",
+            args.tail_classes,
+            cs::classes::FOLDS
+        );
         for l in &classes {
-            let h: Vec<String> = l.choice.heldout.iter().map(|(k, ll)| format!("{k}: {}", ll.map_or("too few exceedances".to_string(), |v| format!("{v:.1}")))).collect();
-            outln!(out, "  layer {}: {} class{} (held-out {})", l.layer, l.classes().len(), if l.classes().len() == 1 { "" } else { "es" }, h.join(", "));
+            let h: Vec<String> = l
+                .choice
+                .heldout
+                .iter()
+                .map(|(k, ll)| format!("{k}: {}", ll.map_or("too few exceedances".to_string(), |v| format!("{v:.1}"))))
+                .collect();
+            outln!(
+                out,
+                "  layer {}: {} class{} (held-out {})",
+                l.layer,
+                l.classes().len(),
+                if l.classes().len() == 1 { "" } else { "es" },
+                h.join(", ")
+            );
             if l.classes().len() > 1 {
                 for (i, c) in l.classes().iter().enumerate() {
-                    outln!(out, "    class {}: weight {:.3}, P(Z > u) = {:.2e}, xi = {:.3}, sigma = {:.3}", i + 1, c.weight, c.p_u, c.gpd.xi, c.gpd.sigma);
+                    outln!(
+                        out,
+                        "    class {}: weight {:.3}, P(Z > u) = {:.2e}, xi = {:.3}, sigma = {:.3}",
+                        i + 1,
+                        c.weight,
+                        c.p_u,
+                        c.gpd.xi,
+                        c.gpd.sigma
+                    );
                 }
             }
         }
     }
     if !predictions.is_empty() {
         outln!(out, "predicted recall ({} bootstrap resamples, seed {}):", args.resamples, args.seed);
-        outln!(out, "  {:>12} {:>10} {:>12} {:>8} {:>19} {:>16}", "context_len", "index_topk", "candidates", "recall", "95% band", "empirical alone");
+        outln!(
+            out,
+            "  {:>12} {:>10} {:>12} {:>8} {:>19} {:>16}",
+            "context_len",
+            "index_topk",
+            "candidates",
+            "recall",
+            "95% band",
+            "empirical alone"
+        );
         for p in &predictions {
             outln!(
                 out,

@@ -4,8 +4,8 @@ pub mod calibrate;
 pub mod formats;
 pub mod import;
 pub mod merge;
-pub mod presets;
 pub mod plan;
+pub mod presets;
 pub mod probe;
 pub mod progress;
 pub mod quantize;
@@ -152,11 +152,7 @@ impl clap::Args for ScenarioArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
         let cmd = cmd
             .arg(
-                clap::Arg::new("preset")
-                    .long("preset")
-                    .value_name("NAME")
-                    .help(preset_help())
-                    .help_heading("Scenario"),
+                clap::Arg::new("preset").long("preset").value_name("NAME").help(preset_help()).help_heading("Scenario"),
             )
             .arg(
                 clap::Arg::new("scenario")
@@ -248,7 +244,13 @@ pub struct RunArgs {
 impl RunArgs {
     /// The engine the flags give, as the library's commands take it.
     pub fn spec(&self) -> EngineSpec {
-        EngineSpec { engine: self.engine, trials: self.trials, seed: self.seed, threads: self.threads, device: self.device }
+        EngineSpec {
+            engine: self.engine,
+            trials: self.trials,
+            seed: self.seed,
+            threads: self.threads,
+            device: self.device,
+        }
     }
 }
 

@@ -42,7 +42,12 @@ pub struct PlanArgs {
 
 /// Runs `dsa-sim plan`.
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
-    let req = PlanRequest { data: args.data.as_deref(), budget: args.budget, hypotheses: &args.hypotheses, target: Some(args.target) };
+    let req = PlanRequest {
+        data: args.data.as_deref(),
+        budget: args.budget,
+        hypotheses: &args.hypotheses,
+        target: Some(args.target),
+    };
     let p = plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
     if let Some(out) = &args.out {
         dsa_sim::output::write_file_atomic(out, p.csv().as_bytes()).map_err(|e| {

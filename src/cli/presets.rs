@@ -8,8 +8,10 @@ const WIDTH: usize = 100;
 
 /// Arguments of `dsa-sim presets`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Use a preset with --preset NAME on recall, rank, sweep, calibrate, verdict and formats, or with \
-preset = \"NAME\" in a --scenario file; field flags override its fields.")]
+#[command(
+    after_help = "Use a preset with --preset NAME on recall, rank, sweep, calibrate, verdict and formats, or with \
+preset = \"NAME\" in a --scenario file; field flags override its fields."
+)]
 pub struct PresetsArgs {
     /// One wide table (a column per preset, a row per field) instead of one block per preset.
     #[arg(long, conflicts_with_all = ["json", "sources"])]
@@ -47,7 +49,8 @@ pub fn run(args: &PresetsArgs) -> Result<(), CliError> {
                 .iter()
                 .map(|r| serde_json::json!({"field": r.field.name(), "value": s.get(r.field).to_json(), "source": r.source}))
                 .collect();
-            sources.insert(n.to_string(), serde_json::json!({"summary": p.summary, "parent": p.parent, "values": values}));
+            sources
+                .insert(n.to_string(), serde_json::json!({"summary": p.summary, "parent": p.parent, "values": values}));
         }
         let references: serde_json::Map<String, serde_json::Value> =
             SOURCES.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(*v))).collect();
@@ -79,12 +82,20 @@ fn sources_text() -> Result<String, CliError> {
     for name in PRESET_NAMES {
         let p = find_preset(name)?;
         let s = Scenario::preset(name)?;
-        out.push_str(&format!("{name}: {}
-", p.summary));
+        out.push_str(&format!(
+            "{name}: {}
+",
+            p.summary
+        ));
         for r in preset_values(name)? {
-            out.push_str(&format!("  {} = {}
+            out.push_str(&format!(
+                "  {} = {}
       {}
-", r.field.name(), shown(&s, r.field), r.source));
+",
+                r.field.name(),
+                shown(&s, r.field),
+                r.source
+            ));
         }
         out.push('\n');
     }

@@ -55,7 +55,7 @@ pub fn run(args: &QuantizeArgs) -> Result<(), CliError> {
     // The flags are checked before stdin is read.
     let request = args.request();
     check_request(&request)?;
-    let text = crate::input::read_stdin_to_string()
-        .map_err(|e| CliError::input(format!("cannot read stdin as text: {e}")))?;
+    let text =
+        crate::input::read_stdin_to_string().map_err(|e| CliError::input(format!("cannot read stdin as text: {e}")))?;
     emit(&quantize_text(&request, &text)?)
 }

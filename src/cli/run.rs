@@ -7,10 +7,12 @@ use std::path::PathBuf;
 
 /// Arguments of `dsa-sim run`.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Writes DIR/data/*.csv|json, DIR/figures/*.svg|png, DIR/scenario.toml, DIR/experiment.toml and \
+#[command(
+    after_help = "Writes DIR/data/*.csv|json, DIR/figures/*.svg|png, DIR/scenario.toml, DIR/experiment.toml and \
 DIR/report.md; the folder is built in .DIR.partial next to it and replaces DIR only when complete. \
 A run that is killed keeps its finished rows there: rerun with --resume to finish it.\n\nExamples:\n  \
-dsa-sim run experiments/dsv4-needle-diagnosis.toml\n  dsa-sim run experiments/quest-passkey.toml --out /tmp/quest")]
+dsa-sim run experiments/dsv4-needle-diagnosis.toml\n  dsa-sim run experiments/quest-passkey.toml --out /tmp/quest"
+)]
 pub struct RunExperimentArgs {
     /// The experiment file (TOML).
     #[arg(value_name = "FILE.toml")]
@@ -88,7 +90,9 @@ pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
         let report = done.folder.join("report.md");
         let secs = started.elapsed().as_secs_f64();
         match done.kind {
-            ExperimentKind::Calibration => println!("wrote {} ({secs:.1} s); open {}", done.folder.display(), report.display()),
+            ExperimentKind::Calibration => {
+                println!("wrote {} ({secs:.1} s); open {}", done.folder.display(), report.display())
+            }
             ExperimentKind::Figures => println!(
                 "{}: {} figures, {} points, {} files in {} ({secs:.1} s); open {}",
                 done.name,

@@ -1,7 +1,7 @@
 //! `dsa-sim completions SHELL` and `dsa-sim man`: shell integration generated from the clap
 //! definition of the whole command line, so they list exactly the flags `--help` does.
 
-use super::{emit, CliError, Cli};
+use super::{emit, Cli, CliError};
 use clap::CommandFactory;
 
 /// The shells `dsa-sim completions` writes a script for.
@@ -97,7 +97,11 @@ fn render_command(buf: &mut Vec<u8>, name: &str, sub: &clap::Command) {
             head.push_str(&format!("--{l}"));
         }
         if arg.get_action().takes_values() {
-            let v = arg.get_value_names().and_then(|v| v.first()).map(|s| s.to_string()).unwrap_or_else(|| arg.get_id().to_string().to_uppercase());
+            let v = arg
+                .get_value_names()
+                .and_then(|v| v.first())
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| arg.get_id().to_string().to_uppercase());
             head = if head.is_empty() { v } else { format!("{head} {v}") };
         }
         let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();

@@ -64,7 +64,10 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
             )));
         }
         if p.is_dir() {
-            return Err(CliError::input(format!("--out {}: is a folder; give a file name (.csv or .json)", p.display())));
+            return Err(CliError::input(format!(
+                "--out {}: is a folder; give a file name (.csv or .json)",
+                p.display()
+            )));
         }
     }
     let shard = match &args.shard {
@@ -73,12 +76,14 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     };
     if args.shard.is_some() {
         match &args.out {
-            None => return Err(CliError::input("--shard needs --out FILE.csv (one file per shard, joined by `dsa-sim merge`)")),
-            Some(_) if format == Format::Json => {
+            None => {
                 return Err(CliError::input(
-                    "--shard writes CSV parts (--out FILE.csv); `dsa-sim merge PARTS… --out FILE.json` makes the JSON file",
+                    "--shard needs --out FILE.csv (one file per shard, joined by `dsa-sim merge`)",
                 ))
             }
+            Some(_) if format == Format::Json => return Err(CliError::input(
+                "--shard writes CSV parts (--out FILE.csv); `dsa-sim merge PARTS… --out FILE.json` makes the JSON file",
+            )),
             Some(_) => {}
         }
     }
@@ -116,12 +121,9 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
         if !args.quiet {
             if complete {
                 match args.shard {
-                    Some(_) => eprintln!(
-                        "shard {shard}: {} of {} points written to {}",
-                        rows.len(),
-                        grid.len(),
-                        p.display()
-                    ),
+                    Some(_) => {
+                        eprintln!("shard {shard}: {} of {} points written to {}", rows.len(), grid.len(), p.display())
+                    }
                     None => eprintln!("{} points written to {}", rows.len(), p.display()),
                 }
             } else {

@@ -39,7 +39,14 @@ pub struct VerdictArgs {
 /// Runs `dsa-sim verdict`.
 pub fn run(args: &VerdictArgs) -> Result<(), CliError> {
     let tables: Vec<&std::path::Path> = args.data.iter().map(PathBuf::as_path).collect();
-    let v = verdict_tables(&args.scenario.spec(), &args.engine.spec(), args.target, &tables, args.fit.as_deref(), &spinner())?;
+    let v = verdict_tables(
+        &args.scenario.spec(),
+        &args.engine.spec(),
+        args.target,
+        &tables,
+        args.fit.as_deref(),
+        &spinner(),
+    )?;
     if args.engine.json {
         print_json(&v.to_json())
     } else {

@@ -32,7 +32,8 @@ pub const NOT_IN_RANK: [&str; 5] = ["window", "sink", "p_read", "p_guess", "read
 /// The line `rank` prints on which layer it reports and what the rank leaves out.
 fn rank_scope(s: &Scenario) -> String {
     let n = s.selecting_layers();
-    let layer = if n == 1 { "the one selecting layer".to_string() } else { format!("the first of {n} selecting layers") };
+    let layer =
+        if n == 1 { "the one selecting layer".to_string() } else { format!("the first of {n} selecting layers") };
     format!("  in {layer}; the window, sink, p_read, p_guess and readout do not enter the rank (recall adds them)")
 }
 
@@ -147,7 +148,13 @@ impl Estimated {
         }
         outln!(out, "  P(rank <= j):");
         for (j, p) in &e.rank.cdf {
-            let mark = if *j == s.index_topk { "  <- index_topk" } else if *j == s.max_topk { "  <- max_topk" } else { "" };
+            let mark = if *j == s.index_topk {
+                "  <- index_topk"
+            } else if *j == s.max_topk {
+                "  <- max_topk"
+            } else {
+                ""
+            };
             outln!(out, "    j = {j:>12}  {p:.6}{mark}");
         }
         if let Some(note) = placement_note(s) {

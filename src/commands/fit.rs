@@ -3,10 +3,10 @@
 
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
 use crate::calibrate::output::CalibrationReport;
-use crate::diagnosis::plan::Plan;
-use crate::engine::RecallModel;
 use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset};
+use crate::diagnosis::plan::Plan;
 use crate::diagnosis::{calibrated_call, diagnose, numbers_scenario, CalibratedCall, Diagnosis, GivenFields};
+use crate::engine::RecallModel;
 use crate::scenario::{Field, Scenario};
 use crate::verdict::{verdict_json, verdict_text, Verdict, VerdictOptions};
 use std::path::Path;
@@ -16,7 +16,9 @@ use std::path::Path;
 pub fn check_rows(data: &Dataset, base: &Scenario, engine: &FitEngineSpec) -> Result<(), CommandError> {
     for r in &data.rows {
         if let Ok(s) = r.apply(base) {
-            engine.check(&s).map_err(|e| CommandError::input(format!("{}: line {}: {}", data.source, r.line, e.message)))?;
+            engine
+                .check(&s)
+                .map_err(|e| CommandError::input(format!("{}: line {}: {}", data.source, r.line, e.message)))?;
         }
     }
     Ok(())
@@ -105,8 +107,14 @@ pub struct CalibrateRequest<'a> {
 
 /// Fits the scenario's fields to the measured table: the report `calibrate` prints
 /// ([`CalibrationReport::to_json`], [`CalibrationReport::to_text`]).
-pub fn calibrate(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &CalibrateRequest, observe: Evaluations) -> Result<CalibrationReport, CommandError> {
-    let data_path = req.data.ok_or_else(|| CommandError::input("--data FILE.csv is required (or --experiment FILE.toml)"))?;
+pub fn calibrate(
+    spec: &ScenarioSpec,
+    engine: &FitEngineSpec,
+    req: &CalibrateRequest,
+    observe: Evaluations,
+) -> Result<CalibrationReport, CommandError> {
+    let data_path =
+        req.data.ok_or_else(|| CommandError::input("--data FILE.csv is required (or --experiment FILE.toml)"))?;
     let fit = req.fit.ok_or_else(|| CommandError::input("--fit FIELD,… is required (for example --fit dprime)"))?;
     let base = spec.resolve()?;
     let model = engine.model()?;
@@ -219,7 +227,9 @@ pub fn verdict_tables(
             check_rows(&data, &base, engine)?;
             let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
             let model = model.expecting_topks(data.topks_asked(Some(&at)));
-            let d = engine.in_pool(|| diagnose(&data, &at, &[], &engine.cached(&model, observe), opts))??.numbers_at(length);
+            let d = engine
+                .in_pool(|| diagnose(&data, &at, &[], &engine.cached(&model, observe), opts))??
+                .numbers_at(length);
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
         }
         (None, Some(_)) => Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit")),
@@ -301,9 +311,16 @@ pub const MAX_BUDGET: u64 = 1_000_000;
 
 /// The cells to measure next that tell most about which leading hypothesis is true, and the
 /// simulated probability of the right call after them (docs/model.md#planning).
-pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, observe: Evaluations) -> Result<Planned, CommandError> {
+pub fn plan(
+    spec: &ScenarioSpec,
+    engine: &FitEngineSpec,
+    req: &PlanRequest,
+    observe: Evaluations,
+) -> Result<Planned, CommandError> {
     let Some(path) = req.data else {
-        return Err(CommandError::input("plan: --data FILE.csv is required (the measured table the hypotheses are fitted to)"));
+        return Err(CommandError::input(
+            "plan: --data FILE.csv is required (the measured table the hypotheses are fitted to)",
+        ));
     };
     if spec.preset.is_none() && spec.file.is_none() && spec.fields.is_empty() {
         return Err(CommandError::input(
@@ -333,8 +350,10 @@ pub fn plan(spec: &ScenarioSpec, engine: &FitEngineSpec, req: &PlanRequest, obse
     // The hypotheses' physical calls at the length the verdict on this table uses.
     let (base, _) = numbers_scenario(&data, &base, given_fields(&given))?;
     let model = model.expecting_topks(data.topks_asked(Some(&base)));
-    let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
-    let p = engine.in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
+    let opts =
+        crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
+    let p = engine
+        .in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
     Ok(Planned { plan: p, data })
 }
 

@@ -104,7 +104,10 @@ impl ScenarioSpec {
                     )));
                 }
                 let name = p.as_str().ok_or_else(|| {
-                    CommandError::input(format!("--scenario {}: preset = {p}: expected a preset name string", path.display()))
+                    CommandError::input(format!(
+                        "--scenario {}: preset = {p}: expected a preset name string",
+                        path.display()
+                    ))
                 })?;
                 s = Scenario::preset(name)?;
             }
@@ -140,12 +143,17 @@ pub struct EngineSpec {
 /// The defaults of the command line: the auto engine, trials by model, the default seed.
 impl Default for EngineSpec {
     fn default() -> Self {
-        EngineSpec { engine: EngineChoice::Auto, trials: None, seed: DEFAULT_SEED, threads: None, device: Default::default() }
+        EngineSpec {
+            engine: EngineChoice::Auto,
+            trials: None,
+            seed: DEFAULT_SEED,
+            threads: None,
+            device: Default::default(),
+        }
     }
 }
 
 impl EngineSpec {
-
     /// Engine options for a scenario (whose model sets the default trials).
     pub fn options(&self, s: &Scenario) -> Result<RunOptions, CommandError> {
         let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
@@ -211,7 +219,11 @@ impl FitEngineSpec {
 
     /// The model behind a memo (each distinct scenario evaluated once: exact, the engines being
     /// deterministic), reporting its evaluations to `observe`.
-    pub fn cached<'a>(&self, model: &'a EngineModel, observe: Evaluations<'a>) -> crate::calibrate::cache::CachedModel<'a> {
+    pub fn cached<'a>(
+        &self,
+        model: &'a EngineModel,
+        observe: Evaluations<'a>,
+    ) -> crate::calibrate::cache::CachedModel<'a> {
         crate::calibrate::cache::CachedModel::new(model).with_observer(observe)
     }
 

@@ -106,16 +106,25 @@ impl ProbeSpec {
     pub fn options(&self) -> Result<(Options, Vec<String>), CommandError> {
         let mut notes = Vec::new();
         let api = match (self.chat, self.generate) {
-            (true, true) => return Err(CommandError::input("--chat and --generate: give one of them (chat completions, or SGLang's /generate)")),
+            (true, true) => {
+                return Err(CommandError::input(
+                    "--chat and --generate: give one of them (chat completions, or SGLang's /generate)",
+                ))
+            }
             (true, false) => Api::Chat,
             (false, true) => Api::Generate,
             (false, false) => Api::Completions,
         };
         let mut cells = match (&self.cells, &self.context_len) {
             (Some(_), Some(_)) => return Err(CommandError::input("--cells and --context-len: give one of them")),
-            (None, None) => return Err(CommandError::input("give --context-len (e.g. 2K..64K:x2) or --cells cells.csv (as `dsa-sim plan --out` writes it)")),
+            (None, None) => {
+                return Err(CommandError::input(
+                    "give --context-len (e.g. 2K..64K:x2) or --cells cells.csv (as `dsa-sim plan --out` writes it)",
+                ))
+            }
             (Some(path), None) => {
-                let text = crate::input::read_to_string(path).map_err(|e| CommandError::input(format!("--cells {}: {e}", path.display())))?;
+                let text = crate::input::read_to_string(path)
+                    .map_err(|e| CommandError::input(format!("--cells {}: {e}", path.display())))?;
                 cells::parse_cells_csv(&text, &path.display().to_string(), self.trials)?
             }
             (None, Some(spec)) => {
@@ -154,7 +163,8 @@ impl ProbeSpec {
         let labels = self.labels.iter().map(|l| probe::parse_label(l)).collect::<Result<Vec<_>, _>>()?;
         let haystack = match &self.haystack {
             Some(p) => {
-                let text = crate::input::read_to_string(p).map_err(|e| CommandError::input(format!("--haystack {}: {e}", p.display())))?;
+                let text = crate::input::read_to_string(p)
+                    .map_err(|e| CommandError::input(format!("--haystack {}: {e}", p.display())))?;
                 Haystack::from_text(&text, &p.display().to_string())?
             }
             None => Haystack::noise(),
@@ -186,7 +196,11 @@ impl ProbeSpec {
             seed: self.seed,
             max_inflight: self.max_inflight,
             timeout: Duration::from_secs_f64(self.timeout),
-            retry: RetryPolicy { retries: self.retries, base: Duration::from_secs_f64(self.backoff), max: Duration::from_secs(60) },
+            retry: RetryPolicy {
+                retries: self.retries,
+                base: Duration::from_secs_f64(self.backoff),
+                max: Duration::from_secs(60),
+            },
             max_tokens: self.max_tokens,
             haystack,
             api_key,
@@ -208,8 +222,11 @@ impl ProbeSpec {
     /// Runs the probe.
     pub fn run(&self, progress: &dyn Progress) -> Result<probe::Probed, CommandError> {
         let (opts, notes) = self.options()?;
-        let out = self.out.as_ref().ok_or_else(|| CommandError::input("--out FOLDER is required (where measured.csv, transcript.jsonl and the captures go)"))?;
-        let inputs: Vec<&std::path::Path> = self.haystack.iter().chain(self.cells.iter()).chain(self.tokenizer.iter()).map(PathBuf::as_path).collect();
+        let out = self.out.as_ref().ok_or_else(|| {
+            CommandError::input("--out FOLDER is required (where measured.csv, transcript.jsonl and the captures go)")
+        })?;
+        let inputs: Vec<&std::path::Path> =
+            self.haystack.iter().chain(self.cells.iter()).chain(self.tokenizer.iter()).map(PathBuf::as_path).collect();
         let mut p = probe::run(&opts, out, self.resume, &inputs, progress)?;
         p.notes.splice(0..0, notes);
         Ok(p)

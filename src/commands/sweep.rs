@@ -19,7 +19,12 @@ pub struct PreparedSweep {
 
 /// Resolves the base scenario, parses the axes (`FIELD=VALUES`, as `--vary` takes them) and
 /// checks every point against the engine (a point it refuses is bad input, before any work).
-pub fn prepare(spec: &ScenarioSpec, engine: &EngineSpec, vary: &[String], rank: bool) -> Result<PreparedSweep, CommandError> {
+pub fn prepare(
+    spec: &ScenarioSpec,
+    engine: &EngineSpec,
+    vary: &[String],
+    rank: bool,
+) -> Result<PreparedSweep, CommandError> {
     let base = spec.resolve()?;
     let opts = engine.options(&base)?;
     let axes = vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>()?;
@@ -33,7 +38,11 @@ pub fn prepare(spec: &ScenarioSpec, engine: &EngineSpec, vary: &[String], rank: 
 
 /// Runs the whole sweep in memory (points reported to `progress`) and returns the document
 /// `sweep --json` prints: `run`, `base_scenario`, `axes`, `columns`, `rows`, `dsa_sim_version`.
-pub fn sweep_json(p: &PreparedSweep, threads: Option<usize>, progress: &dyn Progress) -> Result<serde_json::Value, CommandError> {
+pub fn sweep_json(
+    p: &PreparedSweep,
+    threads: Option<usize>,
+    progress: &dyn Progress,
+) -> Result<serde_json::Value, CommandError> {
     let options = SweepOptions {
         threads,
         resume: false,

@@ -67,7 +67,11 @@ impl CalibratedCall {
         if let Some(lr) = self.signatures.random_indexer_lr {
             text.push_str(&format!(
                 "random indexer (dprime = 0) against the fitted dprime: 2·Δloglik = {lr:.2} ({} at level 0.01)\n",
-                if self.signatures.signatures.contains(&Signature::WorseThanRandom) { "rejected" } else { "not rejected" }
+                if self.signatures.signatures.contains(&Signature::WorseThanRandom) {
+                    "rejected"
+                } else {
+                    "not rejected"
+                }
             ));
         }
         text.push_str(&format!("numbers {}:\n", self.numbers_at.describe(&self.verdict.at_estimate)));

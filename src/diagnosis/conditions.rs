@@ -97,8 +97,16 @@ impl ConditionTest {
         } else {
             String::new()
         };
-        let missing = if self.missing_rows > 0 { format!(", {} without a value", plural(self.missing_rows, "row")) } else { String::new() };
-        let adj = if self.values.len() > 2 { format!(", Bonferroni over {} values", self.values.len()) } else { String::new() };
+        let missing = if self.missing_rows > 0 {
+            format!(", {} without a value", plural(self.missing_rows, "row"))
+        } else {
+            String::new()
+        };
+        let adj = if self.values.len() > 2 {
+            format!(", Bonferroni over {} values", self.values.len())
+        } else {
+            String::new()
+        };
         let method = if self.exact { "exact stratified test" } else { "stratified test, normal approximation" };
         let finding = if self.significant {
             format!("RECALL DIFFERS (p < {CONDITION_ALPHA})")

@@ -51,7 +51,9 @@ pub const NESTED_TOLERANCE: f64 = 0.05;
 /// Whether a defect's fit is the working indexer it nests (see [`NESTED_TOLERANCE`]).
 pub fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
     match d.name.as_str() {
-        "broken-fraction" | "length-periodic" => d.estimate("broken_fraction").is_some_and(|f| f < 0.2 * NESTED_TOLERANCE),
+        "broken-fraction" | "length-periodic" => {
+            d.estimate("broken_fraction").is_some_and(|f| f < 0.2 * NESTED_TOLERANCE)
+        }
         "effective-k" => d.estimate("log10_k_eff").is_some_and(|l| {
             let k = 10f64.powf(l);
             data.rows.iter().all(|r| (k / r.index_topk as f64 - 1.0).abs() < NESTED_TOLERANCE)
@@ -68,7 +70,8 @@ pub fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
 pub const MAX_DEFECT_P: f64 = 0.05;
 
 /// The hypotheses of a working indexer (the physical calls' explanations, plausible or not).
-pub const PHYSICAL: &[&str] = &["discrimination", "discrimination-with-spread", "hard-negatives", "read-failure", "read-decline"];
+pub const PHYSICAL: &[&str] =
+    &["discrimination", "discrimination-with-spread", "hard-negatives", "read-failure", "read-decline"];
 
 /// Whether `h` is a hypothesis of a working indexer: a physical one that ranks the needle at
 /// least as well as a random pick (dprime ≥ 0).
@@ -214,13 +217,19 @@ fn loglik(data: &Dataset, hits: &[u64], p: &[f64]) -> f64 {
 /// The rule's error rates on `data`'s design, from its fitted `hypotheses` (recall tables;
 /// `None` for selection tables, whose likelihood is per pattern), which of them are working
 /// explanations (`explains`, per hypothesis) and the joint floor test's law.
-pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], explains: &[bool], joint: Option<&JointFloor>) -> Option<ErrorRates> {
+pub fn error_rates(
+    data: &Dataset,
+    hypotheses: &[HypothesisResult],
+    explains: &[bool],
+    joint: Option<&JointFloor>,
+) -> Option<ErrorRates> {
     if data.is_selection() {
         return None;
     }
     // The null: the working explanations, weighted among themselves; the random indexer (the
     // least favourable working indexer) when none is plausible.
-    let mut null: Vec<&HypothesisResult> = hypotheses.iter().zip(explains).filter(|(_, &e)| e).map(|(h, _)| h).collect();
+    let mut null: Vec<&HypothesisResult> =
+        hypotheses.iter().zip(explains).filter(|(_, &e)| e).map(|(h, _)| h).collect();
     if null.is_empty() {
         null.extend(hypotheses.iter().find(|h| h.name == "random-indexer"));
     }
@@ -263,7 +272,11 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], explains: &[
     };
     let floor_rejects = |hits: &[u64]| joint.is_some_and(|j| j.rejects(hits));
     let draw = |p: &[f64], rng: &mut rand_xoshiro::Xoshiro256PlusPlus| -> Vec<u64> {
-        data.rows.iter().zip(p).map(|(r, &p)| crate::engine::binomial::sample(r.trials, p.clamp(0.0, 1.0), rng)).collect()
+        data.rows
+            .iter()
+            .zip(p)
+            .map(|(r, &p)| crate::engine::binomial::sample(r.trials, p.clamp(0.0, 1.0), rng))
+            .collect()
     };
     // Working tables: τ, then the false-alarm rate. Table i's draws (which working explanation,
     // then the hits) come from (SEED, i) alone, so the tables are simulated in parallel with the
@@ -294,7 +307,9 @@ pub fn error_rates(data: &Dataset, hypotheses: &[HypothesisResult], explains: &[
     // tables, the second the table cannot tell apart from the working explanation, and no fix is
     // prescribed. A nested-looking defect that predicts the same cells and fits worse is the
     // working explanation with a spare parameter.
-    let material = |d: &HypothesisResult| d.fitted.iter().zip(&best_null.fitted).any(|(a, b)| (a - b).abs() >= MATERIAL_DIFFERENCE);
+    let material = |d: &HypothesisResult| {
+        d.fitted.iter().zip(&best_null.fitted).any(|(a, b)| (a - b).abs() >= MATERIAL_DIFFERENCE)
+    };
     let tied = |d: &HypothesisResult| d.aic <= best_null.aic + crate::calibrate::hypotheses::AIC_TIE + 1e-9;
     let competitors: Vec<Competitor> = defects
         .iter()

@@ -105,7 +105,11 @@ pub struct GivenFields {
 /// The scenario the verdict's numbers on `data` are computed at: `base` at the table's longest
 /// measured context length unless the user gave one, and at the one index_topk every row shares
 /// unless the user gave one (several k in the table: the scenario's).
-pub fn numbers_scenario(data: &Dataset, base: &Scenario, given: GivenFields) -> Result<(Scenario, NumbersAt), CalibError> {
+pub fn numbers_scenario(
+    data: &Dataset,
+    base: &Scenario,
+    given: GivenFields,
+) -> Result<(Scenario, NumbersAt), CalibError> {
     use crate::scenario::Field;
     let mut s = base.clone();
     let mut at = NumbersAt::default();
@@ -206,10 +210,10 @@ pub fn diagnose(
     }
     // The best plausible explanation (hypotheses are in AIC order).
     let explanation = hypotheses.iter().zip(&explains).find(|(_, &e)| e).map(|(h, _)| h);
-    let reading_explains = hypotheses
-        .iter()
-        .zip(&explains)
-        .any(|(h, &e)| e && plausible::family(&h.name) == plausible::Family::Read && h.aic <= best.aic + crate::calibrate::hypotheses::AIC_TIE + 1e-9);
+    let reading_explains = hypotheses.iter().zip(&explains).any(|(h, &e)| {
+        e && plausible::family(&h.name) == plausible::Family::Read
+            && h.aic <= best.aic + crate::calibrate::hypotheses::AIC_TIE + 1e-9
+    });
     if explanation.is_some_and(|h| h.name == "read-decline") && !all_found {
         sig.push(Signature::ReadDecline);
     }
@@ -223,17 +227,24 @@ pub fn diagnose(
             .find_map(|(h, _)| h.scenario(base).map(|s| (h, s)))
     };
     let numbers_plausible = plain(true).is_some();
-    let (from, scen) = plain(true).or_else(|| plain(false)).ok_or_else(|| CalibError::Fit("no hypothesis gives a valid scenario".into()))?;
+    let (from, scen) = plain(true)
+        .or_else(|| plain(false))
+        .ok_or_else(|| CalibError::Fit("no hypothesis gives a valid scenario".into()))?;
     let mut v = verdict(&scen, model, opts)?;
     v.dprime_on_bound = from.on_bound.iter().any(|n| n == "dprime");
-    let rates = if separable && !all_found { error_rates::error_rates(data, &hypotheses, &explains, checks.joint.as_ref()) } else { None };
+    let rates = if separable && !all_found {
+        error_rates::error_rates(data, &hypotheses, &explains, checks.joint.as_ref())
+    } else {
+        None
+    };
     let k_matters = data.is_selection() || {
         let mut ks: Vec<u64> = data.rows.iter().map(|r| r.index_topk).collect();
         ks.sort_unstable();
         ks.dedup();
         ks.len() >= 2
     };
-    let every_row_dense = !data.is_selection() && data.rows.iter().all(|r| r.apply(base).is_ok_and(|s| s.index_topk >= s.n_candidates()));
+    let every_row_dense =
+        !data.is_selection() && data.rows.iter().all(|r| r.apply(base).is_ok_and(|s| s.index_topk >= s.n_candidates()));
     let dense = every_row_dense.then(|| {
         // On such a table dprime is not identified (nothing is selected): only the read-decline's
         // shape and the recall at the longest length speak.
@@ -243,7 +254,8 @@ pub fn diagnose(
             plausible::collapse_inside_window(l50, h.estimate("read_slope")?, &facts)
         });
         let longest = data.rows.iter().map(|r| r.context_len).max().unwrap_or(0);
-        let (h, n) = data.rows.iter().filter(|r| r.context_len == longest).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
+        let (h, n) =
+            data.rows.iter().filter(|r| r.context_len == longest).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
         if collapse.is_some() {
             rule::DenseReading::CollapsesInsideWindow
         } else if n > 0 && h as f64 / n as f64 >= opts.target {
@@ -257,24 +269,39 @@ pub fn diagnose(
         all_found,
         condition_p: conditions.iter().map(|c| c.p_value).reduce(f64::min),
         defect_preferred: best.is_implementation(),
-        explanation: explanation.map(|h| if plausible::family(&h.name) == plausible::Family::Read { rule::Explanation::Read } else { rule::Explanation::Working }),
+        explanation: explanation.map(|h| {
+            if plausible::family(&h.name) == plausible::Family::Read {
+                rule::Explanation::Read
+            } else {
+                rule::Explanation::Working
+            }
+        }),
         reading_explains,
         error_rates: rates.as_ref().map(rule::DefectEvidence::from),
         k_matters,
         dense,
     };
-    let (call, reason) = if !separable && !all_found { (Call::Undecided, rule::Reason::NoExplanation) } else { rule::decide(&evidence, v.call) };
+    let (call, reason) = if !separable && !all_found {
+        (Call::Undecided, rule::Reason::NoExplanation)
+    } else {
+        rule::decide(&evidence, v.call)
+    };
     v.call = call;
     let numbers_withheld = if !numbers_plausible {
-        Some(format!("no working explanation with plausible values gives a scenario ({})", plausible::implausibility(from, &facts).unwrap_or_default()))
-    } else if !matches!(call, Call::Saturated | Call::CoverageLimited | Call::DiscriminationLimited | Call::ReadLimited) {
+        Some(format!(
+            "no working explanation with plausible values gives a scenario ({})",
+            plausible::implausibility(from, &facts).unwrap_or_default()
+        ))
+    } else if !matches!(call, Call::Saturated | Call::CoverageLimited | Call::DiscriminationLimited | Call::ReadLimited)
+    {
         Some(format!("no fix is prescribed on an {call} call"))
     } else {
         None
     };
     // "Undecided" is not a dead end: it comes with the measurement that would decide.
     let plan = if call == Call::Undecided && separable {
-        let popts = plan::PlanOptions { budget: plan::UNDECIDED_BUDGET, seed: error_rates::SEED, only: &[], verdict: opts };
+        let popts =
+            plan::PlanOptions { budget: plan::UNDECIDED_BUDGET, seed: error_rates::SEED, only: &[], verdict: opts };
         match plan::plan_from(data, base, &hypotheses, user_free, model, &popts) {
             Ok(p) => Some(p),
             // Nothing to plan (no cell the kernel runs separates the hypotheses): no cells to
@@ -319,7 +346,12 @@ impl Diagnosis {
 
     /// What to do next, in one line.
     pub fn next_step(&self) -> String {
-        let cols: Vec<String> = self.conditions.iter().filter(|c| c.p_value < rule::CONDITION_SUGGESTIVE).map(|c| format!("`{}`", c.column)).collect();
+        let cols: Vec<String> = self
+            .conditions
+            .iter()
+            .filter(|c| c.p_value < rule::CONDITION_SUGGESTIVE)
+            .map(|c| format!("`{}`", c.column))
+            .collect();
         match (self.call, self.reason) {
             (_, rule::Reason::Condition | rule::Reason::ConditionSuggestive) => format!(
                 "rerun the failing cells under each value of {} (same prompts, same weights) and diff the indexer's top-k between them",
@@ -339,10 +371,9 @@ impl Diagnosis {
         let best = &self.hypotheses[0];
         let mut s = format!("{}: {}.", self.call, self.reason.sentence());
         match self.call {
-            Call::ImplementationSuspect | Call::Undecided | Call::ReadLimited => s.push_str(&format!(
-                " Best-fitting hypothesis: {} (Akaike weight {:.3}).",
-                best.name, best.weight
-            )),
+            Call::ImplementationSuspect | Call::Undecided | Call::ReadLimited => {
+                s.push_str(&format!(" Best-fitting hypothesis: {} (Akaike weight {:.3}).", best.name, best.weight))
+            }
             _ => s.push_str(&format!(
                 " Best-fitting hypothesis: {} (Akaike weight {:.3}); the numbers come from {}. {}",
                 best.name,
@@ -367,7 +398,8 @@ impl Diagnosis {
     /// A signature's explanation, naming the significant condition columns for
     /// `condition_dependent`.
     fn explain(&self, g: Signature) -> String {
-        let cols: Vec<String> = self.conditions.iter().filter(|c| c.significant).map(|c| format!("`{}`", c.column)).collect();
+        let cols: Vec<String> =
+            self.conditions.iter().filter(|c| c.significant).map(|c| format!("`{}`", c.column)).collect();
         if g == Signature::ConditionDependent && !cols.is_empty() {
             g.explanation().replace("a condition column", &cols.join(", "))
         } else {
@@ -377,12 +409,7 @@ impl Diagnosis {
 
     /// The JSON of the signatures: `[{"name", "explanation", "check"}]`.
     pub fn signatures_json(&self) -> serde_json::Value {
-        serde_json::Value::Array(
-            self.signatures
-                .iter()
-                .map(|g| g.json(&self.explain(*g)))
-                .collect(),
-        )
+        serde_json::Value::Array(self.signatures.iter().map(|g| g.json(&self.explain(*g))).collect())
     }
 
     /// The `verdict --data --json` object (docs/cli.md#output): the verdict's numbers at the
@@ -408,7 +435,13 @@ impl Diagnosis {
         );
         j["numbers_withheld"] = serde_json::json!(self.numbers_withheld);
         if self.numbers_withheld.is_some() {
-            for key in ["k_needed", "dprime_needed_now", "dprime_needed_max_k", "score_noise_allowed_now", "score_noise_allowed_max_k"] {
+            for key in [
+                "k_needed",
+                "dprime_needed_now",
+                "dprime_needed_max_k",
+                "score_noise_allowed_now",
+                "score_noise_allowed_max_k",
+            ] {
                 j[key] = serde_json::Value::Null;
             }
         }
@@ -428,7 +461,11 @@ impl Diagnosis {
         text.push_str(&self.checks.text());
         text.push_str(&conditions::conditions_text(&self.conditions));
         text.push_str(&hypotheses_text(&self.hypotheses));
-        text.push_str(&format!("numbers at the fit of `{}`, {}:\n", self.numbers_from, self.numbers_at.describe(&self.verdict)));
+        text.push_str(&format!(
+            "numbers at the fit of `{}`, {}:\n",
+            self.numbers_from,
+            self.numbers_at.describe(&self.verdict)
+        ));
         match &self.numbers_withheld {
             Some(why) => text.push_str(&format!("  withheld: {why}.\n")),
             None => {
@@ -441,7 +478,10 @@ impl Diagnosis {
         }
         text.push_str(&format!("\n{}\n", self.explanation()));
         if let Some(p) = &self.plan {
-            text.push_str(&format!("\nthe cells that would decide (`dsa-sim plan` with this table, budget {}):\n", p.budget));
+            text.push_str(&format!(
+                "\nthe cells that would decide (`dsa-sim plan` with this table, budget {}):\n",
+                p.budget
+            ));
             text.push_str(&p.text());
         }
         text

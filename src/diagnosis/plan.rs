@@ -180,12 +180,27 @@ impl Plan {
             self.budget,
             self.candidate_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
         ));
-        s.push_str(&format!("  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6}  predicted recall: {}\n", "L", "k", "depth", "repeat", "trials", "bits", names.join(" / ")));
+        s.push_str(&format!(
+            "  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6}  predicted recall: {}\n",
+            "L",
+            "k",
+            "depth",
+            "repeat",
+            "trials",
+            "bits",
+            names.join(" / ")
+        ));
         for c in &self.cells {
             let p: Vec<String> = c.predicted.iter().map(|(_, p)| format!("{p:.3}")).collect();
             s.push_str(&format!(
                 "  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6.3}  {}\n",
-                c.context_len, c.index_topk, c.depth, c.repeat, c.trials, c.information_bits, p.join(" / ")
+                c.context_len,
+                c.index_topk,
+                c.depth,
+                c.repeat,
+                c.trials,
+                c.information_bits,
+                p.join(" / ")
             ));
         }
         if self.total() < self.budget {
@@ -212,7 +227,10 @@ impl Plan {
                 Some(c) => format!("{} ({c})", r.right_call),
                 None => r.right_call.to_string(),
             };
-            s.push_str(&format!("  if {} is true (prior {:.3}): the call is {call} in {:.2}\n", r.hypothesis, r.prior, r.p_right));
+            s.push_str(&format!(
+                "  if {} is true (prior {:.3}): the call is {call} in {:.2}\n",
+                r.hypothesis, r.prior, r.p_right
+            ));
         }
         s
     }
@@ -256,7 +274,10 @@ pub fn candidates(base: &Scenario, data: &Dataset) -> Vec<Observation> {
     for &l in &ls {
         for &k in &candidate_k(base, data) {
             for &d in &[0.1, 0.5, 0.9] {
-                let o = Observation { repeat: Some(base.repeat), ..Observation::cell(l, k, Some(d), 1, 0, out.len() as u64 + 2) };
+                let o = Observation {
+                    repeat: Some(base.repeat),
+                    ..Observation::cell(l, k, Some(d), 1, 0, out.len() as u64 + 2)
+                };
                 if o.apply(base).is_ok_and(|s| s.validate().is_ok()) {
                     out.push(o);
                 }
@@ -314,7 +335,8 @@ pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: 
     let p = |h: usize, c: usize| preds[h][c].clamp(0.0, 1.0);
     let informative: Vec<usize> = (0..nc)
         .filter(|&c| {
-            let (lo, hi) = (0..m).map(|h| p(h, c)).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+            let (lo, hi) =
+                (0..m).map(|h| p(h, c)).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
             hi - lo > AGREE
         })
         .collect();
@@ -351,7 +373,9 @@ pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: 
         posterior_entropy = now;
         // Expected posterior entropy after a chunk of n trials at candidate c.
         let expected = |c: usize| -> f64 {
-            let lp: Vec<Vec<f64>> = (0..m).map(|h| (0..=n).map(|y| crate::stats::ln_binom_pmf(n, y, p(h, c), 1.0 - p(h, c))).collect()).collect();
+            let lp: Vec<Vec<f64>> = (0..m)
+                .map(|h| (0..=n).map(|y| crate::stats::ln_binom_pmf(n, y, p(h, c), 1.0 - p(h, c))).collect())
+                .collect();
             let ys: Vec<usize> = (0..=n as usize).filter(|&y| lp.iter().any(|l| l[y] > -690.0)).collect();
             let mut total = 0.0;
             for (wt, w, lw) in &gs {
@@ -376,7 +400,8 @@ pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: 
             total
         };
         let scores: Vec<f64> = informative.par_iter().map(|&c| expected(c)).collect();
-        let Some((best, eh)) = informative.iter().zip(&scores).min_by(|a, b| a.1.total_cmp(b.1)).map(|(&c, &e)| (c, e)) else {
+        let Some((best, eh)) = informative.iter().zip(&scores).min_by(|a, b| a.1.total_cmp(b.1)).map(|(&c, &e)| (c, e))
+        else {
             break;
         };
         let gain = now - eh;
@@ -473,13 +498,22 @@ impl RuleOnPlan {
         let aic: Vec<f64> = self
             .hypotheses
             .iter()
-            .map(|h| h.table_aic - 2.0 * ys.iter().zip(&self.trials).zip(&h.at_cells).map(|((&y, &n), &p)| binom_loglik(y, n, p)).sum::<f64>())
+            .map(|h| {
+                h.table_aic
+                    - 2.0
+                        * ys.iter()
+                            .zip(&self.trials)
+                            .zip(&h.at_cells)
+                            .map(|((&y, &n), &p)| binom_loglik(y, n, p))
+                            .sum::<f64>()
+            })
             .collect();
         let argmin = |f: &dyn Fn(&RuleHypothesis) -> bool| -> Option<usize> {
             (0..aic.len()).filter(|&i| f(&self.hypotheses[i])).min_by(|&a, &b| aic[a].total_cmp(&aic[b]))
         };
         let is_defect = |h: &RuleHypothesis| h.meaning == Meaning::Defect;
-        let best = argmin(&|_| true).expect("rule_on_plan keeps every leading hypothesis, and plan() leads with at least two");
+        let best =
+            argmin(&|_| true).expect("rule_on_plan keeps every leading hypothesis, and plan() leads with at least two");
         let best_defect = argmin(&is_defect);
         let floor = self.floor.as_ref().is_some_and(|f| {
             joined_hits.clear();
@@ -487,12 +521,17 @@ impl RuleOnPlan {
             joined_hits.extend_from_slice(ys);
             f.rejects(joined_hits)
         });
-        let named = |i: Option<usize>| i.filter(|&i| is_defect(&self.hypotheses[i])).map(|i| self.hypotheses[i].name.clone());
+        let named =
+            |i: Option<usize>| i.filter(|&i| is_defect(&self.hypotheses[i])).map(|i| self.hypotheses[i].name.clone());
         // The evidence as the diagnosis states it, decided by the one rule (a fixed-size list:
         // no allocation per simulated table).
         let mut sig = [Signature::BelowRandomFloor; 3];
         let mut n = 0;
-        for (found, g) in [(floor, Signature::BelowRandomFloor), (self.table_exact, Signature::WorseThanRandom), (self.table_read, Signature::MissesWhenAllSelected)] {
+        for (found, g) in [
+            (floor, Signature::BelowRandomFloor),
+            (self.table_exact, Signature::WorseThanRandom),
+            (self.table_read, Signature::MissesWhenAllSelected),
+        ] {
             if found {
                 sig[n] = g;
                 n += 1;
@@ -616,7 +655,13 @@ pub fn plan(
 }
 
 /// Plans the next measurements.
-pub fn plan_with(data: &Dataset, base: &Scenario, user_free: &[FreeParam], model: &dyn RecallModel, opts: &PlanOptions) -> Result<Plan, CalibError> {
+pub fn plan_with(
+    data: &Dataset,
+    base: &Scenario,
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+    opts: &PlanOptions,
+) -> Result<Plan, CalibError> {
     let (budget, only) = (opts.budget, opts.only);
     for n in only {
         crate::calibrate::hypotheses::check_name(n)?;
@@ -751,7 +796,9 @@ fn rule_on_plan(
         } else if super::plausible::family(&h.name) == super::plausible::Family::Read {
             Meaning::Physical(Call::ReadLimited)
         } else {
-            let s = h.scenario(base).ok_or_else(|| CalibError::Fit(format!("hypothesis `{}` gives no valid scenario", h.name)))?;
+            let s = h
+                .scenario(base)
+                .ok_or_else(|| CalibError::Fit(format!("hypothesis `{}` gives no valid scenario", h.name)))?;
             let v = crate::verdict::verdict(&s, model, opts)?;
             Meaning::Physical(v.call)
         };
@@ -780,7 +827,8 @@ fn rule_on_plan(
             });
         }
     }
-    let table_exact = worse_than_random(all).is_some() || super::conditions::condition_tests(data).iter().any(|c| c.significant);
+    let table_exact =
+        worse_than_random(all).is_some() || super::conditions::condition_tests(data).iter().any(|c| c.significant);
     let (mut threshold, mut false_alarm, mut floor, mut table_read) = (2.0, 0.0, None, false);
     if !data.is_selection() {
         // The joined design: the table's rows, then the planned cells (hits at the table's read
@@ -788,10 +836,15 @@ fn rule_on_plan(
         let checks = row_checks(data, base, model)?;
         table_read = !checks.selection_independent_misses().is_empty();
         let read = checks.read_rate.map_or(1.0, |r| r.0);
-        let mut rows: Vec<Observation> = data.rows.iter().cloned().map(|mut r| {
-            r.conditions.clear();
-            r
-        }).collect();
+        let mut rows: Vec<Observation> = data
+            .rows
+            .iter()
+            .cloned()
+            .map(|mut r| {
+                r.conditions.clear();
+                r
+            })
+            .collect();
         for (&(c, t, _), i) in design.chosen.iter().zip(0..) {
             let mut o = cand[c].clone();
             o.trials = t;
@@ -811,15 +864,30 @@ fn rule_on_plan(
                 Some(x)
             })
             .collect();
-        let explains: Vec<bool> = extended.iter().map(|x| x.name != "random-indexer" && hypotheses.iter().any(|h| h.name == x.name && h.working)).collect();
+        let explains: Vec<bool> = extended
+            .iter()
+            .map(|x| x.name != "random-indexer" && hypotheses.iter().any(|h| h.name == x.name && h.working))
+            .collect();
         if let Some(r) = error_rates(&joined, &extended, &explains, floor.as_ref()) {
             threshold = r.threshold;
             false_alarm = r.false_alarm;
         }
     }
-    let mut ks: Vec<u64> = data.rows.iter().map(|r| r.index_topk).chain(design.chosen.iter().map(|c| cand[c.0].index_topk)).collect();
+    let mut ks: Vec<u64> =
+        data.rows.iter().map(|r| r.index_topk).chain(design.chosen.iter().map(|c| cand[c.0].index_topk)).collect();
     ks.sort_unstable();
     ks.dedup();
     let k_matters = data.is_selection() || ks.len() >= 2;
-    Ok(RuleOnPlan { hypotheses, truths: leading.len(), trials, threshold, false_alarm, floor, table_hits: data.rows.iter().map(|r| r.hits).collect(), table_exact, table_read, k_matters })
+    Ok(RuleOnPlan {
+        hypotheses,
+        truths: leading.len(),
+        trials,
+        threshold,
+        false_alarm,
+        floor,
+        table_hits: data.rows.iter().map(|r| r.hits).collect(),
+        table_exact,
+        table_read,
+        k_matters,
+    })
 }

@@ -106,7 +106,9 @@ pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String
     }
     if let (Some(m), Some(d)) = (est("hard_mean"), est("dprime")) {
         if est("hard_negatives").is_some_and(|f| f > 0.0) && m > d.max(0.0) + MAX_HARD_ABOVE_NEEDLE {
-            return Some(format!("hard negatives {m:.2} sd above the distractors score far above the needle itself ({d:.2})"));
+            return Some(format!(
+                "hard negatives {m:.2} sd above the distractors score far above the needle itself ({d:.2})"
+            ));
         }
     }
     if let (Some(l), Some(slope)) = (est(crate::calibrate::hypotheses::READ_L50), est("read_slope")) {
@@ -126,7 +128,10 @@ pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String
 pub fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Option<String> {
     let window = facts.trained_window as f64;
     (slope >= STEEP_FALL && l50 < MIN_L50_OF_WINDOW * window).then(|| {
-        format!("its read rate collapses at {l50:.0} tokens, far inside the trained window ({} tokens)", facts.trained_window)
+        format!(
+            "its read rate collapses at {l50:.0} tokens, far inside the trained window ({} tokens)",
+            facts.trained_window
+        )
     })
 }
 

@@ -190,7 +190,9 @@ impl Reason {
 /// Signatures that decide by themselves (unless the model's reading explains the table).
 fn exact(sig: &[Signature]) -> bool {
     let has = |s: Signature| sig.contains(&s);
-    has(Signature::WorseThanRandom) || has(Signature::BelowRandomFloor) || (has(Signature::PoorFit) && has(Signature::ParameterOnBound))
+    has(Signature::WorseThanRandom)
+        || has(Signature::BelowRandomFloor)
+        || (has(Signature::PoorFit) && has(Signature::ParameterOnBound))
 }
 
 /// The call and its reason: the evidence's, or else `physical` (the call of the best plausible
@@ -220,7 +222,11 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     };
     if by_evidence {
         let unreliable = e.error_rates.is_some_and(|r| r.false_alarm > MAX_FALSE_ALARM || r.defect_poor_fit);
-        return if unreliable { (Undecided, Reason::DefectUnreliable) } else { (ImplementationSuspect, Reason::DefectEvidence) };
+        return if unreliable {
+            (Undecided, Reason::DefectUnreliable)
+        } else {
+            (ImplementationSuspect, Reason::DefectEvidence)
+        };
     }
     if e.condition_p.is_some_and(|p| p < CONDITION_SUGGESTIVE) {
         return (Undecided, Reason::ConditionSuggestive);
@@ -262,7 +268,13 @@ mod tests {
             defect_preferred: false,
             explanation: Some(Explanation::Working),
             reading_explains: false,
-            error_rates: Some(DefectEvidence { evidence: -10.0, threshold: 3.0, false_alarm: 0.05, defect_not_ruled_out: false, defect_poor_fit: false }),
+            error_rates: Some(DefectEvidence {
+                evidence: -10.0,
+                threshold: 3.0,
+                false_alarm: 0.05,
+                defect_not_ruled_out: false,
+                defect_poor_fit: false,
+            }),
             k_matters: true,
             dense: None,
         }
@@ -278,33 +290,90 @@ mod tests {
         assert_eq!(decide(&e, CoverageLimited), (CoverageLimited, Reason::Numbers));
         assert_eq!(decide(&Evidence { all_found: true, ..e }, DiscriminationLimited), (Saturated, Reason::AllFound));
         let cond = [Signature::ConditionDependent];
-        assert_eq!(decide(&Evidence { signatures: &cond, condition_p: Some(0.001), ..e }, CoverageLimited), (ImplementationSuspect, Reason::Condition));
-        assert_eq!(decide(&Evidence { condition_p: Some(0.03), ..e }, CoverageLimited), (Undecided, Reason::ConditionSuggestive));
-        assert_eq!(decide(&Evidence { condition_p: Some(0.2), ..e }, CoverageLimited), (CoverageLimited, Reason::Numbers));
+        assert_eq!(
+            decide(&Evidence { signatures: &cond, condition_p: Some(0.001), ..e }, CoverageLimited),
+            (ImplementationSuspect, Reason::Condition)
+        );
+        assert_eq!(
+            decide(&Evidence { condition_p: Some(0.03), ..e }, CoverageLimited),
+            (Undecided, Reason::ConditionSuggestive)
+        );
+        assert_eq!(
+            decide(&Evidence { condition_p: Some(0.2), ..e }, CoverageLimited),
+            (CoverageLimited, Reason::Numbers)
+        );
         let floor = [Signature::BelowRandomFloor];
-        assert_eq!(decide(&Evidence { signatures: &floor, ..e }, DiscriminationLimited), (ImplementationSuspect, Reason::Signature));
+        assert_eq!(
+            decide(&Evidence { signatures: &floor, ..e }, DiscriminationLimited),
+            (ImplementationSuspect, Reason::Signature)
+        );
         // The floor assumes a selected needle is read: a plausible reading explanation lifts it.
         assert_eq!(
-            decide(&Evidence { signatures: &floor, reading_explains: true, explanation: Some(Explanation::Read), ..e }, DiscriminationLimited),
+            decide(
+                &Evidence { signatures: &floor, reading_explains: true, explanation: Some(Explanation::Read), ..e },
+                DiscriminationLimited
+            ),
             (ReadLimited, Reason::Reading)
         );
-        let strong = DefectEvidence { evidence: 5.0, threshold: 3.0, false_alarm: 0.05, defect_not_ruled_out: true, defect_poor_fit: false };
-        assert_eq!(decide(&Evidence { error_rates: Some(strong), ..e }, DiscriminationLimited), (ImplementationSuspect, Reason::DefectEvidence));
+        let strong = DefectEvidence {
+            evidence: 5.0,
+            threshold: 3.0,
+            false_alarm: 0.05,
+            defect_not_ruled_out: true,
+            defect_poor_fit: false,
+        };
+        assert_eq!(
+            decide(&Evidence { error_rates: Some(strong), ..e }, DiscriminationLimited),
+            (ImplementationSuspect, Reason::DefectEvidence)
+        );
         let noisy = DefectEvidence { false_alarm: 0.2, ..strong };
-        assert_eq!(decide(&Evidence { error_rates: Some(noisy), ..e }, DiscriminationLimited), (Undecided, Reason::DefectUnreliable));
+        assert_eq!(
+            decide(&Evidence { error_rates: Some(noisy), ..e }, DiscriminationLimited),
+            (Undecided, Reason::DefectUnreliable)
+        );
         let badly = DefectEvidence { defect_poor_fit: true, ..strong };
-        assert_eq!(decide(&Evidence { error_rates: Some(badly), ..e }, DiscriminationLimited), (Undecided, Reason::DefectUnreliable));
+        assert_eq!(
+            decide(&Evidence { error_rates: Some(badly), ..e }, DiscriminationLimited),
+            (Undecided, Reason::DefectUnreliable)
+        );
         // The symmetric half: a physical call needs every competing defect ruled out.
-        let open = DefectEvidence { evidence: 0.0, threshold: 3.0, false_alarm: 0.05, defect_not_ruled_out: true, defect_poor_fit: false };
-        assert_eq!(decide(&Evidence { error_rates: Some(open), ..e }, DiscriminationLimited), (Undecided, Reason::DefectNotRuledOut));
-        assert_eq!(decide(&Evidence { explanation: None, ..e }, DiscriminationLimited), (Undecided, Reason::NoExplanation));
+        let open = DefectEvidence {
+            evidence: 0.0,
+            threshold: 3.0,
+            false_alarm: 0.05,
+            defect_not_ruled_out: true,
+            defect_poor_fit: false,
+        };
+        assert_eq!(
+            decide(&Evidence { error_rates: Some(open), ..e }, DiscriminationLimited),
+            (Undecided, Reason::DefectNotRuledOut)
+        );
+        assert_eq!(
+            decide(&Evidence { explanation: None, ..e }, DiscriminationLimited),
+            (Undecided, Reason::NoExplanation)
+        );
         assert_eq!(decide(&Evidence { k_matters: false, ..e }, CoverageLimited), (Undecided, Reason::KNotShown));
-        assert_eq!(decide(&Evidence { k_matters: false, ..e }, DiscriminationLimited), (DiscriminationLimited, Reason::Numbers));
-        assert_eq!(decide(&Evidence { explanation: Some(Explanation::Read), ..e }, CoverageLimited), (ReadLimited, Reason::Reading));
+        assert_eq!(
+            decide(&Evidence { k_matters: false, ..e }, DiscriminationLimited),
+            (DiscriminationLimited, Reason::Numbers)
+        );
+        assert_eq!(
+            decide(&Evidence { explanation: Some(Explanation::Read), ..e }, CoverageLimited),
+            (ReadLimited, Reason::Reading)
+        );
         // Tables whose every row selects every candidate.
-        assert_eq!(decide(&Evidence { dense: Some(DenseReading::Declines), ..e }, CoverageLimited), (ReadLimited, Reason::Dense));
-        assert_eq!(decide(&Evidence { dense: Some(DenseReading::MeetsTarget), ..e }, CoverageLimited), (Saturated, Reason::Dense));
-        assert_eq!(decide(&Evidence { dense: Some(DenseReading::CollapsesInsideWindow), ..e }, CoverageLimited), (ImplementationSuspect, Reason::DenseCollapse));
+        assert_eq!(
+            decide(&Evidence { dense: Some(DenseReading::Declines), ..e }, CoverageLimited),
+            (ReadLimited, Reason::Dense)
+        );
+        assert_eq!(
+            decide(&Evidence { dense: Some(DenseReading::MeetsTarget), ..e }, CoverageLimited),
+            (Saturated, Reason::Dense)
+        );
+        assert_eq!(
+            decide(&Evidence { dense: Some(DenseReading::CollapsesInsideWindow), ..e }, CoverageLimited),
+            (ImplementationSuspect, Reason::DenseCollapse)
+        );
         assert_eq!(
             decide(&Evidence { dense: Some(DenseReading::Declines), condition_p: Some(0.02), ..e }, CoverageLimited),
             (Undecided, Reason::ConditionSuggestive)
@@ -324,7 +393,21 @@ mod tests {
     #[test]
     fn every_reason_has_a_sentence() {
         use Reason::*;
-        let all = [AllFound, Condition, ConditionSuggestive, Signature, DefectEvidence, DefectUnreliable, NoExplanation, DefectNotRuledOut, Reading, Dense, DenseCollapse, KNotShown, Numbers];
+        let all = [
+            AllFound,
+            Condition,
+            ConditionSuggestive,
+            Signature,
+            DefectEvidence,
+            DefectUnreliable,
+            NoExplanation,
+            DefectNotRuledOut,
+            Reading,
+            Dense,
+            DenseCollapse,
+            KNotShown,
+            Numbers,
+        ];
         let mut seen = std::collections::HashSet::new();
         for r in all {
             assert!(r.sentence().len() > 30, "{r:?}");

@@ -167,12 +167,7 @@ impl FitSignatures {
     /// Adds `signatures` (`[{"name", "explanation", "check"}]`) and `random_indexer_lr` to a
     /// calibrated verdict's JSON.
     pub fn annotate(&self, j: &mut serde_json::Value) {
-        j["signatures"] = serde_json::Value::Array(
-            self.signatures
-                .iter()
-                .map(|g| g.json(g.explanation()))
-                .collect(),
-        );
+        j["signatures"] = serde_json::Value::Array(self.signatures.iter().map(|g| g.json(g.explanation())).collect());
         j["random_indexer_lr"] = serde_json::json!(self.random_indexer_lr);
     }
 }
@@ -203,7 +198,11 @@ pub fn fit_signatures(
         set_field(&mut at0, Field::Dprime, 0.0)?;
         let rest: Vec<FreeParam> = free.iter().filter(|p| p.field != Field::Dprime).cloned().collect();
         let problem = crate::calibrate::Problem::new(data, &at0, rest, model)?;
-        let l0 = if problem.dim() == 0 { problem.loglik(&[])? } else { crate::calibrate::fit::fit(&problem, false, false)?.loglik };
+        let l0 = if problem.dim() == 0 {
+            problem.loglik(&[])?
+        } else {
+            crate::calibrate::fit::fit(&problem, false, false)?.loglik
+        };
         let stat = 2.0 * (fit.loglik - l0);
         lr = Some(stat);
         if stat > CHI2_1_99 {

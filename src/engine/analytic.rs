@@ -184,7 +184,9 @@ impl OrderDensity {
             let (qh, fh, gh) = group(&self.hard);
             let mut total = 0.0;
             if self.n_regular > 0 {
-                total += (self.n_regular as f64).ln().exp() * gr.exp() * sum_pmf(self.n_regular - 1, qr, fr, self.n_hard, qh, fh, j - 1);
+                total += (self.n_regular as f64).ln().exp()
+                    * gr.exp()
+                    * sum_pmf(self.n_regular - 1, qr, fr, self.n_hard, qh, fh, j - 1);
             }
             total += self.n_hard as f64 * gh.exp() * sum_pmf(self.n_regular, qr, fr, self.n_hard - 1, qh, fh, j - 1);
             total.ln()
@@ -316,7 +318,11 @@ impl OrderTable {
         self.fine.get_or_init(|| {
             let c = &self.coarse;
             let total: usize = self.splits.iter().sum();
-            let mut fine = TableNodes { panels: Vec::with_capacity(total), t: Vec::with_capacity(15 * total), wf: Vec::with_capacity(15 * total) };
+            let mut fine = TableNodes {
+                panels: Vec::with_capacity(total),
+                t: Vec::with_capacity(15 * total),
+                wf: Vec::with_capacity(15 * total),
+            };
             let mut nodes = Vec::with_capacity(15);
             for (p, (&(a, b), &n)) in c.panels.iter().zip(&self.splits).enumerate() {
                 if n == 1 {
@@ -383,7 +389,8 @@ impl OrderTable {
             let (from, to) = (lo - 6.0 * sd, hi + 6.0 * sd);
             let count = ((to - from) / step).ceil().clamp(2.0, MAX_CHECK_CENTRES as f64) as usize;
             let centres = gauss_rule::centres(from, to, count);
-            law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| rule.integrate(|x| self.cdf().cdf(m + sd * x)))
+            law.ladder
+                .choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| rule.integrate(|x| self.cdf().cdf(m + sd * x)))
         }))?;
         let rule = law.ladder.rule(at);
         Some(rule.integrate(|x| self.cdf().cdf(mean + sd * x)))
@@ -411,12 +418,16 @@ impl OrderTable {
         let class = sharpness_class(laws)?;
         // The table's resolution holds for laws of sd ≥ 2·width (see `panel_width`); a rule is
         // checked at the sharpest sd of that range, divided by the class's factor.
-        let sd = laws.iter().map(|(l, _)| if let EntryLaw::Gauss { sd, .. } = l { *sd } else { 0.0 }).fold(f64::INFINITY, f64::min);
+        let sd = laws
+            .iter()
+            .map(|(l, _)| if let EntryLaw::Gauss { sd, .. } = l { *sd } else { 0.0 })
+            .fold(f64::INFINITY, f64::min);
         if sd < 2.0 * width {
             return None;
         }
         let scale = 2.0 * width / (1u32 << class) as f64;
-        let at = (*self.choices[class].get_or_init(|| self.choose(|ladder, t, w| ladder.choose(t, w, scale, TOL_RULE))))?;
+        let at =
+            (*self.choices[class].get_or_init(|| self.choose(|ladder, t, w| ladder.choose(t, w, scale, TOL_RULE))))?;
         Some(self.rule_at(at))
     }
 }
@@ -432,7 +443,8 @@ impl OrderTable {
     fn law_rule(&self, c: u32, sd: f64, width: f64) -> Option<&GaussRule> {
         let floor = 2.0 * width;
         let step = ((sd / floor).log2() * LAW_STEPS_PER_OCTAVE).floor().clamp(0.0, LAW_STEPS_PER_OCTAVE - 1.0) as u32;
-        let known = self.law_choices.lock().ok().and_then(|m| m.iter().find(|(k, _)| *k == (c, step)).map(|&(_, at)| at));
+        let known =
+            self.law_choices.lock().ok().and_then(|m| m.iter().find(|(k, _)| *k == (c, step)).map(|&(_, at)| at));
         let at = match known {
             Some(at) => at,
             None => {
@@ -465,12 +477,19 @@ impl OrderTable {
         if kind.n_needle == 0 || !(needle_sd >= scale) {
             return None;
         }
-        let known = self.max_choices.lock().ok().and_then(|m| m.iter().find(|(k, ..)| *k == kind).map(|&(_, at, _)| at));
+        let known =
+            self.max_choices.lock().ok().and_then(|m| m.iter().find(|(k, ..)| *k == kind).map(|&(_, at, _)| at));
         let at = match known {
             Some(at) => at,
             None => {
                 let at = kernel_centres(&self.coarse.t, scale).and_then(|centres| {
-                    let law = |m: f64| EntryLaw::Max { token: kind.token, n_dist: kind.n_dist, n_needle: kind.n_needle, needle_mean: m, needle_sd: scale };
+                    let law = |m: f64| EntryLaw::Max {
+                        token: kind.token,
+                        n_dist: kind.n_dist,
+                        n_needle: kind.n_needle,
+                        needle_mean: m,
+                        needle_sd: scale,
+                    };
                     self.choose(|ladder, t, w| {
                         ladder.choose_by(t, w, &centres, TOL_RULE, |rule, m| {
                             let laws = [(law(m), kind.entries)];
@@ -546,7 +565,13 @@ fn max_needle_sf(part: f64, t: f64, law: &EntryLaw, entries: f64) -> f64 {
     let EntryLaw::Max { n_needle, needle_mean, needle_sd, .. } = *law else { unreachable!("a max-pooled law") };
     let mut v = part;
     if n_needle > 0 {
-        let l = if needle_sd > 0.0 { ln_norm_cdf((t - needle_mean) / needle_sd) } else if t >= needle_mean { 0.0 } else { f64::NEG_INFINITY };
+        let l = if needle_sd > 0.0 {
+            ln_norm_cdf((t - needle_mean) / needle_sd)
+        } else if t >= needle_mean {
+            0.0
+        } else {
+            f64::NEG_INFINITY
+        };
         v += n_needle as f64 * l;
     }
     any_of(-v.exp_m1(), entries)
@@ -554,7 +579,12 @@ fn max_needle_sf(part: f64, t: f64, law: &EntryLaw, entries: f64) -> f64 {
 
 /// `rule.integrate(|t| needle_sf(..))` for one max-pooled law, from its parts at the rule's nodes.
 fn integrate_max_needle(rule: &GaussRule, parts: &[f64], law: &EntryLaw, entries: f64) -> f64 {
-    rule.nodes.iter().zip(&rule.weights).zip(parts).map(|((&t, &w), &part)| w * max_needle_sf(part, t, law, entries)).sum()
+    rule.nodes
+        .iter()
+        .zip(&rule.weights)
+        .zip(parts)
+        .map(|((&t, &w), &part)| w * max_needle_sf(part, t, law, entries))
+        .sum()
 }
 
 /// n_dist · ln F_tok(t), as [`EntryLaw::ln_cdf`] sums it (from 0.0).
@@ -571,14 +601,21 @@ fn needle_scale(law: &EntryLaw) -> f64 {
         EntryLaw::Gauss { sd, .. } => sd,
         // The max of a few distractor tokens bends over a fraction of a token sd.
         EntryLaw::Token(_) => 0.25,
-        EntryLaw::Max { n_needle, needle_sd, .. } => if n_needle > 0 { needle_sd.min(0.25) } else { 0.25 },
+        EntryLaw::Max { n_needle, needle_sd, .. } => {
+            if n_needle > 0 {
+                needle_sd.min(0.25)
+            } else {
+                0.25
+            }
+        }
     }
 }
 
 /// The widest table panel for a needle law of `scale`, rounded down to a power of two (a
 /// table's resolution is then one of few values, and part of its key); `None` for a point mass.
 fn panel_width(scale: f64) -> Option<f64> {
-    (scale > 0.0 && scale.is_finite()).then(|| 2f64.powi((PANEL_PER_SCALE * scale).log2().floor().clamp(-1000.0, 1000.0) as i32))
+    (scale > 0.0 && scale.is_finite())
+        .then(|| 2f64.powi((PANEL_PER_SCALE * scale).log2().floor().clamp(-1000.0, 1000.0) as i32))
 }
 
 impl Analytic {
@@ -586,7 +623,14 @@ impl Analytic {
     pub fn new(s: &Scenario) -> Result<Analytic, NotExact> {
         let geometry = Geometry::new(s);
         let model = ScoreModel::new(s, &geometry)?;
-        Ok(Analytic { model, geometry, layers: s.selecting_layers(), readout: s.readout, p_read: s.p_read, p_guess: s.p_guess })
+        Ok(Analytic {
+            model,
+            geometry,
+            layers: s.selecting_layers(),
+            readout: s.readout,
+            p_read: s.p_read,
+            p_guess: s.p_guess,
+        })
     }
 
     /// The resolved geometry.
@@ -645,8 +689,8 @@ impl Analytic {
         }
         let centre = 0.5 * (lo + hi);
         let m = &self.model;
-        let rate = m.n_regular as f64 * m.distractor.ln_pdf(centre).exp()
-            + m.n_hard as f64 * m.hard.ln_pdf(centre).exp();
+        let rate =
+            m.n_regular as f64 * m.distractor.ln_pdf(centre).exp() + m.n_hard as f64 * m.hard.ln_pdf(centre).exp();
         let n_d = self.n_distractors() as f64;
         let sd_count = (j as f64 * (1.0 - j as f64 / n_d).max(0.0)).sqrt() + 0.5;
         let mut h = sd_count / rate;
@@ -763,12 +807,14 @@ impl Analytic {
         // A panel holding less of T_j's mass than NEGLIGIBLE_MASS adds less than that to any
         // P(rank ≤ j | z) (the needle's survival is at most 1): dropped, so that the refinement
         // to the needle's scale covers only where T_j lies.
-        let coarse: Vec<(f64, f64)> = coarse.into_iter().filter(|p| p.2.abs() >= NEGLIGIBLE_MASS).map(|p| (p.0, p.1)).collect();
+        let coarse: Vec<(f64, f64)> =
+            coarse.into_iter().filter(|p| p.2.abs() >= NEGLIGIBLE_MASS).map(|p| (p.0, p.1)).collect();
         // Each panel's split to the needle's scale, unless that takes more than
         // MAX_TABLE_PANELS in all: then the table resolves T_j alone and serves only a needle
         // sharper than T_j (`needle_side`, which reads F_{T_j} from it); any other needle law
         // runs the adaptive inner integral.
-        let splits: Vec<f64> = coarse.iter().map(|&(a, b)| width.map_or(1.0, |w| ((b - a) / w).ceil().max(1.0))).collect();
+        let splits: Vec<f64> =
+            coarse.iter().map(|&(a, b)| width.map_or(1.0, |w| ((b - a) / w).ceil().max(1.0))).collect();
         let total: f64 = splits.iter().sum();
         let refined = total.is_finite() && total <= MAX_TABLE_PANELS as f64;
         let splits: Vec<usize> = splits.iter().map(|&n| if refined { n as usize } else { 1 }).collect();
@@ -778,7 +824,8 @@ impl Analytic {
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
         let density = self.order_density_of(os.j);
-        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| density.at(t))).collect();
+        let wf: Vec<f64> =
+            nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| density.at(t))).collect();
         Some(OrderTable {
             coarse: TableNodes { panels: coarse, t, wf },
             splits,
@@ -802,7 +849,13 @@ impl Analytic {
     /// nodes (a panel that holds a point mass of the needle's law at z, a jump of S, integrated
     /// adaptively, split at the jump), or the adaptive integral when the table is not refined
     /// to the needle's scale.
-    fn rank_le_tabled(&self, os: &OrderStat, table: &OrderTable, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
+    fn rank_le_tabled(
+        &self,
+        os: &OrderStat,
+        table: &OrderTable,
+        z: Option<f64>,
+        laws: &mut Vec<(EntryLaw, f64)>,
+    ) -> f64 {
         self.needle_laws(z, laws);
         if let Some(rule) = table.rule_with_parts(laws) {
             return rule.integrate(laws);
@@ -818,7 +871,9 @@ impl Analytic {
         let needle_sf = |t: f64| needle_sf(laws, t);
         // One max-pooled law: its distractor part at the nodes read from the table.
         let max_parts = match laws[..] {
-            [(ref law, entries)] if entries <= SUM_FORM_ENTRIES => table.max_table_parts(law).map(|p| (p, law, entries)),
+            [(ref law, entries)] if entries <= SUM_FORM_ENTRIES => {
+                table.max_table_parts(law).map(|p| (p, law, entries))
+            }
             _ => None,
         };
         let has_jump = laws.iter().any(|(l, _)| l.breakpoint().is_some());
@@ -850,7 +905,13 @@ impl Analytic {
 
     /// P(rank ≤ j) in one layer given the needle's shared component z, through `table` when
     /// there is one.
-    fn rank_le(&self, os: &OrderStat, table: Option<&OrderTable>, z: Option<f64>, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
+    fn rank_le(
+        &self,
+        os: &OrderStat,
+        table: Option<&OrderTable>,
+        z: Option<f64>,
+        laws: &mut Vec<(EntryLaw, f64)>,
+    ) -> f64 {
         let m = &self.model;
         if m.needle_entries.is_empty() {
             return 0.0;
@@ -886,7 +947,11 @@ impl Analytic {
     /// shape (the sds, the entry counts, a max-pooled law's kind) does not depend on z, only
     /// their location, so the rule [`OrderTable::rule_for`] gives at z = 0 is the one it gives
     /// at every z; found once per outer integral instead of once per node.
-    fn shared_rule<'t>(&self, table: Option<&'t OrderTable>, laws: &mut Vec<(EntryLaw, f64)>) -> Option<SharedRule<'t>> {
+    fn shared_rule<'t>(
+        &self,
+        table: Option<&'t OrderTable>,
+        laws: &mut Vec<(EntryLaw, f64)>,
+    ) -> Option<SharedRule<'t>> {
         let table = table?;
         if self.model.needle_entries.is_empty() {
             return None;
@@ -903,7 +968,17 @@ impl Analytic {
     /// `None` when the laws are of another form (then that whole range is integrated).
     fn transition(&self, os: &OrderStat, laws: &mut Vec<(EntryLaw, f64)>) -> Option<(f64, f64)> {
         let gauss = |laws: &[(EntryLaw, f64)]| -> Option<Vec<(f64, f64)>> {
-            laws.iter().map(|(l, _)| if let EntryLaw::Gauss { mean, sd } = *l { (sd > 0.0).then_some((mean, sd)) } else { None }).collect()
+            laws.iter()
+                .map(
+                    |(l, _)| {
+                        if let EntryLaw::Gauss { mean, sd } = *l {
+                            (sd > 0.0).then_some((mean, sd))
+                        } else {
+                            None
+                        }
+                    },
+                )
+                .collect()
         };
         self.needle_laws(Some(0.0), laws);
         let at0 = gauss(laws)?;
@@ -924,7 +999,14 @@ impl Analytic {
 
     /// [`Analytic::rank_le`] at z, on `rule` when [`Analytic::shared_rule`] found one (what
     /// [`Analytic::rank_le_tabled`] would do at z, without looking for the rule again).
-    fn rank_le_at(&self, os: &OrderStat, table: Option<&OrderTable>, rule: Option<&SharedRule>, z: f64, laws: &mut Vec<(EntryLaw, f64)>) -> f64 {
+    fn rank_le_at(
+        &self,
+        os: &OrderStat,
+        table: Option<&OrderTable>,
+        rule: Option<&SharedRule>,
+        z: f64,
+        laws: &mut Vec<(EntryLaw, f64)>,
+    ) -> f64 {
         let Some(r) = rule else { return self.rank_le(os, table, Some(z), laws) };
         self.needle_laws(Some(z), laws);
         r.integrate(laws)
@@ -947,7 +1029,13 @@ impl Analytic {
             let trim = rule.is_some();
             let rule = rule.as_ref();
             let Some((from, to)) = trim.then(|| self.transition(os, &mut laws)).flatten() else {
-                return integrate(|z| ln_norm_pdf(z).exp() * g(self.rank_le_at(os, table, rule, z, &mut laws)), -Z_MAX, Z_MAX, &[0.0], TOL_OUTER);
+                return integrate(
+                    |z| ln_norm_pdf(z).exp() * g(self.rank_le_at(os, table, rule, z, &mut laws)),
+                    -Z_MAX,
+                    Z_MAX,
+                    &[0.0],
+                    TOL_OUTER,
+                );
             };
             // Below `from` and above `to` the integrand is φ(z) times a constant (to ~1e-18), and
             // the readout stops moving further inside ([`readout_moves`]): the parts beyond its
@@ -1252,7 +1340,12 @@ fn readout_moves(h: &mut impl FnMut(f64) -> f64, from: f64, to: f64) -> ((f64, f
 
 /// [`CUT_STEPS`] bisection steps from `good` = (z, h(z)), where `ok` holds, towards `bad`: the
 /// point nearest `bad` found where `ok(z, h(z))` holds, with h there.
-fn last_within(h: &mut impl FnMut(f64) -> f64, good: (f64, f64), bad: f64, ok: impl Fn(f64, f64) -> bool) -> (f64, f64) {
+fn last_within(
+    h: &mut impl FnMut(f64) -> f64,
+    good: (f64, f64),
+    bad: f64,
+    ok: impl Fn(f64, f64) -> bool,
+) -> (f64, f64) {
     let ((mut z, mut hz), mut bad) = (good, bad);
     for _ in 0..CUT_STEPS {
         let mid = 0.5 * (z + bad);
@@ -1318,14 +1411,21 @@ mod tests {
                 for corr in ["0.3", "0.9", "0.99", "0.9999"] {
                     for (dprime, sd) in [("0.5", "1"), ("1.5", "1"), ("3", "0.5"), ("-1", "2")] {
                         let mut s = Scenario::preset(preset).unwrap();
-                        for (f, v) in [(Field::ContextLen, ctx), (Field::LayerCorr, corr), (Field::Dprime, dprime), (Field::NeedleSd, sd)] {
+                        for (f, v) in [
+                            (Field::ContextLen, ctx),
+                            (Field::LayerCorr, corr),
+                            (Field::Dprime, dprime),
+                            (Field::NeedleSd, sd),
+                        ] {
                             s.set_text(f, v).unwrap();
                         }
                         s.validate().unwrap();
                         let a = Analytic::new(&s).unwrap();
                         let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
                         let mut laws = Vec::new();
-                        if a.shared_rule(p.table.as_ref(), &mut laws).is_some() && a.transition(&p.os, &mut laws).is_some() {
+                        if a.shared_rule(p.table.as_ref(), &mut laws).is_some()
+                            && a.transition(&p.os, &mut laws).is_some()
+                        {
                             trimmed += 1;
                         }
                         let r = a.recall();
@@ -1336,7 +1436,10 @@ mod tests {
                         // Each is an adaptive quadrature to TOL_OUTER (their difference on these
                         // rows is at most 8e-12); a tail left out or counted twice would be
                         // orders of magnitude more.
-                        assert!((r - full).abs() <= 2.0 * TOL_OUTER, "{preset} {ctx} corr {corr} dprime {dprime} sd {sd}: {r} vs {full}");
+                        assert!(
+                            (r - full).abs() <= 2.0 * TOL_OUTER,
+                            "{preset} {ctx} corr {corr} dprime {dprime} sd {sd}: {r} vs {full}"
+                        );
                     }
                 }
             }
@@ -1354,7 +1457,14 @@ mod tests {
         use crate::stats::{norm_cdf, norm_sf};
         let phi = |z: f64| ln_norm_pdf(z).exp();
         let mut narrowed = 0;
-        for (layers, readout) in [(43, Readout::Any), (61, Readout::Any), (21, Readout::All), (43, Readout::AtLeast(5)), (2, Readout::Any), (1, Readout::Any)] {
+        for (layers, readout) in [
+            (43, Readout::Any),
+            (61, Readout::Any),
+            (21, Readout::All),
+            (43, Readout::AtLeast(5)),
+            (2, Readout::Any),
+            (1, Readout::Any),
+        ] {
             for (shift, slope) in [(-2.0, 1.0), (0.0, 0.7), (1.5, 2.0), (-4.0, 0.5)] {
                 let h = |z: f64| readout_probability(norm_cdf(slope * z + shift), layers, readout);
                 let (from, to) = (-Z_MAX, Z_MAX);
@@ -1363,7 +1473,10 @@ mod tests {
                 assert_eq!((ha.to_bits(), hb.to_bits()), (h(a).to_bits(), h(b).to_bits()));
                 let below = integrate(|z| phi(z) * (h(z) - ha), from, a, &[], 1e-15) + (h(from) - ha) * norm_cdf(from);
                 let above = integrate(|z| phi(z) * (h(z) - hb), b, to, &[], 1e-15) + (h(to) - hb) * norm_sf(to);
-                assert!(below.abs() <= TOL_TAIL_CUT && above.abs() <= TOL_TAIL_CUT, "{layers} {readout:?} {shift} {slope}: {below:e} {above:e}");
+                assert!(
+                    below.abs() <= TOL_TAIL_CUT && above.abs() <= TOL_TAIL_CUT,
+                    "{layers} {readout:?} {shift} {slope}: {below:e} {above:e}"
+                );
                 let cut = ha * norm_cdf(a) + hb * norm_sf(b) + integrate(|z| phi(z) * h(z), a, b, &[0.0], 1e-12);
                 let whole = integrate(|z| phi(z) * h(z), from, to, &[0.0], 1e-12);
                 assert!((cut - whole).abs() <= 1e-11, "{layers} {readout:?} {shift} {slope}: {cut} vs {whole}");
@@ -1396,7 +1509,14 @@ mod tests {
                 ("4000", "0.99999", "0.5", "2", "0.1"),
             ] {
                 let mut s = Scenario::preset(preset).unwrap();
-                for (f, v) in [(Field::ContextLen, ctx), (Field::LayerCorr, corr), (Field::NeedleSd, sd), (Field::Repeat, repeat), (Field::HardNegatives, hard), (Field::Dprime, "1.5")] {
+                for (f, v) in [
+                    (Field::ContextLen, ctx),
+                    (Field::LayerCorr, corr),
+                    (Field::NeedleSd, sd),
+                    (Field::Repeat, repeat),
+                    (Field::HardNegatives, hard),
+                    (Field::Dprime, "1.5"),
+                ] {
                     s.set_text(f, v).unwrap();
                 }
                 s.validate().unwrap();
@@ -1418,8 +1538,14 @@ mod tests {
                 for (x, y) in pmf.iter().zip(&pmf0) {
                     worst = worst.max((x - y).abs());
                 }
-                assert!((r - r0).abs() <= 1e-12, "{preset} {ctx} corr {corr} sd {sd} repeat {repeat} hard {hard}: {r} vs {r0}");
-                assert!(pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12), "{preset} {ctx} corr {corr}: layer-count pmf");
+                assert!(
+                    (r - r0).abs() <= 1e-12,
+                    "{preset} {ctx} corr {corr} sd {sd} repeat {repeat} hard {hard}: {r} vs {r0}"
+                );
+                assert!(
+                    pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12),
+                    "{preset} {ctx} corr {corr}: layer-count pmf"
+                );
             }
         }
         // The rules are what the rows ran on (not a comparison of the table with itself).
@@ -1443,7 +1569,14 @@ mod tests {
             (10000, 8, 0.99, 7.0, 10.0),
             (4000, 3, 0.7, 0.05, 2.5),
         ] {
-            let s = Scenario { context_len: ctx, index_topk: k, layer_corr: corr, needle_sd: sd, dprime, ..Scenario::preset("quest-16").unwrap() };
+            let s = Scenario {
+                context_len: ctx,
+                index_topk: k,
+                layer_corr: corr,
+                needle_sd: sd,
+                dprime,
+                ..Scenario::preset("quest-16").unwrap()
+            };
             s.validate().unwrap();
             let a = Analytic::new(&s).unwrap();
             let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
@@ -1457,7 +1590,10 @@ mod tests {
             let (r0, pmf0) = (a.recall(), a.layer_count_pmf());
             NO_RULES.with(|c| c.set(false));
             assert!((r - r0).abs() <= 1e-12, "{ctx} k {k} corr {corr} sd {sd}: {r} vs {r0}");
-            assert!(pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12), "{ctx} k {k} corr {corr} sd {sd}: layer-count pmf");
+            assert!(
+                pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12),
+                "{ctx} k {k} corr {corr} sd {sd}: layer-count pmf"
+            );
         }
         assert!(used * 2 > rows, "a max-pooled rule on {used} of {rows} rows");
     }
@@ -1469,8 +1605,22 @@ mod tests {
     #[test]
     fn max_rule_parts_integrate_as_needle_sf_does() {
         let (mut compared, mut table_nodes) = (0, 0);
-        for (distractor, needle_tokens, repeat) in [(Distractor::Normal, 1, 1), (Distractor::Normal, 1, 3), (Distractor::Gumbel, 2, 1), (Distractor::StudentT(6.0), 1, 2)] {
-            let s = Scenario { context_len: 10000, index_topk: 8, layer_corr: 0.3, needle_sd: 0.4, distractor, needle_tokens, repeat, ..Scenario::preset("quest-16").unwrap() };
+        for (distractor, needle_tokens, repeat) in [
+            (Distractor::Normal, 1, 1),
+            (Distractor::Normal, 1, 3),
+            (Distractor::Gumbel, 2, 1),
+            (Distractor::StudentT(6.0), 1, 2),
+        ] {
+            let s = Scenario {
+                context_len: 10000,
+                index_topk: 8,
+                layer_corr: 0.3,
+                needle_sd: 0.4,
+                distractor,
+                needle_tokens,
+                repeat,
+                ..Scenario::preset("quest-16").unwrap()
+            };
             s.validate().unwrap();
             let a = Analytic::new(&s).unwrap();
             let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
@@ -1486,7 +1636,11 @@ mod tests {
                     let (same, parts) = table.max_rule_parts(&laws).unwrap();
                     assert!(std::ptr::eq(rule, same));
                     let got = integrate_max_needle(rule, &parts, &laws[0].0, entries);
-                    assert_eq!(got.to_bits(), rule.integrate(|t| needle_sf(&laws, t)).to_bits(), "{distractor} mean {needle_mean} sd {needle_sd}");
+                    assert_eq!(
+                        got.to_bits(),
+                        rule.integrate(|t| needle_sf(&laws, t)).to_bits(),
+                        "{distractor} mean {needle_mean} sd {needle_sd}"
+                    );
                     compared += 1;
                 }
                 // The whole table's nodes, for needles too sharp for a rule as well.
@@ -1496,7 +1650,11 @@ mod tests {
                     let law = EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd };
                     let laws = [(law, entries)];
                     for (&t, &part) in table.fine().t.iter().zip(parts.iter()).step_by(7) {
-                        assert_eq!(max_needle_sf(part, t, &law, entries).to_bits(), needle_sf(&laws, t).to_bits(), "{distractor} mean {needle_mean} sd {needle_sd} t {t}");
+                        assert_eq!(
+                            max_needle_sf(part, t, &law, entries).to_bits(),
+                            needle_sf(&laws, t).to_bits(),
+                            "{distractor} mean {needle_mean} sd {needle_sd} t {t}"
+                        );
                         table_nodes += 1;
                     }
                 }
@@ -1507,12 +1665,9 @@ mod tests {
 
     #[test]
     fn sum_of_binomials_pmf_matches_direct_convolution() {
-        for &(n_a, p_a, n_b, p_b) in &[
-            (1000u64, 0.01, 50u64, 0.3),
-            (100_000, 0.002, 95_000, 0.0015),
-            (20, 0.5, 20, 0.5),
-            (5000, 0.2, 3, 0.9),
-        ] {
+        for &(n_a, p_a, n_b, p_b) in
+            &[(1000u64, 0.01, 50u64, 0.3), (100_000, 0.002, 95_000, 0.0015), (20, 0.5, 20, 0.5), (5000, 0.2, 3, 0.9)]
+        {
             let mean = n_a as f64 * p_a + n_b as f64 * p_b;
             for m in [0u64, 1, (mean * 0.5) as u64, mean as u64, (mean * 1.5) as u64 + 3] {
                 let direct: f64 = (0..=n_b.min(m))
@@ -1520,7 +1675,10 @@ mod tests {
                     .map(|i| (ln_binom_pmf(n_b, i, p_b, 1.0 - p_b) + ln_binom_pmf(n_a, m - i, p_a, 1.0 - p_a)).exp())
                     .sum();
                 let fast = sum_pmf(n_a, p_a, 1.0 - p_a, n_b, p_b, 1.0 - p_b, m);
-                assert!((fast - direct).abs() <= 1e-12 * direct.max(1e-300) + 1e-300, "{n_a} {p_a} {n_b} {p_b} m={m}: {fast} vs {direct}");
+                assert!(
+                    (fast - direct).abs() <= 1e-12 * direct.max(1e-300) + 1e-300,
+                    "{n_a} {p_a} {n_b} {p_b} m={m}: {fast} vs {direct}"
+                );
             }
         }
     }

@@ -204,7 +204,13 @@ mod tests {
         let mut counts = vec![0u64; (hi - lo + 3) as usize];
         for _ in 0..draws {
             let x = sample(n, p, &mut rng);
-            let idx = if x < lo { 0 } else if x > hi { counts.len() - 1 } else { (x - lo + 1) as usize };
+            let idx = if x < lo {
+                0
+            } else if x > hi {
+                counts.len() - 1
+            } else {
+                (x - lo + 1) as usize
+            };
             counts[idx] += 1;
         }
         let mut cells: Vec<(f64, f64)> = Vec::new();
@@ -271,7 +277,8 @@ mod tests {
     #[test]
     fn floor_nonnegative_is_the_u64_truncation() {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
-        let mut xs = vec![0.0, -0.0, 0.5, 1.0, 1.0 - f64::EPSILON, 4503599627370495.5, 4503599627370496.0, 9.3e18, 1.8e19];
+        let mut xs =
+            vec![0.0, -0.0, 0.5, 1.0, 1.0 - f64::EPSILON, 4503599627370495.5, 4503599627370496.0, 9.3e18, 1.8e19];
         for _ in 0..100_000 {
             // Random magnitudes from 2^-10 to 2^64, and values just around integers.
             let e: f64 = rng.random_range(-10.0..64.0);

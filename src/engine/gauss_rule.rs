@@ -85,7 +85,17 @@ impl Recurrence {
             return None;
         }
         let x: Vec<f64> = t.iter().map(|&t| (t - c) / h).collect();
-        Some(Recurrence { c, h, mass, q_prev: vec![0.0; x.len()], q: vec![1.0 / mass.sqrt(); x.len()], x, alpha: Vec::new(), beta: Vec::new(), broken: false })
+        Some(Recurrence {
+            c,
+            h,
+            mass,
+            q_prev: vec![0.0; x.len()],
+            q: vec![1.0 / mass.sqrt(); x.len()],
+            x,
+            alpha: Vec::new(),
+            beta: Vec::new(),
+            broken: false,
+        })
     }
 
     /// Runs the recurrence until it has α_0..α_{n−1} and β_1..β_{n−1} (or breaks down).
@@ -288,7 +298,14 @@ impl Ladder {
     /// smooth integrands, so the larger one is the more exact by orders of magnitude) at every
     /// centre, the central ones first (where a too-small rule fails); `None` when no size
     /// passes.
-    pub fn choose_by(&self, t: &[f64], w: &[f64], centres: &[f64], tol: f64, value: impl Fn(&GaussRule, f64) -> f64) -> Option<usize> {
+    pub fn choose_by(
+        &self,
+        t: &[f64],
+        w: &[f64],
+        centres: &[f64],
+        tol: f64,
+        value: impl Fn(&GaussRule, f64) -> f64,
+    ) -> Option<usize> {
         (0..SIZES.len().saturating_sub(2)).find(|&at| {
             let (Some(small), Some(large)) = (self.get(t, w, at), self.get(t, w, at + 2)) else { return false };
             centres.iter().all(|&m| (value(small, m) - value(large, m)).abs() <= 0.5 * tol)
@@ -297,7 +314,10 @@ impl Ladder {
 
     /// The rule at a position [`Ladder::choose`] returned (built by it).
     pub fn rule(&self, at: usize) -> &GaussRule {
-        self.rules[at].get().and_then(Option::as_ref).expect("Ladder::choose_by returns a position only once the rule there is built")
+        self.rules[at]
+            .get()
+            .and_then(Option::as_ref)
+            .expect("Ladder::choose_by returns a position only once the rule there is built")
     }
 }
 
@@ -389,7 +409,11 @@ mod tests {
         let t: Vec<f64> = (0..m).map(|i| -1.0 + (i as f64 + 0.5) * 2.0 / m as f64).collect();
         let w = vec![2.0 / m as f64; m];
         let r2 = GaussRule::of_measure(&t, &w, 2).unwrap();
-        assert!((r2.nodes[1] - 1.0 / 3f64.sqrt()).abs() < 1e-8 && (r2.nodes[0] + r2.nodes[1]).abs() < 1e-12, "{:?}", r2.nodes);
+        assert!(
+            (r2.nodes[1] - 1.0 / 3f64.sqrt()).abs() < 1e-8 && (r2.nodes[0] + r2.nodes[1]).abs() < 1e-12,
+            "{:?}",
+            r2.nodes
+        );
         let r3 = GaussRule::of_measure(&t, &w, 3).unwrap();
         assert!((r3.nodes[2] - 0.6f64.sqrt()).abs() < 1e-8 && r3.nodes[1].abs() < 1e-12, "{:?}", r3.nodes);
         assert!((r3.weights[1] - 8.0 / 9.0).abs() < 1e-8, "{:?}", r3.weights);
@@ -414,7 +438,9 @@ mod tests {
     /// `SymmetricEigen`, which built the rules before, is off by up to 4e-10 on these weights.
     #[test]
     fn the_tridiagonal_eigensolver_matches_40_digit_references() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gauss/tridiagonal_reference.txt")).unwrap();
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gauss/tridiagonal_reference.txt"))
+                .unwrap();
         let numbers = |l: &str| -> Vec<f64> { l.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect() };
         let mut checked = 0;
         let mut lines = text.lines().filter(|l| !l.starts_with('#')).peekable();
@@ -422,14 +448,20 @@ mod tests {
             let name = head.strip_prefix("matrix ").expect("a matrix line");
             let d = numbers(lines.next().unwrap());
             let e = numbers(lines.next().unwrap());
-            let want: Vec<(f64, f64)> = (0..d.len()).map(|_| numbers(lines.next().unwrap())).map(|p| (p[0], p[1])).collect();
+            let want: Vec<(f64, f64)> =
+                (0..d.len()).map(|_| numbers(lines.next().unwrap())).map(|p| (p[0], p[1])).collect();
             let (values, first) = tridiagonal_eigen(&d, &e).expect("converges");
             let mut got: Vec<(f64, f64)> = values.iter().zip(&first).map(|(&v, &z)| (v, z * z)).collect();
             got.sort_by(|a, b| a.0.total_cmp(&b.0));
             let radius = want.iter().map(|p| p.0.abs()).fold(0.0, f64::max).max(1e-300);
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!((g.0 - w.0).abs() <= 1e-14 * radius, "{name}: eigenvalue {i}: {} vs {}", g.0, w.0);
-                let gap = want.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, c)| (c.0 - w.0).abs()).fold(f64::INFINITY, f64::min);
+                let gap = want
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, c)| (c.0 - w.0).abs())
+                    .fold(f64::INFINITY, f64::min);
                 let tol = 1e-14 + 8.0 * f64::EPSILON * radius / gap;
                 assert!((g.1 - w.1).abs() <= tol, "{name}: weight {i}: {} vs {} (tolerance {tol})", g.1, w.1);
             }
@@ -493,6 +525,9 @@ mod tests {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        assert!(laws.iter().all(|l| std::sync::Arc::ptr_eq(l, &laws[0])), "concurrent first calls built separate measures");
+        assert!(
+            laws.iter().all(|l| std::sync::Arc::ptr_eq(l, &laws[0])),
+            "concurrent first calls built separate measures"
+        );
     }
 }

@@ -10,8 +10,8 @@ pub mod analytic;
 pub mod binomial;
 pub mod gauss_rule;
 pub mod montecarlo;
-pub mod table_cdf;
 pub(crate) mod recall_model;
+pub mod table_cdf;
 
 pub use recall_model::{with_noise, with_topk, EngineModel, FnModel, KCurve, NoiseCurve, RecallModel};
 
@@ -346,7 +346,12 @@ fn cdf_grid(s: &Scenario, n_candidates: u64) -> Vec<u64> {
     js
 }
 
-fn evaluate(s: &Scenario, opts: &RunOptions, with_rank: bool, progress: &dyn Progress) -> Result<Estimate, EngineError> {
+fn evaluate(
+    s: &Scenario,
+    opts: &RunOptions,
+    with_rank: bool,
+    progress: &dyn Progress,
+) -> Result<Estimate, EngineError> {
     s.validate()?;
     let n = s.n_candidates();
     let empty = || RankSummary { n_candidates: n, ..RankSummary::default() };

@@ -177,8 +177,13 @@ impl Plan {
     /// one order of draws for a trial that is run ([`Plan::trial`]) and one that is recorded
     /// ([`RankRecord`]).
     #[inline(always)]
-    fn layer_ranks<F>(&self, rng: &mut Xoshiro256PlusPlus, scratch: &mut Scratch, mut rank_of: F, mut each: impl FnMut(u32, Option<u64>))
-    where
+    fn layer_ranks<F>(
+        &self,
+        rng: &mut Xoshiro256PlusPlus,
+        scratch: &mut Scratch,
+        mut rank_of: F,
+        mut each: impl FnMut(u32, Option<u64>),
+    ) where
         F: FnMut(Option<f64>, &mut Xoshiro256PlusPlus, &mut Scratch) -> u64,
     {
         let z = if self.needs_shared() { Some(rng.sample::<f64, _>(StandardNormal)) } else { None };
@@ -320,7 +325,12 @@ impl Plan {
     /// by `touching(b, rng)` and the runs of blocks between them in [`Plan::plain_blocks`]' loop
     /// (no search for the needle per block: this loop is most of a materialising trial).
     #[inline(always)]
-    fn fill_blocks<R: Rng + Clone>(&self, rng: &mut R, blocks: &mut [f64], mut touching: impl FnMut(u64, &mut R) -> f64) {
+    fn fill_blocks<R: Rng + Clone>(
+        &self,
+        rng: &mut R,
+        blocks: &mut [f64],
+        mut touching: impl FnMut(u64, &mut R) -> f64,
+    ) {
         let mut from = 0usize;
         for &t in &self.touching {
             let t = t as usize;
@@ -366,7 +376,9 @@ impl Plan {
     #[inline(always)]
     fn pooled_entry(&self, own: f64, prev: Option<f64>) -> f64 {
         let (stat, size) = match prev {
-            Some(prev) => (if self.pooling == Pooling::Max { own.max(prev) } else { own + prev }, 2 * self.compress_ratio),
+            Some(prev) => {
+                (if self.pooling == Pooling::Max { own.max(prev) } else { own + prev }, 2 * self.compress_ratio)
+            }
             None => (own, self.compress_ratio),
         };
         if self.pooling == Pooling::Mean {
@@ -525,7 +537,10 @@ impl Plan {
         let mut y = f64::NEG_INFINITY;
         for e in &g.needle_entries {
             let i = e.index;
-            y = y.max(self.pooled_entry(blocks[i as usize], self.pools_previous(i).then(|| blocks[i as usize - 1])) + self.noise(rng));
+            y = y.max(
+                self.pooled_entry(blocks[i as usize], self.pools_previous(i).then(|| blocks[i as usize - 1]))
+                    + self.noise(rng),
+            );
         }
         self.pooled_distractors(blocks, rng, |x| count += (x > y) as u64);
         1 + count
@@ -566,7 +581,11 @@ impl Plan {
             _ => Vec::new(),
         };
         let needle_spans = geometry.needle_spans(s.needle_tokens);
-        let touching = if s.pooling == Pooling::None { Vec::new() } else { touching_blocks(&needle_spans, s.compress_ratio, geometry.n_candidates) };
+        let touching = if s.pooling == Pooling::None {
+            Vec::new()
+        } else {
+            touching_blocks(&needle_spans, s.compress_ratio, geometry.n_candidates)
+        };
         let plan = Plan {
             path,
             rule: ReadoutRule::new(s, &geometry),
@@ -606,7 +625,9 @@ impl TrialPlan for Plan {
     fn run_trials(&self, seed: u64, range: std::ops::Range<u64>, scratch: &mut Scratch, tally: &mut Tally) {
         if self.path == McPath::Materialise {
             for i in range {
-                self.trial(&mut trial_rng(seed, i), scratch, tally, |z, rng, scratch| self.rank_materialised(z, rng, scratch));
+                self.trial(&mut trial_rng(seed, i), scratch, tally, |z, rng, scratch| {
+                    self.rank_materialised(z, rng, scratch)
+                });
             }
         } else if self.batchable() {
             self.exact_batched(seed, range, tally);
@@ -617,10 +638,15 @@ impl TrialPlan for Plan {
 }
 
 /// [`simulate`], reporting each finished chunk of trials to `progress`.
-pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, path: McPath, progress: &dyn Progress) -> Result<Tally, NotExact> {
+pub fn simulate_observed(
+    s: &Scenario,
+    trials: u64,
+    seed: u64,
+    path: McPath,
+    progress: &dyn Progress,
+) -> Result<Tally, NotExact> {
     Ok(crate::trials::run(&Plan::new(s, path)?, trials, seed, progress))
 }
-
 
 /// Every Monte Carlo trial's needle rank in each layer, kept to answer the same scenario at
 /// any `index_topk`.
@@ -797,7 +823,8 @@ impl RankRecord {
     /// The caller bounds the memory (the sum of their [`RankRecord::values`]).
     pub fn for_needles(ss: &[Scenario], trials: u64, seed: u64) -> Result<Option<Vec<RankRecord>>, NotExact> {
         let Some(first) = ss.first() else { return Ok(Some(Vec::new())) };
-        let without_needle = |s: &Scenario| rank_key(&Scenario { dprime: 0.0, needle_sd: 1.0, layer_corr: 0.0, ..s.clone() });
+        let without_needle =
+            |s: &Scenario| rank_key(&Scenario { dprime: 0.0, needle_sd: 1.0, layer_corr: 0.0, ..s.clone() });
         let plan = Plan::new(first, McPath::Auto)?;
         if plan.path != McPath::Materialise {
             return Ok(None);
@@ -810,9 +837,12 @@ impl RankRecord {
             }
         }
         let layout = ReplayLayout::new(&plan, 0);
-        let needles: Vec<NeedleParams> =
-            ss.iter().map(|s| NeedleParams { dprime: s.dprime, needle_sd: s.needle_sd, layer_corr: s.layer_corr }).collect();
-        let recorder = NeedlesRecorder { recorder: Recorder { plan: &plan, layout: &layout, k_effs: &[] }, needles: &needles };
+        let needles: Vec<NeedleParams> = ss
+            .iter()
+            .map(|s| NeedleParams { dprime: s.dprime, needle_sd: s.needle_sd, layer_corr: s.layer_corr })
+            .collect();
+        let recorder =
+            NeedlesRecorder { recorder: Recorder { plan: &plan, layout: &layout, k_effs: &[] }, needles: &needles };
         let all = crate::trials::record(&recorder, trials, seed);
         let layers = plan.rule.layers() as usize;
         let per = layers + 1;
@@ -1279,7 +1309,6 @@ impl Replay {
         }
         Some(tally)
     }
-
 }
 
 /// The needle's best entry score in one layer record of `layout`, with needle tokens
@@ -1303,7 +1332,9 @@ fn pooled_needle(plan: &Plan, layout: &ReplayLayout, layer: &[f64], (mu, sd): (f
             let (start, end, spans, _) = plan.block_span(h.block);
             let mut next = layer[h.offset..].iter();
             plan.pool_tokens(start, end, spans, |in_needle| {
-                let x = *next.next().expect("a touching block's record holds its c token draws (ReplayLayout::new) and pool_tokens asks for c");
+                let x = *next.next().expect(
+                    "a touching block's record holds its c token draws (ReplayLayout::new) and pool_tokens asks for c",
+                );
                 if in_needle {
                     mu + sd * x
                 } else {
@@ -1429,7 +1460,8 @@ impl VarRecordPlan for NoiseRecorder<'_> {
                 needle.clear();
                 for e in &g.needle_entries {
                     let i = e.index;
-                    let a = plan.pooled_entry(blocks[i as usize], plan.pools_previous(i).then(|| blocks[i as usize - 1]));
+                    let a =
+                        plan.pooled_entry(blocks[i as usize], plan.pools_previous(i).then(|| blocks[i as usize - 1]));
                     needle.push((a, plan.noise_draw(rng)));
                 }
                 lines.clear();
@@ -1462,7 +1494,13 @@ impl VarRecordPlan for NoiseRecorder<'_> {
 /// so widened still lies wholly within the boundary (≤ `below`) or wholly beyond it cannot
 /// change the answer; the others are kept, and a σ in one of them is run again. (Each window is
 /// a crossing's own: one nearly parallel line far along σ widens only its own cluster.)
-fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64], scratch: &mut CrossingScratch, out: &mut Vec<f64>) {
+fn noise_layer_record(
+    needle: &[(f64, f64)],
+    lines: &[(f64, f64)],
+    belows: &[i64],
+    scratch: &mut CrossingScratch,
+    out: &mut Vec<f64>,
+) {
     const U: f64 = f64::EPSILON / 2.0;
     let CrossingScratch { crossings, clusters } = scratch;
     crossings.clear();
@@ -1533,7 +1571,13 @@ fn noise_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64
         let mut k = WindowCluster { lo: x - w, hi: x + w, size: 1, cmin: before.min(c), cmax: before.max(c) };
         while let Some(last) = clusters.last().copied().filter(|l| l.hi >= k.lo) {
             clusters.pop();
-            k = WindowCluster { lo: k.lo.min(last.lo), hi: k.hi.max(last.hi), size: k.size + last.size, cmin: k.cmin.min(last.cmin), cmax: k.cmax.max(last.cmax) };
+            k = WindowCluster {
+                lo: k.lo.min(last.lo),
+                hi: k.hi.max(last.hi),
+                size: k.size + last.size,
+                cmin: k.cmin.min(last.cmin),
+                cmax: k.cmax.max(last.cmax),
+            };
         }
         clusters.push(k);
     }
@@ -1616,7 +1660,11 @@ impl NoiseReplay {
 
     /// Whether this replay answers for `s` under (trials, seed).
     pub fn applies(&self, s: &Scenario, trials: u64, seed: u64) -> bool {
-        self.trials == trials && self.seed == seed && s.score_noise > 0.0 && self.key == noise_replay_key(s) && self.k_effs.contains(&Geometry::new(s).k_eff)
+        self.trials == trials
+            && self.seed == seed
+            && s.score_noise > 0.0
+            && self.key == noise_replay_key(s)
+            && self.k_effs.contains(&Geometry::new(s).k_eff)
     }
 
     /// f64s held.
@@ -1682,12 +1730,15 @@ impl NoiseReplay {
             use rayon::prelude::*;
             // The key matched: s is the recorded scenario but for score_noise and index_topk, which
             // leave the candidate count (the only way Plan::new can fail here) as it was.
-            let plan = Plan::new(s, McPath::Materialise).expect("the recorded scenario's plan was built by NoiseReplay::for_topks");
+            let plan = Plan::new(s, McPath::Materialise)
+                .expect("the recorded scenario's plan was built by NoiseReplay::for_topks");
             let (successes, attended) = again_at
                 .par_iter()
                 .map_init(Scratch::default, |scratch, &i| {
                     let mut one = Tally::default();
-                    plan.trial(&mut trial_rng(self.seed, i), scratch, &mut one, |z, rng, scratch| plan.rank_materialised(z, rng, scratch));
+                    plan.trial(&mut trial_rng(self.seed, i), scratch, &mut one, |z, rng, scratch| {
+                        plan.rank_materialised(z, rng, scratch)
+                    });
                     (one.successes, one.attended)
                 })
                 .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
@@ -1717,7 +1768,12 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
         for n in [1usize, 2, 7, 100, 1000] {
             // Rounded to a coarse grid: many ties, and −0 next to +0.
-            let xs: Vec<f64> = (0..n).map(|_| (rng.sample::<f64, _>(StandardNormal) * 4.0).round() / 4.0 * if rng.random::<bool>() { 1.0 } else { -1.0 }).collect();
+            let xs: Vec<f64> = (0..n)
+                .map(|_| {
+                    (rng.sample::<f64, _>(StandardNormal) * 4.0).round() / 4.0
+                        * if rng.random::<bool>() { 1.0 } else { -1.0 }
+                })
+                .collect();
             let mut sorted = xs.clone();
             sorted.sort_by(|a, b| b.total_cmp(a));
             for k in [1, 2, n / 3 + 1, n, n + 1] {
@@ -1747,7 +1803,8 @@ mod tests {
     /// The order key sorts as `total_cmp` and gives every value back, bit for bit.
     #[test]
     fn order_key_is_total_cmp_and_inverts() {
-        let xs = [f64::NEG_INFINITY, -1e300, -1.0, -f64::MIN_POSITIVE, -0.0, 0.0, 5e-324, 1.0, 2.5, f64::MAX, f64::INFINITY];
+        let xs =
+            [f64::NEG_INFINITY, -1e300, -1.0, -f64::MIN_POSITIVE, -0.0, 0.0, 5e-324, 1.0, 2.5, f64::MAX, f64::INFINITY];
         for a in xs {
             assert_eq!(order_value(order_key(a)).to_bits(), a.to_bits());
             for b in xs {
@@ -1763,7 +1820,13 @@ mod tests {
         let mut rng = trial_rng(11, 0);
         for n in [1usize, 5, 300] {
             let xs: Vec<f64> = (0..n).map(|_| (rng.sample::<f64, _>(StandardNormal) * 3.0).round() / 3.0).collect();
-            for ks in [vec![1u64], vec![3, 1, 2], vec![n as u64, 1], vec![0, n as u64 + 1, 2], vec![n as u64 / 2 + 1, n as u64 / 5 + 1, n as u64]] {
+            for ks in [
+                vec![1u64],
+                vec![3, 1, 2],
+                vec![n as u64, 1],
+                vec![0, n as u64 + 1, 2],
+                vec![n as u64 / 2 + 1, n as u64 / 5 + 1, n as u64],
+            ] {
                 for guess in [None, Some(-0.5), Some(0.0), Some(1.5)] {
                     let mut many = KthLargest { guess, ..KthLargest::default() };
                     many.clear(n);
@@ -1785,7 +1848,12 @@ mod tests {
                     assert_eq!(done, top.is_none() || top_alone.is_some(), "n {n} {ks:?} {guess:?}");
                     if done {
                         for (i, a) in alone.iter().enumerate() {
-                            assert_eq!(Some(out[i].to_bits()), a.map(f64::to_bits), "n {n} {ks:?} {guess:?} k {}", ks[i]);
+                            assert_eq!(
+                                Some(out[i].to_bits()),
+                                a.map(f64::to_bits),
+                                "n {n} {ks:?} {guess:?} k {}",
+                                ks[i]
+                            );
                         }
                     }
                 }
@@ -1797,7 +1865,12 @@ mod tests {
     /// state: its record is the one drawn without a guess.
     #[test]
     fn a_missed_guess_redraws_the_same_layer() {
-        let s = Scenario { context_len: 2000, pooling: Pooling::Mean, index_topk: 100, ..Scenario::preset("deepseek-v4-flash").unwrap() };
+        let s = Scenario {
+            context_len: 2000,
+            pooling: Pooling::Mean,
+            index_topk: 100,
+            ..Scenario::preset("deepseek-v4-flash").unwrap()
+        };
         let plan = Plan::new(&s, McPath::Materialise).unwrap();
         let layout = ReplayLayout::new(&plan, 1);
         let rec = Recorder { plan: &plan, layout: &layout, k_effs: &[plan.geometry.k_eff] };
@@ -1823,9 +1896,30 @@ mod tests {
         let needles = [(1.5, 1.0, 0.9), (-0.5, 1.0, 0.9), (3.0, 0.5, 0.2), (1.0, 2.0, 0.99)];
         let cases = [
             ("mean pooling with overlap, 21 layers", Scenario { pooling: Pooling::Mean, ..v4.clone() }),
-            ("max pooling with noise, at least 2 of 3", Scenario { pooling: Pooling::Max, score_noise: 0.4, layers: 3, readout: Readout::AtLeast(2), ..v4.clone().one_layer() }),
-            ("unpooled student-t with noise", Scenario { pooling: Pooling::None, distractor: Distractor::StudentT(4.0), score_noise: 0.3, layers: 2, ..v4.clone().one_layer() }),
-            ("unpooled normal: exact sampling", Scenario { pooling: Pooling::None, layers: 2, ..v4.clone().one_layer() }),
+            (
+                "max pooling with noise, at least 2 of 3",
+                Scenario {
+                    pooling: Pooling::Max,
+                    score_noise: 0.4,
+                    layers: 3,
+                    readout: Readout::AtLeast(2),
+                    ..v4.clone().one_layer()
+                },
+            ),
+            (
+                "unpooled student-t with noise",
+                Scenario {
+                    pooling: Pooling::None,
+                    distractor: Distractor::StudentT(4.0),
+                    score_noise: 0.3,
+                    layers: 2,
+                    ..v4.clone().one_layer()
+                },
+            ),
+            (
+                "unpooled normal: exact sampling",
+                Scenario { pooling: Pooling::None, layers: 2, ..v4.clone().one_layer() },
+            ),
         ];
         for (name, base) in cases {
             let ss: Vec<Scenario> = needles
@@ -1846,7 +1940,11 @@ mod tests {
             assert_eq!(together.len(), ss.len());
             for (s, r) in ss.iter().zip(&together) {
                 let alone = RankRecord::new(s, 200, 9).unwrap();
-                assert_eq!((r.key.as_str(), r.layers, r.trials), (alone.key.as_str(), alone.layers, alone.trials), "{name}");
+                assert_eq!(
+                    (r.key.as_str(), r.layers, r.trials),
+                    (alone.key.as_str(), alone.layers, alone.trials),
+                    "{name}"
+                );
                 assert_eq!(r.records, alone.records, "{name}: {s:?}");
             }
             // Another length is another set of draws.
@@ -1860,7 +1958,14 @@ mod tests {
         let v4 = Scenario::preset("deepseek-v4-flash").unwrap();
         let scenarios = [
             Scenario { context_len: 3000, pooling: Pooling::Mean, ..v4.clone() },
-            Scenario { context_len: 3000, pooling: Pooling::Mean, layer_corr: 0.5, p_read: 0.9, p_guess: 0.1, ..v4.clone() },
+            Scenario {
+                context_len: 3000,
+                pooling: Pooling::Mean,
+                layer_corr: 0.5,
+                p_read: 0.9,
+                p_guess: 0.1,
+                ..v4.clone()
+            },
             Scenario { context_len: 3000, pooling: Pooling::Max, overlap: false, score_noise: 0.3, ..v4.clone() },
             Scenario { context_len: 3000, readout: Readout::All, ..v4 },
             Scenario { context_len: 1 << 14, index_topk: 64, dprime: 2.0, ..Scenario::default() },
@@ -1915,7 +2020,14 @@ mod tests {
     /// Checks a layer record against a run's own comparisons (rounded a + σ·z against the
     /// needle's rounded best) at each σ of `probes` and at the record's kept points and just
     /// beside them; returns how many σ it answered without running again.
-    fn check_layer_record(needle: &[(f64, f64)], lines: &[(f64, f64)], belows: &[i64], out: &[f64], mut probes: Vec<f64>, what: &str) -> usize {
+    fn check_layer_record(
+        needle: &[(f64, f64)],
+        lines: &[(f64, f64)],
+        belows: &[i64],
+        out: &[f64],
+        mut probes: Vec<f64>,
+        what: &str,
+    ) -> usize {
         let parts = record_parts(out, belows);
         for (_, toggles, kept) in &parts {
             probes.extend(toggles.iter().chain(kept.iter()).flat_map(|&x| {
@@ -1957,7 +2069,8 @@ mod tests {
             let entries = 1 + case % 4;
             let needle: Vec<(f64, f64)> = (0..entries).map(|_| (1.0 + n01(&mut rng), n01(&mut rng))).collect();
             // Coarse a's: ties between lines.
-            let lines: Vec<(f64, f64)> = (0..60).map(|_| ((n01(&mut rng) * 2.0).round() / 2.0, n01(&mut rng))).collect();
+            let lines: Vec<(f64, f64)> =
+                (0..60).map(|_| ((n01(&mut rng) * 2.0).round() / 2.0, n01(&mut rng))).collect();
             // Several k in one record (as a replay keeps its k and the kernel maximum), each part
             // answering for its own k.
             let belows = [(case % 7) as i64 * 3 - 1, (case % 5) as i64 * 7 + 2];
@@ -2023,7 +2136,13 @@ mod tests {
                 for &(a2, z2) in &needle {
                     let r = -(a - a2) / (z - z2);
                     if r > 0.0 && r.is_finite() {
-                        probes.extend([r, f64::from_bits(r.to_bits() + 1), f64::from_bits(r.to_bits() - 1), r * (1.0 + 1e-13), r * (1.0 - 1e-13)]);
+                        probes.extend([
+                            r,
+                            f64::from_bits(r.to_bits() + 1),
+                            f64::from_bits(r.to_bits() - 1),
+                            r * (1.0 + 1e-13),
+                            r * (1.0 - 1e-13),
+                        ]);
                     }
                 }
             }
@@ -2043,7 +2162,13 @@ mod tests {
     /// A noise level in a kept cluster runs its trials again, and the counts stay the run's.
     #[test]
     fn a_noise_level_on_a_crossing_runs_the_trial_again() {
-        let s = Scenario { context_len: 1200, score_noise: 0.5, index_topk: 4, dprime: 1.0, ..Scenario::preset("quest-16").unwrap() };
+        let s = Scenario {
+            context_len: 1200,
+            score_noise: 0.5,
+            index_topk: 4,
+            dprime: 1.0,
+            ..Scenario::preset("quest-16").unwrap()
+        };
         s.validate().unwrap();
         let replay = NoiseReplay::new(&s, 100, 4).unwrap();
         // The centre of the first kept cluster at σ > 0 of any trial's layer.

@@ -74,7 +74,10 @@ pub trait RecallModel: Sync {
     /// likelihood of captured per-layer selections); by default not available.
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
         let _ = s;
-        Err(EngineError::NeedsExact(format!("per-layer selection data need the exact engine, which {} is not", self.describe())))
+        Err(EngineError::NeedsExact(format!(
+            "per-layer selection data need the exact engine, which {} is not",
+            self.describe()
+        )))
     }
 }
 
@@ -201,7 +204,8 @@ fn hash_of(text: &str) -> u64 {
 
 /// The family of a replay key's scenario (see [`Replays`]).
 fn family_of(s: &Scenario) -> u64 {
-    let base = Scenario { score_noise: 0.0, hard_negatives: 0.0, hard_mean: 0.0, index_topk: 1, depth: 0.0, ..s.clone() };
+    let base =
+        Scenario { score_noise: 0.0, hard_negatives: 0.0, hard_mean: 0.0, index_topk: 1, depth: 0.0, ..s.clone() };
     hash_of(&replay_key(&base))
 }
 
@@ -417,7 +421,11 @@ impl EngineModel {
                     // The replay answers s at each k kept: registered under each of their keys
                     // not already answered.
                     for &k in &topks {
-                        m.by_key.entry(replay_key(&with_topk(s, k))).or_insert_with(|| Built { replay: cell.clone(), reused: 0, family });
+                        m.by_key.entry(replay_key(&with_topk(s, k))).or_insert_with(|| Built {
+                            replay: cell.clone(),
+                            reused: 0,
+                            family,
+                        });
                     }
                     cell
                 }
@@ -472,7 +480,8 @@ impl EngineModel {
             let monte_carlo = s.validate().is_ok()
                 && s.model == Model::Scalar
                 && matches!(route(s, self.choice), Ok(Route::MonteCarlo { .. }))
-                && check_monte_carlo(s, &RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() }).is_ok();
+                && check_monte_carlo(s, &RunOptions { trials: self.trials, seed: self.seed, ..RunOptions::default() })
+                    .is_ok();
             if monte_carlo && !wanted.iter().any(|w| rank_key(w) == rank_key(s)) {
                 wanted.push(s.clone());
             }
@@ -507,7 +516,9 @@ impl EngineModel {
     fn noise_replay(&self, at: &Scenario) -> Result<Arc<NoiseReplay>, EngineError> {
         let build = |topks: &[u64]| {
             self.replays_built.fetch_add(1, Ordering::Relaxed);
-            NoiseReplay::for_topks(at, topks, self.trials, self.seed).map(Arc::new).map_err(|e| EngineError::NotExact(e.0))
+            NoiseReplay::for_topks(at, topks, self.trials, self.seed)
+                .map(Arc::new)
+                .map_err(|e| EngineError::NotExact(e.0))
         };
         let (topks, cell) = {
             let Ok(mut m) = self.noise_replays.lock() else { return build(&[at.index_topk]) };
@@ -519,7 +530,11 @@ impl EngineModel {
                     return built_elsewhere(&c);
                 }
                 None => {
-                    let topks = if at.max_topk != at.index_topk { vec![at.index_topk, at.max_topk] } else { vec![at.index_topk] };
+                    let topks = if at.max_topk != at.index_topk {
+                        vec![at.index_topk, at.max_topk]
+                    } else {
+                        vec![at.index_topk]
+                    };
                     let c: NoiseCell = Arc::new(OnceLock::new());
                     m.by_key.entry(key).or_default().push((topks.clone(), c.clone()));
                     (topks, c)
@@ -667,7 +682,8 @@ impl RecallModel for EngineModel {
 
     fn describe(&self) -> String {
         let (a, m) = self.counts();
-        let mc = format!("montecarlo (common random numbers: {} trials per evaluation, seed {})", self.trials, self.seed);
+        let mc =
+            format!("montecarlo (common random numbers: {} trials per evaluation, seed {})", self.trials, self.seed);
         match (a > 0, m > 0) {
             (_, false) => "analytic (exact quadrature)".to_string(),
             (false, true) => mc,

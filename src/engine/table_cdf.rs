@@ -31,7 +31,13 @@ impl TableCdf {
     /// From panels (increasing, disjoint) with their 15 nodes each, `t` and `wf` (weight ×
     /// density) panel by panel.
     pub fn new(panels: &[(f64, f64)], t: &[f64], wf: &[f64]) -> TableCdf {
-        let mut out = TableCdf { a: Vec::with_capacity(panels.len()), b: Vec::with_capacity(panels.len()), below: Vec::new(), coef: Vec::new(), total: 0.0 };
+        let mut out = TableCdf {
+            a: Vec::with_capacity(panels.len()),
+            b: Vec::with_capacity(panels.len()),
+            below: Vec::new(),
+            coef: Vec::new(),
+            total: 0.0,
+        };
         let mut p = [0.0; DEGREE + 1];
         for (i, &(a, b)) in panels.iter().enumerate() {
             let (c, h) = (0.5 * (a + b), 0.5 * (b - a));
@@ -109,7 +115,8 @@ mod tests {
             kronrod_nodes(a, b, &mut nodes);
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
-        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt()).collect();
+        let wf: Vec<f64> =
+            nodes.iter().map(|&(t, w)| w * (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt()).collect();
         let f = TableCdf::new(&panels, &t, &wf);
         for i in 0..=2400 {
             let x = -12.0 + 0.01 * i as f64 + 1e-3;

@@ -92,11 +92,19 @@ pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibE
 
 /// [`run_experiment`] on the text of the file at `path`, already read.
 pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -> Result<PathBuf, CalibError> {
-    let exp: CalibrationExperiment = toml::from_str(text)
-        .map_err(|e| CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), text))))?;
-    let name = exp.name.clone().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));
+    let exp: CalibrationExperiment = toml::from_str(text).map_err(|e| {
+        CalibError::Input(format!("{}: {}", path.display(), crate::scenario::one_line(e.message(), e.span(), text)))
+    })?;
+    let name = exp
+        .name
+        .clone()
+        .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or("calibration".into()));
     // The folder's staging name and lock must be file names too (as for figures experiments).
-    if name.is_empty() || name.contains(['/', '\\', '\0']) || name.starts_with('.') || name.len() > super::MAX_NAME_BYTES {
+    if name.is_empty()
+        || name.contains(['/', '\\', '\0'])
+        || name.starts_with('.')
+        || name.len() > super::MAX_NAME_BYTES
+    {
         return Err(CalibError::Input(format!(
             "{}: name = {}: a folder name without slashes or NUL, not starting with '.', at most {} bytes",
             path.display(),
@@ -111,7 +119,8 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     }
     let out = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("results").join(&name));
     let base = match &exp.scenario {
-        Some(t) => Scenario::from_toml_table(t).map_err(|e| CalibError::Input(format!("{}: [scenario]: {e}", path.display())))?,
+        Some(t) => Scenario::from_toml_table(t)
+            .map_err(|e| CalibError::Input(format!("{}: [scenario]: {e}", path.display())))?,
         None => Scenario::default(),
     };
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -125,22 +134,36 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     // the table's longest measured length and the k every row shares (a preset's default is a
     // length nobody measured, and perhaps another deployment's k).
     let sets = |f: Field| exp.scenario.as_ref().is_some_and(|t| crate::scenario::fields_in_table(t).any(|g| g == f));
-    let given = crate::diagnosis::GivenFields { context_len: sets(Field::ContextLen), index_topk: sets(Field::IndexTopk) };
+    let given =
+        crate::diagnosis::GivenFields { context_len: sets(Field::ContextLen), index_topk: sets(Field::IndexTopk) };
     let (base, length) = crate::diagnosis::numbers_scenario(&data, &base, given)?;
-    let model = EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED))
-        .expecting_topks(data.topks_asked(Some(&base)));
+    let model =
+        EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED))
+            .expecting_topks(data.topks_asked(Some(&base)));
     let free = parse_fit_spec(&exp.fit, Some(&data))?;
     let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
     opts.validate()?;
     // The fit, hypotheses, and the likelihood region (needed by every curve).
-    let all_specs: Vec<_> = exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c))).collect::<Result<_, _>>()?;
+    let all_specs: Vec<_> =
+        exp.curves.iter().map(|c| parse_predict_specs(std::slice::from_ref(c))).collect::<Result<_, _>>()?;
     let first: Vec<_> = all_specs.first().cloned().unwrap_or_default();
     // Every output name, checked before any work: two curves over one field would write the
     // same files.
-    let mut names: Vec<(String, String)> = ["calibrate.json", "verdict.json", "verdict.txt", "calibrate.txt", "rows.csv", "hypotheses.csv", "diagnosis.json", "diagnosis.txt", "experiment.toml", "report.md"]
-        .iter()
-        .map(|f| (f.to_string(), format!("the calibration's {f}")))
-        .collect();
+    let mut names: Vec<(String, String)> = [
+        "calibrate.json",
+        "verdict.json",
+        "verdict.txt",
+        "calibrate.txt",
+        "rows.csv",
+        "hypotheses.csv",
+        "diagnosis.json",
+        "diagnosis.txt",
+        "experiment.toml",
+        "report.md",
+    ]
+    .iter()
+    .map(|f| (f.to_string(), format!("the calibration's {f}")))
+    .collect();
     for (c, specs) in exp.curves.iter().zip(&all_specs) {
         let f = &specs[0].field;
         for n in [format!("curve-{f}.csv"), format!("figures/curve-{f}.svg"), format!("figures/curve-{f}.png")] {
@@ -156,7 +179,8 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let fingerprint = format!("dsa-sim {} calibration experiment\n{text}", env!("CARGO_PKG_VERSION"));
     let data_path = dir.join(&exp.data);
     let inputs: [&Path; 2] = [path, &data_path];
-    let staged = StagedDir::begin(&out, &StageOptions { resume: false, fingerprint: &fingerprint, inputs: &inputs }).map_err(output_error)?;
+    let staged = StagedDir::begin(&out, &StageOptions { resume: false, fingerprint: &fingerprint, inputs: &inputs })
+        .map_err(output_error)?;
     let tmp = staged.path().to_path_buf();
     let mut report = run_calibration(&data, &base, free.clone(), &model, exp.compare, &first, || model.describe())?;
     if report.fit.region.is_empty() {
@@ -173,7 +197,11 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let call = crate::diagnosis::calibrated_call(&data, &base, &report, &model, opts)?.numbers_at(length);
     // The diagnosis (row checks, every named hypothesis, the call with its signatures) when the
     // experiment compares hypotheses.
-    let diagnosis = if exp.compare { Some(crate::diagnosis::diagnose(&data, &base, &free, &model, opts)?.numbers_at(length)) } else { None };
+    let diagnosis = if exp.compare {
+        Some(crate::diagnosis::diagnose(&data, &base, &free, &model, opts)?.numbers_at(length))
+    } else {
+        None
+    };
 
     // Write everything into the staging folder, then move it into place; a failure removes it.
     let written = (|| -> Result<(), CalibError> {
@@ -196,17 +224,29 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
         }
         // The copy of the table keeps its provenance in its own header (`# provenance: …`).
         let mut rows = String::new();
-        if let Some(p) = report.data.provenance.as_deref().or(report.data.transcribed.then_some("TRANSCRIBED, not measured")) {
+        if let Some(p) =
+            report.data.provenance.as_deref().or(report.data.transcribed.then_some("TRANSCRIBED, not measured"))
+        {
             let _ = writeln!(rows, "# provenance: {}", p.replace(['\n', '\r'], " "));
         }
-        rows.push_str("context_len,index_topk,trials,hits,repeat,label,observed,fitted,pearson_residual,deviance_residual\n");
+        rows.push_str(
+            "context_len,index_topk,trials,hits,repeat,label,observed,fitted,pearson_residual,deviance_residual\n",
+        );
         for r in &report.fit.rows {
             let o = &r.obs;
             let _ = writeln!(
                 rows,
                 "{},{},{},{},{},\"{}\",{:.6},{:.6},{},{:.4}",
-                o.context_len, o.index_topk, o.trials, o.hits, o.repeat.map_or(String::new(), |x| x.to_string()),
-                o.label.clone().unwrap_or_default().replace('"', "'"), o.observed(), r.fitted, if r.pearson.is_nan() { String::new() } else { format!("{:.4}", r.pearson) }, r.deviance_residual
+                o.context_len,
+                o.index_topk,
+                o.trials,
+                o.hits,
+                o.repeat.map_or(String::new(), |x| x.to_string()),
+                o.label.clone().unwrap_or_default().replace('"', "'"),
+                o.observed(),
+                r.fitted,
+                if r.pearson.is_nan() { String::new() } else { format!("{:.4}", r.pearson) },
+                r.deviance_residual
             );
         }
         w("rows.csv", &rows)?;
@@ -214,7 +254,19 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             let mut t = String::from("name,k,aic,delta_aic,weight,loglik,deviance,gof_p,estimates\n");
             for x in h {
                 let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f}={v:.4}")).collect();
-                let _ = writeln!(t, "{},{},{:.4},{:.4},{:.6},{:.4},{:.4},{},{}", x.name, x.k, x.aic, x.delta_aic, x.weight, x.loglik, x.deviance, x.gof_p.map_or(String::new(), |p| format!("{p:.6}")), est.join(" "));
+                let _ = writeln!(
+                    t,
+                    "{},{},{:.4},{:.4},{:.6},{:.4},{:.4},{},{}",
+                    x.name,
+                    x.k,
+                    x.aic,
+                    x.delta_aic,
+                    x.weight,
+                    x.loglik,
+                    x.deviance,
+                    x.gof_p.map_or(String::new(), |p| format!("{p:.6}")),
+                    est.join(" ")
+                );
             }
             w("hypotheses.csv", &t)?;
         }
@@ -281,22 +333,63 @@ fn markdown(
         if e.high_at_bound {
             flags.push("upper end at the bound");
         }
-        let _ = writeln!(s, "| {} | {:.4} | [{:.4}, {:.4}] | {} |", e.field, e.value, e.ci_low, e.ci_high, flags.join("; "));
+        let _ = writeln!(
+            s,
+            "| {} | {:.4} | [{:.4}, {:.4}] | {} |",
+            e.field,
+            e.value,
+            e.ci_low,
+            e.ci_high,
+            flags.join("; ")
+        );
     }
-    let _ = writeln!(s, "\nGoodness of fit: deviance {:.3} on {} df, p = {}.\n", report.fit.deviance, report.fit.df, report.fit.gof_p.map_or("n/a".into(), |p| format!("{p:.4}")));
+    let _ = writeln!(
+        s,
+        "\nGoodness of fit: deviance {:.3} on {} df, p = {}.\n",
+        report.fit.deviance,
+        report.fit.df,
+        report.fit.gof_p.map_or("n/a".into(), |p| format!("{p:.4}"))
+    );
     let _ = writeln!(s, "| L | k | repeat | hits/trials | observed | fitted | Pearson residual | label |\n|---|---|---|---|---|---|---|---|");
     for r in &report.fit.rows {
         let o = &r.obs;
         let pearson = if r.pearson.is_nan() { "—".to_string() } else { format!("{:.2}", r.pearson) };
-        let _ = writeln!(s, "| {} | {} | {} | {}/{} | {:.3} | {:.3} | {} | {} |", o.context_len, o.index_topk, o.repeat.map_or("-".into(), |x| x.to_string()), o.hits, o.trials, o.observed(), r.fitted, pearson, md_line(o.label.as_deref().unwrap_or_default()));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {}/{} | {:.3} | {:.3} | {} | {} |",
+            o.context_len,
+            o.index_topk,
+            o.repeat.map_or("-".into(), |x| x.to_string()),
+            o.hits,
+            o.trials,
+            o.observed(),
+            r.fitted,
+            pearson,
+            md_line(o.label.as_deref().unwrap_or_default())
+        );
     }
     if let Some(h) = &report.hypotheses {
         let _ = writeln!(s, "\n## Hypotheses (AIC, Akaike weights)\n\n| hypothesis | free | AIC | ΔAIC | weight | estimates | deviance | GOF p |\n|---|---|---|---|---|---|---|---|");
         for x in h {
             let est: Vec<String> = x.estimates.iter().map(|(f, v)| format!("{f} = {v:.3}")).collect();
-            let _ = writeln!(s, "| {} | {} | {:.2} | {:.2} | {:.4} | {} | {:.2} | {} |", x.name, x.k, x.aic, x.delta_aic, x.weight, est.join(", "), x.deviance, x.gof_p.map_or("n/a".into(), |p| format!("{p:.4}")));
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.2} | {:.2} | {:.4} | {} | {:.2} | {} |",
+                x.name,
+                x.k,
+                x.aic,
+                x.delta_aic,
+                x.weight,
+                est.join(", "),
+                x.deviance,
+                x.gof_p.map_or("n/a".into(), |p| format!("{p:.4}"))
+            );
         }
-        let _ = writeln!(s, "\nHypotheses: {}.", h.iter().map(|x| format!("*{}*: {}", x.name, x.description)).collect::<Vec<_>>().join("; "));
+        let _ = writeln!(
+            s,
+            "\nHypotheses: {}.",
+            h.iter().map(|x| format!("*{}*: {}", x.name, x.description)).collect::<Vec<_>>().join("; ")
+        );
     }
     let _ = writeln!(s, "\n## What-if curves\n\nBand: {BAND_METHOD}. Data: `curve-<field>.csv`; figures: `figures/curve-<field>.svg|png`.\n");
     for (f, pts) in curves {
@@ -346,12 +439,22 @@ fn draw_curves(
         if xy.len() < 2 {
             continue;
         }
-        let scale = if matches!(f, Field::IndexTopk | Field::ContextLen | Field::MaxTopk) { Scale::Log2 } else { Scale::Linear };
+        let scale = if matches!(f, Field::IndexTopk | Field::ContextLen | Field::MaxTopk) {
+            Scale::Log2
+        } else {
+            Scale::Linear
+        };
         let mut chart = LineChart {
             title: format!("Predicted recall vs {f} (fitted model, 95% band)"),
             subtitle: format!(
                 "fit: {}",
-                report.fit.estimates.iter().map(|e| format!("{} = {:.2} [{:.2}, {:.2}]", e.field, e.value, e.ci_low, e.ci_high)).collect::<Vec<_>>().join(", ")
+                report
+                    .fit
+                    .estimates
+                    .iter()
+                    .map(|e| format!("{} = {:.2} [{:.2}, {:.2}]", e.field, e.value, e.ci_low, e.ci_high))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             x_label: f.name().to_string(),
             y_label: "recall".into(),
@@ -386,7 +489,11 @@ fn draw_curves(
                 })
                 .collect();
             if !obs.is_empty() {
-                chart.points = vec![PointSet { label: format!("table rows at k = {} (Wilson 95%)", base.index_topk), color: 1, points: obs }];
+                chart.points = vec![PointSet {
+                    label: format!("table rows at k = {} (Wilson 95%)", base.index_topk),
+                    color: 1,
+                    points: obs,
+                }];
             }
             // The random-indexer floor (dprime 0, everything else as in the base): data below it
             // are what no working indexer produces.
@@ -398,7 +505,13 @@ fn draw_curves(
                 })
                 .collect();
             if floor.len() == xy.len() {
-                chart.series.push(Series { label: "random-indexer floor (dprime 0)".into(), color: 4, dashed: true, points: floor, ..Series::default() });
+                chart.series.push(Series {
+                    label: "random-indexer floor (dprime 0)".into(),
+                    color: 4,
+                    dashed: true,
+                    points: floor,
+                    ..Series::default()
+                });
             }
         }
         save_figure(&chart, dir, &format!("curve-{f}"), (1000, 640)).map_err(|e| CalibError::Output(e.to_string()))?;
@@ -406,4 +519,3 @@ fn draw_curves(
     }
     Ok(drawn)
 }
-

@@ -208,7 +208,8 @@ impl Experiment {
     /// Reads and validates an experiment file (every grid point is validated; data files are
     /// loaded and checked).
     pub fn load(path: &Path) -> Result<Experiment, SweepError> {
-        let source = crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+        let source =
+            crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
         Experiment::parse(&source, path)
     }
 
@@ -258,7 +259,11 @@ impl Experiment {
         for f in raw.figure {
             let ctx = format!("{at}: figure `{}`", f.name);
             let fail = |e: SweepError| input(format!("{ctx}: {e}"));
-            if f.name.is_empty() || f.name.contains(['/', '\\', '\0']) || f.name.starts_with('.') || f.name.len() > MAX_NAME_BYTES {
+            if f.name.is_empty()
+                || f.name.contains(['/', '\\', '\0'])
+                || f.name.starts_with('.')
+                || f.name.len() > MAX_NAME_BYTES
+            {
                 return Err(input(format!(
                     "{ctx}: name: a file stem without slashes or NUL, not starting with '.', at most {MAX_NAME_BYTES} bytes"
                 )));
@@ -313,9 +318,13 @@ impl Experiment {
                     )));
                 }
                 if axes.iter().any(|a| a.field == Field::IndexTopk) {
-                    return Err(input(format!("{ctx}: regime_map varies index_topk through `k`; do not use it as an axis")));
+                    return Err(input(format!(
+                        "{ctx}: regime_map varies index_topk through `k`; do not use it as an axis"
+                    )));
                 }
-                axes.push(Axis::from_texts(Field::IndexTopk, ks.iter().map(|k| k.to_string()).collect()).map_err(fail)?);
+                axes.push(
+                    Axis::from_texts(Field::IndexTopk, ks.iter().map(|k| k.to_string()).collect()).map_err(fail)?,
+                );
             }
             if let Some(t) = f.target {
                 if !(t > 0.0 && t < 1.0) {
@@ -426,7 +435,8 @@ pub fn run_file(
     progress: &dyn crate::progress::Progress,
 ) -> Result<RunSummary, ExperimentError> {
     crate::engine::check_threads(settings.threads)?;
-    let source = crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+    let source =
+        crate::input::read_to_string(path).map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
     match ExperimentKind::of(&source) {
         ExperimentKind::Calibration => {
             if settings.shard.is_some() || !settings.merge.is_empty() {
@@ -443,16 +453,30 @@ pub fn run_file(
                 ))
                 .into());
             }
-            let folder = crate::engine::in_pool(settings.threads, || calibration::run_experiment_text(path, &source, out))??;
+            let folder =
+                crate::engine::in_pool(settings.threads, || calibration::run_experiment_text(path, &source, out))??;
             let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            Ok(RunSummary { kind: ExperimentKind::Calibration, name, folder, figures: 0, points: 0, files: 0, seed: None })
+            Ok(RunSummary {
+                kind: ExperimentKind::Calibration,
+                name,
+                folder,
+                figures: 0,
+                points: 0,
+                files: 0,
+                seed: None,
+            })
         }
         ExperimentKind::Figures => {
             let mut exp = Experiment::parse(&source, path)?;
             if let Some(seed) = settings.seed {
                 exp.seed = seed;
             }
-            let opts = crate::engine::RunOptions { engine: exp.engine, trials: exp.trials, seed: exp.seed, ..Default::default() };
+            let opts = crate::engine::RunOptions {
+                engine: exp.engine,
+                trials: exp.trials,
+                seed: exp.seed,
+                ..Default::default()
+            };
             for fig in &exp.figures {
                 fig.grid
                     .check(&opts)

@@ -2,15 +2,15 @@
 //! in a temporary folder and moved into place at the end.
 
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
+use crate::engine::EngineError;
+use crate::output::{StageOptions, StagedDir, STAGE_MARKER};
+use crate::progress::Progress;
 use crate::report::{
     binary_label, save_figure, CellColors, Corner, Heatmap, LineChart, Panel, PointSet, RefLine, Scale, Series,
 };
-use crate::engine::EngineError;
-use crate::progress::Progress;
 use crate::scenario::{Field, Scenario, Unit};
 use crate::sweep::{run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
 use plotters::style::RGBColor;
-use crate::output::{StageOptions, StagedDir, STAGE_MARKER};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -33,7 +33,6 @@ pub struct RunSettings {
 /// Figure size in pixels (SVG and PNG).
 pub const FIGURE_SIZE: (u32, u32) = (1000, 640);
 
-
 /// Before a resume: keeps only the rows (data/*.csv and data/*.csv.partial) and the marker of
 /// a staging folder. Figures, JSON and report are rewritten from the rows, and the temporary
 /// files of a write that was cut short (`.NAME.tmp-PID`, lock files) must not reach the result.
@@ -43,7 +42,8 @@ fn clean_stage(stage: &Path) {
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let rows = dir != stage && !name.starts_with('.') && (name.ends_with(".csv") || name.ends_with(".csv.partial"));
+            let rows =
+                dir != stage && !name.starts_with('.') && (name.ends_with(".csv") || name.ends_with(".csv.partial"));
             if !rows && name != STAGE_MARKER && e.file_type().is_ok_and(|t| t.is_file()) {
                 let _ = std::fs::remove_file(e.path());
             }
@@ -58,13 +58,22 @@ pub(crate) fn output_names(exp: &Experiment) -> Vec<(String, String)> {
     for f in &exp.figures {
         let n = &f.spec.name;
         let what = format!("figure `{n}`");
-        for p in [format!("data/{n}.csv"), format!("data/{n}.csv.partial"), format!("data/{n}.json"), format!("figures/{n}.svg"), format!("figures/{n}.png")] {
+        for p in [
+            format!("data/{n}.csv"),
+            format!("data/{n}.csv.partial"),
+            format!("data/{n}.json"),
+            format!("figures/{n}.svg"),
+            format!("figures/{n}.png"),
+        ] {
             names.push((p, what.clone()));
         }
     }
     for d in &exp.data {
         let name = data_copy_name(d);
-        names.push((format!("data/measured-{name}"), format!("the copy of data `{}` ({})", d.spec.name, d.path.display())));
+        names.push((
+            format!("data/measured-{name}"),
+            format!("the copy of data `{}` ({})", d.spec.name, d.path.display()),
+        ));
     }
     for f in ["scenario.toml", "experiment.toml", "report.md"] {
         names.push((f.to_string(), format!("the run's {f}")));
@@ -98,8 +107,10 @@ pub fn run(
         // `run --seed`: a staging folder of another seed is not resumed.
         fingerprint.push_str(&format!("\nseed override {seed}"));
     }
-    let inputs: Vec<&Path> = std::iter::once(exp.path.as_path()).chain(exp.data.iter().map(|d| d.path.as_path())).collect();
-    let staged = StagedDir::begin(out, &StageOptions { resume: settings.resume, fingerprint: &fingerprint, inputs: &inputs })?;
+    let inputs: Vec<&Path> =
+        std::iter::once(exp.path.as_path()).chain(exp.data.iter().map(|d| d.path.as_path())).collect();
+    let staged =
+        StagedDir::begin(out, &StageOptions { resume: settings.resume, fingerprint: &fingerprint, inputs: &inputs })?;
     let stage = staged.path().to_path_buf();
     let resume = staged.resumed();
     if resume {
@@ -154,7 +165,9 @@ fn write_all(
                 let chart = line_chart(exp, fig, &rows, data);
                 (curve_table(fig, &rows), save_figure(&chart, &figure_dir, &fig.spec.name, FIGURE_SIZE))
             }
-            FigureKind::Heatmap => (String::new(), save_figure(&heatmap(fig, &rows), &figure_dir, &fig.spec.name, FIGURE_SIZE)),
+            FigureKind::Heatmap => {
+                (String::new(), save_figure(&heatmap(fig, &rows), &figure_dir, &fig.spec.name, FIGURE_SIZE))
+            }
             FigureKind::RegimeMap => {
                 let (map, table) = regime_map(fig, &rows);
                 (table, save_figure(&map, &figure_dir, &fig.spec.name, FIGURE_SIZE))
@@ -172,7 +185,8 @@ fn write_all(
     for d in &exp.data {
         let name = data_copy_name(d);
         let dest = stage.join("data").join(format!("measured-{name}"));
-        let bytes = std::fs::read(&d.path).map_err(|e| SweepError::Input(format!("cannot read {}: {e}", d.path.display())))?;
+        let bytes =
+            std::fs::read(&d.path).map_err(|e| SweepError::Input(format!("cannot read {}: {e}", d.path.display())))?;
         crate::sweep::write_atomic(&dest, &bytes)?;
         files.push(PathBuf::from(format!("data/measured-{name}")));
     }
@@ -237,7 +251,8 @@ pub fn scenario_summary(grid: &Grid) -> String {
         crate::scenario::Model::Vector => Field::Alignment,
         _ => Field::Dprime,
     };
-    let always = [Field::ContextLen, Field::IndexTopk, Field::CompressRatio, Field::Overlap, Field::Window, discrimination];
+    let always =
+        [Field::ContextLen, Field::IndexTopk, Field::CompressRatio, Field::Overlap, Field::Window, discrimination];
     for &f in Field::ALL {
         if varied(f) || !f.spec().scope.read_by(s.model) {
             continue;
@@ -263,7 +278,8 @@ fn group_series<'a>(fig: &PreparedFigure, rows: &'a [Row]) -> Vec<(Vec<usize>, S
         if let Some(gr) = groups.iter_mut().find(|gr| gr.0 == c) {
             gr.2.push(r);
         } else {
-            let label: Vec<String> = g.axes[1..].iter().zip(&r.values[1..]).map(|(a, v)| value_label(a.field, v)).collect();
+            let label: Vec<String> =
+                g.axes[1..].iter().zip(&r.values[1..]).map(|(a, v)| value_label(a.field, v)).collect();
             groups.push((c, label.join(", "), vec![r]));
         }
     }
@@ -310,7 +326,11 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         series.push(s);
     }
     let mut chart = LineChart {
-        title: fig.spec.title.clone().unwrap_or_else(|| if rank { "Needle rank".into() } else { "Needle recall".into() }),
+        title: fig
+            .spec
+            .title
+            .clone()
+            .unwrap_or_else(|| if rank { "Needle rank".into() } else { "Needle recall".into() }),
         subtitle: scenario_summary(g),
         x_label: axis_title(xf, scale),
         y_label: if rank { "needle rank among candidates (1 = top; log scale)".into() } else { "needle recall".into() },
@@ -336,7 +356,12 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
     if xf == Field::ContextLen && !rank {
         let kpos = g.axes.iter().position(|a| a.field == Field::IndexTopk);
         let ks: Vec<(u64, usize)> = match kpos {
-            Some(p) => g.axes[p].texts.iter().enumerate().filter_map(|(i, v)| v.parse().ok().map(|k| (k, if p == 1 { i } else { 6 }))).collect(),
+            Some(p) => g.axes[p]
+                .texts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.parse().ok().map(|k| (k, if p == 1 { i } else { 6 })))
+                .collect(),
             None => vec![(g.base.index_topk, 6)],
         };
         for (k, color) in ks {
@@ -345,11 +370,19 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
         }
     }
     if xf == Field::IndexTopk && !rank {
-        chart.vlines.push(RefLine { at: g.base.max_topk as f64, label: format!("kernel max k = {}", g.base.max_topk), color: 6 });
+        chart.vlines.push(RefLine {
+            at: g.base.max_topk as f64,
+            label: format!("kernel max k = {}", g.base.max_topk),
+            color: 6,
+        });
     }
     if rank {
         for (i, k) in fig.spec.k_lines.iter().enumerate() {
-            chart.hlines.push(RefLine { at: *k as f64, label: format!("k = {k}: selected below this line"), color: 1 + i });
+            chart.hlines.push(RefLine {
+                at: *k as f64,
+                label: format!("k = {k}: selected below this line"),
+                color: 1 + i,
+            });
         }
     }
     if let (Some(d), false) = (data, rank) {
@@ -377,7 +410,8 @@ fn line_chart(exp: &Experiment, fig: &PreparedFigure, rows: &[Row], data: Option
                         .zip(&c)
                         .filter_map(|(a, i)| i.map(|i| value_label(a.field, &a.texts[i])))
                         .collect();
-                    let label = if what.is_empty() { provenance.clone() } else { format!("{provenance}: {}", what.join(", ")) };
+                    let label =
+                        if what.is_empty() { provenance.clone() } else { format!("{provenance}: {}", what.join(", ")) };
                     sets.push((c, PointSet { label, color, points: vec![(x, m.observed(), lo, hi)] }));
                 }
             }
@@ -461,7 +495,8 @@ pub fn largest_spread(fig: &PreparedFigure, rows: &[Row]) -> Option<Spread> {
     let nx = fig.grid.axes[0].values.len();
     let mut best: Option<Spread> = None;
     for xi in 0..nx {
-        let at: Vec<(&str, &Row)> = groups.iter().filter_map(|(_, l, rs)| rs.get(xi).map(|r| (l.as_str(), *r))).collect();
+        let at: Vec<(&str, &Row)> =
+            groups.iter().filter_map(|(_, l, rs)| rs.get(xi).map(|r| (l.as_str(), *r))).collect();
         let hi = at.iter().copied().reduce(|a, b| if b.1.result.recall > a.1.result.recall { b } else { a });
         let lo = at.iter().copied().reduce(|a, b| if b.1.result.recall < a.1.result.recall { b } else { a });
         let (Some(hi), Some(lo)) = (hi, lo) else { continue };
@@ -487,7 +522,15 @@ fn curve_table(fig: &PreparedFigure, rows: &[Row]) -> String {
     let xf = &g.axes[0].field;
     let _ = write!(t, "| {xf} |");
     for (_, label, _) in &groups {
-        let l = if label.is_empty() { if rank { "median rank [5%, 95%]" } else { "recall" } } else { label };
+        let l = if label.is_empty() {
+            if rank {
+                "median rank [5%, 95%]"
+            } else {
+                "recall"
+            }
+        } else {
+            label
+        };
         let _ = write!(t, " {l} |");
     }
     t.push_str("\n|---|");

@@ -11,8 +11,8 @@
 use super::{Experiment, RunSettings};
 use crate::engine::EngineError;
 use crate::progress::Progress;
-use crate::sweep::{merge, run_grid, Format, Output, PointResult, Shard, SweepError, SweepOptions};
 use crate::scenario::Scenario;
+use crate::sweep::{merge, run_grid, Format, Output, PointResult, Shard, SweepError, SweepOptions};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

@@ -160,10 +160,7 @@ impl ElementFormat {
 
     /// Whether the format has a NaN encoding (otherwise NaN input is an error).
     pub fn has_nan(self) -> bool {
-        matches!(
-            self,
-            ElementFormat::Bf16 | ElementFormat::Fp16 | ElementFormat::Fp8E4m3 | ElementFormat::Fp8E5m2
-        )
+        matches!(self, ElementFormat::Bf16 | ElementFormat::Fp16 | ElementFormat::Fp8E4m3 | ElementFormat::Fp8E5m2)
     }
 
     /// Whether the format has infinities.

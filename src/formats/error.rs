@@ -3,8 +3,7 @@
 use thiserror::Error;
 
 /// The format names [`crate::formats::Format`] accepts, as listed in error messages.
-pub const FORMAT_NAMES: &str =
-    "fp32, bf16, fp16, fp8-e4m3, fp8-e5m2, fp4-e2m1, int8, int4, mxfp4, nvfp4";
+pub const FORMAT_NAMES: &str = "fp32, bf16, fp16, fp8-e4m3, fp8-e5m2, fp4-e2m1, int8, int4, mxfp4, nvfp4";
 
 /// The scale kinds [`crate::formats::ScaleKind`] accepts, as listed in error messages.
 pub const SCALE_NAMES: &str = "fp32, ue8m0, e8m0, e4m3";

@@ -167,9 +167,9 @@ fn plan(args: &QuantizeRequest) -> Result<Plan, QuantizeError> {
     }
     Format::from_parts(spec, block, scale, floor).map(Plan::Ready).map_err(|e| {
         let name = match e {
-            FormatError::UnknownFormat { .. } | FormatError::NotBlockScalable { .. } | FormatError::FixedFormat { .. } => {
-                "--format"
-            }
+            FormatError::UnknownFormat { .. }
+            | FormatError::NotBlockScalable { .. }
+            | FormatError::FixedFormat { .. } => "--format",
             FormatError::ScaleWithoutBlock { .. } => "--scale",
             _ => "--format",
         };

@@ -167,7 +167,10 @@ pub struct Cell {
 /// Reads every path (files, or folders walked recursively) and aggregates the trials.
 pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessError> {
     if !(options.min_score.is_finite() && (0.0..=10.0).contains(&options.min_score)) {
-        return Err(HarnessError::input(format!("--min-score {}: allowed 0..=10 (gkamradt scores are 1–10)", options.min_score)));
+        return Err(HarnessError::input(format!(
+            "--min-score {}: allowed 0..=10 (gkamradt scores are 1–10)",
+            options.min_score
+        )));
     }
     if options.index_topk == 0 {
         return Err(HarnessError::input("--index-topk 0: allowed ≥ 1"));
@@ -199,7 +202,11 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
                 String::new()
             } else {
                 let shown: Vec<&str> = why.iter().take(SKIPS_SHOWN).map(String::as_str).collect();
-                let more = if why.len() > SKIPS_SHOWN { format!(" and {} more", why.len() - SKIPS_SHOWN) } else { String::new() };
+                let more = if why.len() > SKIPS_SHOWN {
+                    format!(" and {} more", why.len() - SKIPS_SHOWN)
+                } else {
+                    String::new()
+                };
                 format!(", and {}{more} could not be read", shown.join(", "))
             };
             return Err(HarnessError::input(format!(
@@ -220,11 +227,21 @@ pub fn import(paths: &[PathBuf], options: &Options) -> Result<Import, HarnessErr
     }
     let cells = agg
         .into_iter()
-        .map(|((context_len, d, needle), (trials, hits))| Cell { context_len, depth: d.map(f64::from_bits), needle, trials, hits })
+        .map(|((context_len, d, needle), (trials, hits))| Cell {
+            context_len,
+            depth: d.map(f64::from_bits),
+            needle,
+            trials,
+            hits,
+        })
         .collect();
     let mut notes = Vec::new();
     if !unreadable.is_empty() {
-        let more = if unreadable.len() > SKIPS_SHOWN { format!(", and {} more", unreadable.len() - SKIPS_SHOWN) } else { String::new() };
+        let more = if unreadable.len() > SKIPS_SHOWN {
+            format!(", and {} more", unreadable.len() - SKIPS_SHOWN)
+        } else {
+            String::new()
+        };
         notes.push(format!(
             "{} file(s) skipped as no harness result (not readable as one): {}{more}",
             unreadable.len(),
@@ -262,7 +279,10 @@ fn walk(root: &Path) -> Result<Vec<PathBuf>, HarnessError> {
             } else if t.is_file() {
                 out.push(e.path());
                 if out.len() > MAX_FILES {
-                    return Err(HarnessError::input(format!("{}: more than {MAX_FILES} files: give the result folders themselves", root.display())));
+                    return Err(HarnessError::input(format!(
+                        "{}: more than {MAX_FILES} files: give the result folders themselves",
+                        root.display()
+                    )));
                 }
             }
         }
@@ -275,7 +295,12 @@ fn walk(root: &Path) -> Result<Vec<PathBuf>, HarnessError> {
 /// read as text before its format is known (not UTF-8, a first line or a whole JSON file past
 /// the 64 MiB bound: a binary file or an unrelated dump beside the results) is no harness
 /// result: skipped, its reason added to `unreadable`.
-fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>, unreadable: &mut Vec<String>) -> Result<Option<Format>, HarnessError> {
+fn read_file(
+    path: &Path,
+    o: &Options,
+    trials: &mut Vec<Trial>,
+    unreadable: &mut Vec<String>,
+) -> Result<Option<Format>, HarnessError> {
     let name = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|e| HarnessError::io(format!("{name}: cannot open: {e}"), &e))?;
     let mut r = std::io::BufReader::with_capacity(1 << 16, f);
@@ -305,7 +330,11 @@ fn read_file(path: &Path, o: &Options, trials: &mut Vec<Trial>, unreadable: &mut
             let text = match crate::input::read_to_string(path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    let why = if e.to_string().contains("UTF-8") { "not UTF-8 text" } else { "larger than the 64 MiB file bound" };
+                    let why = if e.to_string().contains("UTF-8") {
+                        "not UTF-8 text"
+                    } else {
+                        "larger than the 64 MiB file bound"
+                    };
                     unreadable.push(format!("{name} ({why})"));
                     return Ok(None);
                 }
@@ -337,10 +366,16 @@ fn jsonl_kind(v: &serde_json::Value) -> Option<Format> {
     let o = v.as_object()?;
     // RULER's call_api.py writes index, pred, input, outputs, others, truncation, length; some
     // versions leave `input` out (then the depth is unknown).
-    if o.contains_key("pred") && o.contains_key("outputs") && (o.contains_key("input") || o.contains_key("index") || o.contains_key("length")) {
+    if o.contains_key("pred")
+        && o.contains_key("outputs")
+        && (o.contains_key("input") || o.contains_key("index") || o.contains_key("length"))
+    {
         return Some(Format::Ruler);
     }
-    if o.contains_key("doc_id") && o.contains_key("doc") && (o.contains_key("filtered_resps") || o.contains_key("resps")) {
+    if o.contains_key("doc_id")
+        && o.contains_key("doc")
+        && (o.contains_key("filtered_resps") || o.contains_key("resps"))
+    {
         return Some(Format::LmEval);
     }
     None
@@ -355,7 +390,13 @@ fn parse_jsonl(
     trials: &mut Vec<Trial>,
 ) -> Result<(), HarnessError> {
     // RULER: context_len from the {seq} folder of {root}/{model}/{bench}/{seq}/pred/{task}.jsonl.
-    let seq: Option<u64> = path.parent().filter(|p| p.file_name().is_some_and(|n| n == "pred")).and_then(|p| p.parent()).and_then(|p| p.file_name()).and_then(|n| n.to_str()).and_then(|n| n.parse().ok());
+    let seq: Option<u64> = path
+        .parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "pred"))
+        .and_then(|p| p.parent())
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok());
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
     // lm-eval names its logs samples_{task}_{timestamp}.jsonl: the task is the needle id.
     let task = match stem.strip_prefix("samples_").and_then(|t| t.rsplit_once('_')) {
@@ -372,21 +413,41 @@ fn parse_jsonl(
                 let pred = str_field(&v, "pred").ok_or_else(|| at("no string `pred`".into()))?;
                 let outputs = strings(&v, "outputs").ok_or_else(|| at("`outputs` is not a list of strings".into()))?;
                 let input = str_field(&v, "input").unwrap_or("");
-                let context_len = match seq {
-                    Some(s) => s,
-                    // RULER writes length −1 when the dataset had none.
-                    None => v.get("length").and_then(serde_json::Value::as_u64).filter(|&l| l >= 1).ok_or_else(|| at("no positive integer `length` (and the folder is not {seq}/pred)".into()))?,
-                };
-                Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: string_match_all(pred, &outputs) }
+                let context_len =
+                    match seq {
+                        Some(s) => s,
+                        // RULER writes length −1 when the dataset had none.
+                        None => v.get("length").and_then(serde_json::Value::as_u64).filter(|&l| l >= 1).ok_or_else(
+                            || at("no positive integer `length` (and the folder is not {seq}/pred)".into()),
+                        )?,
+                    };
+                Trial {
+                    context_len,
+                    depth: locate(input, &outputs),
+                    needle: task.clone(),
+                    hit: string_match_all(pred, &outputs),
+                }
             }
             _ => {
                 let doc = v.get("doc").ok_or_else(|| at("no `doc`".into()))?;
-                let outputs = strings(doc, "outputs").ok_or_else(|| at("`doc.outputs` is not a list of strings".into()))?;
-                let context_len = doc.get("max_length").and_then(serde_json::Value::as_u64).ok_or_else(|| at("no integer `doc.max_length`".into()))?;
-                let resp = v.get("filtered_resps").or_else(|| v.get("resps")).ok_or_else(|| at("no `filtered_resps`".into()))?;
+                let outputs =
+                    strings(doc, "outputs").ok_or_else(|| at("`doc.outputs` is not a list of strings".into()))?;
+                let context_len = doc
+                    .get("max_length")
+                    .and_then(serde_json::Value::as_u64)
+                    .ok_or_else(|| at("no integer `doc.max_length`".into()))?;
+                let resp = v
+                    .get("filtered_resps")
+                    .or_else(|| v.get("resps"))
+                    .ok_or_else(|| at("no `filtered_resps`".into()))?;
                 let pred = first_string(resp).ok_or_else(|| at("`filtered_resps` holds no string".into()))?;
                 let input = str_field(doc, "input").unwrap_or("");
-                Trial { context_len, depth: locate(input, &outputs), needle: task.clone(), hit: string_match_all(pred, &outputs) }
+                Trial {
+                    context_len,
+                    depth: locate(input, &outputs),
+                    needle: task.clone(),
+                    hit: string_match_all(pred, &outputs),
+                }
             }
         };
         if t.context_len == 0 {
@@ -403,16 +464,27 @@ fn parse_jsonl(
                 break;
             }
         }
-        v = serde_json::from_slice(&buf).map_err(|e| HarnessError::input(format!("{name}: line {line_no}: not JSON: {e}")))?;
+        v = serde_json::from_slice(&buf)
+            .map_err(|e| HarnessError::input(format!("{name}: line {line_no}: not JSON: {e}")))?;
     }
 }
 
-fn parse_json(path: &Path, name: &str, v: &serde_json::Value, o: &Options, trials: &mut Vec<Trial>) -> Result<Option<Format>, HarnessError> {
+fn parse_json(
+    path: &Path,
+    name: &str,
+    v: &serde_json::Value,
+    o: &Options,
+    trials: &mut Vec<Trial>,
+) -> Result<Option<Format>, HarnessError> {
     let Some(obj) = v.as_object() else { return Ok(None) };
     if obj.contains_key("context_length") && obj.contains_key("depth_percent") && obj.contains_key("score") {
         let at = |m: &str| HarnessError::input(format!("{name}: {m}"));
-        let context_len = count(&obj["context_length"]).ok_or_else(|| at("`context_length` is not a positive integer"))?;
-        let pct = obj["depth_percent"].as_f64().filter(|d| (0.0..=100.0).contains(d)).ok_or_else(|| at("`depth_percent` is not a number in 0..=100"))?;
+        let context_len =
+            count(&obj["context_length"]).ok_or_else(|| at("`context_length` is not a positive integer"))?;
+        let pct = obj["depth_percent"]
+            .as_f64()
+            .filter(|d| (0.0..=100.0).contains(d))
+            .ok_or_else(|| at("`depth_percent` is not a number in 0..=100"))?;
         let score = obj["score"].as_f64().ok_or_else(|| at("`score` is not a number (a failed evaluation?)"))?;
         // The evaluator's rubric scores 1 to 10: anything else is not a score it gave.
         if !(1.0..=10.0).contains(&score) {
@@ -423,8 +495,12 @@ fn parse_json(path: &Path, name: &str, v: &serde_json::Value, o: &Options, trial
         return Ok(Some(Format::Gkamradt));
     }
     // NeedleBench predictions: {"0": {"prediction", "gold", …}, …}, dataset name in the file name.
-    let samples: Vec<&serde_json::Map<String, serde_json::Value>> = obj.values().filter_map(|s| s.as_object()).collect();
-    if !samples.is_empty() && samples.len() == obj.len() && samples.iter().all(|s| s.contains_key("prediction") && s.contains_key("gold")) {
+    let samples: Vec<&serde_json::Map<String, serde_json::Value>> =
+        obj.values().filter_map(|s| s.as_object()).collect();
+    if !samples.is_empty()
+        && samples.len() == obj.len()
+        && samples.iter().all(|s| s.contains_key("prediction") && s.contains_key("gold"))
+    {
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         // The dataset abbreviation carries the cell (opencompass/configs/datasets/needlebench:
         // `Length{L}Depth{D}_origin_en_…`, `…_{n}needle_en_…`); the parallel datasets
@@ -439,10 +515,20 @@ fn parse_json(path: &Path, name: &str, v: &serde_json::Value, o: &Options, trial
             let gold: Vec<String> = match s.get("gold") {
                 Some(serde_json::Value::String(g)) => vec![g.clone()],
                 Some(serde_json::Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
-                _ => return Err(HarnessError::input(format!("{name}: sample {}: `gold` is not a string", crate::input::echo(key)))),
+                _ => {
+                    return Err(HarnessError::input(format!(
+                        "{name}: sample {}: `gold` is not a string",
+                        crate::input::echo(key)
+                    )))
+                }
             };
             let gold: Vec<&str> = gold.iter().map(String::as_str).collect();
-            trials.push(Trial { context_len: l, depth: Some(d as f64 / 100.0), needle: stem.to_string(), hit: string_match_all(pred, &gold) });
+            trials.push(Trial {
+                context_len: l,
+                depth: Some(d as f64 / 100.0),
+                needle: stem.to_string(),
+                hit: string_match_all(pred, &gold),
+            });
         }
         return Ok(Some(Format::NeedleBench));
     }
@@ -460,7 +546,9 @@ fn length_depth(s: &str) -> Option<(u64, u64)> {
 }
 
 fn count(v: &serde_json::Value) -> Option<u64> {
-    v.as_u64().or_else(|| v.as_f64().filter(|x| x.fract() == 0.0 && *x >= 1.0 && *x < 1.8e19).map(|x| x as u64)).filter(|&x| x >= 1)
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|x| x.fract() == 0.0 && *x >= 1.0 && *x < 1.8e19).map(|x| x as u64))
+        .filter(|&x| x >= 1)
 }
 
 fn str_field<'a>(v: &'a serde_json::Value, k: &str) -> Option<&'a str> {
@@ -521,12 +609,20 @@ impl Import {
     /// written. A table that does not read back is a failure of the importer.
     pub fn checked_csv(&self, out: &str) -> Result<String, HarnessError> {
         let text = self.csv();
-        let internal = |m: String| HarnessError { kind: ErrorKind::Failure, message: format!("internal: {out}: the imported table does not read back: {m}") };
+        let internal = |m: String| HarnessError {
+            kind: ErrorKind::Failure,
+            message: format!("internal: {out}: the imported table does not read back: {m}"),
+        };
         let d = crate::measured::parse_csv(&text, out).map_err(|e| internal(e.to_string()))?;
         let (t, h): (u64, u64) = self.cells.iter().fold((0, 0), |(t, h), c| (t + c.trials, h + c.hits));
         let read_hits: u64 = d.rows.iter().map(|r| r.hits).sum();
         if d.rows.len() != self.cells.len() || d.total_trials() != t || read_hits != h {
-            return Err(internal(format!("{} cells, {t} trials, {h} hits written; {} rows, {} trials, {read_hits} hits read", self.cells.len(), d.rows.len(), d.total_trials())));
+            return Err(internal(format!(
+                "{} cells, {t} trials, {h} hits written; {} rows, {} trials, {read_hits} hits read",
+                self.cells.len(),
+                d.rows.len(),
+                d.total_trials()
+            )));
         }
         Ok(text)
     }
@@ -603,7 +699,11 @@ mod tests {
     fn helpers() {
         assert_eq!(length_depth("Length4000Depth50_origin_en_4k"), Some((4000, 50)));
         assert_eq!(length_depth("needlebench_x"), None);
-        assert!(string_match_all("The Number is 123 and 456", &["123", "456"]) && !string_match_all("123", &["123", "9"]) && !string_match_all("x", &[]));
+        assert!(
+            string_match_all("The Number is 123 and 456", &["123", "456"])
+                && !string_match_all("123", &["123", "9"])
+                && !string_match_all("x", &[])
+        );
         assert_eq!(locate("aaaaaaaaa 42", &["42"]), Some(0.8));
         assert_eq!(locate("abc", &["42"]), None);
         assert_eq!(clip_needle("a\nb  c"), "a b c");

@@ -30,7 +30,9 @@ use super::{quantize_rows, Scratch, VectorModel, KEY_BLOCK};
 use crate::progress::Progress;
 use crate::scenario::Scenario;
 use crate::trials::{trial_rng, Tally, TrialPlan};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -133,8 +135,15 @@ pub fn device_count() -> Result<usize, String> {
 fn ptx() -> Result<Ptx, String> {
     static PTX: OnceLock<Result<Ptx, String>> = OnceLock::new();
     PTX.get_or_init(|| {
-        let opts = CompileOptions { fmad: Some(false), ftz: Some(false), prec_div: Some(true), prec_sqrt: Some(true), ..Default::default() };
-        cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts).map_err(|e| format!("NVRTC could not compile the kernels: {e:?}"))
+        let opts = CompileOptions {
+            fmad: Some(false),
+            ftz: Some(false),
+            prec_div: Some(true),
+            prec_sqrt: Some(true),
+            ..Default::default()
+        };
+        cudarc::nvrtc::compile_ptx_with_opts(SOURCE, opts)
+            .map_err(|e| format!("NVRTC could not compile the kernels: {e:?}"))
     })
     .clone()
 }
@@ -294,7 +303,11 @@ impl Worker {
             self.stream.memcpy_htod(&self.stage[b], &mut self.keys)?;
             self.staged[b].record(&self.stream)?;
             let cnt = filled as i32;
-            let cfg = LaunchConfig { grid_dim: (filled.div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+            let cfg = LaunchConfig {
+                grid_dim: (filled.div_ceil(THREADS as usize) as u32, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
             let mut out = self.scores.slice_mut(first..first + filled);
             let (hp, dd) = (m.hp as i32, d as i32);
             let w = self.qt.slice(d * m.hp..d * m.hp + m.hp);
@@ -302,9 +315,25 @@ impl Worker {
             // form stays within the buffers (sizes set in `Worker::new` from the same model).
             unsafe {
                 if m.quest {
-                    self.stream.launch_builder(&self.card.quest).arg(&self.qt).arg(&dd).arg(&self.keys).arg(&cnt).arg(&mut out).launch(cfg)?;
+                    self.stream
+                        .launch_builder(&self.card.quest)
+                        .arg(&self.qt)
+                        .arg(&dd)
+                        .arg(&self.keys)
+                        .arg(&cnt)
+                        .arg(&mut out)
+                        .launch(cfg)?;
                 } else {
-                    self.stream.launch_builder(&self.card.score).arg(&self.qt).arg(&w).arg(&hp).arg(&dd).arg(&self.keys).arg(&cnt).arg(&mut out).launch(cfg)?;
+                    self.stream
+                        .launch_builder(&self.card.score)
+                        .arg(&self.qt)
+                        .arg(&w)
+                        .arg(&hp)
+                        .arg(&dd)
+                        .arg(&self.keys)
+                        .arg(&cnt)
+                        .arg(&mut out)
+                        .launch(cfg)?;
                 }
             }
             b ^= 1;
@@ -386,7 +415,13 @@ impl TrialPlan for GpuPlan<'_> {
 /// Runs `trials` vector-model trials of a validated scenario on the CUDA devices `ordinals`
 /// (checked by [`super::device::Device::check`]); the counts of [`super::simulate`] (see the
 /// module docs). An error is a failure of the device mid-run.
-pub fn simulate(s: &Scenario, trials: u64, seed: u64, ordinals: &[u16], progress: &dyn Progress) -> Result<Tally, String> {
+pub fn simulate(
+    s: &Scenario,
+    trials: u64,
+    seed: u64,
+    ordinals: &[u16],
+    progress: &dyn Progress,
+) -> Result<Tally, String> {
     let model = VectorModel::new(s);
     let mut cards: Vec<Arc<Card>> = Vec::new();
     for &o in ordinals {
@@ -397,7 +432,12 @@ pub fn simulate(s: &Scenario, trials: u64, seed: u64, ordinals: &[u16], progress
         };
         cards.push(card);
     }
-    let plan = GpuPlan { model: &model, idle: cards.iter().map(|_| Mutex::new(Vec::new())).collect(), cards, error: Mutex::new(None) };
+    let plan = GpuPlan {
+        model: &model,
+        idle: cards.iter().map(|_| Mutex::new(Vec::new())).collect(),
+        cards,
+        error: Mutex::new(None),
+    };
     let tally = crate::trials::run(&plan, trials, seed, progress);
     match plan.error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
@@ -451,7 +491,13 @@ pub fn equivalence(s: &Scenario, trials: u64, seed: u64, ordinal: u16) -> Result
         })
         .collect();
     let gpu = gpu?;
-    let mut e = Equivalence { trials, layer_ranks: trials * layers as u64, trials_differing: 0, layer_ranks_differing: 0, examples: Vec::new() };
+    let mut e = Equivalence {
+        trials,
+        layer_ranks: trials * layers as u64,
+        trials_differing: 0,
+        layer_ranks_differing: 0,
+        examples: Vec::new(),
+    };
     for (i, (a, b)) in cpu.iter().zip(&gpu).enumerate() {
         let mut differs = false;
         for l in 0..layers {

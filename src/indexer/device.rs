@@ -54,7 +54,11 @@ impl std::str::FromStr for Device {
 
     /// `cpu`, `cuda` (= `cuda:0`), `cuda:N` or `cuda:N,M,…` (at most [`MAX_DEVICES`]).
     fn from_str(text: &str) -> Result<Device, DeviceError> {
-        let bad = || DeviceError(format!("device = {text:?}: allowed cpu, cuda, cuda:N or cuda:N,M,… (at most {MAX_DEVICES} ordinals)"));
+        let bad = || {
+            DeviceError(format!(
+                "device = {text:?}: allowed cpu, cuda, cuda:N or cuda:N,M,… (at most {MAX_DEVICES} ordinals)"
+            ))
+        };
         let t = text.trim();
         if t == "cpu" {
             return Ok(Device::Cpu);
@@ -122,7 +126,10 @@ fn cuda_check(d: &Device, _: &[u16]) -> Result<(), DeviceError> {
 fn cuda_check(d: &Device, ordinals: &[u16]) -> Result<(), DeviceError> {
     let count = super::cuda::device_count().map_err(|why| DeviceError(format!("--device {d}: {why}; allowed: cpu")))?;
     if let Some(&bad) = ordinals.iter().find(|&&n| n as usize >= count) {
-        return Err(DeviceError(format!("--device {d}: no CUDA device {bad} (this machine has {count}: allowed cuda:0..cuda:{})", count.saturating_sub(1))));
+        return Err(DeviceError(format!(
+            "--device {d}: no CUDA device {bad} (this machine has {count}: allowed cuda:0..cuda:{})",
+            count.saturating_sub(1)
+        )));
     }
     Ok(())
 }
@@ -133,12 +140,28 @@ mod tests {
 
     #[test]
     fn parses_and_prints() {
-        for (text, shown) in [("cpu", "cpu"), ("cuda", "cuda:0"), ("cuda:3", "cuda:3"), ("cuda:0,1", "cuda:0,1"), (" cuda:0, 0 ", "cuda:0,0")] {
+        for (text, shown) in [
+            ("cpu", "cpu"),
+            ("cuda", "cuda:0"),
+            ("cuda:3", "cuda:3"),
+            ("cuda:0,1", "cuda:0,1"),
+            (" cuda:0, 0 ", "cuda:0,0"),
+        ] {
             let d: Device = text.parse().unwrap();
             assert_eq!(d.to_string(), shown, "{text}");
             assert_eq!(shown.parse::<Device>().unwrap(), d);
         }
-        for bad in ["", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:0,", "cuda0", "cuda:99999", "cuda:0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"] {
+        for bad in [
+            "",
+            "gpu",
+            "cuda:",
+            "cuda:x",
+            "cuda:-1",
+            "cuda:0,",
+            "cuda0",
+            "cuda:99999",
+            "cuda:0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16",
+        ] {
             let e = bad.parse::<Device>().unwrap_err().0;
             assert!(e.contains("allowed cpu, cuda") && !e.contains('\n'), "{bad}: {e}");
         }
@@ -151,6 +174,9 @@ mod tests {
     #[test]
     fn a_build_without_the_feature_refuses_cuda() {
         let e = "cuda:1".parse::<Device>().unwrap().check().unwrap_err().0;
-        assert!(e.starts_with("--device cuda:1: this build has no CUDA backend") && e.contains("--features cuda"), "{e}");
+        assert!(
+            e.starts_with("--device cuda:1: this build has no CUDA backend") && e.contains("--features cuda"),
+            "{e}"
+        );
     }
 }

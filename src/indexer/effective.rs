@@ -28,10 +28,10 @@
 //! the vector model against the analytic engine there.
 
 use super::{Scratch, VectorModel};
-use crate::trials::trial_rng;
 use crate::formats::Format;
 use crate::scenario::{Model, Pooling, Scenario};
 use crate::stats::norm_cdf;
+use crate::trials::trial_rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -49,14 +49,30 @@ pub(crate) fn norm_quantile(p: f64) -> f64 {
     if p >= 1.0 {
         return f64::INFINITY;
     }
-    let a = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383577518672690e2, -3.066479806614716e1, 2.506628277459239];
-    let b = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
-    let c = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+    let a = [
+        -3.969683028665376e1,
+        2.209460984245205e2,
+        -2.759285104469687e2,
+        1.383577518672690e2,
+        -3.066479806614716e1,
+        2.506628277459239,
+    ];
+    let b =
+        [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
+    let c = [
+        -7.784894002430293e-3,
+        -3.223964580411365e-1,
+        -2.400758277161838,
+        -2.549732539343734,
+        4.374664141464968,
+        2.938163982698783,
+    ];
     let dd = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
     let pl = 0.02425;
     let x = if p < pl {
         let q = (-2.0 * p.ln()).sqrt();
-        (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((dd[0] * q + dd[1]) * q + dd[2]) * q + dd[3]) * q + 1.0)
+        (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
+            / ((((dd[0] * q + dd[1]) * q + dd[2]) * q + dd[3]) * q + 1.0)
     } else if p <= 1.0 - pl {
         let q = p - 0.5;
         let r = q * q;
@@ -64,7 +80,8 @@ pub(crate) fn norm_quantile(p: f64) -> f64 {
             / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0)
     } else {
         let q = (-2.0 * (1.0 - p).ln()).sqrt();
-        -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((dd[0] * q + dd[1]) * q + dd[2]) * q + dd[3]) * q + 1.0)
+        -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
+            / ((((dd[0] * q + dd[1]) * q + dd[2]) * q + dd[3]) * q + 1.0)
     };
     let e = norm_cdf(x) - p;
     let u = e * (2.0 * std::f64::consts::PI).sqrt() * (x * x / 2.0).exp();
@@ -220,13 +237,7 @@ pub fn effective_params(s: &Scenario, trials: u64, seed: u64) -> EffectiveParams
             .map(|(j, &p)| (p, per.iter().map(|x| x.3[j]).sum::<f64>() / t, norm_quantile(p)))
             .collect(),
     };
-    EffectiveParams {
-        trials,
-        dprime,
-        dprime_se: needle_sd / (zs.len().max(1) as f64).sqrt(),
-        needle_sd,
-        fit,
-    }
+    EffectiveParams { trials, dprime, dprime_se: needle_sd / (zs.len().max(1) as f64).sqrt(), needle_sd, fit }
 }
 
 fn mean_sd(xs: &[f64]) -> (f64, f64) {
@@ -268,9 +279,7 @@ fn top_mask(scores: &[f32], k: usize, idx: &mut Vec<u32>, mask: &mut Vec<bool>) 
     }
     if k < n {
         // Ties broken by index, so the set is deterministic.
-        idx.select_nth_unstable_by(k - 1, |&a, &b| {
-            scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b))
-        });
+        idx.select_nth_unstable_by(k - 1, |&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
     }
     for &i in &idx[..k] {
         mask[i as usize] = true;
@@ -313,7 +322,17 @@ pub fn compare_formats(s: &Scenario, formats: &[Format], topk: usize, trials: u6
     let per: Vec<(Vec<[f64; 9]>, f64, f64)> = (0..trials)
         .into_par_iter()
         .map_init(
-            || (Scratch::default(), Vec::<f32>::new(), Vec::<f32>::new(), Vec::<f32>::new(), Vec::new(), Vec::new(), Vec::new()),
+            || {
+                (
+                    Scratch::default(),
+                    Vec::<f32>::new(),
+                    Vec::<f32>::new(),
+                    Vec::<f32>::new(),
+                    Vec::new(),
+                    Vec::new(),
+                    Vec::new(),
+                )
+            },
             |(sc, q_raw, k_raw, ref_scores, idx, ref_mask, mask), i| {
                 let mut rng = trial_rng(seed, i);
                 m.draw(&mut rng, sc);

@@ -17,9 +17,36 @@ pub fn fwht_orthonormal(x: &mut [f32]) {
         // below (so the same result, bit for bit), in registers.
         for blk in x.chunks_exact_mut(8) {
             let a: [f32; 8] = [blk[0], blk[1], blk[2], blk[3], blk[4], blk[5], blk[6], blk[7]];
-            let b = [a[0] + a[1], a[0] - a[1], a[2] + a[3], a[2] - a[3], a[4] + a[5], a[4] - a[5], a[6] + a[7], a[6] - a[7]];
-            let c = [b[0] + b[2], b[1] + b[3], b[0] - b[2], b[1] - b[3], b[4] + b[6], b[5] + b[7], b[4] - b[6], b[5] - b[7]];
-            let out = [c[0] + c[4], c[1] + c[5], c[2] + c[6], c[3] + c[7], c[0] - c[4], c[1] - c[5], c[2] - c[6], c[3] - c[7]];
+            let b = [
+                a[0] + a[1],
+                a[0] - a[1],
+                a[2] + a[3],
+                a[2] - a[3],
+                a[4] + a[5],
+                a[4] - a[5],
+                a[6] + a[7],
+                a[6] - a[7],
+            ];
+            let c = [
+                b[0] + b[2],
+                b[1] + b[3],
+                b[0] - b[2],
+                b[1] - b[3],
+                b[4] + b[6],
+                b[5] + b[7],
+                b[4] - b[6],
+                b[5] - b[7],
+            ];
+            let out = [
+                c[0] + c[4],
+                c[1] + c[5],
+                c[2] + c[6],
+                c[3] + c[7],
+                c[0] - c[4],
+                c[1] - c[5],
+                c[2] - c[6],
+                c[3] - c[7],
+            ];
             blk.copy_from_slice(&out);
         }
         h = 8;
@@ -48,9 +75,12 @@ pub fn fwht_orthonormal(x: &mut [f32]) {
 fn fwht128(x: &mut [f32; 128]) {
     for blk in x.chunks_exact_mut(8) {
         let a: [f32; 8] = [blk[0], blk[1], blk[2], blk[3], blk[4], blk[5], blk[6], blk[7]];
-        let b = [a[0] + a[1], a[0] - a[1], a[2] + a[3], a[2] - a[3], a[4] + a[5], a[4] - a[5], a[6] + a[7], a[6] - a[7]];
-        let c = [b[0] + b[2], b[1] + b[3], b[0] - b[2], b[1] - b[3], b[4] + b[6], b[5] + b[7], b[4] - b[6], b[5] - b[7]];
-        let out = [c[0] + c[4], c[1] + c[5], c[2] + c[6], c[3] + c[7], c[0] - c[4], c[1] - c[5], c[2] - c[6], c[3] - c[7]];
+        let b =
+            [a[0] + a[1], a[0] - a[1], a[2] + a[3], a[2] - a[3], a[4] + a[5], a[4] - a[5], a[6] + a[7], a[6] - a[7]];
+        let c =
+            [b[0] + b[2], b[1] + b[3], b[0] - b[2], b[1] - b[3], b[4] + b[6], b[5] + b[7], b[4] - b[6], b[5] - b[7]];
+        let out =
+            [c[0] + c[4], c[1] + c[5], c[2] + c[6], c[3] + c[7], c[0] - c[4], c[1] - c[5], c[2] - c[6], c[3] - c[7]];
         blk.copy_from_slice(&out);
     }
     stage::<8>(x);

@@ -112,7 +112,9 @@ pub fn yarn_freqs(dims: usize, theta: f64, factor: f64, original_len: u64) -> Ve
     let half = dims / 2;
     let mut f: Vec<f64> = (0..half).map(|k| 1.0 / libm::pow(theta, (2 * k) as f64 / dims as f64)).collect();
     if original_len > 0 {
-        let corr = |rot: f64| dims as f64 * libm::log(original_len as f64 / (rot * 2.0 * std::f64::consts::PI)) / (2.0 * libm::log(theta));
+        let corr = |rot: f64| {
+            dims as f64 * libm::log(original_len as f64 / (rot * 2.0 * std::f64::consts::PI)) / (2.0 * libm::log(theta))
+        };
         let low = corr(YARN_BETA_FAST).floor().max(0.0);
         let mut high = corr(YARN_BETA_SLOW).ceil().min(dims as f64 - 1.0);
         if low == high {
@@ -515,7 +517,15 @@ impl VectorModel {
         sc.u.iter_mut().for_each(|v| *v /= norm);
         // Pooling weights: entry 0 (own block only) and the others (previous + own block).
         let own_positions = c;
-        for buf in [&mut sc.w_first, &mut sc.w_prev, &mut sc.w_own, &mut sc.lg_prev, &mut sc.lg_own, &mut sc.ew_prev, &mut sc.ew_own] {
+        for buf in [
+            &mut sc.w_first,
+            &mut sc.w_prev,
+            &mut sc.w_own,
+            &mut sc.lg_prev,
+            &mut sc.lg_own,
+            &mut sc.ew_prev,
+            &mut sc.ew_own,
+        ] {
             buf.resize(c * d, 0.0);
         }
         if self.gated {
@@ -562,9 +572,8 @@ impl VectorModel {
         sc.sd_rest.resize(d, 0.0);
         for j in 0..d {
             let s1: f64 = (0..c).map(|p| (sc.w_first[p * d + j] as f64).powi(2)).sum();
-            let s2: f64 = (0..c)
-                .map(|p| (sc.w_prev[p * d + j] as f64).powi(2) + (sc.w_own[p * d + j] as f64).powi(2))
-                .sum();
+            let s2: f64 =
+                (0..c).map(|p| (sc.w_prev[p * d + j] as f64).powi(2) + (sc.w_own[p * d + j] as f64).powi(2)).sum();
             let cs = self.chan_scale[j] as f64;
             sc.sd_first[j] = (cs * s1.sqrt()) as f32;
             sc.sd_rest[j] = (cs * if self.overlap { s2.sqrt() } else { s1.sqrt() }) as f32;
@@ -673,7 +682,11 @@ impl VectorModel {
             }
             let key = &mut sc.keys[row * d..row * d + d];
             if special || self.token_path {
-                let (wf, wp, wo) = if token_gate { (&sc.ew_own, &sc.ew_prev, &sc.ew_own) } else { (&sc.w_first, &sc.w_prev, &sc.w_own) };
+                let (wf, wp, wo) = if token_gate {
+                    (&sc.ew_own, &sc.ew_prev, &sc.ew_own)
+                } else {
+                    (&sc.w_first, &sc.w_prev, &sc.w_own)
+                };
                 self.entry_from_tokens(i, rng, &sc.u, wf, wp, wo, &mut sc.tok, &mut sc.acc);
                 key.copy_from_slice(&sc.acc);
             } else {
@@ -937,7 +950,13 @@ pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Pr
 
 /// [`simulate_observed`] on `device` (checked beforehand by [`device::Device::check`]): the
 /// same trials and counts on a CUDA device ([`cuda`]). The error is a device's failure mid-run.
-pub fn simulate_on(s: &Scenario, trials: u64, seed: u64, device: device::Device, progress: &dyn Progress) -> Result<Tally, String> {
+pub fn simulate_on(
+    s: &Scenario,
+    trials: u64,
+    seed: u64,
+    device: device::Device,
+    progress: &dyn Progress,
+) -> Result<Tally, String> {
     match device {
         device::Device::Cpu => Ok(simulate_observed(s, trials, seed, progress)),
         #[cfg(feature = "cuda")]
@@ -971,8 +990,26 @@ mod tests {
     #[test]
     fn yarn_frequencies_match_the_reference_formula() {
         let at = [0usize, 7, 8, 12, 16, 20, 24, 31];
-        let v4 = [1.0, 0.07271077167244769, 0.05, 0.011180339887498949, 0.0022656250000000003, 0.00029697777826169085, 1.9531249999999997e-05, 5.680529036909976e-07];
-        let v32 = [1.0, 0.1333521432163324, 0.1, 0.026879360111431223, 0.0055, 0.0007905694150420945, 2.5e-05, 3.3338035804083097e-06];
+        let v4 = [
+            1.0,
+            0.07271077167244769,
+            0.05,
+            0.011180339887498949,
+            0.0022656250000000003,
+            0.00029697777826169085,
+            1.9531249999999997e-05,
+            5.680529036909976e-07,
+        ];
+        let v32 = [
+            1.0,
+            0.1333521432163324,
+            0.1,
+            0.026879360111431223,
+            0.0055,
+            0.0007905694150420945,
+            2.5e-05,
+            3.3338035804083097e-06,
+        ];
         for (f, want) in [(yarn_freqs(64, 160_000.0, 16.0, 65_536), v4), (yarn_freqs(64, 10_000.0, 40.0, 4096), v32)] {
             assert_eq!(f.len(), 32);
             for (&k, &w) in at.iter().zip(&want) {
@@ -992,14 +1029,19 @@ mod tests {
     /// V3.2: the first 64, pairs (i, i + 32)) and leaves the others alone.
     #[test]
     fn rope_rotates_the_documented_pairs_and_preserves_norms() {
-        for (at, pair_of) in [("last", (|k: usize| (64 + 2 * k, 65 + 2 * k)) as fn(usize) -> (usize, usize)), ("first", |k| (k, k + 32))] {
+        for (at, pair_of) in
+            [("last", (|k: usize| (64 + 2 * k, 65 + 2 * k)) as fn(usize) -> (usize, usize)), ("first", |k| (k, k + 32))]
+        {
             let m = model(&[("context_len", "8192"), ("rope_at", at)]);
             let rope = m.rope.as_ref().unwrap();
             let x: Vec<f32> = (0..128).map(|j| ((j as f32) * 0.77).sin() + 0.1).collect();
             for i in [0usize, 1, 777, 2047] {
                 let mut y = x.clone();
                 rope.rotate_entry(&mut y, i);
-                let (nx, ny) = (x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>(), y.iter().map(|v| (*v as f64).powi(2)).sum::<f64>());
+                let (nx, ny) = (
+                    x.iter().map(|v| (*v as f64).powi(2)).sum::<f64>(),
+                    y.iter().map(|v| (*v as f64).powi(2)).sum::<f64>(),
+                );
                 assert!((nx - ny).abs() < 1e-5 * nx, "{at} entry {i}");
                 let f = yarn_freqs(64, 160_000.0, 16.0, 65_536);
                 let mut touched = [false; 128];
@@ -1010,7 +1052,10 @@ mod tests {
                     let ang = (i * 4) as f64 * fk;
                     let want_a = x[a] as f64 * ang.cos() - x[b] as f64 * ang.sin();
                     let want_b = x[a] as f64 * ang.sin() + x[b] as f64 * ang.cos();
-                    assert!((y[a] as f64 - want_a).abs() < 1e-5 && (y[b] as f64 - want_b).abs() < 1e-5, "{at} entry {i} pair {k}");
+                    assert!(
+                        (y[a] as f64 - want_a).abs() < 1e-5 && (y[b] as f64 - want_b).abs() < 1e-5,
+                        "{at} entry {i} pair {k}"
+                    );
                 }
                 for j in 0..128 {
                     if !touched[j] {
@@ -1130,7 +1175,14 @@ mod tests {
     #[test]
     fn quest_scores_match_a_direct_computation() {
         let mut s = Scenario { model: crate::scenario::Model::Vector, ..Scenario::default() };
-        for (f, v) in [("compressor", "quest"), ("context_len", "3000"), ("compress_ratio", "4"), ("index_topk", "16"), ("alignment", "0.6"), ("hard_negatives", "3")] {
+        for (f, v) in [
+            ("compressor", "quest"),
+            ("context_len", "3000"),
+            ("compress_ratio", "4"),
+            ("index_topk", "16"),
+            ("alignment", "0.6"),
+            ("hard_negatives", "3"),
+        ] {
             s.set_text(f.parse().unwrap(), v).unwrap();
         }
         s.validate().unwrap();
@@ -1153,11 +1205,18 @@ mod tests {
                 .collect();
             let upper: f64 = (0..d)
                 .map(|j| {
-                    let pick = if q[j] >= 0.0 { toks.iter().map(|t| t[j]).fold(f32::MIN, f32::max) } else { toks.iter().map(|t| t[j]).fold(f32::MAX, f32::min) };
+                    let pick = if q[j] >= 0.0 {
+                        toks.iter().map(|t| t[j]).fold(f32::MIN, f32::max)
+                    } else {
+                        toks.iter().map(|t| t[j]).fold(f32::MAX, f32::min)
+                    };
                     q[j] * pick as f64
                 })
                 .sum();
-            let best = toks.iter().map(|t| t.iter().zip(&q).map(|(&a, &b)| a as f64 * b).sum::<f64>()).fold(f64::MIN, f64::max);
+            let best = toks
+                .iter()
+                .map(|t| t.iter().zip(&q).map(|(&a, &b)| a as f64 * b).sum::<f64>())
+                .fold(f64::MIN, f64::max);
             assert!((sc.scores[i] as f64 - upper).abs() < 1e-3, "entry {i}: {} vs {upper}", sc.scores[i]);
             assert!(upper >= best - 1e-9, "entry {i}: the page bound {upper} below a token's {best}");
         }

@@ -214,7 +214,14 @@ pub struct RowKey {
 impl Observation {
     /// A recall cell: `hits` of `trials` at (context_len, index_topk, depth), every other column
     /// absent (the scenario's), at `line` of its file (the header is line 1).
-    pub fn cell(context_len: u64, index_topk: u64, depth: Option<f64>, trials: u64, hits: u64, line: u64) -> Observation {
+    pub fn cell(
+        context_len: u64,
+        index_topk: u64,
+        depth: Option<f64>,
+        trials: u64,
+        hits: u64,
+        line: u64,
+    ) -> Observation {
         Observation {
             context_len,
             index_topk,
@@ -348,7 +355,14 @@ impl Dataset {
     /// A table of `rows` from `source` with no notes, provenance or condition column (cells a
     /// program made: candidate or planned cells, simulated tables).
     pub fn of_rows(source: &str, rows: Vec<Observation>) -> Dataset {
-        Dataset { source: source.to_string(), rows, notes: Vec::new(), provenance: None, transcribed: false, condition_columns: Vec::new() }
+        Dataset {
+            source: source.to_string(),
+            rows,
+            notes: Vec::new(),
+            provenance: None,
+            transcribed: false,
+            condition_columns: Vec::new(),
+        }
     }
 
     /// Whether some row carries a needle (or sample) id: its trials are one needle's, and
@@ -441,7 +455,14 @@ pub fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
         }
     }
     let source = all.iter().map(|d| d.source.as_str()).collect::<Vec<_>>().join(" + ");
-    let mut out = Dataset { source, rows: Vec::new(), notes: Vec::new(), provenance: None, transcribed: false, condition_columns: cols.clone() };
+    let mut out = Dataset {
+        source,
+        rows: Vec::new(),
+        notes: Vec::new(),
+        provenance: None,
+        transcribed: false,
+        condition_columns: cols.clone(),
+    };
     let mut prov = Vec::new();
     for d in all {
         out.transcribed |= d.transcribed;
@@ -452,7 +473,9 @@ pub fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
         for mut r in d.rows {
             r.conditions = cols
                 .iter()
-                .map(|c| d.condition_columns.iter().position(|x| x == c).map(|i| r.conditions[i].clone()).unwrap_or_default())
+                .map(|c| {
+                    d.condition_columns.iter().position(|x| x == c).map(|i| r.conditions[i].clone()).unwrap_or_default()
+                })
                 .collect();
             out.rows.push(r);
         }
@@ -465,7 +488,8 @@ pub fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
 /// from a `README.md` in the same folder that mentions the file by name.
 pub fn load_csv(path: &Path) -> Result<Dataset, MeasuredError> {
     let name = path.display().to_string();
-    let text = crate::input::read_to_string(path).map_err(|e| MeasuredError::Io { path: name.clone(), reason: e.to_string() })?;
+    let text = crate::input::read_to_string(path)
+        .map_err(|e| MeasuredError::Io { path: name.clone(), reason: e.to_string() })?;
     let mut ds = parse_csv(&text, &name)?;
     if let Some(par) = provenance::from_readme(path) {
         ds.transcribed |= provenance::says_transcribed(&par);
@@ -503,7 +527,9 @@ mod tests {
     #[test]
     fn tables_join_with_the_union_of_their_conditions() {
         let a = parse_csv("context_len,index_topk,trials,hits,build\n1000,512,10,9,main\n", "a.csv").unwrap();
-        let b = parse_csv("# provenance: x\ncontext_len,index_topk,trials,hits,concurrency\n1000,512,10,5,8\n", "b.csv").unwrap();
+        let b =
+            parse_csv("# provenance: x\ncontext_len,index_topk,trials,hits,concurrency\n1000,512,10,5,8\n", "b.csv")
+                .unwrap();
         let j = join(vec![a, b]).unwrap();
         assert_eq!(j.source, "a.csv + b.csv");
         assert_eq!(j.condition_columns, ["build", "concurrency"]);
@@ -514,7 +540,8 @@ mod tests {
 
     #[test]
     fn row_overrides_the_base() {
-        let d = parse_csv("context_len,index_topk,trials,hits,repeat,compress_ratio\n16000,512,10,9,8,\n", "a").unwrap();
+        let d =
+            parse_csv("context_len,index_topk,trials,hits,repeat,compress_ratio\n16000,512,10,9,8,\n", "a").unwrap();
         let base = Scenario::preset("deepseek-v4-flash").unwrap();
         let s = d.rows[0].apply(&base).unwrap();
         assert_eq!((s.context_len, s.index_topk, s.repeat, s.compress_ratio), (16000, 512, 8, 4));

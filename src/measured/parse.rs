@@ -2,9 +2,11 @@
 //! line of each record is found by counting line ends from the previous record, not from the
 //! start of the file.
 
-use super::{Dataset, MeasuredError, Observation, DERIVED_COLUMNS, INFORMATIONAL_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS};
-use std::collections::HashSet;
+use super::{
+    Dataset, MeasuredError, Observation, DERIVED_COLUMNS, INFORMATIONAL_COLUMNS, OPTIONAL_COLUMNS, REQUIRED_COLUMNS,
+};
 use crate::scenario::Field;
+use std::collections::HashSet;
 
 // The scenario-field columns, named as the field table names them.
 const CONTEXT_LEN: &str = Field::ContextLen.name();
@@ -29,8 +31,11 @@ pub(super) fn clip(s: &str, max: usize) -> String {
 
 /// Names, comma-separated, the first [`LIST_MAX`] only.
 pub(super) fn list(names: &[&str], quote: bool) -> String {
-    let shown: Vec<String> =
-        names.iter().take(LIST_MAX).map(|n| if quote { format!("`{}`", clip(n, QUOTE_MAX)) } else { clip(n, QUOTE_MAX) }).collect();
+    let shown: Vec<String> = names
+        .iter()
+        .take(LIST_MAX)
+        .map(|n| if quote { format!("`{}`", clip(n, QUOTE_MAX)) } else { clip(n, QUOTE_MAX) })
+        .collect();
     let mut t = shown.join(if quote { ", " } else { "," });
     if names.len() > LIST_MAX {
         t.push_str(&format!(" … and {} more", names.len() - LIST_MAX));
@@ -132,7 +137,13 @@ impl Record<'_> {
 
     /// A bad cell in `column`.
     pub fn err(&self, column: &str, message: String) -> MeasuredError {
-        MeasuredError::Cell { source_name: self.src.to_string(), row: self.row, line: self.line, column: column.to_string(), message }
+        MeasuredError::Cell {
+            source_name: self.src.to_string(),
+            row: self.row,
+            line: self.line,
+            column: column.to_string(),
+            message,
+        }
     }
 
     /// A required non-negative integer.
@@ -158,7 +169,8 @@ impl Record<'_> {
             None | Some("") => Ok(None),
             Some(v) => {
                 let q = clip(v, QUOTE_MAX);
-                let d: f64 = v.parse().map_err(|_| self.err(DEPTH, format!("`{q}` is not a number (allowed 0..=1)")))?;
+                let d: f64 =
+                    v.parse().map_err(|_| self.err(DEPTH, format!("`{q}` is not a number (allowed 0..=1)")))?;
                 if !(d.is_finite() && (0.0..=1.0).contains(&d)) {
                     return Err(self.err(DEPTH, format!("{q}: allowed 0..=1")));
                 }
@@ -239,16 +251,26 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     let missing: Vec<&str> = REQUIRED_COLUMNS.iter().copied().filter(|c| col(c).is_none()).collect();
     if !missing.is_empty() {
         let found: Vec<&str> = header.iter().map(String::as_str).collect();
-        return Err(MeasuredError::MissingColumns { source_name: src.clone(), missing: missing.join(","), found: list(&found, false) });
+        return Err(MeasuredError::MissingColumns {
+            source_name: src.clone(),
+            missing: missing.join(","),
+            found: list(&found, false),
+        });
     }
-    let known = |h: &str| REQUIRED_COLUMNS.contains(&h) || OPTIONAL_COLUMNS.contains(&h) || INFORMATIONAL_COLUMNS.contains(&h);
+    let known =
+        |h: &str| REQUIRED_COLUMNS.contains(&h) || OPTIONAL_COLUMNS.contains(&h) || INFORMATIONAL_COLUMNS.contains(&h);
     // A scenario field a row cannot set is no condition: read as one, rows differing in it
     // would be compared as if at the same scenario.
     if let Some(f) = header.iter().filter(|h| !known(h)).find_map(|h| Field::from_name(h).ok()) {
-        return Err(MeasuredError::FieldColumn { source_name: src.clone(), column: f.name().to_string(), flag: format!("--{}", f.flag()) });
+        return Err(MeasuredError::FieldColumn {
+            source_name: src.clone(),
+            column: f.name().to_string(),
+            flag: format!("--{}", f.flag()),
+        });
     }
     let derived: Vec<&str> = header.iter().map(String::as_str).filter(|h| DERIVED_COLUMNS.contains(h)).collect();
-    let conditions: Vec<usize> = (0..header.len()).filter(|&i| !known(&header[i]) && !DERIVED_COLUMNS.contains(&header[i].as_str())).collect();
+    let conditions: Vec<usize> =
+        (0..header.len()).filter(|&i| !known(&header[i]) && !DERIVED_COLUMNS.contains(&header[i].as_str())).collect();
     let mut notes = Vec::new();
     if !conditions.is_empty() {
         let names: Vec<&str> = conditions.iter().map(|&i| header[i].as_str()).collect();
@@ -362,28 +384,35 @@ mod tests {
         assert_eq!(d.groups().len(), 1);
         let without = "context_len,index_topk,depth,trials,hits\n4096,512,0.5,10,9\n4096,512,0.5,10,7\n";
         let e = parse_csv(without, "m.csv").unwrap();
-        let strip = |d: &Dataset| d.rows.iter().map(|r| (r.context_len, r.index_topk, r.depth, r.trials, r.hits)).collect::<Vec<_>>();
+        let strip = |d: &Dataset| {
+            d.rows.iter().map(|r| (r.context_len, r.index_topk, r.depth, r.trials, r.hits)).collect::<Vec<_>>()
+        };
         assert_eq!(strip(&d), strip(&e));
     }
 
     #[test]
     fn other_columns_are_conditions() {
-        let t = "context_len,index_topk,trials,hits,Build,backend,label\n4000,512,10,9,a,sglang,x\n4000,512,10,3,b,,y\n";
+        let t =
+            "context_len,index_topk,trials,hits,Build,backend,label\n4000,512,10,9,a,sglang,x\n4000,512,10,3,b,,y\n";
         let d = parse_csv(t, "t.csv").unwrap();
         assert_eq!(d.condition_columns, ["build", "backend"]);
         assert_eq!(d.rows[0].conditions, ["a", "sglang"]);
         assert_eq!(d.rows[1].conditions, ["b", ""]);
         assert_eq!(d.rows[1].label.as_deref(), Some("y"));
-        let note = "columns `build`, `backend` are conditions: rows are compared across their values at identical cells";
+        let note =
+            "columns `build`, `backend` are conditions: rows are compared across their values at identical cells";
         assert!(d.notes.iter().any(|n| n.starts_with(note)), "{:?}", d.notes);
         // Different conditions, same scenario: one group for the model.
         assert_eq!(d.groups().len(), 1);
         // calibrate's own row output read back: its computed columns are no conditions.
-        let d = parse_csv("context_len,index_topk,trials,hits,observed,fitted\n4000,512,10,9,0.9,0.8\n", "t.csv").unwrap();
+        let d =
+            parse_csv("context_len,index_topk,trials,hits,observed,fitted\n4000,512,10,9,0.9,0.8\n", "t.csv").unwrap();
         assert!(d.condition_columns.is_empty() && d.rows[0].conditions.is_empty());
         assert!(d.notes.iter().any(|n| n.starts_with("ignored column(s) `observed`, `fitted`")), "{:?}", d.notes);
         // A scenario field a row cannot set is refused, naming its flag.
-        let e = parse_csv("context_len,index_topk,trials,hits,Q-Format\n4000,512,10,9,bf16\n", "t.csv").unwrap_err().to_string();
+        let e = parse_csv("context_len,index_topk,trials,hits,Q-Format\n4000,512,10,9,bf16\n", "t.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("t.csv: column `q_format` is a scenario field") && e.contains("--q-format"), "{e}");
     }
 
@@ -402,7 +431,8 @@ mod tests {
         let t = "\u{feff}# measured on 2024-05-01\n#\ncontext_len,index_topk,trials,hits\n# first\n1000,512,10,3\n\n  \n# second\n2000,512,10,4\n";
         let d = parse_csv(t, "t.csv").unwrap();
         assert_eq!(d.rows.iter().map(|r| r.line).collect::<Vec<_>>(), [5, 9]);
-        let e = parse_csv("# c\ncontext_len,index_topk,trials,hits\n1000,512,10,30\n", "t.csv").unwrap_err().to_string();
+        let e =
+            parse_csv("# c\ncontext_len,index_topk,trials,hits\n1000,512,10,30\n", "t.csv").unwrap_err().to_string();
         assert!(e.contains("row 1 (line 3)"), "{e}");
     }
 
@@ -423,7 +453,8 @@ mod tests {
     fn errors_name_row_and_column() {
         let e = parse_csv("context_len,index_topk,trials\n1,2,3\n", "a.csv").unwrap_err().to_string();
         assert!(e.contains("missing column") && e.contains("hits"), "{e}");
-        let e = parse_csv("context_len,index_topk,trials,hits\n1000,2,3,2\n1000,2,3,4\n", "a.csv").unwrap_err().to_string();
+        let e =
+            parse_csv("context_len,index_topk,trials,hits\n1000,2,3,2\n1000,2,3,4\n", "a.csv").unwrap_err().to_string();
         assert!(e.contains("row 2") && e.contains("`hits`") && e.contains("4 > trials (3)"), "{e}");
         let e = parse_csv("context_len,index_topk,trials,hits\n-5,2,3,2\n", "a.csv").unwrap_err().to_string();
         assert!(e.contains("row 1") && e.contains("context_len") && e.contains("negative"), "{e}");
@@ -442,7 +473,8 @@ mod tests {
     #[test]
     fn long_text_is_quoted_short() {
         let junk = "x".repeat(100_000);
-        let e = parse_csv(&format!("context_len,index_topk,trials,hits\n{junk},1,1,1\n"), "a.csv").unwrap_err().to_string();
+        let e =
+            parse_csv(&format!("context_len,index_topk,trials,hits\n{junk},1,1,1\n"), "a.csv").unwrap_err().to_string();
         assert!(e.len() < 300, "{} bytes", e.len());
         let header: Vec<String> = (0..10_000).map(|i| format!("c{i}")).collect();
         let e = parse_csv(&format!("{}\n", header.join(",")), "a.csv").unwrap_err().to_string();
@@ -451,7 +483,8 @@ mod tests {
 
     #[test]
     fn total_trials_must_fit() {
-        let t = "context_len,index_topk,trials,hits\n1000,512,17000000000000000000,1\n1000,512,17000000000000000000,1\n";
+        let t =
+            "context_len,index_topk,trials,hits\n1000,512,17000000000000000000,1\n1000,512,17000000000000000000,1\n";
         let e = parse_csv(t, "a.csv").unwrap_err().to_string();
         assert!(e.contains("row 2") && e.contains("sum past"), "{e}");
     }

@@ -26,8 +26,12 @@ fn paragraph(doc: &str, file: &str) -> Option<String> {
     let mut cur = String::new();
     for line in doc.lines() {
         let t = line.trim();
-        let starts_new =
-            t.is_empty() || t.starts_with("- ") || t.starts_with("* ") || t.starts_with('#') || t.starts_with('|') || cur.starts_with('|');
+        let starts_new = t.is_empty()
+            || t.starts_with("- ")
+            || t.starts_with("* ")
+            || t.starts_with('#')
+            || t.starts_with('|')
+            || cur.starts_with('|');
         if starts_new && !cur.is_empty() {
             if cur.contains(file) {
                 return Some(cur);

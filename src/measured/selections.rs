@@ -18,7 +18,8 @@ use crate::scenario::Field;
 use std::collections::HashMap;
 
 /// The columns a selection table must have.
-pub const SELECTION_COLUMNS: &[&str] = &["request", Field::ContextLen.name(), Field::IndexTopk.name(), "layer", "selected"];
+pub const SELECTION_COLUMNS: &[&str] =
+    &["request", Field::ContextLen.name(), Field::IndexTopk.name(), "layer", "selected"];
 
 /// Most layers a selection table may have (DeepSeek-V3.2 has 61 indexer layers).
 pub const MAX_LAYERS: u64 = 1024;
@@ -83,8 +84,12 @@ pub(super) fn parse_records(
     let (i_req, i_l, i_k, i_layer, i_sel) =
         (at("request"), at(Field::ContextLen.name()), at(Field::IndexTopk.name()), at("layer"), at("selected"));
     let i_d = col(Field::Depth.name());
-    let (i_start, i_m, i_c, i_o) =
-        (col("needle_start"), col(Field::NeedleTokens.name()), col(Field::CompressRatio.name()), col(Field::Overlap.name()));
+    let (i_start, i_m, i_c, i_o) = (
+        col("needle_start"),
+        col(Field::NeedleTokens.name()),
+        col(Field::CompressRatio.name()),
+        col(Field::Overlap.name()),
+    );
     let mut requests: Vec<(String, Request)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for_each_record(rdr, &mut lines, header.len(), header_line, src, |rec| {
@@ -119,16 +124,24 @@ pub(super) fn parse_records(
                 Some(v) => Some(match v.as_str() {
                     "1" | "true" => true,
                     "0" | "false" => false,
-                    _ => return Err(cell_err(Field::Overlap.name(), format!("`{}`: allowed true, false, 1, 0", clip(&v, QUOTE_MAX)))),
+                    _ => {
+                        return Err(cell_err(
+                            Field::Overlap.name(),
+                            format!("`{}`: allowed true, false, 1, 0", clip(&v, QUOTE_MAX)),
+                        ))
+                    }
                 }),
             },
         };
         if facts.needle_tokens == Some(0) || facts.compress_ratio == Some(0) {
-            let c = if facts.needle_tokens == Some(0) { Field::NeedleTokens.name() } else { Field::CompressRatio.name() };
+            let c =
+                if facts.needle_tokens == Some(0) { Field::NeedleTokens.name() } else { Field::CompressRatio.name() };
             return Err(cell_err(c, "0: allowed ≥ 1".into()));
         }
         if let Some(start) = facts.needle_start {
-            let m = facts.needle_tokens.ok_or_else(|| cell_err("needle_start", "needs a needle_tokens column (the needle's length places it)".into()))?;
+            let m = facts.needle_tokens.ok_or_else(|| {
+                cell_err("needle_start", "needs a needle_tokens column (the needle's length places it)".into())
+            })?;
             if start.checked_add(m).is_none_or(|end| end > context_len) {
                 return Err(cell_err(
                     "needle_start",
@@ -153,11 +166,16 @@ pub(super) fn parse_records(
             None => {
                 let i = requests.len();
                 index.insert(request.clone(), i);
-                requests.push((request.clone(), Request { context_len, index_topk, depth, facts, selected: Vec::new(), line: rec.line }));
+                requests.push((
+                    request.clone(),
+                    Request { context_len, index_topk, depth, facts, selected: Vec::new(), line: rec.line },
+                ));
                 &mut requests[i].1
             }
         };
-        if (r.context_len, r.index_topk, r.depth.map(f64::to_bits), r.facts) != (context_len, index_topk, depth.map(f64::to_bits), facts) {
+        if (r.context_len, r.index_topk, r.depth.map(f64::to_bits), r.facts)
+            != (context_len, index_topk, depth.map(f64::to_bits), facts)
+        {
             return Err(cell_err(
                 "request",
                 format!(
@@ -188,7 +206,11 @@ pub(super) fn parse_records(
                 row: 0,
                 line: r.line,
                 column: "layer".into(),
-                message: format!("request `{}` has no row for layer {l} (every request needs layers 0..{})", clip(name, QUOTE_MAX), layers - 1),
+                message: format!(
+                    "request `{}` has no row for layer {l} (every request needs layers 0..{})",
+                    clip(name, QUOTE_MAX),
+                    layers - 1
+                ),
             });
         }
     }
@@ -228,11 +250,19 @@ pub(super) fn parse_records(
     let transcribed = provenance.as_deref().is_some_and(super::provenance::says_transcribed);
     // As recall tables do: a column the reader does not use is named, so a misspelt one
     // (`depht`) is not lost silently.
-    let extra: Vec<&str> =
-        header.iter().map(String::as_str).filter(|h| !SELECTION_COLUMNS.contains(h) && *h != Field::Depth.name()).collect();
+    let extra: Vec<&str> = header
+        .iter()
+        .map(String::as_str)
+        .filter(|h| !SELECTION_COLUMNS.contains(h) && *h != Field::Depth.name())
+        .collect();
     let mut notes = Vec::new();
     if !extra.is_empty() {
-        notes.push(format!("ignored column(s) {} (known: {},{})", list(&extra, true), SELECTION_COLUMNS.join(","), Field::Depth.name()));
+        notes.push(format!(
+            "ignored column(s) {} (known: {},{})",
+            list(&extra, true),
+            SELECTION_COLUMNS.join(","),
+            Field::Depth.name()
+        ));
     }
     notes.push(format!(
         "selection data: {} requests × {layers} layers in {} cells, fitted by the exact likelihood of the layers' selection patterns; a row's recall counts the requests some layer selected; predictions and verdicts use {layers} layers (readout as given)",
@@ -267,7 +297,8 @@ mod tests {
     #[test]
     fn the_imports_facts_become_the_cells_overrides() {
         use super::exact_depth;
-        let t = "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\n\
+        let t =
+            "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\n\
                  a,1000,0.5,0,64,1,496,8,4,true\na,1000,0.5,1,64,0,496,8,4,true\n\
                  b,1000,0.5,0,64,1,496,8,4,true\nb,1000,0.5,1,64,1,496,8,4,true\n\
                  c,3008,0.1,0,64,0,300,8,4,true\nc,3008,0.1,1,64,0,300,8,4,true\n";
@@ -289,8 +320,11 @@ mod tests {
                 assert!((0.0..=1.0).contains(&d));
             }
         }
-        let h = "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\n";
-        let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,496,8,4,true\na,1000,0.5,1,64,1,496,8,1,true\n"), "s.csv").unwrap_err().to_string();
+        let h =
+            "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap\n";
+        let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,496,8,4,true\na,1000,0.5,1,64,1,496,8,1,true\n"), "s.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("changes its") && e.contains("line 3"), "{e}");
         let e = parse_csv(&format!("{h}a,1000,0.5,0,64,1,996,8,4,true\n"), "s.csv").unwrap_err().to_string();
         assert!(e.contains("ends past context_len 1000"), "{e}");
@@ -307,7 +341,9 @@ mod tests {
         assert!(e.contains("line 3") && e.contains("layer 0 twice"), "{e}");
         let e = parse_csv(&format!("{h}0,4096,0.5,0,512,1\n0,8192,0.5,1,512,0\n"), "s.csv").unwrap_err().to_string();
         assert!(e.contains("changes its context_len"), "{e}");
-        let e = parse_csv(&format!("{h}0,4096,0.5,0,512,1\n0,4096,0.5,1,512,0\n1,4096,0.5,1,512,0\n"), "s.csv").unwrap_err().to_string();
+        let e = parse_csv(&format!("{h}0,4096,0.5,0,512,1\n0,4096,0.5,1,512,0\n1,4096,0.5,1,512,0\n"), "s.csv")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("request `1` has no row for layer 0"), "{e}");
         let e = parse_csv(&format!("{h}0,4096,0.5,0,512,yes\n"), "s.csv").unwrap_err().to_string();
         assert!(e.contains("`yes`: allowed 0, 1, true, false"), "{e}");

@@ -61,7 +61,8 @@ pub fn remove_stale_temporaries(path: &Path) {
     for e in entries.flatten() {
         let f = e.file_name();
         let f = f.to_string_lossy();
-        let stale = f.strip_prefix(&prefix).is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+        let stale =
+            f.strip_prefix(&prefix).is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
         if stale && e.file_type().is_ok_and(|t| t.is_file()) {
             let _ = std::fs::remove_file(e.path());
         }
@@ -92,7 +93,8 @@ mod tests {
             std::fs::write(d.path().join(n), "x").unwrap();
         }
         remove_stale_temporaries(&p);
-        let mut left: Vec<String> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut left: Vec<String> =
+            std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
         assert_eq!(left, [".s.csv.tmp-x", ".t.csv.tmp-1", "s.csv"]);
     }

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 /// dsa-sim).
 pub const RESULT_MARKER: &str = ".dsa-sim-result";
 /// The content of [`RESULT_MARKER`] (fixed, so that result folders reproduce byte for byte).
-pub const RESULT_MARKER_TEXT: &str = "This folder was written by dsa-sim. dsa-sim replaces a folder only when it holds this file.\n";
+pub const RESULT_MARKER_TEXT: &str =
+    "This folder was written by dsa-sim. dsa-sim replaces a folder only when it holds this file.\n";
 /// The file in a staging folder that says which run (experiment text and dsa-sim version) it
 /// belongs to, so that `--resume` continues only the same run.
 pub const STAGE_MARKER: &str = ".experiment-fingerprint";
@@ -56,7 +57,10 @@ fn split(out: &Path) -> Result<(PathBuf, OsString), OutputError> {
         return Err(OutputError::NoName { path: String::new() });
     }
     let (parent, leaf) = match out.file_name() {
-        Some(leaf) => (out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(), leaf.to_os_string()),
+        Some(leaf) => (
+            out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf(),
+            leaf.to_os_string(),
+        ),
         None => {
             let abs = std::fs::canonicalize(out).map_err(|e| OutputError::setup(out, e))?;
             match (abs.parent(), abs.file_name()) {
@@ -107,7 +111,10 @@ fn check_existing(target: &Path, shown: &Path, inputs: &[&Path]) -> Result<(), O
     if let Ok(abs) = std::fs::canonicalize(target) {
         for input in inputs {
             if std::fs::canonicalize(input).is_ok_and(|i| i.starts_with(&abs)) {
-                return Err(OutputError::HoldsInput { path: shown.display().to_string(), input: input.display().to_string() });
+                return Err(OutputError::HoldsInput {
+                    path: shown.display().to_string(),
+                    input: input.display().to_string(),
+                });
             }
         }
     }
@@ -138,13 +145,28 @@ impl StagedDir {
         begun
     }
 
-    fn begin_in(out: &Path, opts: &StageOptions, parent: PathBuf, leaf: OsString, target: PathBuf) -> Result<StagedDir, OutputError> {
+    fn begin_in(
+        out: &Path,
+        opts: &StageOptions,
+        parent: PathBuf,
+        leaf: OsString,
+        target: PathBuf,
+    ) -> Result<StagedDir, OutputError> {
         let lock = OutputLock::acquire(&target, out)?;
         // Again under the lock: another run may have swapped its folder in meanwhile.
         check_existing(&target, out, opts.inputs)?;
         let name = leaf.to_string_lossy().into_owned();
         let stage = parent.join(format!(".{name}.partial"));
-        let mut dir = StagedDir { shown: out.to_path_buf(), target, parent, leaf, stage, resumed: false, committed: true, _lock: lock };
+        let mut dir = StagedDir {
+            shown: out.to_path_buf(),
+            target,
+            parent,
+            leaf,
+            stage,
+            resumed: false,
+            committed: true,
+            _lock: lock,
+        };
         dir.remove_stale_old_folders(&name);
         dir.prepare_stage(opts)?;
         dir.committed = false;
@@ -158,7 +180,11 @@ impl StagedDir {
         for e in entries.flatten() {
             let f = e.file_name().to_string_lossy().into_owned();
             let pid = f.strip_prefix(&prefix).unwrap_or("");
-            if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) && e.file_type().is_ok_and(|t| t.is_dir()) && is_file(&e.path().join(RESULT_MARKER)) {
+            if !pid.is_empty()
+                && pid.bytes().all(|b| b.is_ascii_digit())
+                && e.file_type().is_ok_and(|t| t.is_dir())
+                && is_file(&e.path().join(RESULT_MARKER))
+            {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
@@ -243,7 +269,8 @@ mod tests {
     use super::*;
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         v.sort();
         v
     }

@@ -42,7 +42,10 @@ impl OutputLock {
         for _ in 0..16 {
             if let Ok(m) = std::fs::symlink_metadata(&path) {
                 if !m.is_file() {
-                    return Err(OutputError::NotRegular { path: path.display().to_string(), kind: kind_of(m.file_type()) });
+                    return Err(OutputError::NotRegular {
+                        path: path.display().to_string(),
+                        kind: kind_of(m.file_type()),
+                    });
                 }
             }
             let file = std::fs::OpenOptions::new()
@@ -55,7 +58,10 @@ impl OutputLock {
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
-                    return Err(OutputError::Locked { path: shown.display().to_string(), lock: path.display().to_string() })
+                    return Err(OutputError::Locked {
+                        path: shown.display().to_string(),
+                        lock: path.display().to_string(),
+                    })
                 }
                 Err(TryLockError::Error(e)) => return Err(OutputError::setup(shown, e)),
             }

@@ -27,7 +27,9 @@ mod folder;
 mod lock;
 
 pub use file::{check_regular_target, remove_stale_temporaries, temp_path, write_file_atomic};
-pub use folder::{missing_ancestors, remove_empty_dirs, StageOptions, StagedDir, RESULT_MARKER, RESULT_MARKER_TEXT, STAGE_MARKER};
+pub use folder::{
+    missing_ancestors, remove_empty_dirs, StageOptions, StagedDir, RESULT_MARKER, RESULT_MARKER_TEXT, STAGE_MARKER,
+};
 pub use lock::OutputLock;
 
 use std::collections::HashMap;
@@ -132,7 +134,6 @@ impl OutputError {
         !matches!(self, OutputError::Write { .. })
     }
 
-
     pub(crate) fn setup(path: &std::path::Path, e: impl std::fmt::Display) -> OutputError {
         OutputError::Setup { path: path.display().to_string(), reason: e.to_string() }
     }
@@ -198,7 +199,10 @@ mod tests {
         ])
         .unwrap_err();
         let m = e.to_string();
-        assert!(m.contains("data/measured-x.csv") && m.contains("figure `measured-x`") && m.contains("data `obs`"), "{m}");
+        assert!(
+            m.contains("data/measured-x.csv") && m.contains("figure `measured-x`") && m.contains("data `obs`"),
+            "{m}"
+        );
         assert!(e.is_input());
     }
 }

@@ -41,7 +41,8 @@ fn check_len(flag: &str, l: u64) -> Result<u64, ProbeError> {
 /// Parses `--context-len`: a list and ranges as sweep axes take them (`2K..64K:x2`, `4096,8192`,
 /// `1Ki..8Ki:4`); `K` is 1000, `Ki` 1024.
 pub fn parse_lengths(spec: &str) -> Result<Vec<u64>, ProbeError> {
-    let texts = crate::sweep::parse_values(Field::ContextLen, spec).map_err(|e| ProbeError::input(format!("--context-len {spec}: {e}")))?;
+    let texts = crate::sweep::parse_values(Field::ContextLen, spec)
+        .map_err(|e| ProbeError::input(format!("--context-len {spec}: {e}")))?;
     let mut out = Vec::with_capacity(texts.len());
     for t in texts {
         let v = match parse_suffixed_count(t.trim()) {
@@ -53,7 +54,9 @@ pub fn parse_lengths(spec: &str) -> Result<Vec<u64>, ProbeError> {
                 .ok()
                 .filter(|x| x.is_finite() && *x >= 0.0 && x.fract() == 0.0)
                 .map(|x| x as u64)
-                .ok_or_else(|| ProbeError::input(format!("--context-len {t}: expected a token count such as 4096 or 16K")))?,
+                .ok_or_else(|| {
+                    ProbeError::input(format!("--context-len {t}: expected a token count such as 4096 or 16K"))
+                })?,
         };
         out.push(check_len("--context-len", v)?);
     }
@@ -62,11 +65,13 @@ pub fn parse_lengths(spec: &str) -> Result<Vec<u64>, ProbeError> {
 
 /// Parses `--depth`: values and ranges in [0, 1] (`0.1,0.5,0.9`, `0..1:5`).
 pub fn parse_depths(spec: &str) -> Result<Vec<f64>, ProbeError> {
-    let texts = crate::sweep::parse_values(Field::Depth, spec).map_err(|e| ProbeError::input(format!("--depth {spec}: {e}")))?;
+    let texts = crate::sweep::parse_values(Field::Depth, spec)
+        .map_err(|e| ProbeError::input(format!("--depth {spec}: {e}")))?;
     texts
         .iter()
         .map(|t| {
-            let d: f64 = t.trim().parse().map_err(|_| ProbeError::input(format!("--depth {t}: expected a number in 0..=1")))?;
+            let d: f64 =
+                t.trim().parse().map_err(|_| ProbeError::input(format!("--depth {t}: expected a number in 0..=1")))?;
             if !(0.0..=1.0).contains(&d) {
                 return Err(ProbeError::input(format!("--depth {t}: allowed 0..=1")));
             }
@@ -78,10 +83,14 @@ pub fn parse_depths(spec: &str) -> Result<Vec<f64>, ProbeError> {
 /// Parses a comma-separated list of positive integers for `flag` (`--repeat 1,8`,
 /// `--concurrency 1,8`), each at most `max`.
 pub fn parse_counts(flag: &str, spec: &str, max: u64) -> Result<Vec<u64>, ProbeError> {
-    let texts = crate::sweep::parse_values(Field::Repeat, spec).map_err(|e| ProbeError::input(format!("{flag} {spec}: {e}")))?;
+    let texts = crate::sweep::parse_values(Field::Repeat, spec)
+        .map_err(|e| ProbeError::input(format!("{flag} {spec}: {e}")))?;
     let mut out = Vec::new();
     for t in texts {
-        let v: u64 = t.trim().parse().map_err(|_| ProbeError::input(format!("{flag} {t}: expected a whole number 1..={max}")))?;
+        let v: u64 = t
+            .trim()
+            .parse()
+            .map_err(|_| ProbeError::input(format!("{flag} {t}: expected a whole number 1..={max}")))?;
         if v == 0 || v > max {
             return Err(ProbeError::input(format!("{flag} {t}: allowed 1..={max}")));
         }
@@ -116,7 +125,12 @@ pub fn grid(lengths: &[u64], depths: &[f64], repeats: &[u64], trials: u64) -> Re
 /// (`#` comment lines, any column order; `index_topk`, `depth` and `repeat` optional, 0.5 and 1
 /// by default; `trials` required unless `default_trials` is given).
 pub fn parse_cells_csv(text: &str, name: &str, default_trials: Option<u64>) -> Result<Vec<Cell>, ProbeError> {
-    let body: String = text.trim_start_matches('\u{feff}').lines().filter(|l| !l.trim_start().starts_with('#')).map(|l| format!("{l}\n")).collect();
+    let body: String = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let mut r = csv::ReaderBuilder::new().trim(csv::Trim::All).flexible(false).from_reader(body.as_bytes());
     let header: Vec<String> = r
         .headers()
@@ -150,11 +164,18 @@ pub fn parse_cells_csv(text: &str, name: &str, default_trials: Option<u64>) -> R
         let l = int("context_len", &rec[ci])?;
         check_len("context_len", l).map_err(|e| cell_err("context_len", e.message))?;
         let k = match ki.map(|k| &rec[k]).filter(|t| !t.is_empty()) {
-            Some(t) => Some(int("index_topk", t)?).filter(|&k| k > 0).map(Some).ok_or_else(|| cell_err("index_topk", "allowed ≥ 1".into()))?,
+            Some(t) => Some(int("index_topk", t)?)
+                .filter(|&k| k > 0)
+                .map(Some)
+                .ok_or_else(|| cell_err("index_topk", "allowed ≥ 1".into()))?,
             None => None,
         };
         let d = match di.map(|d| &rec[d]).filter(|t| !t.is_empty()) {
-            Some(t) => t.parse::<f64>().ok().filter(|d| (0.0..=1.0).contains(d)).ok_or_else(|| cell_err("depth", format!("`{t}`: allowed 0..=1")))?,
+            Some(t) => t
+                .parse::<f64>()
+                .ok()
+                .filter(|d| (0.0..=1.0).contains(d))
+                .ok_or_else(|| cell_err("depth", format!("`{t}`: allowed 0..=1")))?,
             None => 0.5,
         };
         let rep = match ri.map(|x| &rec[x]).filter(|t| !t.is_empty()) {

@@ -241,7 +241,10 @@ impl Client {
         let u = url.trim();
         let scheme_ok = u.starts_with("http://") || u.starts_with("https://");
         if !scheme_ok || u.len() <= "https://".len() {
-            return Err(ProbeError::input(format!("--url {}: expected http://HOST:PORT (an OpenAI-compatible or SGLang server)", clip(u, 80))));
+            return Err(ProbeError::input(format!(
+                "--url {}: expected http://HOST:PORT (an OpenAI-compatible or SGLang server)",
+                clip(u, 80)
+            )));
         }
         if u.starts_with("https://") && !cfg!(feature = "tls") {
             return Err(ProbeError::input(format!(
@@ -253,8 +256,19 @@ impl Client {
         if let Some(b) = base.strip_suffix("/v1") {
             base = b.to_string();
         }
-        let agent = ureq::AgentBuilder::new().timeout_connect(timeout.min(Duration::from_secs(30))).timeout(timeout).redirects(0).build();
-        Ok(Client { agent, shown: shown_url(&base), base, key: key.filter(|k| !k.is_empty()), retry, notes: Default::default() })
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(timeout.min(Duration::from_secs(30)))
+            .timeout(timeout)
+            .redirects(0)
+            .build();
+        Ok(Client {
+            agent,
+            shown: shown_url(&base),
+            base,
+            key: key.filter(|k| !k.is_empty()),
+            retry,
+            notes: Default::default(),
+        })
     }
 
     /// The server as outputs name it (no credentials).
@@ -301,19 +315,35 @@ impl Client {
                 let _ = r.into_reader().take(4096).read_to_end(&mut bytes);
                 let text = self.redact(&String::from_utf8_lossy(&bytes));
                 let what = format!("HTTP {code} from {at}: {}", clip(&self.redact(&server_message(&text)), 200));
-                return Err(if code == 429 || code == 408 || (500..600).contains(&code) { Attempt::Retry(what, ra) } else { Attempt::Fatal(what) });
+                return Err(if code == 429 || code == 408 || (500..600).contains(&code) {
+                    Attempt::Retry(what, ra)
+                } else {
+                    Attempt::Fatal(what)
+                });
             }
-            Err(ureq::Error::Transport(t)) => return Err(Attempt::Retry(clip(&self.redact(&t.to_string().replace(&self.base, &self.shown)), 200), None)),
+            Err(ureq::Error::Transport(t)) => {
+                return Err(Attempt::Retry(
+                    clip(&self.redact(&t.to_string().replace(&self.base, &self.shown)), 200),
+                    None,
+                ))
+            }
         };
         let code = resp.status();
         if (300..400).contains(&code) {
-            let to = resp.header("Location").map_or_else(|| "nowhere (no Location)".to_string(), |l| if l.contains("://") { shown_url(l) } else { clip(l, 80) });
+            let to = resp.header("Location").map_or_else(
+                || "nowhere (no Location)".to_string(),
+                |l| if l.contains("://") { shown_url(l) } else { clip(l, 80) },
+            );
             return Err(Attempt::Fatal(format!(
                 "{at}: HTTP {code} redirects to {}, which is not followed (requests and the API key go only to --url): give the address it redirects to as --url",
                 self.redact(&to)
             )));
         }
-        if let Some(enc) = resp.header("Content-Encoding").map(str::trim).filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity")) {
+        if let Some(enc) = resp
+            .header("Content-Encoding")
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+        {
             return Err(Attempt::Fatal(format!("{at}: the reply is compressed (Content-Encoding: {}), which the request did not ask for and the probe does not decode", clip(&self.redact(enc), 40))));
         }
         if resp.header("Content-Type").is_some_and(|t| t.to_ascii_lowercase().contains("text/event-stream")) {
@@ -324,7 +354,10 @@ impl Client {
         let parsed: Result<Value, String> = match reply {
             Reply::Generate => {
                 let mut buf = Vec::new();
-                (&mut r).take(MAX_REPLY_BYTES + 1).read_to_end(&mut buf).map_err(|e| bad(format!("the reply was cut off ({})", self.redact(&e.to_string()))))?;
+                (&mut r)
+                    .take(MAX_REPLY_BYTES + 1)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| bad(format!("the reply was cut off ({})", self.redact(&e.to_string()))))?;
                 if buf.len() as u64 > MAX_REPLY_BYTES {
                     return Err(Attempt::Fatal(format!("{at}: the reply is larger than the {} MiB per-reply limit (an answer of --max-tokens tokens is far smaller)", MAX_REPLY_BYTES >> 20)));
                 }
@@ -333,7 +366,11 @@ impl Client {
             Reply::Capture(file) => {
                 let written = (|| -> std::io::Result<u64> {
                     let f = std::fs::File::create(file)?;
-                    let mut w = Redacting { inner: std::io::BufWriter::new(f), key: self.key.clone().unwrap_or_default().into_bytes(), pending: Vec::new() };
+                    let mut w = Redacting {
+                        inner: std::io::BufWriter::new(f),
+                        key: self.key.clone().unwrap_or_default().into_bytes(),
+                        pending: Vec::new(),
+                    };
                     let n = std::io::copy(&mut (&mut r).take(MAX_CAPTURE_BYTES + 1), &mut w)?;
                     w.drain(true)?;
                     let f = w.inner.into_inner().map_err(|e| e.into_error())?;
@@ -347,7 +384,10 @@ impl Client {
                     }
                     Ok(n) if n > MAX_CAPTURE_BYTES => {
                         let _ = std::fs::remove_file(file);
-                        return Err(Attempt::Fatal(format!("{at}: the reply is larger than the {} GiB capture limit", MAX_CAPTURE_BYTES >> 30)));
+                        return Err(Attempt::Fatal(format!(
+                            "{at}: the reply is larger than the {} GiB capture limit",
+                            MAX_CAPTURE_BYTES >> 30
+                        )));
                     }
                     Ok(_) => {}
                 }
@@ -368,7 +408,8 @@ impl Client {
             }
             Reply::Models | Reply::Tokenize => {
                 let mut br = std::io::BufReader::new((&mut r).take(MAX_LIST_BYTES + 1));
-                let head = std::io::BufRead::fill_buf(&mut br).map_err(|e| bad(format!("the reply was cut off ({})", self.redact(&e.to_string()))))?;
+                let head = std::io::BufRead::fill_buf(&mut br)
+                    .map_err(|e| bad(format!("the reply was cut off ({})", self.redact(&e.to_string()))))?;
                 match not_json(head) {
                     Some(m) => Err(m),
                     None if matches!(reply, Reply::Models) => light_models(br).map_err(|e| json_error(&e)),
@@ -380,23 +421,37 @@ impl Client {
         let v = match parsed {
             Ok(v) => v,
             Err(_) if matches!(reply, Reply::Models | Reply::Tokenize) && n > MAX_LIST_BYTES => {
-                return Err(Attempt::Fatal(format!("{at}: the reply is larger than the {} MiB limit of a list reply", MAX_LIST_BYTES >> 20)));
+                return Err(Attempt::Fatal(format!(
+                    "{at}: the reply is larger than the {} MiB limit of a list reply",
+                    MAX_LIST_BYTES >> 20
+                )));
             }
             Err(m) => return Err(bad(clip(&self.redact(&m), 240))),
         };
         // A 2xx carrying an error object and nothing else (some gateways): the server's failure,
         // retried like a 5xx.
         if let Some(m) = v.get("error").and_then(Value::as_str) {
-            let has_content = ["choices", "text", "data", "count"].iter().any(|k| v.get(*k).is_some_and(|x| !x.is_null()));
+            let has_content =
+                ["choices", "text", "data", "count"].iter().any(|k| v.get(*k).is_some_and(|x| !x.is_null()));
             if !has_content {
-                return Err(Attempt::Retry(format!("HTTP {code} from {at} carries an error: {}", clip(&self.redact(m), 200)), None));
+                return Err(Attempt::Retry(
+                    format!("HTTP {code} from {at} carries an error: {}", clip(&self.redact(m), 200)),
+                    None,
+                ));
             }
         }
         Ok(v)
     }
 
     /// Sends with retries; `Err` is one line naming the server, the endpoint and the last failure.
-    fn send(&self, method: &str, path: &str, body: Option<&Value>, reply: Reply, stop: &dyn Fn() -> bool) -> Result<(Value, u32, Duration), ProbeError> {
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        reply: Reply,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(Value, u32, Duration), ProbeError> {
         let mut n = 0u32;
         loop {
             n += 1;
@@ -407,12 +462,20 @@ impl Client {
                 Err(Attempt::Retry(m, ra)) => {
                     // A Retry-After beyond the longest wait (a year) is capped, and said.
                     let capped = ra.filter(|&d| d > self.retry.max).map(|d| {
-                        let secs = if d == Duration::MAX { "forever".to_string() } else { format!("{} s", d.as_secs()) };
-                        format!("{} asked to wait {secs} (Retry-After); waits are capped at {} s", self.shown, self.retry.max.as_secs())
+                        let secs =
+                            if d == Duration::MAX { "forever".to_string() } else { format!("{} s", d.as_secs()) };
+                        format!(
+                            "{} asked to wait {secs} (Retry-After); waits are capped at {} s",
+                            self.shown,
+                            self.retry.max.as_secs()
+                        )
                     });
                     if n > self.retry.retries || stop() {
                         let cap = capped.map_or(String::new(), |c| format!("; {c}"));
-                        return Err(ProbeError::server(format!("{m} (after {n} attempt{}{cap})", if n == 1 { "" } else { "s" })));
+                        return Err(ProbeError::server(format!(
+                            "{m} (after {n} attempt{}{cap})",
+                            if n == 1 { "" } else { "s" }
+                        )));
                     }
                     if let (Some(c), Ok(mut notes)) = (capped, self.notes.lock()) {
                         notes.insert(c);
@@ -430,11 +493,12 @@ impl Client {
     /// The first model id `/v1/models` lists.
     pub fn model_id(&self) -> Result<String, ProbeError> {
         let (v, _, _) = self.send("GET", "/v1/models", None, Reply::Models, &|| false)?;
-        v["data"][0]["id"]
-            .as_str()
-            .filter(|id| !id.is_empty())
-            .map(|id| self.redact(id))
-            .ok_or_else(|| ProbeError::server(format!("{}/v1/models: the reply lists no model (expected data[0].id); give --model", self.shown)))
+        v["data"][0]["id"].as_str().filter(|id| !id.is_empty()).map(|id| self.redact(id)).ok_or_else(|| {
+            ProbeError::server(format!(
+                "{}/v1/models: the reply lists no model (expected data[0].id); give --model",
+                self.shown
+            ))
+        })
     }
 
     /// The server's token count of `text` by its `/tokenize` endpoint (vLLM's; the chat template
@@ -443,12 +507,16 @@ impl Client {
     /// template's) is refused.
     pub fn tokenize(&self, model: &str, api: Api, text: &str) -> Result<Option<u64>, ProbeError> {
         let body = match api {
-            Api::Chat => json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true}),
+            Api::Chat => {
+                json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
+            }
             _ => json!({"model": model, "prompt": text}),
         };
         match self.send("POST", "/tokenize", Some(&body), Reply::Tokenize, &|| false) {
             Ok((v, _, _)) => {
-                let n = v["count"].as_u64().ok_or_else(|| ProbeError::server(format!("{}/tokenize: the reply has no count or tokens", self.shown)))?;
+                let n = v["count"].as_u64().ok_or_else(|| {
+                    ProbeError::server(format!("{}/tokenize: the reply has no count or tokens", self.shown))
+                })?;
                 if !plausible_count(n, text.len()) {
                     return Err(ProbeError::server(format!(
                         "{}/tokenize: the server counts {n} tokens for a text of {} bytes: not a count of that text",
@@ -465,11 +533,23 @@ impl Client {
 
     /// Generates the answer to `prompt`: temperature 0, at most `max_tokens`; with `capture`,
     /// asks for the indexer's top-k and streams the whole reply into that file.
-    pub fn generate(&self, api: Api, model: &str, prompt: &str, max_tokens: u32, capture: Option<&Path>, stop: &dyn Fn() -> bool) -> Result<Answer, ProbeError> {
+    pub fn generate(
+        &self,
+        api: Api,
+        model: &str,
+        prompt: &str,
+        max_tokens: u32,
+        capture: Option<&Path>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Answer, ProbeError> {
         let mut body = match api {
             Api::Completions => json!({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}),
-            Api::Chat => json!({"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0}),
-            Api::Generate => json!({"text": prompt, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0}}),
+            Api::Chat => {
+                json!({"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0})
+            }
+            Api::Generate => {
+                json!({"text": prompt, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0}})
+            }
         };
         if capture.is_some() {
             body["return_indexer_topk"] = json!(true);
@@ -526,7 +606,8 @@ fn not_json(head: &[u8]) -> Option<String> {
             return Some("the reply is not UTF-8 text".to_string());
         }
     }
-    html_page(head).map(|page| format!("the reply is not valid JSON but {page}: is --url the server itself, not a proxy's page?"))
+    html_page(head)
+        .map(|page| format!("the reply is not valid JSON but {page}: is --url the server itself, not a proxy's page?"))
 }
 
 /// `an HTML page ("TITLE")` when `head` starts an HTML document (a proxy's error or login page).
@@ -538,7 +619,8 @@ fn html_page(head: &[u8]) -> Option<String> {
     }
     let lower = t.to_ascii_lowercase();
     // Byte offsets of the lowercase copy hold for `t`: ASCII lowercasing keeps every length.
-    let title = lower.find("<title>").and_then(|i| lower[i + 7..].find("</title>").map(|j| clip(&t[i + 7..i + 7 + j], 80)));
+    let title =
+        lower.find("<title>").and_then(|i| lower[i + 7..].find("</title>").map(|j| clip(&t[i + 7..i + 7 + j], 80)));
     Some(match title {
         Some(ti) if !ti.is_empty() => format!("an HTML page (\"{ti}\")"),
         _ => "an HTML page".to_string(),
@@ -834,7 +916,10 @@ mod tests {
         assert_eq!(parse_retry_after(" 0.25 "), Some(Duration::from_millis(250)));
         // An HTTP-date: the delay from now; a date past means at once; not a date: none.
         let at = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
-        assert_eq!(parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", at - Duration::from_secs(3)), Some(Duration::from_secs(3)));
+        assert_eq!(
+            parse_retry_after_at("Wed, 21 Oct 2015 07:28:00 GMT", at - Duration::from_secs(3)),
+            Some(Duration::from_secs(3))
+        );
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon"), None);
         // Past Duration's range: forever, which the policy caps (from_secs_f64 would panic).
@@ -850,7 +935,10 @@ mod tests {
         assert_eq!(v["meta_info"]["prompt_tokens"], 12);
         assert!(light_reply(&br#"{"text": "x""#[..]).is_err());
         // Fields of another type read as absent; only the first choice is kept.
-        let v = light_reply(&br#"{"choices": [{"text": "a"}, {"text": "b"}], "usage": {"prompt_tokens": -3}, "text": 5}"#[..]).unwrap();
+        let v = light_reply(
+            &br#"{"choices": [{"text": "a"}, {"text": "b"}], "usage": {"prompt_tokens": -3}, "text": 5}"#[..],
+        )
+        .unwrap();
         assert_eq!(v["choices"].as_array().unwrap().len(), 1);
         assert_eq!(v["choices"][0]["text"], "a");
         assert!(v["usage"]["prompt_tokens"].is_null() && v.get("text").is_none());

@@ -140,20 +140,43 @@ pub struct Options {
 
 /// Names a `--label` may not take: the measured table's own columns and the probe's conditions.
 const RESERVED: &[&str] = &[
-    "context_len", "index_topk", "depth", "repeat", "compress_ratio", "window", "label", "trials", "hits", "needle", "sample",
-    "concurrency", "prefix_cache", "observed", "fitted", "request", "layer", "selected",
+    "context_len",
+    "index_topk",
+    "depth",
+    "repeat",
+    "compress_ratio",
+    "window",
+    "label",
+    "trials",
+    "hits",
+    "needle",
+    "sample",
+    "concurrency",
+    "prefix_cache",
+    "observed",
+    "fitted",
+    "request",
+    "layer",
+    "selected",
 ];
 
 /// Parses `--label NAME=VALUE`: NAME a lowercase identifier that is not a table column or a
 /// scenario field, VALUE letters, digits and `._:/+-`.
 pub fn parse_label(t: &str) -> Result<(String, String), ProbeError> {
-    let (k, v) = t.split_once('=').ok_or_else(|| ProbeError::input(format!("--label {t}: expected NAME=VALUE, e.g. build=fork")))?;
+    let (k, v) = t
+        .split_once('=')
+        .ok_or_else(|| ProbeError::input(format!("--label {t}: expected NAME=VALUE, e.g. build=fork")))?;
     let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
-    if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.starts_with(|c: char| c.is_ascii_digit()) {
+    if k.is_empty()
+        || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || k.starts_with(|c: char| c.is_ascii_digit())
+    {
         return Err(ProbeError::input(format!("--label {t}: the name must be letters, digits and _ (e.g. build)")));
     }
     if RESERVED.contains(&k.as_str()) || crate::scenario::Field::from_name(&k).is_ok() {
-        return Err(ProbeError::input(format!("--label {t}: `{k}` is a column of the measured table or a scenario field; choose another name")));
+        return Err(ProbeError::input(format!(
+            "--label {t}: `{k}` is a column of the measured table or a scenario field; choose another name"
+        )));
     }
     if v.is_empty() || !v.chars().all(|c| c.is_ascii_alphanumeric() || "._:/+-".contains(c)) {
         return Err(ProbeError::input(format!("--label {t}: the value must be non-empty letters, digits and ._:/+-")));
@@ -190,13 +213,18 @@ impl Options {
     /// Checks the options (before any request).
     pub fn check(&self) -> Result<(), ProbeError> {
         if self.cells.is_empty() {
-            return Err(ProbeError::input("no cells to measure: give --context-len (and --depth, --trials) or --cells cells.csv"));
+            return Err(ProbeError::input(
+                "no cells to measure: give --context-len (and --depth, --trials) or --cells cells.csv",
+            ));
         }
         if self.max_inflight == 0 || self.max_inflight > 256 {
             return Err(ProbeError::input(format!("--max-inflight {}: allowed 1..=256", self.max_inflight)));
         }
         if let Some(&c) = self.concurrency.iter().find(|&&c| c > self.max_inflight) {
-            return Err(ProbeError::input(format!("--concurrency {c}: above --max-inflight {}; raise --max-inflight to run it", self.max_inflight)));
+            return Err(ProbeError::input(format!(
+                "--concurrency {c}: above --max-inflight {}; raise --max-inflight to run it",
+                self.max_inflight
+            )));
         }
         if self.index_topk == 0 {
             return Err(ProbeError::input("--index-topk 0: allowed ≥ 1"));
@@ -226,7 +254,8 @@ impl Options {
 
     /// The work, in order: each phase (concurrency), each cell, each trial.
     pub fn jobs(&self) -> Vec<Job> {
-        let phases: Vec<Option<u32>> = if self.concurrency.is_empty() { vec![None] } else { self.concurrency.iter().map(|&c| Some(c)).collect() };
+        let phases: Vec<Option<u32>> =
+            if self.concurrency.is_empty() { vec![None] } else { self.concurrency.iter().map(|&c| Some(c)).collect() };
         let mut out = Vec::new();
         for &p in &phases {
             for (i, c) in self.cells.iter().enumerate() {
@@ -292,7 +321,12 @@ pub fn dry_run(opts: &Options) -> Result<DryRun, ProbeError> {
     let jobs = opts.jobs();
     let passes = opts.passes() as u64;
     let tokens = jobs.iter().map(|j| opts.cells[j.cell].context_len * passes).sum();
-    Ok(DryRun { cells: opts.cells.clone(), concurrency: opts.concurrency.clone(), requests: jobs.len() as u64 * passes, tokens })
+    Ok(DryRun {
+        cells: opts.cells.clone(),
+        concurrency: opts.concurrency.clone(),
+        requests: jobs.len() as u64 * passes,
+        tokens,
+    })
 }
 
 impl DryRun {
@@ -302,14 +336,21 @@ impl DryRun {
     }
     /// `--dry-run`.
     pub fn to_text(&self) -> String {
-        let mut s = format!("{} cells:\n  {:>9} {:>6} {:>6} {:>7}\n", self.cells.len(), "tokens", "depth", "repeat", "trials");
+        let mut s =
+            format!("{} cells:\n  {:>9} {:>6} {:>6} {:>7}\n", self.cells.len(), "tokens", "depth", "repeat", "trials");
         for c in &self.cells {
             s.push_str(&format!("  {:>9} {:>6} {:>6} {:>7}\n", c.context_len, c.depth, c.repeat, c.trials));
         }
         if !self.concurrency.is_empty() {
-            s.push_str(&format!("each at concurrency {}\n", self.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")));
+            s.push_str(&format!(
+                "each at concurrency {}\n",
+                self.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ));
         }
-        s.push_str(&format!("{} requests, {} prompt tokens (plus /tokenize calls when the server has it); nothing sent (--dry-run)\n", self.requests, self.tokens));
+        s.push_str(&format!(
+            "{} requests, {} prompt tokens (plus /tokenize calls when the server has it); nothing sent (--dry-run)\n",
+            self.requests, self.tokens
+        ));
         s
     }
 }
@@ -401,16 +442,30 @@ impl Probed {
             self.sent,
             if self.resumed > 0 { format!(", {} resumed from the transcript", self.resumed) } else { String::new() }
         );
-        let conds = if self.condition_columns.is_empty() { String::new() } else { format!("  {}", self.condition_columns.join(" / ")) };
+        let conds = if self.condition_columns.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", self.condition_columns.join(" / "))
+        };
         s.push_str(&format!("  {:>9} {:>7} {:>6} {:>9}{conds}\n", "tokens", "depth", "repeat", "found"));
         for r in &self.rows {
             let c = if r.conditions.is_empty() { String::new() } else { format!("  {}", r.conditions.join(" / ")) };
-            s.push_str(&format!("  {:>9} {:>7} {:>6} {:>9}{c}\n", r.context_len, r.depth, r.repeat, format!("{}/{}", r.hits, r.trials)));
+            s.push_str(&format!(
+                "  {:>9} {:>7} {:>6} {:>9}{c}\n",
+                r.context_len,
+                r.depth,
+                r.repeat,
+                format!("{}/{}", r.hits, r.trials)
+            ));
         }
         for n in &self.notes {
             s.push_str(&format!("note: {n}\n"));
         }
-        s.push_str(&format!("wrote {} (measured.csv, transcript.jsonl{})\n", self.out.display(), if self.captures > 0 { format!(", {} captures and manifest.csv", self.captures) } else { String::new() }));
+        s.push_str(&format!(
+            "wrote {} (measured.csv, transcript.jsonl{})\n",
+            self.out.display(),
+            if self.captures > 0 { format!(", {} captures and manifest.csv", self.captures) } else { String::new() }
+        ));
         s.push_str(&format!(
             "next: dsa-sim verdict --preset NAME --data {} (the needle is about {} tokens: --needle-tokens {} describes it)\n",
             self.out.join("measured.csv").display(),
@@ -502,9 +557,9 @@ impl Ctx<'_> {
         if let Counter::Local(t) = &self.counter {
             return t.count(text);
         }
-        self.client
-            .tokenize(&self.model, self.opts.api, text)?
-            .ok_or_else(|| ProbeError::server(format!("{}/tokenize: the endpoint went away during the run", self.client.shown())))
+        self.client.tokenize(&self.model, self.opts.api, text)?.ok_or_else(|| {
+            ProbeError::server(format!("{}/tokenize: the endpoint went away during the run", self.client.shown()))
+        })
     }
 
     fn first_guess(&self, cell: usize) -> usize {
@@ -537,14 +592,22 @@ impl Ctx<'_> {
         let c = &o.cells[cell];
         let needle = Needle::draw(o.seed, 0);
         let guess = ((c.context_len as f64 * 0.75).round() as usize).max(1);
-        let f = prompt::search(c.context_len, guess, &mut |w, k| self.count(&prompt::build_from(&o.haystack, k, w, c.depth, c.repeat, &needle).text))?;
+        let f = prompt::search(c.context_len, guess, &mut |w, k| {
+            self.count(&prompt::build_from(&o.haystack, k, w, c.depth, c.repeat, &needle).text)
+        })?;
         m.insert(cell, f.words);
         Ok(f.words)
     }
 
     /// The prompt of `job` with `words` haystack words from word `skip`, counted and its needle
     /// located by the local tokenizer.
-    fn located(&self, tok: &LocalTokenizer, job: Job, words: usize, skip: usize) -> Result<tokenizer::Located, ProbeError> {
+    fn located(
+        &self,
+        tok: &LocalTokenizer,
+        job: Job,
+        words: usize,
+        skip: usize,
+    ) -> Result<tokenizer::Located, ProbeError> {
         let o = self.opts;
         let cell = &o.cells[job.cell];
         let p = prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &Needle::draw(o.seed, job.trial));
@@ -570,7 +633,11 @@ impl Ctx<'_> {
         };
         let server = match server {
             Some(s) => Some(s),
-            None => self.client.generate(o.api, &self.model, &text, 1, None, &|| self.stopped())?.prompt_tokens.map(|n| (n, format!("usage (one extra request for one token to {})", o.api.path()))),
+            None => self
+                .client
+                .generate(o.api, &self.model, &text, 1, None, &|| self.stopped())?
+                .prompt_tokens
+                .map(|n| (n, format!("usage (one extra request for one token to {})", o.api.path()))),
         };
         match server {
             Some((s, _)) if !agrees(mine, s) => Err(mismatch(tok, o.api, mine, s, &format!("a prompt of the {}-token cell", c.context_len))),
@@ -594,8 +661,8 @@ impl Ctx<'_> {
         // The prompt, and the positions counted by /tokenize or the local tokenizer.
         let (mut words, mut skip) = prior.unwrap_or((self.first_guess(job.cell), 0));
         let mut counted: Option<(u64, u64, u64)> = None; // (tokens, needle_start, needle_tokens)
-        // The length the local tokenizer aims at: the cell's, less the server's own additions
-        // (a chat template's tokens) measured before the run.
+                                                         // The length the local tokenizer aims at: the cell's, less the server's own additions
+                                                         // (a chat template's tokens) measured before the run.
         let aim = (cell.context_len as i64 - self.offset.load(Ordering::Relaxed)).max(1) as u64;
         let local = match &self.counter {
             Counter::Local(t) => Some(t.as_ref()),
@@ -604,17 +671,23 @@ impl Ctx<'_> {
         if let Some(tok) = local {
             if prior.is_none() {
                 let start = self.cell_start(job.cell)?;
-                let found = prompt::search(aim, start, &mut |w, k| self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text))?;
+                let found = prompt::search(aim, start, &mut |w, k| {
+                    self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text)
+                })?;
                 (words, skip) = (found.words, found.skip);
             }
             let l = self.located(tok, job, words, skip)?;
             counted = Some((l.tokens, l.needle_start, l.needle_tokens));
         } else if matches!(self.counter, Counter::Tokenize) {
             let tokens = match prior {
-                Some(_) => self.count(&prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle).text)?,
+                Some(_) => {
+                    self.count(&prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle).text)?
+                }
                 None => {
                     let start = self.cell_start(job.cell)?;
-                    let found = prompt::search(cell.context_len, start, &mut |w, k| self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text))?;
+                    let found = prompt::search(cell.context_len, start, &mut |w, k| {
+                        self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text)
+                    })?;
                     (words, skip) = (found.words, found.skip);
                     found.tokens
                 }
@@ -646,7 +719,9 @@ impl Ctx<'_> {
                 let p = prompt::build_from(&o.haystack, skip, words, cell.depth, cell.repeat, &needle);
                 let cap_rel = o.capture.then(|| format!("captures/{id}.json"));
                 let cap_abs = cap_rel.as_ref().map(|r| self.stage.join(r));
-                let a = self.client.generate(o.api, &self.model, &p.text, o.max_tokens, cap_abs.as_deref(), &|| self.stopped())?;
+                let a = self
+                    .client
+                    .generate(o.api, &self.model, &p.text, o.max_tokens, cap_abs.as_deref(), &|| self.stopped())?;
                 if let (Some(tok), Some(server), Some((mine, _, _))) = (local, a.prompt_tokens, counted) {
                     if !agrees(mine, server) {
                         if let Some(c) = &cap_abs {
@@ -741,7 +816,15 @@ impl Ctx<'_> {
                 let scaled = (words as f64 * cell.context_len as f64 / tokens.max(1) as f64).round() as usize;
                 // Within [1, max_words]: a server's zero, huge or jumping counts never build an
                 // empty or an endless prompt.
-                let next = if scaled == words { if tokens > cell.context_len { words.saturating_sub(1) } else { words + 1 } } else { scaled };
+                let next = if scaled == words {
+                    if tokens > cell.context_len {
+                        words.saturating_sub(1)
+                    } else {
+                        words + 1
+                    }
+                } else {
+                    scaled
+                };
                 words = next.clamp(1, prompt::max_words(cell.context_len));
             }
         }
@@ -763,7 +846,11 @@ pub fn agrees(local: u64, server: u64) -> bool {
 /// The one line of a local tokenizer that disagrees with the server by more than 1%.
 fn mismatch(tok: &LocalTokenizer, api: Api, local: u64, server: u64, what: &str) -> ProbeError {
     let pct = 100.0 * (server as f64 - local as f64) / local.max(1) as f64;
-    let hint = if api == Api::Chat { "; with --chat the server also counts the model's chat template, which tokenizer.json does not hold" } else { "" };
+    let hint = if api == Api::Chat {
+        "; with --chat the server also counts the model's chat template, which tokenizer.json does not hold"
+    } else {
+        ""
+    };
     ProbeError::input(format!(
         "--tokenizer {}: counts {local} tokens for {what}, the server {server} ({pct:+.1}%, more than 1% apart): not the served model's tokenizer{hint}; give the model's own tokenizer.json, or drop --tokenizer to count on the server",
         tok.name
@@ -785,7 +872,16 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
     type Key = (usize, u64, String, u32, Option<u32>, Option<String>);
     let mut by: BTreeMap<Key, (u64, u64)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.counts()) {
-        let e = by.entry((r.cell, r.prompt_tokens, format!("{:.4}", r.depth), r.repeat, r.concurrency, r.prefix_cache.clone())).or_default();
+        let e = by
+            .entry((
+                r.cell,
+                r.prompt_tokens,
+                format!("{:.4}", r.depth),
+                r.repeat,
+                r.concurrency,
+                r.prefix_cache.clone(),
+            ))
+            .or_default();
         e.0 += 1;
         e.1 += r.hit as u64;
     }
@@ -828,7 +924,13 @@ fn csv_text(provenance: &str, cols: &[String], rows: &[Row]) -> String {
 /// Runs the probe into the folder `out` (staged; `resume` continues an interrupted run's
 /// transcript). `inputs`: files the run reads (a haystack, a cells file), which the output
 /// folder must not hold.
-pub fn run(opts: &Options, out: &Path, resume: bool, inputs: &[&Path], progress: &dyn Progress) -> Result<Probed, ProbeError> {
+pub fn run(
+    opts: &Options,
+    out: &Path,
+    resume: bool,
+    inputs: &[&Path],
+    progress: &dyn Progress,
+) -> Result<Probed, ProbeError> {
     opts.check()?;
     let client = Client::new(&opts.url, opts.timeout, opts.retry, opts.api_key.clone())?;
     let fingerprint = opts.fingerprint();
@@ -851,24 +953,42 @@ pub fn run(opts: &Options, out: &Path, resume: bool, inputs: &[&Path], progress:
             if kept {
                 let shown = stage.path().display().to_string();
                 stage.keep();
-                return Err(ProbeError { kind: e.kind, message: format!("{} (the requests so far are kept in {shown}: rerun with --resume to continue)", e.message) });
+                return Err(ProbeError {
+                    kind: e.kind,
+                    message: format!(
+                        "{} (the requests so far are kept in {shown}: rerun with --resume to continue)",
+                        e.message
+                    ),
+                });
             }
             Err(e)
         }
     }
 }
 
-fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progress: &dyn Progress) -> Result<Probed, ProbeError> {
+fn run_in(
+    opts: &Options,
+    out: &Path,
+    stage: &StagedDir,
+    client: Client,
+    progress: &dyn Progress,
+) -> Result<Probed, ProbeError> {
     let dir = stage.path();
     let tpath = dir.join(transcript::FILE);
     let previous = if stage.resumed() { transcript::read(&tpath)? } else { Vec::new() };
-    let done: HashMap<String, (usize, usize)> = previous.iter().filter(|r| r.counts()).map(|r| (r.id.clone(), (r.words, r.skip))).collect();
+    let done: HashMap<String, (usize, usize)> =
+        previous.iter().filter(|r| r.counts()).map(|r| (r.id.clone(), (r.words, r.skip))).collect();
     let model = match &opts.model {
         Some(m) => m.clone(),
         None => match client.model_id() {
             Ok(m) => m,
             Err(_) if opts.api == Api::Generate => "unknown (no /v1/models)".to_string(),
-            Err(e) => return Err(ProbeError { kind: e.kind, message: format!("{} (give the model id with --model)", e.message) }),
+            Err(e) => {
+                return Err(ProbeError {
+                    kind: e.kind,
+                    message: format!("{} (give the model id with --model)", e.message),
+                })
+            }
         },
     };
     let counter = match (&opts.tokenizer, opts.token_count) {
@@ -884,13 +1004,17 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
         },
         (None, TokenCount::Tokenize) => {
             if client.tokenize(&model, opts.api, "hello")?.is_none() {
-                return Err(ProbeError::input(format!("--token-count tokenize: {} has no /tokenize endpoint (use auto or usage)", client.shown())));
+                return Err(ProbeError::input(format!(
+                    "--token-count tokenize: {} has no /tokenize endpoint (use auto or usage)",
+                    client.shown()
+                )));
             }
             Counter::Tokenize
         }
     };
     if opts.capture {
-        std::fs::create_dir_all(dir.join("captures")).map_err(|e| ProbeError::failure(format!("cannot write {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir.join("captures"))
+            .map_err(|e| ProbeError::failure(format!("cannot write {}: {e}", dir.display())))?;
     }
     let ctx = Ctx {
         opts,
@@ -912,7 +1036,9 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     if let Counter::Local(t) = &ctx.counter {
         // Checked once before the budget is spent (a resumed run was checked when it began, and
         // each of its replies since).
-        let before = previous.iter().find_map(|r| r.local_tokens.filter(|_| r.counts()).map(|l| r.prompt_tokens as i64 - l as i64));
+        let before = previous
+            .iter()
+            .find_map(|r| r.local_tokens.filter(|_| r.counts()).map(|l| r.prompt_tokens as i64 - l as i64));
         match before {
             Some(d) => ctx.offset.store(d, Ordering::Relaxed),
             None => notes.extend(ctx.check_tokenizer(t)?),
@@ -921,13 +1047,18 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     let jobs = opts.jobs();
     let passes = opts.passes();
     let total = jobs.len() as u64 * passes as u64;
-    let todo: Vec<Job> = jobs.iter().copied().filter(|j| (0..passes).any(|p| !done.contains_key(&j.id(opts.prefix_cache_twice, p)))).collect();
+    let todo: Vec<Job> = jobs
+        .iter()
+        .copied()
+        .filter(|j| (0..passes).any(|p| !done.contains_key(&j.id(opts.prefix_cache_twice, p))))
+        .collect();
     progress.start(total, total - (todo.len() as u64 * passes as u64).min(total));
     let mut writer = transcript::Writer::open(&tpath)?;
     let mut records = previous;
     let mut sent = 0u64;
     let mut failed: Option<ProbeError> = None;
-    let phases: Vec<Option<u32>> = if opts.concurrency.is_empty() { vec![None] } else { opts.concurrency.iter().map(|&c| Some(c)).collect() };
+    let phases: Vec<Option<u32>> =
+        if opts.concurrency.is_empty() { vec![None] } else { opts.concurrency.iter().map(|&c| Some(c)).collect() };
     for phase in phases {
         let mine: Vec<Job> = todo.iter().copied().filter(|j| j.concurrency == phase).collect();
         if mine.is_empty() || failed.is_some() {
@@ -982,9 +1113,18 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     if let Some(e) = failed {
         return Err(e);
     }
-    let resumed = records.iter().filter(|r| r.counts()).count() as u64 - records[records.len() - sent as usize..].iter().filter(|r| r.counts()).count() as u64;
+    let resumed = records.iter().filter(|r| r.counts()).count() as u64
+        - records[records.len() - sent as usize..].iter().filter(|r| r.counts()).count() as u64;
     // Sorted so that the files do not depend on the order replies came in.
-    records.sort_by(|a, b| (a.cell, a.trial, a.concurrency, &a.prefix_cache, &a.id).cmp(&(b.cell, b.trial, b.concurrency, &b.prefix_cache, &b.id)));
+    records.sort_by(|a, b| {
+        (a.cell, a.trial, a.concurrency, &a.prefix_cache, &a.id).cmp(&(
+            b.cell,
+            b.trial,
+            b.concurrency,
+            &b.prefix_cache,
+            &b.id,
+        ))
+    });
     if matches!(ctx.counter, Counter::Usage) {
         notes.push("the server has no /tokenize: each prompt's length is the reply's usage count, the needle's position estimated in proportion to characters (within a few tokens)".to_string());
     }
@@ -1020,7 +1160,8 @@ fn run_in(opts: &Options, out: &Path, stage: &StagedDir, client: Client, progres
     let (cols, rows) = (&p.condition_columns, &p.rows);
     let text = csv_text(&provenance, cols, rows);
     // Read back with the one reader: verdict --data takes the table as written.
-    let back = crate::measured::parse_csv(&text, "measured.csv").map_err(|e| ProbeError::failure(format!("internal: measured.csv does not read back: {e}")))?;
+    let back = crate::measured::parse_csv(&text, "measured.csv")
+        .map_err(|e| ProbeError::failure(format!("internal: measured.csv does not read back: {e}")))?;
     let (t, h): (u64, u64) = rows.iter().fold((0, 0), |a, r| (a.0 + r.trials, a.1 + r.hits));
     if back.rows.len() != rows.len() || back.total_trials() != t || back.rows.iter().map(|r| r.hits).sum::<u64>() != h {
         return Err(ProbeError::failure("internal: measured.csv does not read back with every trial and hit"));
@@ -1054,7 +1195,17 @@ pub const RUN_FILE: &str = ".probe-run.json";
 
 /// The summary of a run's records (sorted).
 #[allow(clippy::too_many_arguments)]
-fn summary(opts: &Options, out: &Path, server: &str, model: &str, token_count: &str, records: &[Record], sent: u64, resumed: u64, notes: Vec<String>) -> Probed {
+fn summary(
+    opts: &Options,
+    out: &Path,
+    server: &str,
+    model: &str,
+    token_count: &str,
+    records: &[Record],
+    sent: u64,
+    resumed: u64,
+    notes: Vec<String>,
+) -> Probed {
     let counted: Vec<&Record> = records.iter().filter(|r| r.counts()).collect();
     let mut m: Vec<u64> = counted.iter().map(|r| r.needle_tokens).collect();
     m.sort_unstable();
@@ -1085,7 +1236,8 @@ fn finished(opts: &Options, out: &Path, fingerprint: &str, server: &str) -> Resu
         return Ok(None);
     }
     let shown = out.display();
-    let run: Option<serde_json::Value> = crate::input::read_regular_file(&out.join(RUN_FILE)).ok().flatten().and_then(|t| serde_json::from_str(&t).ok());
+    let run: Option<serde_json::Value> =
+        crate::input::read_regular_file(&out.join(RUN_FILE)).ok().flatten().and_then(|t| serde_json::from_str(&t).ok());
     let Some(run) = run else {
         return Err(ProbeError::input(format!(
             "--resume: {shown} is a finished probe without a record of its options (written by an earlier dsa-sim): nothing to continue; drop --resume to measure again into it (it is replaced), or choose another --out"
@@ -1097,11 +1249,29 @@ fn finished(opts: &Options, out: &Path, fingerprint: &str, server: &str) -> Resu
         )));
     }
     let mut records = transcript::read_only(&out.join(transcript::FILE))?;
-    records.sort_by(|a, b| (a.cell, a.trial, a.concurrency, &a.prefix_cache, &a.id).cmp(&(b.cell, b.trial, b.concurrency, &b.prefix_cache, &b.id)));
+    records.sort_by(|a, b| {
+        (a.cell, a.trial, a.concurrency, &a.prefix_cache, &a.id).cmp(&(
+            b.cell,
+            b.trial,
+            b.concurrency,
+            &b.prefix_cache,
+            &b.id,
+        ))
+    });
     let counted = records.iter().filter(|r| r.counts()).count() as u64;
     let note = format!("nothing to resume: {shown} is a complete probe of these options; it is left as it was (drop --resume to measure again)");
     let text = |k: &str, or: &str| run[k].as_str().unwrap_or(or).to_string();
-    Ok(Some(summary(opts, out, &text("server", server), &text("model", "unknown"), &text("token_count", "unknown"), &records, 0, counted, vec![note])))
+    Ok(Some(summary(
+        opts,
+        out,
+        &text("server", server),
+        &text("model", "unknown"),
+        &text("token_count", "unknown"),
+        &records,
+        0,
+        counted,
+        vec![note],
+    )))
 }
 #[cfg(test)]
 mod tests {

@@ -7,16 +7,17 @@ use rand::Rng;
 
 /// The built-in haystack: RULER's neutral "noise" filler (`niah` with `type_haystack: noise`),
 /// repeated as long as needed.
-pub const NOISE_HAYSTACK: &str = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+pub const NOISE_HAYSTACK: &str =
+    "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 
 /// The instruction before the haystack (RULER's niah template).
 pub const PREAMBLE: &str = "Some special magic numbers are hidden within the following text. Make sure to memorize it. I will quiz you about the numbers afterwards.\n";
 
 /// Words the needle keys are made of.
 const KEY_WORDS: &[&str] = &[
-    "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel", "lantern",
-    "meadow", "nectar", "onyx", "pepper", "quartz", "raven", "saffron", "timber", "umber", "velvet", "willow", "yarrow",
-    "zephyr", "falcon", "copper", "silver", "maple", "orchid", "thistle", "lagoon",
+    "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kestrel",
+    "lantern", "meadow", "nectar", "onyx", "pepper", "quartz", "raven", "saffron", "timber", "umber", "velvet",
+    "willow", "yarrow", "zephyr", "falcon", "copper", "silver", "maple", "orchid", "thistle", "lagoon",
 ];
 
 /// A trial's needle: `key` and `value`, drawn only from (seed, trial).
@@ -66,7 +67,8 @@ pub struct Haystack {
 impl Haystack {
     /// The built-in neutral filler.
     pub fn noise() -> Haystack {
-        Haystack::from_text(NOISE_HAYSTACK, "built-in noise (RULER)").expect("NOISE_HAYSTACK has more than the 10 words from_text needs")
+        Haystack::from_text(NOISE_HAYSTACK, "built-in noise (RULER)")
+            .expect("NOISE_HAYSTACK has more than the 10 words from_text needs")
     }
 
     /// A haystack from a text (`name` for messages). At least 50 words.
@@ -207,7 +209,11 @@ const SKIPS: usize = 4;
 /// count of the prompt with that many words), starting from `start` words: secant steps, then
 /// single words towards the target. Returns the exact count when one is found, else the closest
 /// within ±1%; an error when none is within ±1% after [`MAX_EVALUATIONS`] counts.
-pub fn search(target: u64, start: usize, count: &mut dyn FnMut(usize, usize) -> Result<u64, ProbeError>) -> Result<Found, ProbeError> {
+pub fn search(
+    target: u64,
+    start: usize,
+    count: &mut dyn FnMut(usize, usize) -> Result<u64, ProbeError>,
+) -> Result<Found, ProbeError> {
     let mut evals = 0u32;
     let mut eval = |w: usize, evals: &mut u32| -> Result<u64, ProbeError> {
         *evals += 1;
@@ -297,7 +303,9 @@ mod tests {
     #[test]
     fn search_hits_the_target_exactly_when_it_can() {
         // About 1.3 tokens a word plus 40 of overhead, with a wobble.
-        let mut count = |w: usize, s: usize| -> Result<u64, ProbeError> { Ok(40 + (w as u64 * 13) / 10 + (w as u64 % 3) + s as u64) };
+        let mut count = |w: usize, s: usize| -> Result<u64, ProbeError> {
+            Ok(40 + (w as u64 * 13) / 10 + (w as u64 % 3) + s as u64)
+        };
         let f = search(16000, 100, &mut count).unwrap();
         assert!(within(f.tokens, 16000), "{f:?}");
         assert!(f.evaluations <= MAX_EVALUATIONS + 12);

@@ -86,7 +86,10 @@ impl LocalTokenizer {
     /// Tokens of `text` as the server counts a prompt: the tokenizer's special tokens added
     /// (a BOS where its post-processor adds one, as vLLM and SGLang do for a completion).
     pub fn count(&self, text: &str) -> Result<u64, ProbeError> {
-        let e = self.inner.encode_fast(text, true).map_err(|e| ProbeError::failure(format!("--tokenizer {}: {}", self.name, one_line(&*e))))?;
+        let e = self
+            .inner
+            .encode_fast(text, true)
+            .map_err(|e| ProbeError::failure(format!("--tokenizer {}: {}", self.name, one_line(&*e))))?;
         Ok(e.len() as u64)
     }
 
@@ -94,7 +97,10 @@ impl LocalTokenizer {
     /// the first token ending past its start up to the first starting at or past its end,
     /// special tokens (whose offsets point nowhere) skipped.
     pub fn locate(&self, text: &str, needle: (usize, usize)) -> Result<Located, ProbeError> {
-        let e = self.inner.encode(text, true).map_err(|e| ProbeError::failure(format!("--tokenizer {}: {}", self.name, one_line(&*e))))?;
+        let e = self
+            .inner
+            .encode(text, true)
+            .map_err(|e| ProbeError::failure(format!("--tokenizer {}: {}", self.name, one_line(&*e))))?;
         let (from, to) = (needle.0, needle.0 + needle.1);
         let special = e.get_special_tokens_mask();
         let ordinary = |i: &usize| special.get(*i).is_none_or(|&s| s == 0);

@@ -102,12 +102,20 @@ fn read_lines(path: &Path, truncate: bool) -> Result<Vec<Record>, ProbeError> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let r: Record = serde_json::from_slice(line)
-            .map_err(|e| ProbeError::input(format!("{}: line {}: not a probe transcript line ({e}): run without --resume", path.display(), i + 1)))?;
+        let r: Record = serde_json::from_slice(line).map_err(|e| {
+            ProbeError::input(format!(
+                "{}: line {}: not a probe transcript line ({e}): run without --resume",
+                path.display(),
+                i + 1
+            ))
+        })?;
         out.push(r);
     }
     if truncate && complete < bytes.len() {
-        let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| ProbeError::failure(format!("{}: {e}", path.display())))?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| ProbeError::failure(format!("{}: {e}", path.display())))?;
         f.set_len(complete as u64).map_err(|e| ProbeError::failure(format!("{}: {e}", path.display())))?;
     }
     Ok(out)

@@ -32,7 +32,11 @@ fn stand_in(c: char) -> Option<char> {
 }
 
 /// `s` with `map` applied to each character (`None`: keep it); borrowed when nothing changes.
-fn map_chars(s: &str, map: impl Fn(char) -> Option<&'static str>, stand: impl Fn(char) -> Option<char>) -> Cow<'_, str> {
+fn map_chars(
+    s: &str,
+    map: impl Fn(char) -> Option<&'static str>,
+    stand: impl Fn(char) -> Option<char>,
+) -> Cow<'_, str> {
     let needs = |c: char| map(c).is_some() || stand(c).is_some();
     if !s.chars().any(needs) {
         return Cow::Borrowed(s);
@@ -170,7 +174,10 @@ mod tests {
 
     #[test]
     fn svg_loses_only_what_xml_cannot_hold() {
-        assert_eq!(svg_document("<text>a\u{1}b\u{0}\u{1b}[31m\tc\n\u{7f}\u{85}\u{FFFF}</text>"), "<text>a␁b␀␛[31m\tc\n␡\u{FFFD}\u{FFFD}</text>");
+        assert_eq!(
+            svg_document("<text>a\u{1}b\u{0}\u{1b}[31m\tc\n\u{7f}\u{85}\u{FFFF}</text>"),
+            "<text>a␁b␀␛[31m\tc\n␡\u{FFFD}\u{FFFD}</text>"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Heatmaps over two sweep axes (one panel per value of a facet field), with a continuous
 //! colour scale or named categories (the regime map).
 
-use super::{FigureError, draw_note, frame, Figure, FONT};
+use super::{draw_note, frame, Figure, FigureError, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -133,8 +133,7 @@ impl Figure for Heatmap {
                 .axis_desc_style((FONT, 17))
                 .x_label_formatter(&xf);
             if pi == 0 {
-                mesh.y_desc(self.y_label.as_str())
-                    .y_label_formatter(&yf);
+                mesh.y_desc(self.y_label.as_str()).y_label_formatter(&yf);
             } else {
                 mesh.y_label_formatter(&nof);
             }
@@ -143,7 +142,8 @@ impl Figure for Heatmap {
             for (yi, row) in panel.values.iter().enumerate() {
                 for (xi, v) in row.iter().enumerate() {
                     let c = v.map_or(RGBColor(220, 220, 220), |v| self.cell_color(v));
-                    cells.push(Rectangle::new([(xi as f64, yi as f64), (xi as f64 + 1.0, yi as f64 + 1.0)], c.filled()));
+                    cells
+                        .push(Rectangle::new([(xi as f64, yi as f64), (xi as f64 + 1.0, yi as f64 + 1.0)], c.filled()));
                 }
             }
             chart.draw_series(cells).map_err(e)?;

@@ -24,7 +24,8 @@ fn ensure_fonts() -> Result<(), FigureError> {
     static DONE: std::sync::OnceLock<Result<(), FigureError>> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
         for style in [FontStyle::Normal, FontStyle::Bold, FontStyle::Italic, FontStyle::Oblique] {
-            plotters::style::register_font(FONT, style, FONT_BYTES).map_err(|_| FigureError("the embedded font is invalid".into()))?;
+            plotters::style::register_font(FONT, style, FONT_BYTES)
+                .map_err(|_| FigureError("the embedded font is invalid".into()))?;
         }
         Ok(())
     })
@@ -92,7 +93,12 @@ const NOTE_LINE: u32 = 19;
 /// it out (plotters' estimate, the same on every backend): greedily at spaces, and inside a
 /// word only when the word alone is wider than a line. Never drops a character but the
 /// spaces it breaks at.
-pub fn wrap_text<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, text: &str, style: &TextStyle, max: u32) -> Vec<String> {
+pub fn wrap_text<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    style: &TextStyle,
+    max: u32,
+) -> Vec<String> {
     let width = |t: &str| area.estimate_text_size(t, style).map(|(w, _)| w).unwrap_or(u32::MAX);
     let mut lines: Vec<String> = Vec::new();
     let mut line = String::new();
@@ -268,7 +274,8 @@ pub fn axis_ticks(scale: Scale, lo: f64, hi: f64) -> Vec<f64> {
             let span = (hi - lo).max(1e-12);
             let raw = span / 6.0;
             let mag = 10f64.powf(raw.log10().floor());
-            let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| span / s <= 7.0).unwrap_or(10.0 * mag);
+            let step =
+                [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| span / s <= 7.0).unwrap_or(10.0 * mag);
             let first = (lo / step).ceil() as i64;
             let last = (hi / step).floor() as i64;
             (first..=last).map(|i| crate::sweep::fmt_num(i as f64 * step).parse().unwrap_or(i as f64 * step)).collect()
@@ -342,7 +349,11 @@ mod smoke {
             y_range: Some((0.0, 1.0)),
             series,
             vlines: vec![RefLine { at: 2048.0, label: "horizon k=512".into(), color: 0 }],
-            points: vec![PointSet { label: "transcribed (not measured)".into(), color: 6, points: vec![(4000.0, 0.2, 0.05, 0.5)] }],
+            points: vec![PointSet {
+                label: "transcribed (not measured)".into(),
+                color: 6,
+                points: vec![(4000.0, 0.2, 0.05, 0.5)],
+            }],
             note: "Points: TRANSCRIBED from a qualitative report, not measured counts.".into(),
             ..Default::default()
         };
@@ -354,7 +365,12 @@ mod smoke {
             y_label: "needle depth".into(),
             x_cats: xs.iter().map(|x| binary_label(*x)).collect(),
             y_cats: (0..=10).map(|i| format!("{}", i as f64 / 10.0)).collect(),
-            panels: vec![Panel { title: "k = 512".into(), values: (0..=10).map(|y| xs.iter().map(|x| Some((2048.0 / x * (1.0 + y as f64 / 10.0)).min(1.0))).collect()).collect() }],
+            panels: vec![Panel {
+                title: "k = 512".into(),
+                values: (0..=10)
+                    .map(|y| xs.iter().map(|x| Some((2048.0 / x * (1.0 + y as f64 / 10.0)).min(1.0))).collect())
+                    .collect(),
+            }],
             colors: CellColors::Continuous { label: "recall".into(), lo: 0.0, hi: 1.0 },
             annotate: true,
             note: String::new(),

@@ -1,7 +1,7 @@
 //! Line charts (curves with optional bands, reference lines and measured points with intervals),
 //! drawn with plotters to SVG and PNG.
 
-use super::{FigureError, axis_ticks, color, draw_note, frame, Figure, Scale, FONT};
+use super::{axis_ticks, color, draw_note, frame, Figure, FigureError, Scale, FONT};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -132,10 +132,11 @@ impl Figure for LineChart {
             body
         } else {
             // Wrapped to the canvas, each line centred, 20 pixels apart.
-            let style = (FONT, 16).into_font().color(&RGBColor(70, 70, 70)).pos(plotters::style::text_anchor::Pos::new(
-                plotters::style::text_anchor::HPos::Center,
-                plotters::style::text_anchor::VPos::Top,
-            ));
+            let style =
+                (FONT, 16).into_font().color(&RGBColor(70, 70, 70)).pos(plotters::style::text_anchor::Pos::new(
+                    plotters::style::text_anchor::HPos::Center,
+                    plotters::style::text_anchor::VPos::Top,
+                ));
             let lines = super::wrap_text(&body, &self.subtitle, &style, w.saturating_sub(2 * super::TEXT_MARGIN));
             for (i, line) in lines.iter().enumerate() {
                 body.draw(&Text::new(line.clone(), (w as i32 / 2, 20 * i as i32), style.clone())).map_err(e)?;
@@ -187,11 +188,13 @@ impl Figure for LineChart {
             }
             let x = xs.to(l.at);
             let style = color(l.color).stroke_width(1);
-            chart
-                .draw_series(DashedLineSeries::new(vec![(x, ty0), (x, ty1)], 4, 4, style))
-                .map_err(e)?;
+            chart.draw_series(DashedLineSeries::new(vec![(x, ty0), (x, ty1)], 4, 4, style)).map_err(e)?;
             let t = EmptyElement::at((x, ty1))
-                + Text::new(l.label.clone(), (16, 6), (FONT, 13).into_font().color(&color(l.color)).transform(FontTransform::Rotate90));
+                + Text::new(
+                    l.label.clone(),
+                    (16, 6),
+                    (FONT, 13).into_font().color(&color(l.color)).transform(FontTransform::Rotate90),
+                );
             chart.draw_series(std::iter::once(t)).map_err(e)?;
         }
         for l in &self.hlines {
@@ -200,10 +203,9 @@ impl Figure for LineChart {
             }
             let y = ys.to(l.at);
             let style = color(l.color).stroke_width(1);
-            chart
-                .draw_series(DashedLineSeries::new(vec![(tx0, y), (tx1, y)], 4, 4, style))
-                .map_err(e)?;
-            let t = EmptyElement::at((tx0, y)) + Text::new(l.label.clone(), (6, -17), (FONT, 13).into_font().color(&color(l.color)));
+            chart.draw_series(DashedLineSeries::new(vec![(tx0, y), (tx1, y)], 4, 4, style)).map_err(e)?;
+            let t = EmptyElement::at((tx0, y))
+                + Text::new(l.label.clone(), (6, -17), (FONT, 13).into_font().color(&color(l.color)));
             chart.draw_series(std::iter::once(t)).map_err(e)?;
         }
         for s in &self.series {
@@ -235,16 +237,21 @@ impl Figure for LineChart {
             for q in &pts {
                 let (x, lo) = tr(q.0, q.2);
                 let hi = ys.to(q.3);
-                chart.draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, hi)], c.stroke_width(2)))).map_err(e)?;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(vec![(x, lo), (x, hi)], c.stroke_width(2))))
+                    .map_err(e)?;
             }
             let anno = chart
                 .draw_series(pts.iter().map(|q| {
                     let at = tr(q.0, q.1);
-                    EmptyElement::at(at) + Rectangle::new([(-5, -5), (5, 5)], ShapeStyle::from(&WHITE).filled()) + Rectangle::new([(-5, -5), (5, 5)], c.stroke_width(2))
+                    EmptyElement::at(at)
+                        + Rectangle::new([(-5, -5), (5, 5)], ShapeStyle::from(&WHITE).filled())
+                        + Rectangle::new([(-5, -5), (5, 5)], c.stroke_width(2))
                 }))
                 .map_err(e)?;
             if !p.label.is_empty() {
-                anno.label(p.label.clone()).legend(move |(x, y)| Rectangle::new([(x + 5, y - 5), (x + 15, y + 5)], c.stroke_width(2)));
+                anno.label(p.label.clone())
+                    .legend(move |(x, y)| Rectangle::new([(x + 5, y - 5), (x + 15, y + 5)], c.stroke_width(2)));
             }
         }
         chart

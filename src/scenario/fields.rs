@@ -306,7 +306,8 @@ pub const COUNT_SUFFIXES: &[(&str, u64)] = &[
 /// why it is not one (a phrase without the value, for the caller's message).
 pub fn parse_suffixed_count(text: &str) -> Option<Result<u64, String>> {
     let t = text.trim().replace('_', "");
-    let (mantissa, mult) = COUNT_SUFFIXES.iter().find_map(|(suf, m)| t.strip_suffix(suf).map(|rest| (rest.trim_end(), *m)))?;
+    let (mantissa, mult) =
+        COUNT_SUFFIXES.iter().find_map(|(suf, m)| t.strip_suffix(suf).map(|rest| (rest.trim_end(), *m)))?;
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
     if int.is_empty() && frac.is_empty() || !digits(int) || !digits(frac) || frac.len() > 18 || int.len() > 20 {
@@ -711,11 +712,7 @@ impl Field {
     /// The field named `text` (snake or kebab case, surrounding space ignored).
     pub fn from_name(text: &str) -> Result<Field, ScenarioError> {
         let t = text.trim().replace('-', "_");
-        Field::ALL
-            .iter()
-            .copied()
-            .find(|f| f.name() == t)
-            .ok_or_else(|| ScenarioError::UnknownField(text.to_string()))
+        Field::ALL.iter().copied().find(|f| f.name() == t).ok_or_else(|| ScenarioError::UnknownField(text.to_string()))
     }
 
     /// Whether the field holds a real number (can be fitted or varied continuously).
@@ -945,7 +942,18 @@ mod tests {
         let fittable: Vec<&str> = Field::fittable().map(Field::name).collect();
         assert_eq!(
             fittable,
-            ["depth", "hard_negatives", "hard_mean", "dprime", "needle_sd", "score_noise", "layer_corr", "p_read", "p_guess", "diluted_read"]
+            [
+                "depth",
+                "hard_negatives",
+                "hard_mean",
+                "dprime",
+                "needle_sd",
+                "score_noise",
+                "layer_corr",
+                "p_read",
+                "p_guess",
+                "diluted_read"
+            ]
         );
         assert!(Field::ScoreNoise.is_physical_limit(0.0));
         assert!(!Field::ScoreNoise.is_physical_limit(10.0));

@@ -14,10 +14,14 @@ mod keywords;
 mod presets;
 mod stack;
 
-pub use fields::{parse_suffixed_count, COUNT_SUFFIXES, Bounds, Field, FieldSpec, FitBounds, Kind, Scenario, Scope, Unit, Value};
+pub use fields::{
+    parse_suffixed_count, Bounds, Field, FieldSpec, FitBounds, Kind, Scenario, Scope, Unit, Value, COUNT_SUFFIXES,
+};
 pub use keywords::{Compressor, Distractor, Model, Pooling, Readout, RepeatLayout, TopkKernel};
+pub use presets::{
+    find_preset, fp4_indexer, fp8_indexer, preset_values, Preset, PresetValue, PRESETS, PRESET_NAMES, SOURCES,
+};
 pub use stack::{LayerKind, Stack, StackEntry, HCA_DEFAULT_RATIO, MAX_STACK_ENTRIES};
-pub use presets::{find_preset, fp4_indexer, fp8_indexer, preset_values, Preset, PresetValue, PRESETS, PRESET_NAMES, SOURCES};
 
 use std::fmt;
 
@@ -261,7 +265,10 @@ impl Scenario {
                     return Err(range_err(
                         name,
                         f,
-                        format!("its block ({b}) must divide head_dim ({}): values are scaled per head vector", s.head_dim),
+                        format!(
+                            "its block ({b}) must divide head_dim ({}): values are scaled per head vector",
+                            s.head_dim
+                        ),
                     ));
                 }
             }
@@ -318,8 +325,7 @@ impl Scenario {
                 continue;
             }
             if let (Ok(Field::Stack), toml::Value::Array(items)) = (Field::from_name(key), value) {
-                s.stack = Stack::from_toml_array(items)
-                    .map_err(|why| parse_err("stack", &value.to_string(), why))?;
+                s.stack = Stack::from_toml_array(items).map_err(|why| parse_err("stack", &value.to_string(), why))?;
                 continue;
             }
             let text = match value {
@@ -327,9 +333,7 @@ impl Scenario {
                 toml::Value::Integer(i) => i.to_string(),
                 toml::Value::Float(x) => x.to_string(),
                 toml::Value::Boolean(b) => b.to_string(),
-                other => {
-                    return Err(parse_err(key, &other.to_string(), "expected a number, string or boolean"))
-                }
+                other => return Err(parse_err(key, &other.to_string(), "expected a number, string or boolean")),
             };
             s.set_text(Field::from_name(key)?, &text)?;
         }
@@ -394,7 +398,8 @@ mod tests {
 
     #[test]
     fn toml_round_trip_and_preset_override() {
-        let s = Scenario::from_toml_str("preset = \"deepseek-v4-flash\"\ncontext_len = 8000\nreadout = \"at_least:1\"").unwrap();
+        let s = Scenario::from_toml_str("preset = \"deepseek-v4-flash\"\ncontext_len = 8000\nreadout = \"at_least:1\"")
+            .unwrap();
         assert_eq!(s.compress_ratio, 4);
         assert!(s.overlap);
         assert_eq!(s.context_len, 8000);
@@ -443,4 +448,3 @@ mod tests {
         }
     }
 }
-

@@ -90,11 +90,9 @@ impl FromStr for LayerKind {
     type Err = String;
     fn from_str(s: &str) -> Result<LayerKind, String> {
         let t = s.trim().to_ascii_lowercase();
-        LayerKind::ALL
-            .iter()
-            .find(|(_, n)| *n == t)
-            .map(|(k, _)| *k)
-            .ok_or_else(|| format!("unknown layer type `{}` (known: csa, dsa, hca, swa, dense)", crate::input::echo(s.trim())))
+        LayerKind::ALL.iter().find(|(_, n)| *n == t).map(|(k, _)| *k).ok_or_else(|| {
+            format!("unknown layer type `{}` (known: csa, dsa, hca, swa, dense)", crate::input::echo(s.trim()))
+        })
     }
 }
 
@@ -169,22 +167,20 @@ impl FromStr for StackEntry {
     fn from_str(s: &str) -> Result<StackEntry, String> {
         let mut parts = s.split(':');
         let kind: LayerKind = parts.next().unwrap_or("").parse()?;
-        let count_text = parts.next().ok_or_else(|| format!("`{}`: expected TYPE:COUNT (e.g. csa:21)", crate::input::echo(s.trim())))?;
-        let count: u32 = count_text
-            .trim()
-            .parse()
-            .ok()
-            .and_then(layer_count)
-            .ok_or_else(|| format!("`{}`: the layer count must be an integer in 1..={MAX_STACK_LAYERS}", crate::input::echo(s.trim())))?;
+        let count_text = parts
+            .next()
+            .ok_or_else(|| format!("`{}`: expected TYPE:COUNT (e.g. csa:21)", crate::input::echo(s.trim())))?;
+        let count: u32 = count_text.trim().parse().ok().and_then(layer_count).ok_or_else(|| {
+            format!("`{}`: the layer count must be an integer in 1..={MAX_STACK_LAYERS}", crate::input::echo(s.trim()))
+        })?;
         let mut e = StackEntry { kind, count, ..StackEntry::default() };
         for item in parts {
-            let (key, value) = item
-                .split_once('=')
-                .ok_or_else(|| format!("`{}`: an override is FIELD=VALUE (e.g. window=64)", crate::input::echo(item.trim())))?;
-            let v: u64 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("`{}`: {} must be a non-negative integer", crate::input::echo(item.trim()), key.trim()))?;
+            let (key, value) = item.split_once('=').ok_or_else(|| {
+                format!("`{}`: an override is FIELD=VALUE (e.g. window=64)", crate::input::echo(item.trim()))
+            })?;
+            let v: u64 = value.trim().parse().map_err(|_| {
+                format!("`{}`: {} must be a non-negative integer", crate::input::echo(item.trim()), key.trim())
+            })?;
             e.set(key, v)?;
         }
         Ok(e)
@@ -224,7 +220,10 @@ impl Stack {
             s.len += 1;
         }
         if !entries.is_empty() && !entries.iter().any(|e| e.kind.selects()) {
-            return Err("a stack needs at least one selecting layer (csa or dsa): without one nothing selects the needle".to_string());
+            return Err(
+                "a stack needs at least one selecting layer (csa or dsa): without one nothing selects the needle"
+                    .to_string(),
+            );
         }
         Ok(s)
     }
@@ -303,8 +302,7 @@ impl FromStr for Stack {
         if t.is_empty() || t.eq_ignore_ascii_case("none") {
             return Ok(Stack::default());
         }
-        let entries: Vec<StackEntry> =
-            t.split([',', '+']).map(str::trim).map(str::parse).collect::<Result<_, _>>()?;
+        let entries: Vec<StackEntry> = t.split([',', '+']).map(str::trim).map(str::parse).collect::<Result<_, _>>()?;
         Stack::new(&entries)
     }
 }
@@ -361,7 +359,11 @@ impl Stack {
         let mut entries = Vec::with_capacity(docs.len());
         for d in docs {
             let count = layer_count(d.count).ok_or_else(|| {
-                format!("{}: the layer count must be in 1..={MAX_STACK_LAYERS}, not {}", crate::input::echo(&d.kind), d.count)
+                format!(
+                    "{}: the layer count must be in 1..={MAX_STACK_LAYERS}, not {}",
+                    crate::input::echo(&d.kind),
+                    d.count
+                )
             })?;
             let mut e = StackEntry { kind: d.kind.parse()?, count, ..StackEntry::default() };
             for (key, v) in [("compress_ratio", d.compress_ratio), ("window", d.window), ("sink", d.sink)] {
@@ -378,7 +380,9 @@ impl Stack {
     pub fn from_toml_array(items: &[toml::Value]) -> Result<Stack, String> {
         let docs: Vec<EntryDoc> = items
             .iter()
-            .map(|v| v.clone().try_into::<EntryDoc>().map_err(|e| crate::input::cap_line(e.message().trim()).into_owned()))
+            .map(|v| {
+                v.clone().try_into::<EntryDoc>().map_err(|e| crate::input::cap_line(e.message().trim()).into_owned())
+            })
             .collect::<Result<_, _>>()?;
         Stack::from_docs(&docs)
     }
@@ -390,7 +394,13 @@ mod tests {
 
     #[test]
     fn text_round_trips_and_overrides_are_checked() {
-        for text in ["csa:21,hca:20,swa:2", "dsa:61", "dense:2,csa:30", "csa:30,hca:31:window=64,swa:1:window=128:sink=4", "none"] {
+        for text in [
+            "csa:21,hca:20,swa:2",
+            "dsa:61",
+            "dense:2,csa:30",
+            "csa:30,hca:31:window=64,swa:1:window=128:sink=4",
+            "none",
+        ] {
             let s: Stack = text.parse().unwrap();
             assert_eq!(s.to_string(), text);
             assert_eq!(s.to_string().parse::<Stack>().unwrap(), s);
@@ -421,7 +431,10 @@ mod tests {
     fn documents_round_trip() {
         let s: Stack = "csa:21,hca:20:window=64,swa:2".parse().unwrap();
         let json = serde_json::to_string(&s).unwrap();
-        assert_eq!(json, r#"[{"type":"csa","count":21},{"type":"hca","count":20,"window":64},{"type":"swa","count":2}]"#);
+        assert_eq!(
+            json,
+            r#"[{"type":"csa","count":21},{"type":"hca","count":20,"window":64},{"type":"swa","count":2}]"#
+        );
         assert_eq!(serde_json::from_str::<Stack>(&json).unwrap(), s);
         assert_eq!(serde_json::from_str::<Stack>("\"csa:21,hca:20:window=64,swa:2\"").unwrap(), s);
         let t: toml::Table = toml::from_str("stack = [{ type = \"csa\", count = 21 }, { type = \"hca\", count = 20, window = 64 }, { type = \"swa\", count = 2 }]").unwrap();

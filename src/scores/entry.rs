@@ -221,13 +221,8 @@ mod tests {
     #[test]
     fn max_law_density_integrates_to_its_cdf() {
         for d in [Distractor::Normal, Distractor::Gumbel, Distractor::StudentT(5.0)] {
-            let law = EntryLaw::Max {
-                token: TokenLaw::new(d),
-                n_dist: 16,
-                n_needle: 0,
-                needle_mean: 0.0,
-                needle_sd: 1.0,
-            };
+            let law =
+                EntryLaw::Max { token: TokenLaw::new(d), n_dist: 16, n_needle: 0, needle_mean: 0.0, needle_sd: 1.0 };
             for &x in &[0.5, 1.7, 3.0] {
                 let c = integrate(|t| law.ln_pdf(t).exp(), -60.0, x, &[0.0, 1.0], 1e-13);
                 assert!((c - law.ln_cdf(x).exp()).abs() < 1e-9, "{d}: {c} vs {}", law.ln_cdf(x).exp());
@@ -242,7 +237,13 @@ mod tests {
         let mut laws = vec![EntryLaw::Gauss { mean: 0.3, sd: 1.2 }, EntryLaw::Token(TokenLaw::new(Distractor::Normal))];
         for d in [Distractor::Normal, Distractor::Gumbel, Distractor::StudentT(5.0)] {
             for (n_dist, n_needle) in [(16, 0), (1, 0), (15, 1), (0, 2)] {
-                laws.push(EntryLaw::Max { token: TokenLaw::new(d), n_dist, n_needle, needle_mean: 2.0, needle_sd: 0.5 });
+                laws.push(EntryLaw::Max {
+                    token: TokenLaw::new(d),
+                    n_dist,
+                    n_needle,
+                    needle_mean: 2.0,
+                    needle_sd: 0.5,
+                });
             }
         }
         for law in laws {
@@ -253,7 +254,11 @@ mod tests {
                 let bits = |v: f64| v.to_bits();
                 assert_eq!((bits(q), bits(f), bits(g)), (bits(q0), bits(f0), bits(law.ln_pdf(x))), "{law:?} at {x}");
                 if let EntryLaw::Max { .. } = law {
-                    assert_eq!((bits(q0), bits(f0)), (bits(law.ln_sf(x).exp()), bits(law.ln_cdf(x).exp())), "{law:?} at {x}");
+                    assert_eq!(
+                        (bits(q0), bits(f0)),
+                        (bits(law.ln_sf(x).exp()), bits(law.ln_cdf(x).exp())),
+                        "{law:?} at {x}"
+                    );
                 }
             }
         }

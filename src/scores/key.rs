@@ -62,13 +62,7 @@ impl EntryLaw {
                 put_tag(out, 't');
                 t.put_key(out);
             }
-            EntryLaw::Max {
-                token,
-                n_dist,
-                n_needle,
-                needle_mean,
-                needle_sd,
-            } => {
+            EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd } => {
                 put_tag(out, 'm');
                 token.put_key(out);
                 put_u64(out, n_dist);
@@ -96,47 +90,19 @@ mod tests {
         let t = TokenLaw::new(crate::scenario::Distractor::StudentT(5.0));
         let laws = [
             EntryLaw::Gauss { mean: 0.0, sd: 1.0 },
-            EntryLaw::Gauss {
-                mean: -0.0,
-                sd: 1.0,
-            },
-            EntryLaw::Gauss {
-                mean: 0.1 + 0.2,
-                sd: 1.0,
-            },
+            EntryLaw::Gauss { mean: -0.0, sd: 1.0 },
+            EntryLaw::Gauss { mean: 0.1 + 0.2, sd: 1.0 },
             EntryLaw::Gauss { mean: 0.3, sd: 1.0 },
             EntryLaw::Token(TokenLaw::Normal),
             EntryLaw::Token(t),
-            EntryLaw::Max {
-                token: TokenLaw::Normal,
-                n_dist: 3,
-                n_needle: 1,
-                needle_mean: 2.0,
-                needle_sd: 1.0,
-            },
-            EntryLaw::Max {
-                token: TokenLaw::Normal,
-                n_dist: 1,
-                n_needle: 3,
-                needle_mean: 2.0,
-                needle_sd: 1.0,
-            },
-            EntryLaw::Max {
-                token: t,
-                n_dist: 3,
-                n_needle: 1,
-                needle_mean: 2.0,
-                needle_sd: 1.0,
-            },
+            EntryLaw::Max { token: TokenLaw::Normal, n_dist: 3, n_needle: 1, needle_mean: 2.0, needle_sd: 1.0 },
+            EntryLaw::Max { token: TokenLaw::Normal, n_dist: 1, n_needle: 3, needle_mean: 2.0, needle_sd: 1.0 },
+            EntryLaw::Max { token: t, n_dist: 3, n_needle: 1, needle_mean: 2.0, needle_sd: 1.0 },
         ];
         for (i, a) in laws.iter().enumerate() {
             for (j, b) in laws.iter().enumerate() {
                 // The keys agree exactly where the Debug text (the key before) does.
-                assert_eq!(
-                    key(a) == key(b),
-                    format!("{a:?}") == format!("{b:?}"),
-                    "{a:?} vs {b:?}"
-                );
+                assert_eq!(key(a) == key(b), format!("{a:?}") == format!("{b:?}"), "{a:?} vs {b:?}");
                 assert_eq!(key(a) == key(b), i == j);
             }
         }

@@ -211,7 +211,10 @@ mod tests {
             for j in [0, 1, 2, n / 3, n / 2, n.saturating_sub(1), n] {
                 let (ours, theirs) = (binom_cdf(n, j, p), b.cdf(j));
                 // statrs' regularised beta is good to about 1e-11 relative here.
-                assert!((ours - theirs).abs() < 1e-10 * theirs.max(1e-300) + 1e-15, "n={n} p={p} j={j}: {ours} vs {theirs}");
+                assert!(
+                    (ours - theirs).abs() < 1e-10 * theirs.max(1e-300) + 1e-15,
+                    "n={n} p={p} j={j}: {ours} vs {theirs}"
+                );
             }
         }
         // Far left tail at huge n: against the sum of the pmfs themselves.

@@ -22,9 +22,7 @@ impl Axis {
     /// Parses `FIELD=SPEC` where SPEC is a comma-separated list of values and ranges.
     pub fn parse(text: &str) -> Result<Axis, SweepError> {
         let (field, spec) = text.split_once('=').ok_or_else(|| {
-            SweepError::Input(format!(
-                "axis `{text}`: expected FIELD=V1,V2,… or FIELD=A..B:xF / A..B:N / A..B:+S"
-            ))
+            SweepError::Input(format!("axis `{text}`: expected FIELD=V1,V2,… or FIELD=A..B:xF / A..B:N / A..B:+S"))
         })?;
         Axis::from_spec(field, spec)
     }
@@ -83,14 +81,15 @@ fn parse_num(field: Field, text: &str, what: &str) -> Result<f64, SweepError> {
     // Integer fields take token-count suffixes in range bounds and steps as in values: 1Ki..1Mi:x2.
     if !field.is_real() {
         if let Some(r) = crate::scenario::parse_suffixed_count(&t) {
-            return r.map(|x| x as f64).map_err(|why| {
-                SweepError::Input(format!("axis `{field}`: range {what} `{}`: {why}", text.trim()))
-            });
+            return r
+                .map(|x| x as f64)
+                .map_err(|why| SweepError::Input(format!("axis `{field}`: range {what} `{}`: {why}", text.trim())));
         }
     }
-    t.parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(|| {
-        SweepError::Input(format!("axis `{field}`: range {what} `{}` is not a number", text.trim()))
-    })
+    t.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite())
+        .ok_or_else(|| SweepError::Input(format!("axis `{field}`: range {what} `{}` is not a number", text.trim())))
 }
 
 /// Expands a value specification into its values (ranges expanded, in the order written).
@@ -111,10 +110,7 @@ pub fn parse_values(field: Field, spec: &str) -> Result<Vec<String>, SweepError>
         }
     }
     if out.len() > MAX_RANGE_POINTS {
-        return Err(SweepError::Input(format!(
-            "axis `{field}`: {} values (at most {MAX_RANGE_POINTS})",
-            out.len()
-        )));
+        return Err(SweepError::Input(format!("axis `{field}`: {} values (at most {MAX_RANGE_POINTS})", out.len())));
     }
     Ok(out)
 }
@@ -238,7 +234,10 @@ mod tests {
     fn token_count_suffixes_in_values_and_ranges() {
         assert_eq!(vals("context_len=16K,16Ki,1M,1Mi"), ["16K", "16Ki", "1M", "1Mi"]);
         let a = Axis::parse("context_len=16K,16Ki,1M,1Mi").unwrap();
-        assert_eq!(a.values, [Value::Count(16_000), Value::Count(16_384), Value::Count(1_000_000), Value::Count(1 << 20)]);
+        assert_eq!(
+            a.values,
+            [Value::Count(16_000), Value::Count(16_384), Value::Count(1_000_000), Value::Count(1 << 20)]
+        );
         assert_eq!(vals("context_len=1Ki..8Ki:x2"), ["1024", "2048", "4096", "8192"]);
         assert_eq!(vals("index_topk=512..2Ki:+512"), ["512", "1024", "1536", "2048"]);
         assert_eq!(vals("context_len=1K..3K:3"), ["1000", "2000", "3000"]);

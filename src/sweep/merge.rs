@@ -13,7 +13,10 @@
 //! the merge interleaves the parts' rows back into grid order and writes them with the sweep's
 //! own writer.
 
-use super::{meta_path, parse_record, parse_record_unchecked, to_csv, to_json, write_atomic, Axis, Format, Grid, Row, Shard, SweepError, MAX_SHARDS};
+use super::{
+    meta_path, parse_record, parse_record_unchecked, to_csv, to_json, write_atomic, Axis, Format, Grid, Row, Shard,
+    SweepError, MAX_SHARDS,
+};
 use crate::scenario::Scenario;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -90,7 +93,9 @@ fn read_part(path: &Path) -> Result<Part, SweepError> {
             // The count sizes the merge's table of shards: bounded as the --shard flag is, before
             // anything is allocated from it.
             match (n("index"), n("count")) {
-                (Some(index), Some(count)) if (1..=MAX_SHARDS).contains(&count) && index < count => Shard { index, count },
+                (Some(index), Some(count)) if (1..=MAX_SHARDS).contains(&count) && index < count => {
+                    Shard { index, count }
+                }
                 (_, Some(count)) if count > MAX_SHARDS => {
                     return Err(input(format!(
                         "{}: {} declares {count} shards: at most {MAX_SHARDS}",
@@ -285,7 +290,9 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// object with `dsa_sim_version`, `columns` and `points`), a JSON sweep (`dsa_sim_version`,
 /// `columns`, `rows`), or a CSV whose sidecar is one and whose header is the sidecar's columns.
 fn is_sweep_file(path: &Path) -> bool {
-    let doc = |p: &Path| crate::input::read_regular_file(p).ok().flatten().and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    let doc = |p: &Path| {
+        crate::input::read_regular_file(p).ok().flatten().and_then(|t| serde_json::from_str::<Value>(&t).ok())
+    };
     let has = |v: &Value, keys: &[&str]| keys.iter().all(|k| v.get(k).is_some()) && v["dsa_sim_version"].is_string();
     let name = path.to_string_lossy();
     if name.ends_with(".meta.json") && doc(path).is_some_and(|v| has(&v, &["columns", "points"])) {
@@ -305,7 +312,8 @@ fn is_sweep_file(path: &Path) -> bool {
                 return false;
             }
             let header = header.trim_end_matches(['\n', '\r']);
-            let columns: Option<Vec<&str>> = meta["columns"].as_array().and_then(|c| c.iter().map(Value::as_str).collect());
+            let columns: Option<Vec<&str>> =
+                meta["columns"].as_array().and_then(|c| c.iter().map(Value::as_str).collect());
             columns.is_some_and(|c| c.join(",") == header)
         }
     }
@@ -343,7 +351,8 @@ pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
         for (read, what) in [(p.clone(), "a part"), (meta_path(p), "a part's sidecar")] {
             for w in &writes {
                 if same_file(w, &read) {
-                    let whose = if w == out { String::new() } else { format!(" (its sidecar {} is {what})", w.display()) };
+                    let whose =
+                        if w == out { String::new() } else { format!(" (its sidecar {} is {what})", w.display()) };
                     let what = if whose.is_empty() { format!(" is also {what} ({})", read.display()) } else { whose };
                     return Err(input(format!("--out {}{what}: write the merge to a new file", out.display())));
                 }

@@ -190,7 +190,8 @@ impl Grid {
             s.set(a.field, a.values[c]).map_err(|e| SweepError::Input(format!("axis `{}`: {e}", a.field)))?;
         }
         s.validate().map_err(|e| {
-            let at: Vec<String> = self.axes.iter().zip(&coords).map(|(a, &c)| format!("{}={}", a.field, a.texts[c])).collect();
+            let at: Vec<String> =
+                self.axes.iter().zip(&coords).map(|(a, &c)| format!("{}={}", a.field, a.texts[c])).collect();
             SweepError::Input(format!("grid point {} is invalid: {e}", at.join(" ")))
         })?;
         Ok(s)
@@ -203,7 +204,8 @@ impl Grid {
         for i in 0..self.len() {
             let s = self.scenario(i)?;
             if let Err(e) = crate::engine::check(&s, opts) {
-                let at: Vec<String> = self.axes.iter().zip(self.values_of(&s)).map(|(a, v)| format!("{}={v}", a.field)).collect();
+                let at: Vec<String> =
+                    self.axes.iter().zip(self.values_of(&s)).map(|(a, v)| format!("{}={v}", a.field)).collect();
                 return Err(SweepError::Input(format!("grid point {}: {e}", at.join(" "))));
             }
         }
@@ -314,7 +316,9 @@ pub fn check_result(r: &PointResult) -> Result<(), String> {
         ("analytic", None) if r.ci_low == r.recall && r.ci_high == r.recall => {}
         ("analytic", _) => return Err("an analytic row is exact: no trials, ci_low = recall = ci_high".into()),
         ("montecarlo", Some(t)) if (1..=crate::engine::MAX_TRIALS).contains(&t) => {}
-        ("montecarlo", t) => return Err(format!("a montecarlo row's trials {t:?}: allowed 1..={}", crate::engine::MAX_TRIALS)),
+        ("montecarlo", t) => {
+            return Err(format!("a montecarlo row's trials {t:?}: allowed 1..={}", crate::engine::MAX_TRIALS))
+        }
         (e, _) => return Err(format!("engine `{}`: allowed analytic, montecarlo", crate::input::echo(e))),
     }
     if let Some(q) = &r.rank {
@@ -363,11 +367,8 @@ pub fn row_json(grid: &Grid, row: &Row) -> serde_json::Value {
 /// The JSON document of a finished sweep: metadata (`meta`, e.g. seed and engine), the base
 /// scenario, the axes and the rows.
 pub fn json_doc(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> serde_json::Value {
-    let axes: Vec<serde_json::Value> = grid
-        .axes
-        .iter()
-        .map(|a| serde_json::json!({"field": a.field.name(), "values": a.texts}))
-        .collect();
+    let axes: Vec<serde_json::Value> =
+        grid.axes.iter().map(|a| serde_json::json!({"field": a.field.name(), "values": a.texts})).collect();
     serde_json::json!({
         "dsa_sim_version": env!("CARGO_PKG_VERSION"),
         "run": meta,
@@ -441,12 +442,20 @@ mod tests {
 
     #[test]
     fn invalid_points_and_repeated_axes_are_rejected() {
-        let e = Grid::new(Scenario::default(), vec![Axis::parse("context_len=1,2").unwrap(), Axis::parse("needle_tokens=1,2").unwrap()], false)
-            .unwrap_err()
-            .to_string();
+        let e = Grid::new(
+            Scenario::default(),
+            vec![Axis::parse("context_len=1,2").unwrap(), Axis::parse("needle_tokens=1,2").unwrap()],
+            false,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("context_len=1") && e.contains("needle_tokens"), "{e}");
-        let e = Grid::new(Scenario::default(), vec![Axis::parse("depth=0").unwrap(), Axis::parse("depth=1").unwrap()], false)
-            .unwrap_err();
+        let e = Grid::new(
+            Scenario::default(),
+            vec![Axis::parse("depth=0").unwrap(), Axis::parse("depth=1").unwrap()],
+            false,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("twice"));
         assert!(Grid::new(Scenario::default(), vec![], false).is_err());
     }

@@ -1,7 +1,10 @@
 //! Running a grid: points evaluated in parallel, rows delivered in grid order, streamed to a
 //! partial file and resumable.
 
-use super::{csv_record, meta_path, parse_record, to_csv, to_json, write_atomic, Format, Grid, PointResult, Row, Shard, SweepError};
+use super::{
+    csv_record, meta_path, parse_record, to_csv, to_json, write_atomic, Format, Grid, PointResult, Row, Shard,
+    SweepError,
+};
 use crate::engine::EngineError;
 use crate::progress::Progress;
 use crate::scenario::Scenario;
@@ -84,7 +87,10 @@ fn read_partial(path: &Path, grid: &Grid, shard: Shard, fingerprint: &str) -> Re
         let Ok(rec) = rec else { break };
         if !header_seen {
             if rec.iter().map(str::to_string).collect::<Vec<_>>() != grid.columns() {
-                return Err(SweepError::Input(format!("{} has unexpected columns: delete it or run without --resume", path.display())));
+                return Err(SweepError::Input(format!(
+                    "{} has unexpected columns: delete it or run without --resume",
+                    path.display()
+                )));
             }
             header_seen = true;
             continue;
@@ -160,7 +166,13 @@ fn stdout_result(r: std::io::Result<()>) -> Result<Flow, SweepError> {
 /// rows to `out` in grid order, reporting each finished point to `progress`. Returns every
 /// finished row (including resumed ones) and whether the grid is complete (it is not when
 /// `limit` stopped it, or when standard output was closed: then the sweep stops early).
-pub fn run_grid<F>(grid: &Grid, eval: F, out: &Output, opts: &SweepOptions, progress: &dyn Progress) -> Result<(Vec<Row>, bool), SweepError>
+pub fn run_grid<F>(
+    grid: &Grid,
+    eval: F,
+    out: &Output,
+    opts: &SweepOptions,
+    progress: &dyn Progress,
+) -> Result<(Vec<Row>, bool), SweepError>
 where
     F: Fn(&Scenario) -> Result<PointResult, EngineError> + Sync,
 {
@@ -202,7 +214,9 @@ where
     } else if matches!(out, Output::Stdout) && opts.format == Format::Csv {
         let mut w = csv::Writer::from_writer(Vec::new());
         let _ = w.write_record(grid.columns());
-        if stdout_result(stdout.write_all(&w.into_inner().unwrap_or_default()).and_then(|_| stdout.flush()))? == Flow::Stop {
+        if stdout_result(stdout.write_all(&w.into_inner().unwrap_or_default()).and_then(|_| stdout.flush()))?
+            == Flow::Stop
+        {
             return Ok((rows, false));
         }
     }
@@ -258,7 +272,9 @@ where
                 }
             }
             Output::Stdout if opts.format == Format::Json => {
-                stdout_result(stdout.write_all(to_json(grid, &rows, &opts.meta).as_bytes()).and_then(|_| stdout.flush()))?;
+                stdout_result(
+                    stdout.write_all(to_json(grid, &rows, &opts.meta).as_bytes()).and_then(|_| stdout.flush()),
+                )?;
             }
             _ => {}
         }
@@ -362,7 +378,14 @@ mod tests {
         let x = s.context_len as f64 * 1e-6 + s.index_topk as f64;
         std::thread::sleep(std::time::Duration::from_millis((s.context_len % 7) * 2));
         // A row a sweep could write (sweep::check_result): resumed rows are checked against it.
-        Ok(PointResult { recall: 1.0 / x, ci_low: 0.5 / x, ci_high: 1.0 / x, engine: "montecarlo".into(), trials: Some(1000), rank: None })
+        Ok(PointResult {
+            recall: 1.0 / x,
+            ci_low: 0.5 / x,
+            ci_high: 1.0 / x,
+            engine: "montecarlo".into(),
+            trials: Some(1000),
+            rank: None,
+        })
     }
 
     fn grid() -> Grid {
@@ -447,7 +470,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let g = grid();
         let out = dir.path().join("x.csv");
-        let failing = |s: &Scenario| if s.context_len > 8000 { Err(EngineError::NotExact("boom".into())) } else { fake(s) };
+        let failing =
+            |s: &Scenario| if s.context_len > 8000 { Err(EngineError::NotExact("boom".into())) } else { fake(s) };
         let e = run_grid(&g, failing, &Output::File(out.clone()), &opts(2), &Silent).unwrap_err();
         assert_eq!(e, SweepError::Engine(EngineError::NotExact("boom".into())));
         assert!(!out.exists());

@@ -34,7 +34,9 @@ impl Shard {
         if t == "auto" {
             return Shard::from_env(env);
         }
-        let bad = || SweepError::Input(format!("--shard {t}: expected I/N with 0 <= I < N <= {MAX_SHARDS} (0-based), or auto"));
+        let bad = || {
+            SweepError::Input(format!("--shard {t}: expected I/N with 0 <= I < N <= {MAX_SHARDS} (0-based), or auto"))
+        };
         let (i, n) = t.split_once('/').ok_or_else(bad)?;
         let index: usize = i.trim().parse().map_err(|_| bad())?;
         let count: usize = n.trim().parse().map_err(|_| bad())?;
@@ -55,11 +57,9 @@ impl Shard {
             match env(k) {
                 None => Ok(None),
                 Some(v) if v.trim().is_empty() => Ok(None),
-                Some(v) => v
-                    .trim()
-                    .parse::<usize>()
-                    .map(Some)
-                    .map_err(|_| SweepError::Input(format!("--shard auto: {k} = {v:?}: expected a non-negative integer"))),
+                Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
+                    SweepError::Input(format!("--shard auto: {k} = {v:?}: expected a non-negative integer"))
+                }),
             }
         };
         let (index, count, source) = if let Some(id) = num("SLURM_ARRAY_TASK_ID")? {
@@ -159,7 +159,8 @@ mod tests {
         assert!(e.contains("SLURM_ARRAY_TASK_ID") && e.contains("JOB_COMPLETION_INDEX"), "{e}");
         let slurm = env(&[("SLURM_ARRAY_TASK_ID", "3"), ("SLURM_ARRAY_TASK_COUNT", "4")]);
         assert_eq!(Shard::parse_with("auto", &slurm).unwrap(), Shard { index: 3, count: 4 });
-        let one_based = env(&[("SLURM_ARRAY_TASK_ID", "4"), ("SLURM_ARRAY_TASK_COUNT", "4"), ("SLURM_ARRAY_TASK_MIN", "1")]);
+        let one_based =
+            env(&[("SLURM_ARRAY_TASK_ID", "4"), ("SLURM_ARRAY_TASK_COUNT", "4"), ("SLURM_ARRAY_TASK_MIN", "1")]);
         assert_eq!(Shard::parse_with("auto", &one_based).unwrap(), Shard { index: 3, count: 4 });
         let stepped = env(&[
             ("SLURM_ARRAY_TASK_ID", "14"),
@@ -170,7 +171,12 @@ mod tests {
         assert_eq!(Shard::parse_with("auto", &stepped).unwrap(), Shard { index: 7, count: 8 });
         let k8s = env(&[("JOB_COMPLETION_INDEX", "0"), ("DSA_SIM_SHARD_COUNT", "10")]);
         assert_eq!(Shard::parse_with("auto", &k8s).unwrap(), Shard { index: 0, count: 10 });
-        assert!(Shard::parse_with("auto", &env(&[("JOB_COMPLETION_INDEX", "0")])).unwrap_err().to_string().contains("DSA_SIM_SHARD_COUNT"));
-        assert!(Shard::parse_with("auto", &env(&[("SLURM_ARRAY_TASK_ID", "5"), ("SLURM_ARRAY_TASK_COUNT", "5")])).is_err());
+        assert!(Shard::parse_with("auto", &env(&[("JOB_COMPLETION_INDEX", "0")]))
+            .unwrap_err()
+            .to_string()
+            .contains("DSA_SIM_SHARD_COUNT"));
+        assert!(
+            Shard::parse_with("auto", &env(&[("SLURM_ARRAY_TASK_ID", "5"), ("SLURM_ARRAY_TASK_COUNT", "5")])).is_err()
+        );
     }
 }

@@ -21,12 +21,7 @@ pub struct RankHistogram {
 
 impl Default for RankHistogram {
     fn default() -> Self {
-        RankHistogram {
-            exact: vec![0; EXACT_LIMIT as usize + 1],
-            log: Vec::new(),
-            never: 0,
-            total: 0,
-        }
+        RankHistogram { exact: vec![0; EXACT_LIMIT as usize + 1], log: Vec::new(), never: 0, total: 0 }
     }
 }
 

@@ -51,7 +51,10 @@ pub fn paths(dir: &Path) -> Vec<std::path::PathBuf> {
 /// what two result folders are compared by.
 #[allow(dead_code)]
 pub fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    paths(dir).into_iter().map(|p| (p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap())).collect()
+    paths(dir)
+        .into_iter()
+        .map(|p| (p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
 }
 
 /// A `.npy` file per the NPY format 1.0 spec, written here so the tests do not depend on the
@@ -104,4 +107,3 @@ pub fn toy_probit(s: &dsa_sim::Scenario) -> f64 {
     };
     s.p_guess + (s.p_read - s.p_guess) * q
 }
-

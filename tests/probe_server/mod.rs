@@ -91,7 +91,17 @@ impl Config {
     /// above a typical distractor.
     pub fn healthy() -> Config {
         let s = Scenario { dprime: 2.5, ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer() };
-        Config { scenario: s, defect: Defect::None, bad: Bad::None, tokenize: true, seed: 1, threads: 8, model: "test/dsv4-sim".into(), tokenizer: None, chat_extra: 0 }
+        Config {
+            scenario: s,
+            defect: Defect::None,
+            bad: Bad::None,
+            tokenize: true,
+            seed: 1,
+            threads: 8,
+            model: "test/dsv4-sim".into(),
+            tokenizer: None,
+            chat_extra: 0,
+        }
     }
     pub fn with(mut self, d: Defect) -> Config {
         self.defect = d;
@@ -150,7 +160,10 @@ pub fn count_words(text: &str) -> u64 {
 pub fn word_tokenizer_json() -> String {
     let special = |id: u32, c: &str| json!({"id": id, "content": c, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true});
     let mut vocab = serde_json::Map::new();
-    for (i, w) in ["<unk>", "<s>", "The", "grass", "is", "green", "sky", "blue", ".", ":", "-", "magic", "number"].iter().enumerate() {
+    for (i, w) in ["<unk>", "<s>", "The", "grass", "is", "green", "sky", "blue", ".", ":", "-", "magic", "number"]
+        .iter()
+        .enumerate()
+    {
         vocab.insert(w.to_string(), json!(i));
     }
     json!({
@@ -207,7 +220,9 @@ fn find_needle(text: &str) -> Option<(String, String, Vec<usize>)> {
 }
 
 fn recall(s: &Scenario) -> f64 {
-    estimate(s, &RunOptions { engine: EngineChoice::Analytic, ..RunOptions::default() }).map(|e| e.recall).unwrap_or(0.0)
+    estimate(s, &RunOptions { engine: EngineChoice::Analytic, ..RunOptions::default() })
+        .map(|e| e.recall)
+        .unwrap_or(0.0)
 }
 
 struct Model {
@@ -358,11 +373,21 @@ fn handle(mut req: tiny_http::Request, model: &Model, stats: &Stats) {
     match url.as_str() {
         "/v1/models" => {
             stats.models.fetch_add(1, Ordering::Relaxed);
-            respond(req, 200, json!({"object": "list", "data": [{"id": cfg.model, "object": "model"}]}).to_string(), &[]);
+            respond(
+                req,
+                200,
+                json!({"object": "list", "data": [{"id": cfg.model, "object": "model"}]}).to_string(),
+                &[],
+            );
         }
         "/tokenize" => {
             if cfg.bad == Bad::OtherTokenize {
-                return respond(req, 422, json!({"error": "Input validation error: `inputs` is required"}).to_string(), &[]);
+                return respond(
+                    req,
+                    422,
+                    json!({"error": "Input validation error: `inputs` is required"}).to_string(),
+                    &[],
+                );
             }
             if !cfg.tokenize {
                 return respond(req, 404, json!({"detail": "Not Found"}).to_string(), &[]);
@@ -373,7 +398,12 @@ fn handle(mut req: tiny_http::Request, model: &Model, stats: &Stats) {
             } else if let Some(c) = v["messages"][0]["content"].as_str() {
                 3 + cfg.chat_extra + model.count(c)
             } else {
-                return respond(req, 400, json!({"error": {"message": "prompt or messages required"}}).to_string(), &[]);
+                return respond(
+                    req,
+                    400,
+                    json!({"error": {"message": "prompt or messages required"}}).to_string(),
+                    &[],
+                );
             };
             respond(req, 200, json!({"count": n, "max_model_len": 1 << 20}).to_string(), &[]);
         }
@@ -410,9 +440,15 @@ fn generate(url: &str, v: &Value, model: &Model, stats: &Stats, inflight: usize,
         return Reply::Json(503, json!({"error": {"message": "overloaded (planted)"}}).to_string(), vec![]);
     }
     match cfg.bad {
-        Bad::Status500(first) if n <= first => return Reply::Json(500, json!({"error": {"message": "internal error (planted)"}}).to_string(), vec![]),
+        Bad::Status500(first) if n <= first => {
+            return Reply::Json(500, json!({"error": {"message": "internal error (planted)"}}).to_string(), vec![])
+        }
         Bad::TooMany(first, secs) if n <= first => {
-            return Reply::Json(429, json!({"error": {"message": "rate limited (planted)"}}).to_string(), vec![("Retry-After", secs.to_string())])
+            return Reply::Json(
+                429,
+                json!({"error": {"message": "rate limited (planted)"}}).to_string(),
+                vec![("Retry-After", secs.to_string())],
+            )
         }
         Bad::Slow(d) => std::thread::sleep(d),
         Bad::WrongJson => return Reply::Json(200, "<html>this is not json</html>".into(), vec![]),
@@ -424,7 +460,8 @@ fn generate(url: &str, v: &Value, model: &Model, stats: &Stats, inflight: usize,
         _ => (v["prompt"].as_str().unwrap_or(""), 1),
     };
     let ((found, _, s), at) = model.decide_at(text, head, inflight);
-    let mut p = if url == "/v1/chat/completions" { 3 + cfg.chat_extra + model.count(text) } else { 1 + model.count(text) };
+    let mut p =
+        if url == "/v1/chat/completions" { 3 + cfg.chat_extra + model.count(text) } else { 1 + model.count(text) };
     if let Some((value, start)) = at {
         stats.needles.lock().unwrap().push((value, p, start));
     }
