@@ -70,6 +70,12 @@ pub const DPRIME_SEARCH: (f64, f64) = (-10.0, 50.0);
 /// Largest score noise searched; if the target holds there, noise does not matter and this cap
 /// is reported.
 pub const NOISE_CAP: f64 = 100.0;
+/// Most token or block scores the noise search may draw ([`RecallModel::noise_curve_draws`]):
+/// about 20 s of one core. Beyond it (page pooling over 30 layers at 128K tokens, at 4,000
+/// trials, draws 1.5·10^10) the two "score noise allowed" figures are not searched and the
+/// verdict says so: they are the only figures that need a Monte Carlo run of their own, and a
+/// verdict that answers in minutes for two figures is one nobody waits for.
+pub const NOISE_SEARCH_MAX_DRAWS: u64 = 4_000_000_000;
 
 /// Options of [`verdict`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -134,6 +140,8 @@ pub struct Verdict {
     pub coverage_horizon_tokens: u64,
     /// The scenario's dprime is a fitted value on its search bound: no sentence rests on it.
     pub dprime_on_bound: bool,
+    /// Why the score-noise figures were not searched (None: they were; both are then None).
+    pub noise_not_searched: Option<String>,
 }
 
 /// The scenario with one real field (dprime or score_noise, the searches' fields) set to `v`.
@@ -242,6 +250,18 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
         Call::DiscriminationLimited
     };
     let smax = with_topk(s, opts.max_topk);
+    let draws = model.noise_curve_draws(s).max(model.noise_curve_draws(&smax));
+    let noise_not_searched = (draws > NOISE_SEARCH_MAX_DRAWS).then(|| {
+        format!(
+            "not searched: it needs a Monte Carlo run of {draws:.1e} score draws (the limit is {:.0e}); \
+             `dsa-sim recall --score-noise V` gives the recall at a noise level",
+            NOISE_SEARCH_MAX_DRAWS as f64
+        )
+    });
+    let searched = |s: &Scenario| match noise_not_searched {
+        Some(_) => Ok(None),
+        None => noise_allowed(model, s, t),
+    };
     Ok(Verdict {
         call,
         target: t,
@@ -258,10 +278,11 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
         dprime_needed_now: dprime_needed(model, s, t)?,
         dprime_needed_max_k: dprime_needed(model, &smax, t)?,
         score_noise: s.score_noise,
-        score_noise_allowed_now: noise_allowed(model, s, t)?,
-        score_noise_allowed_max_k: noise_allowed(model, &smax, t)?,
+        score_noise_allowed_now: searched(s)?,
+        score_noise_allowed_max_k: searched(&smax)?,
         coverage_horizon_tokens: s.coverage_horizon_tokens(),
         dprime_on_bound: false,
+        noise_not_searched,
     })
 }
 
@@ -279,6 +300,7 @@ pub fn explain(v: &Verdict) -> String {
         Call::Saturated => {
             let k = v.k_needed.map_or("?".into(), |k| k.to_string());
             let margin = match v.score_noise_allowed_now {
+                _ if v.noise_not_searched.is_some() => format!("k could go down to {k} before recall drops below the target"),
                 Some(n) if n >= NOISE_CAP => format!("k could go down to {k} before recall drops below the target, and score noise would not bring it there"),
                 n => format!("k could go down to {k} and the score noise up to {} before recall drops below the target", opt_num(n)),
             };
@@ -307,6 +329,10 @@ pub fn explain(v: &Verdict) -> String {
                     "Improve the indexer's precision instead: at k = {} the needle's separation must reach dprime {}; the fitted dprime sits on its search bound, so how far it is from there is not known.",
                     v.max_topk,
                     v.dprime_needed_max_k.map_or("(unreachable)".into(), |d| format!("{d:.2}"))
+                ),
+                (Some(d), _) if v.noise_not_searched.is_some() => format!(
+                    "Improve the indexer's precision instead: at k = {} the needle's separation must rise from dprime {:.2} to {:.2}.",
+                    v.max_topk, v.dprime, d
                 ),
                 (Some(d), Some(sn)) => format!(
                     "Improve the indexer's precision instead: at k = {} the needle's separation must rise from dprime {:.2} to {:.2}, or the score noise fall from {:.2} to at most {:.2}.",
@@ -409,7 +435,7 @@ fn opt_json(x: Option<f64>) -> serde_json::Value {
 
 /// The JSON object of `dsa-sim verdict --json` for one scenario (docs/cli.md#output keys and more).
 pub fn verdict_json(v: &Verdict, s: &Scenario) -> serde_json::Value {
-    serde_json::json!({
+    let mut j = serde_json::json!({
         "call": v.call,
         "target": v.target,
         "recall_now": v.recall_now,
@@ -434,7 +460,21 @@ pub fn verdict_json(v: &Verdict, s: &Scenario) -> serde_json::Value {
             "null k_needed / dprime_needed: unreachable (even selecting every candidate / up to dprime 50); dprime_needed = -10 (the search's lower end) means any dprime meets the target; null score_noise_allowed: not met even without noise; score_noise_allowed = 100 means noise does not matter"
         ],
         "scenario": serde_json::to_value(s).unwrap_or(serde_json::Value::Null),
-    })
+    });
+    if let Some(why) = &v.noise_not_searched {
+        // Only where it applies, so that every other verdict's JSON is as it was.
+        j["noise_not_searched"] = serde_json::json!(why);
+    }
+    j
+}
+
+/// A noise figure's range, null where the figure was not searched.
+fn noise_range(cv: &CalibratedVerdict, f: impl Fn(&Verdict) -> Option<f64>) -> serde_json::Value {
+    if cv.at_estimate.noise_not_searched.is_some() {
+        serde_json::Value::Null
+    } else {
+        range_json(cv.range_none_low(f))
+    }
 }
 
 fn range_json(r: Range) -> serde_json::Value {
@@ -453,8 +493,8 @@ pub fn calibrated_verdict_json(cv: &CalibratedVerdict, s: &Scenario) -> serde_js
         "dprime": range_json(cv.range(|v| v.dprime)),
         "dprime_needed_now": range_json(cv.range_inf_high(|v| v.dprime_needed_now)),
         "dprime_needed_max_k": range_json(cv.range_inf_high(|v| v.dprime_needed_max_k)),
-        "score_noise_allowed_now": range_json(cv.range_none_low(|v| v.score_noise_allowed_now)),
-        "score_noise_allowed_max_k": range_json(cv.range_none_low(|v| v.score_noise_allowed_max_k)),
+        "score_noise_allowed_now": noise_range(cv, |v| v.score_noise_allowed_now),
+        "score_noise_allowed_max_k": noise_range(cv, |v| v.score_noise_allowed_max_k),
     });
     j["intervals"] = intervals;
     j["interval_method"] = serde_json::json!("95%: range over the fit's likelihood-ratio region (profile likelihood); a null upper end of k_needed/dprime_needed means unreachable somewhere in the region; a null lower end of score_noise_allowed means not met even without noise somewhere in it");
@@ -527,14 +567,22 @@ pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
         format!("{}{}", dn(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)),
     );
     line("score noise now:".into(), format!("{:.3}", v.score_noise));
-    line(
-        format!("score noise allowed, k = {}:", v.index_topk),
-        format!("{}{}", na(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)),
-    );
-    line(
-        format!("score noise allowed, k = {}:", v.max_topk),
-        format!("{}{}", na(v.score_noise_allowed_max_k), r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)),
-    );
+    if let Some(why) = &v.noise_not_searched {
+        line(format!("score noise allowed, k = {}, {}:", v.index_topk, v.max_topk), why.clone());
+    } else {
+        line(
+            format!("score noise allowed, k = {}:", v.index_topk),
+            format!("{}{}", na(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)),
+        );
+        line(
+            format!("score noise allowed, k = {}:", v.max_topk),
+            format!(
+                "{}{}",
+                na(v.score_noise_allowed_max_k),
+                r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)
+            ),
+        );
+    }
     line("coverage horizon:".into(), format!("{} tokens", v.coverage_horizon_tokens));
     if let Some(c) = cv {
         let calls: Vec<String> = c.calls().iter().map(|c| c.to_string()).collect();

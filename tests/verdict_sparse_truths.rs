@@ -9,7 +9,12 @@
 //!   2 of 100 physical calls;
 //! - a healthy indexer (dprime 3.5, every plausible value): implementation-suspect on at most
 //!   12 of 100 (τ is set at a 5% false-alarm rate: P(more than 12 of 100) ≈ 0.002), and never
-//!   "raise k" (one k was measured).
+//!   "raise k" (one k was measured);
+//! - a multi-key task (30% of the candidates are look-alikes scoring 2 sd above the needle's
+//!   own separation, a working indexer): it falls below the random-indexer floor beyond ~8K
+//!   tokens, as a candidate-count defect does, so the table cannot tell the two apart; it must
+//!   not be sent to the kernels on the floor alone (implementation-suspect on at most 12 of 100)
+//!   and never told to raise k.
 //!
 //! The defects here are ones the design separates (a cliff to the window, a separation of 0
 //! beyond 8K tokens): a rule that meets its own standard makes no physical call on them, and 2 of
@@ -114,5 +119,20 @@ fn a_healthy_indexer_at_two_trials_a_cell_is_rarely_called_suspect() {
     let suspect = c.iter().filter(|&&x| x == Call::ImplementationSuspect).count();
     assert!(suspect <= 12, "{suspect} of {TABLES} implementation-suspect on a healthy indexer: {}", summary(&c));
     // And it is never told to raise k on one k.
+    assert!(!c.contains(&Call::CoverageLimited), "{}", summary(&c));
+}
+
+#[test]
+fn a_multi_key_task_below_the_random_floor_is_not_called_a_defect_on_the_floor_alone() {
+    let multi_key = |s: &Scenario| {
+        model().recall(&Scenario { dprime: 3.5, hard_negatives: 0.3, hard_mean: 5.5, ..s.clone() }).unwrap()
+    };
+    let c = calls(3, &multi_key);
+    let suspect = c.iter().filter(|&&x| x == Call::ImplementationSuspect).count();
+    assert!(
+        suspect <= 12,
+        "{suspect} of {TABLES} implementation-suspect on a working multi-key indexer: {}",
+        summary(&c)
+    );
     assert!(!c.contains(&Call::CoverageLimited), "{}", summary(&c));
 }

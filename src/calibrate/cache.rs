@@ -126,6 +126,9 @@ impl RecallModel for CachedModel<'_> {
     fn is_exact(&self, s: &Scenario) -> bool {
         self.inner.is_exact(s)
     }
+    fn noise_curve_draws(&self, s: &Scenario) -> u64 {
+        self.inner.noise_curve_draws(s)
+    }
     fn shares_across_layers(&self) -> bool {
         self.inner.shares_across_layers()
     }

@@ -191,7 +191,14 @@ pub fn diagnose(
     if checks.any_below_floor() {
         sig.push(Signature::BelowRandomFloor);
     }
-    if worse_than_random(&hypotheses).is_some() {
+    // Fits about as well as the best hypothesis: log-likelihood within AIC_TIE / 2 (the question
+    // is whether the data could come from it, so its extra parameters are not charged).
+    let fits_as_well = |h: &HypothesisResult| h.loglik >= lmax - crate::calibrate::hypotheses::AIC_TIE / 2.0 - 1e-9;
+    // The plain discrimination fit below 0 says no working indexer produces the table only when
+    // no plausible explanation fits about as well: otherwise that fit is merely misspecified
+    // (the needle's spread or the layers' sharing differ from the preset's).
+    if worse_than_random(&hypotheses).is_some() && !hypotheses.iter().zip(&explains).any(|(h, &e)| e && fits_as_well(h))
+    {
         sig.push(Signature::WorseThanRandom);
     }
     if !checks.selection_independent_misses().is_empty() {
@@ -210,10 +217,10 @@ pub fn diagnose(
     }
     // The best plausible explanation (hypotheses are in AIC order).
     let explanation = hypotheses.iter().zip(&explains).find(|(_, &e)| e).map(|(h, _)| h);
-    let reading_explains = hypotheses.iter().zip(&explains).any(|(h, &e)| {
-        e && plausible::family(&h.name) == plausible::Family::Read
-            && h.aic <= best.aic + crate::calibrate::hypotheses::AIC_TIE + 1e-9
-    });
+    // A plausible explanation that puts the needle below the floor without a defect and fits
+    // about as well as the best: the floor's premises do not hold for this table.
+    let floor_explained =
+        hypotheses.iter().zip(&explains).any(|(h, &e)| e && plausible::breaks_floor(h) && fits_as_well(h));
     if explanation.is_some_and(|h| h.name == "read-decline") && !all_found {
         sig.push(Signature::ReadDecline);
     }
@@ -276,7 +283,7 @@ pub fn diagnose(
                 rule::Explanation::Working
             }
         }),
-        reading_explains,
+        floor_explained,
         error_rates: rates.as_ref().map(rule::DefectEvidence::from),
         k_matters,
         dense,

@@ -572,7 +572,7 @@ impl RuleOnPlan {
             condition_p: None,
             defect_preferred: is_defect(&self.hypotheses[best]),
             explanation,
-            reading_explains: false,
+            floor_explained: false,
             error_rates: Some(defect),
             k_matters: self.k_matters,
             dense: None,

@@ -135,6 +135,21 @@ pub fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Optio
     })
 }
 
+/// Whether `h` puts the needle below the random-indexer floor without a defect: the floor assumes
+/// a selected needle is read and nothing outscores the needle by content, so the model's own
+/// reading (read-failure, read-decline) and look-alikes scoring above the needle (hard negatives
+/// with `hard_mean` above `dprime`, as multi-key tasks have) each break it.
+pub fn breaks_floor(h: &HypothesisResult) -> bool {
+    match family(&h.name) {
+        Family::Read => true,
+        Family::Working => match (h.estimate("hard_negatives"), h.estimate("hard_mean"), h.estimate("dprime")) {
+            (Some(f), Some(m), Some(d)) => f > 0.0 && m > d,
+            _ => false,
+        },
+        Family::Defect | Family::Random => false,
+    }
+}
+
 /// Whether `h` is a working explanation (a working indexer or the model's reading, plausible).
 pub fn is_explanation(h: &HypothesisResult, facts: &TableFacts) -> bool {
     implausibility(h, facts).is_none()
@@ -193,6 +208,20 @@ mod tests {
         // Defects and the random indexer are never working explanations.
         assert!(!ok(&fit("candidate-count-limit", &[("dprime", 2.0)])));
         assert!(!ok(&fit("random-indexer", &[])));
+    }
+
+    /// The floor's premises: a selected needle is read, and nothing outscores it by content.
+    #[test]
+    fn what_breaks_the_floor() {
+        assert!(breaks_floor(&fit("read-failure", &[("p_read", 0.5), ("dprime", 3.0)])));
+        assert!(breaks_floor(&fit("read-decline", &[("log10_read_l50", 5.0), ("read_slope", 2.0)])));
+        let hard = |m: f64| fit("hard-negatives", &[("dprime", 3.0), ("hard_negatives", 0.05), ("hard_mean", m)]);
+        assert!(breaks_floor(&hard(4.5)));
+        assert!(!breaks_floor(&hard(2.5)), "look-alikes below the needle cannot push it below random");
+        assert!(!breaks_floor(&fit("hard-negatives", &[("dprime", 3.0), ("hard_negatives", 0.0), ("hard_mean", 5.0)])));
+        assert!(!breaks_floor(&fit("discrimination", &[("dprime", 0.5)])));
+        assert!(!breaks_floor(&fit("candidate-count-limit", &[("dprime", 3.0)])));
+        assert!(!breaks_floor(&fit("random-indexer", &[])));
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //!    ruled out and the call is `undecided` unless a defect call stands by itself.
 //! 3. **Exact signatures** (rows jointly below the random-indexer floor, a separation
 //!    significantly below 0, a poor fit on a search bound) → `implementation-suspect`, unless a
-//!    plausible explanation by the model's own reading fits about as well (the floor assumes
-//!    a selected needle is read).
+//!    plausible explanation that breaks the floor's premises fits about as well: the model not
+//!    reading a selected needle, or look-alikes that outscore it (hard negatives).
 //! 4. **Defect evidence**: AIC(best working explanation) − AIC(best defect) above τ, the 95th
 //!    percentile of that evidence on tables from the working explanations → `implementation-
 //!    suspect` (`undecided` where the design's false-alarm rate exceeds [`MAX_FALSE_ALARM`] or
@@ -81,9 +81,10 @@ pub struct Evidence<'a> {
     /// The best plausible explanation ([`super::plausible`]), if any: whether it is the model's
     /// reading (read-limited) rather than a working indexer's numbers.
     pub explanation: Option<Explanation>,
-    /// A plausible reading explanation fits about as well as the best hypothesis: the floor's
-    /// assumption that a selected needle is read may not hold.
-    pub reading_explains: bool,
+    /// A plausible explanation that puts the needle below the floor without a defect (the
+    /// model's reading, or look-alikes scoring above the needle: [`super::plausible::breaks_floor`])
+    /// fits about as well as the best hypothesis: the floor's premises may not hold.
+    pub floor_explained: bool,
     /// The defect evidence with its simulated thresholds (recall tables; None without).
     pub error_rates: Option<DefectEvidence>,
     /// The table shows that k matters (several k measured, or captured selections).
@@ -115,7 +116,7 @@ impl Evidence<'_> {
             condition_p: None,
             defect_preferred: false,
             explanation: Some(Explanation::Working),
-            reading_explains: false,
+            floor_explained: false,
             error_rates: None,
             k_matters: true,
             dense: None,
@@ -187,7 +188,7 @@ impl Reason {
     }
 }
 
-/// Signatures that decide by themselves (unless the model's reading explains the table).
+/// Signatures that decide by themselves (unless a plausible explanation breaks their premises).
 fn exact(sig: &[Signature]) -> bool {
     let has = |s: Signature| sig.contains(&s);
     has(Signature::WorseThanRandom)
@@ -213,7 +214,7 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
             DenseReading::Declines => (ReadLimited, Reason::Dense),
         };
     }
-    if exact(e.signatures) && !e.reading_explains {
+    if exact(e.signatures) && !e.floor_explained {
         return (ImplementationSuspect, Reason::Signature);
     }
     let by_evidence = match e.error_rates {
@@ -267,7 +268,7 @@ mod tests {
             condition_p: None,
             defect_preferred: false,
             explanation: Some(Explanation::Working),
-            reading_explains: false,
+            floor_explained: false,
             error_rates: Some(DefectEvidence {
                 evidence: -10.0,
                 threshold: 3.0,
@@ -310,10 +311,18 @@ mod tests {
         // The floor assumes a selected needle is read: a plausible reading explanation lifts it.
         assert_eq!(
             decide(
-                &Evidence { signatures: &floor, reading_explains: true, explanation: Some(Explanation::Read), ..e },
+                &Evidence { signatures: &floor, floor_explained: true, explanation: Some(Explanation::Read), ..e },
                 DiscriminationLimited
             ),
             (ReadLimited, Reason::Reading)
+        );
+        // Look-alikes above the needle (hard negatives) break it too: the working explanation's call.
+        assert_eq!(
+            decide(
+                &Evidence { signatures: &floor, floor_explained: true, explanation: Some(Explanation::Working), ..e },
+                DiscriminationLimited
+            ),
+            (DiscriminationLimited, Reason::Numbers)
         );
         let strong = DefectEvidence {
             evidence: 5.0,

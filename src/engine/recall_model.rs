@@ -63,6 +63,14 @@ pub trait RecallModel: Sync {
     fn recall_in_noise<'a>(&'a self, s: &Scenario) -> Result<NoiseCurve<'a>, EngineError> {
         Ok(recall_per_noise(self, s))
     }
+    /// Token or block scores a Monte Carlo noise curve of `s` ([`RecallModel::recall_in_noise`])
+    /// draws: trials × one trial's work at positive noise; 0 where the curve costs no Monte
+    /// Carlo (closed forms, models that compute rather than draw). The verdict withholds its
+    /// noise figures above [`crate::verdict::NOISE_SEARCH_MAX_DRAWS`].
+    fn noise_curve_draws(&self, s: &Scenario) -> u64 {
+        let _ = s;
+        0
+    }
     /// A key equal for two scenarios only when the model's results for them are equal (for
     /// memos and for evaluating a table's rows once each): by default the scenario itself; a
     /// model that knows which fields its results ignore (the exact engine: where the needle sits,
@@ -664,6 +672,19 @@ impl RecallModel for EngineModel {
 
     fn is_exact(&self, s: &Scenario) -> bool {
         matches!(route(s, self.choice), Ok(Route::Analytic(_)))
+    }
+
+    fn noise_curve_draws(&self, s: &Scenario) -> u64 {
+        let Ok(at) = with_noise(s, 1.0) else { return 0 };
+        if at.model != Model::Scalar || !matches!(route(&at, self.choice), Ok(Route::MonteCarlo { .. })) {
+            return 0;
+        }
+        let path = if NoiseReplay::covers(&at) {
+            super::montecarlo::McPath::Materialise
+        } else {
+            RunOptions::default().mc_path
+        };
+        super::montecarlo::trial_work(&at, path).map_or(0, |(per, _)| per.saturating_mul(self.trials))
     }
 
     fn layer_count_pmf(&self, s: &Scenario) -> Result<Vec<f64>, EngineError> {
