@@ -388,3 +388,32 @@ fn a_calibration_experiment_answers_at_its_scenarios_length_or_the_longest_measu
         assert!(text.contains(&format!("numbers at context_len {length} (")), "{text}");
     }
 }
+
+/// The noise search is the one figure with a Monte Carlo run of its own (docs/model.md#verdict):
+/// where that run would draw more than `NOISE_SEARCH_MAX_DRAWS` scores (Quest's page pooling
+/// over 30 layers at 128K tokens: 30 × 126,908 × 4,000 = 1.5·10¹⁰) both noise figures are not
+/// searched, the JSON says so, and the verdict answers in seconds; below it (the same preset at
+/// 4K tokens: 4.9·10⁸) they are searched and the key is absent.
+#[test]
+fn the_noise_search_is_withheld_only_beyond_its_budget() {
+    let t = std::time::Instant::now();
+    let (code, out, err) =
+        run(&["verdict", "--preset", "quest-16", "--context-len", "126908", "--index-topk", "256", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(t.elapsed().as_secs_f64() < 60.0, "{:?}", t.elapsed());
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let why = j["noise_not_searched"].as_str().expect("noise_not_searched");
+    assert!(why.contains("1.5e10") && why.contains("4e9"), "{why}");
+    assert!(j["score_noise_allowed_now"].is_null() && j["score_noise_allowed_max_k"].is_null(), "{j}");
+    assert!(j["dprime_needed_now"].is_number(), "the other figures stay: {j}");
+    let (code, text, err) = run(&["verdict", "--preset", "quest-16", "--context-len", "126908", "--index-topk", "256"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("score noise allowed, k = 256, 4096: not searched"), "{text}");
+    assert!(!text.contains("score noise up to"), "no sentence rests on an unsearched figure: {text}");
+
+    let (code, out, err) = run(&["verdict", "--preset", "quest-16", "--context-len", "4096", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(j.get("noise_not_searched").is_none(), "{j}");
+    assert!(j["score_noise_allowed_now"].is_number(), "{j}");
+}

@@ -3,8 +3,8 @@
 //! that would be right and those that would prescribe a fix that would not help (its `# right:`
 //! and `# wrong:` lines, from what the thread eventually found). The rule was developed on
 //! `dev/`; `heldout/` is scored by the same test and no rule was tuned on it
-//! (docs/model.md#corpus). On both halves: no wrong prescription, every verdict within 10 s
-//! (the Quest tables, whose Monte Carlo fits take minutes, in their own ignored test).
+//! (tests/data/corpus/README.md says how that was kept). On both halves: no wrong
+//! prescription, every verdict within 10 s, and at least 80% of the held-out half right.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -72,10 +72,6 @@ fn verdict(r: &Report) -> (String, f64) {
     (j["call"].as_str().unwrap().to_string(), secs)
 }
 
-fn slow(r: &Report) -> bool {
-    r.preset.as_deref() == Some("quest-16")
-}
-
 /// The call docs/corpus.md lists for a report (its `call` column).
 fn documented_call(id: &str) -> Option<String> {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/corpus.md")).unwrap();
@@ -86,10 +82,10 @@ fn documented_call(id: &str) -> Option<String> {
 /// Scores one half: (right, undecided, reports). A wrong prescription fails the test unless the
 /// report is in `known_wrong` (listed in docs/corpus.md with its cause), and a report in
 /// `known_wrong` that is no longer wrong fails it too, so the list stays true.
-fn score(half: &str, want_slow: bool, known_wrong: &[&str]) -> (usize, usize, usize) {
+fn score(half: &str, known_wrong: &[&str]) -> (usize, usize, usize) {
     let (mut right, mut undecided, mut n) = (0, 0, 0);
     let mut failures = Vec::new();
-    for r in reports(half).iter().filter(|r| slow(r) == want_slow) {
+    for r in reports(half).iter() {
         let (call, secs) = verdict(r);
         let name = r.path.file_name().unwrap().to_string_lossy();
         eprintln!("{half:8} {name:45} {call:24} {secs:6.1} s");
@@ -116,7 +112,7 @@ fn score(half: &str, want_slow: bool, known_wrong: &[&str]) -> (usize, usize, us
                 failures.push(format!("{name}: {call} is neither a right nor a wrong call of the report"));
             }
         }
-        if !want_slow && secs > 10.0 {
+        if secs > 10.0 {
             failures.push(format!("{name}: {secs:.1} s, over 10 s"));
         }
     }
@@ -132,19 +128,10 @@ fn score(half: &str, want_slow: bool, known_wrong: &[&str]) -> (usize, usize, us
 // One test, the halves in turn: each verdict's time is its own (two at once would share the
 // cores and double it).
 fn no_wrong_prescription_on_either_half() {
-    let (right, _, n) = score("dev", false, &[]);
-    assert!(n >= 10, "{n} reports");
+    let (right, _, n) = score("dev", &[]);
+    assert!(n >= 20, "{n} reports");
     assert!(right * 10 >= n * 6, "dev: {right} right of {n}");
-    let (right, _, n) = score("heldout", false, &[]);
-    assert!(n >= 6, "{n} reports");
-    assert!(right * 4 >= n * 3, "held-out: {right} right of {n}");
-}
-
-#[test]
-#[ignore = "Quest's mean-pooling fits run Monte Carlo: 2.5–3.5 minutes a table on 2 cores"]
-// The held-out min-max page scorer is called implementation-suspect (below the random-indexer
-// floor) where its thread found an imprecise scorer: a known wrong prescription, docs/corpus.md.
-fn the_quest_reports() {
-    score("dev", true, &[]);
-    score("heldout", true, &["imp1994_quest_minmax_corner"]);
+    let (right, _, n) = score("heldout", &[]);
+    assert!(n >= 16, "{n} reports");
+    assert!(right * 5 >= n * 4, "held-out: {right} right of {n}, under 80%");
 }

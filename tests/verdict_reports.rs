@@ -134,6 +134,32 @@ fn dense_tables_are_the_control_arm() {
     let v = verdict_on("deepseek-v3.2", collapse);
     assert_eq!(call(&v), "implementation-suspect", "{}", v["explanation"]);
     assert_eq!(v["reason"], "dense_collapse");
+    // A collapse must be shown by the table: one lost needle at one length inside the window fits
+    // any steepness and is the model's own miss until more say otherwise; ten lost at 4K tokens
+    // reject a model that reads even half of them (P = 2^-10), and that is a collapse.
+    let one = "context_len,index_topk,trials,hits\n8960,1000000,1,0\n";
+    let v = verdict_on("deepseek-v3.2", one);
+    assert_eq!(call(&v), "read-limited", "{}", v["explanation"]);
+    let ten = "context_len,index_topk,depth,trials,hits\n4096,1000000,0.1,5,0\n4096,1000000,0.9,5,0\n";
+    let v = verdict_on("deepseek-v3.2", ten);
+    assert_eq!(call(&v), "implementation-suspect", "{}", v["explanation"]);
+    assert_eq!(v["reason"], "dense_collapse");
+}
+
+#[test]
+// A `task` column names the workload, not the build: tasks differ in difficulty (a multi-key
+// needle is harder than a single one), so recall differing between them is reported and never
+// read as a defect; the same difference under `build` is one.
+fn a_task_column_is_physics_and_a_build_column_is_not() {
+    let rows = "4096,1000000,20,20,A\n4096,1000000,20,19,B\n32768,1000000,20,19,A\n32768,1000000,20,6,B\n65536,1000000,20,18,A\n65536,1000000,20,4,B\n";
+    let v = verdict_on("deepseek-v3.2", &format!("context_len,index_topk,trials,hits,task\n{rows}"));
+    assert_eq!(call(&v), "read-limited", "{}", v["explanation"]);
+    assert_eq!(v["conditions"][0]["workload"], true, "{}", v["conditions"]);
+    assert_eq!(v["conditions"][0]["significant"], false, "{}", v["conditions"]);
+    assert!(v["conditions"][0]["p_value"].as_f64().unwrap() < 1e-4, "{}", v["conditions"]);
+    let v = verdict_on("deepseek-v3.2", &format!("context_len,index_topk,trials,hits,build\n{rows}"));
+    assert_eq!(call(&v), "implementation-suspect", "{}", v["explanation"]);
+    assert_eq!(v["reason"], "condition");
 }
 
 #[test]

@@ -36,6 +36,18 @@ pub const CONDITION_ALPHA: f64 = 0.01;
 /// instead of convolved exactly.
 pub const EXACT_WORK_MAX: f64 = 2e8;
 
+/// Condition columns that name the workload — the task, its dataset, benchmark or prompt — not the
+/// build: tasks differ in difficulty (a multi-key task is harder than a single needle), so recall
+/// differing between them is the model's physics, not a defect signature. Their test is reported
+/// but never significant.
+pub const WORKLOAD_COLUMNS: &[&str] =
+    &["task", "dataset", "benchmark", "needle_type", "question", "prompt", "template"];
+
+/// Whether `column` names the workload ([`WORKLOAD_COLUMNS`], case-insensitive).
+pub fn is_workload(column: &str) -> bool {
+    WORKLOAD_COLUMNS.iter().any(|w| w.eq_ignore_ascii_case(column.trim()))
+}
+
 /// Relative tolerance of "no more likely than the observed outcome" (as R's fisher.test).
 const TIE_TOLERANCE: f64 = 1e-7;
 
@@ -71,8 +83,11 @@ pub struct ConditionTest {
     pub p_value: f64,
     /// Whether the null distribution was convolved exactly (false: normal approximation).
     pub exact: bool,
-    /// `p_value < CONDITION_ALPHA`.
+    /// `p_value < CONDITION_ALPHA`, on a column that is not a workload column.
     pub significant: bool,
+    /// The column names the workload ([`WORKLOAD_COLUMNS`]): a difference is physics.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub workload: bool,
 }
 
 impl ConditionTest {
@@ -108,7 +123,13 @@ impl ConditionTest {
             String::new()
         };
         let method = if self.exact { "exact stratified test" } else { "stratified test, normal approximation" };
-        let finding = if self.significant {
+        let finding = if self.workload {
+            if self.p_value < CONDITION_ALPHA {
+                "recall differs between tasks, which differ in difficulty: not evidence of a defect".to_string()
+            } else {
+                "no significant difference between tasks".to_string()
+            }
+        } else if self.significant {
             format!("RECALL DIFFERS (p < {CONDITION_ALPHA})")
         } else {
             format!("no significant difference at {CONDITION_ALPHA}")
@@ -325,7 +346,8 @@ pub fn condition_tests(data: &Dataset) -> Vec<ConditionTest> {
                 missing_rows,
                 p_value: p,
                 exact,
-                significant: p < CONDITION_ALPHA,
+                significant: p < CONDITION_ALPHA && !is_workload(name),
+                workload: is_workload(name),
             };
             if best.as_ref().is_none_or(|b| t.p_value < b.p_value || (b.shared_cells == 0 && t.shared_cells > 0)) {
                 best = Some(t);

@@ -256,8 +256,19 @@ pub fn diagnose(
         // On such a table dprime is not identified (nothing is selected): only the read-decline's
         // shape and the recall at the longest length speak.
         let decline = hypotheses.iter().find(|h| h.name == "read-decline");
+        // A collapse is called only where the table shows it: a row shorter than the fitted L50
+        // where most needles were read (both sides of the cliff), or needles lost far inside the
+        // window often enough that a model reading even half of them is rejected (p < 0.01). One
+        // lost needle at one length fits any steepness and says nothing of where reading stopped.
         let collapse = decline.and_then(|h| {
             let l50 = 10f64.powf(h.estimate(crate::calibrate::hypotheses::READ_L50)?);
+            let read_before =
+                data.rows.iter().any(|r| (r.context_len as f64) < l50 && r.trials > 0 && 2 * r.hits > r.trials);
+            let inside = (plausible::MIN_L50_OF_WINDOW * facts.trained_window as f64) as u64;
+            let (hits, trials) =
+                data.rows.iter().filter(|r| r.context_len < inside).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
+            let lost_inside = trials > 0 && crate::stats::binom_cdf(trials, hits, 0.5) < plausible::COLLAPSE_ALPHA;
+            (read_before || lost_inside).then_some(())?;
             plausible::collapse_inside_window(l50, h.estimate("read_slope")?, &facts)
         });
         let longest = data.rows.iter().map(|r| r.context_len).max().unwrap_or(0);
@@ -274,7 +285,7 @@ pub fn diagnose(
     let evidence = rule::Evidence {
         signatures: &sig,
         all_found,
-        condition_p: conditions.iter().map(|c| c.p_value).reduce(f64::min),
+        condition_p: conditions.iter().filter(|c| !c.workload).map(|c| c.p_value).reduce(f64::min),
         defect_preferred: best.is_implementation(),
         explanation: explanation.map(|h| {
             if plausible::family(&h.name) == plausible::Family::Read {
@@ -356,7 +367,7 @@ impl Diagnosis {
         let cols: Vec<String> = self
             .conditions
             .iter()
-            .filter(|c| c.p_value < rule::CONDITION_SUGGESTIVE)
+            .filter(|c| !c.workload && c.p_value < rule::CONDITION_SUGGESTIVE)
             .map(|c| format!("`{}`", c.column))
             .collect();
         match (self.call, self.reason) {

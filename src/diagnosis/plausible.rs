@@ -59,6 +59,9 @@ pub const MIN_GOF_P: f64 = 0.01;
 /// whose L50 lies below this fraction of the trained window is not an explanation (a model
 /// trained to 128K that stops reading at 4K is broken, not long-context-limited).
 pub const MIN_L50_OF_WINDOW: f64 = 0.5;
+/// Significance at which a dense table's needles lost far inside the trained window reject a
+/// model that reads even half of them (the evidence a collapse there needs besides its fit).
+pub const COLLAPSE_ALPHA: f64 = 0.01;
 /// A read-decline this steep is a collapse: the read rate falls from 0.9 to 0.1 within a factor
 /// 81^(1/8) ≈ 1.73 of context length.
 pub const STEEP_FALL: f64 = 8.0;
