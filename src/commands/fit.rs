@@ -148,9 +148,9 @@ pub enum VerdictResult {
     /// The scenario alone.
     Scenario {
         /// The call and its numbers.
-        verdict: Verdict,
+        verdict: Box<Verdict>,
         /// The resolved scenario.
-        scenario: Scenario,
+        scenario: Box<Scenario>,
     },
     /// A measured table diagnosed (row checks, every hypothesis).
     Diagnosed {
@@ -235,7 +235,7 @@ pub fn verdict_tables(
         (None, Some(_)) => Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit")),
         (None, None) => {
             let v = engine.in_pool(|| crate::verdict::verdict(&base, &model, opts))??;
-            Ok(VerdictResult::Scenario { verdict: v, scenario: base })
+            Ok(VerdictResult::Scenario { verdict: Box::new(v), scenario: Box::new(base) })
         }
     }
 }
