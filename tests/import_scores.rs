@@ -3,7 +3,7 @@
 
 mod common;
 
-use dsa_sim::captured_scores::{self as cs, PredictOptions};
+use dsa_sim::import::scores::{self as cs, PredictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal, StudentT};

@@ -14,9 +14,7 @@
 // The binary's command-line module reaches the library's modules as `crate::NAME` (as in
 // src/main.rs).
 #[allow(unused_imports)]
-use dsa_sim::{
-    calibrate, captured_scores, commands, engine, error, experiment, formats, indexer, input, progress, scenario, sweep,
-};
+use dsa_sim::{commands, engine, error, indexer, progress, scenario};
 
 #[path = "../src/cli/mod.rs"]
 #[allow(unused)]

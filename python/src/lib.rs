@@ -728,7 +728,7 @@ fn import_topk<'py>(
         return Err(PyValueError::new_err(format!("topk: shape {shape:?}: expected (queries, layers, index_topk)")));
     }
     let (n, layers, k) = (shape[0], shape[1], shape[2]);
-    let options = dsa_sim::capture::Options {
+    let options = dsa_sim::import::topk::Options {
         layers: layers as u64,
         index_topk: k as u64,
         compress_ratio: uint("compress_ratio", compress_ratio)?,
@@ -736,10 +736,10 @@ fn import_topk<'py>(
     };
     options.check().map_err(|e| py_err(CommandError::from(e)))?;
     let total = (n as u64).checked_mul(layers as u64 * k as u64);
-    if total.is_none_or(|t| t > dsa_sim::capture::MAX_ARRAY_VALUES) {
+    if total.is_none_or(|t| t > dsa_sim::import::topk::MAX_ARRAY_VALUES) {
         return Err(PyValueError::new_err(format!(
             "topk: shape {shape:?}: {n} queries × {layers} layers × {k} indices exceed the bound of {} indices in all (import the queries in batches)",
-            dsa_sim::capture::MAX_ARRAY_VALUES
+            dsa_sim::import::topk::MAX_ARRAY_VALUES
         )));
     }
     let unsigned64 = integer_dtype("topk", &arr)?;
@@ -802,10 +802,10 @@ fn import_topk<'py>(
     if labels.as_ref().is_some_and(|l| l.len() != n) {
         return Err(PyValueError::new_err(format!("labels: expected one per query ({n})")));
     }
-    let queries: Vec<dsa_sim::capture::ArrayQuery> = rows
+    let queries: Vec<dsa_sim::import::topk::ArrayQuery> = rows
         .into_iter()
         .enumerate()
-        .map(|(i, indices)| dsa_sim::capture::ArrayQuery {
+        .map(|(i, indices)| dsa_sim::import::topk::ArrayQuery {
             indices,
             context_len: ls[i],
             needle_start: ss[i],
@@ -814,7 +814,7 @@ fn import_topk<'py>(
         })
         .collect();
     let imp = py
-        .detach(|| dsa_sim::capture::import_arrays(&queries, &options, "topk"))
+        .detach(|| dsa_sim::import::topk::import_arrays(&queries, &options, "topk"))
         .map_err(|e| py_err(CommandError::from(e)))?;
     let d = to_py(py, &imp.json())?;
     let d = d.bind(py).cast::<PyDict>()?.clone();

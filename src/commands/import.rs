@@ -6,15 +6,15 @@
 use super::{outln, scenario_json, CommandError, ScenarioSpec};
 use crate::calibrate::parse_predict_specs;
 use crate::calibrate::predict::{at_point, grid_points};
-use crate::captured_scores::{self as cs, PredictOptions};
+use crate::import::scores::{self as cs, PredictOptions};
 use crate::output::{OutputError, OutputLock};
 use crate::progress::Progress;
 use crate::scenario::Scenario;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-pub use crate::captured_scores::TailChoice;
-pub use crate::harness::DEFAULT_MIN_SCORE;
+pub use crate::import::niah::DEFAULT_MIN_SCORE;
+pub use crate::import::scores::TailChoice;
 
 /// Most tail classes of queries per layer (`--tail-classes`, the default).
 pub const MAX_TAIL_CLASSES: usize = cs::classes::MAX_CLASSES;
@@ -83,7 +83,7 @@ pub struct TopkRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct TopkImported {
     /// The selections.
-    pub import: crate::capture::Import,
+    pub import: crate::import::topk::Import,
     /// The file written.
     pub out: PathBuf,
     /// Indexer layers per selection.
@@ -93,16 +93,16 @@ pub struct TopkImported {
 /// Imports captured top-k indices and writes selections.csv (read back with the measured
 /// reader first, request names made unique).
 pub fn topk(req: &TopkRequest) -> Result<TopkImported, CommandError> {
-    let options = crate::capture::Options {
+    let options = crate::import::topk::Options {
         layers: req.layers,
         index_topk: req.index_topk,
         compress_ratio: req.compress_ratio,
         overlap: req.overlap,
     };
-    let import = crate::capture::import(req.manifest, &options)?;
+    let import = crate::import::topk::import(req.manifest, &options)?;
     // Read back with the one reader before it is written (request names made unique first).
     let csv = import.checked_csv(&req.out.display().to_string())?;
-    write_owned(req.out, crate::capture::CSV_HEADER_PREFIX, &csv)?;
+    write_owned(req.out, crate::import::topk::CSV_HEADER_PREFIX, &csv)?;
     Ok(TopkImported { import, out: req.out.to_path_buf(), layers: req.layers })
 }
 
@@ -143,7 +143,7 @@ pub struct NiahRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct NiahImported {
     /// The trials per cell.
-    pub import: crate::harness::Import,
+    pub import: crate::import::niah::Import,
     /// The measured table, checked with the measured reader.
     pub csv: String,
     /// The file written, if any.
@@ -152,8 +152,8 @@ pub struct NiahImported {
 
 /// Imports needle-in-a-haystack results as a measured table, written to `out` when given.
 pub fn niah(req: &NiahRequest) -> Result<NiahImported, CommandError> {
-    let options = crate::harness::Options { min_score: req.min_score, index_topk: req.index_topk };
-    let import = crate::harness::import(req.paths, &options)?;
+    let options = crate::import::niah::Options { min_score: req.min_score, index_topk: req.index_topk };
+    let import = crate::import::niah::import(req.paths, &options)?;
     // The table must be one that calibrate and verdict accept: checked with the one reader.
     let name = req.out.map_or_else(|| "stdout".to_string(), |o| o.display().to_string());
     let csv = import.checked_csv(&name)?;
