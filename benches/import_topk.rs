@@ -42,14 +42,18 @@ fn bench(c: &mut Criterion) {
     let size = std::fs::metadata(&path).unwrap().len();
     let manifest = dir.path().join("manifest.csv");
     std::fs::write(&manifest, "file,row,context_len,needle_start,needle_tokens\nreply.json,0,131072,4096,16\nreply.json,240,131072,65536,16\nreply.json,479,131072,120000,16\n").unwrap();
-    let options =
-        dsa_sim::capture::Options { layers: LAYERS as u64, index_topk: K as u64, compress_ratio: 4, overlap: true };
+    let options = dsa_sim::import::topk::Options {
+        layers: LAYERS as u64,
+        index_topk: K as u64,
+        compress_ratio: 4,
+        overlap: true,
+    };
     let mut g = c.benchmark_group("import_topk");
     g.throughput(Throughput::Bytes(size));
     g.sample_size(10);
     g.bench_function(format!("sglang_reply_{}MB", size / 1_000_000), |b| {
         b.iter(|| {
-            let imp = dsa_sim::capture::import(&manifest, &options).unwrap();
+            let imp = dsa_sim::import::topk::import(&manifest, &options).unwrap();
             assert_eq!(imp.selections.len(), 3);
             imp
         })

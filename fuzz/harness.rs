@@ -423,7 +423,7 @@ fn scratch(tag: &str) -> std::path::PathBuf {
 /// layer for every manifest line, and the same bytes give the same result twice.
 pub fn import_capture(data: &[u8]) {
     let Some((&b, file)) = data.split_first() else { return };
-    let options = dsa_sim::capture::Options {
+    let options = dsa_sim::import::topk::Options {
         layers: 1 + u64::from(b % 3),
         index_topk: 1 + u64::from((b / 3) % 4),
         compress_ratio: if b & 0x40 != 0 { 4 } else { 1 },
@@ -439,7 +439,7 @@ pub fn import_capture(data: &[u8]) {
         "file,request,row,context_len,needle_start,needle_tokens,label\nf.bin,0,0,64,8,2,a\nf.bin,0,1,64,8,2,a\nf.bin,1,0,64,8,2,#b\n",
     )
     .expect("write the manifest");
-    let first = dsa_sim::capture::import(&manifest, &options);
+    let first = dsa_sim::import::topk::import(&manifest, &options);
     match &first {
         Ok(imp) => {
             assert_eq!(imp.selections.len(), 3);
@@ -465,7 +465,7 @@ pub fn import_capture(data: &[u8]) {
             assert!(m.contains("f.bin") || m.starts_with("--"), "the error names the file: {m}");
         }
     }
-    let again = dsa_sim::capture::import(&manifest, &options);
+    let again = dsa_sim::import::topk::import(&manifest, &options);
     assert_eq!(
         first.as_ref().map(|i| i.csv()).map_err(|e| e.to_string()),
         again.as_ref().map(|i| i.csv()).map_err(|e| e.to_string())
@@ -493,8 +493,8 @@ pub fn import_niah(data: &[u8]) {
         std::fs::create_dir_all(p.parent().expect("a parent")).expect("folders");
         std::fs::write(&p, file).expect("write the result");
     }
-    let options = dsa_sim::harness::Options { min_score: f64::from(b % 11), index_topk: 512 };
-    match dsa_sim::harness::import(std::slice::from_ref(&root), &options) {
+    let options = dsa_sim::import::niah::Options { min_score: f64::from(b % 11), index_topk: 512 };
+    match dsa_sim::import::niah::import(std::slice::from_ref(&root), &options) {
         Ok(imp) => {
             let csv = imp.checked_csv("measured.csv").expect("the imported table reads back with the one reader");
             let ds = dsa_sim::measured::parse_csv(&csv, "measured.csv")
@@ -522,7 +522,7 @@ pub fn import_scores(data: &[u8]) {
     let root = scratch("scores");
     let path = root.join("f.npz");
     std::fs::write(&path, data).expect("write the capture");
-    match dsa_sim::captured_scores::read_file(&path) {
+    match dsa_sim::import::scores::read_file(&path) {
         Ok(c) => {
             assert!(c.queries() > 0);
             for l in &c.layers {
@@ -534,7 +534,7 @@ pub fn import_scores(data: &[u8]) {
                     let r = q.rank();
                     assert!(r >= 1 && r <= q.distractors.len() as u64 + 1);
                 }
-                match dsa_sim::captured_scores::tail::summarise(l, &dsa_sim::captured_scores::tail::standardised(l)) {
+                match dsa_sim::import::scores::tail::summarise(l, &dsa_sim::import::scores::tail::standardised(l)) {
                     Ok(t) => assert!(t.gpd.sigma > 0.0 && t.gpd.xi.is_finite(), "{:?}", t.gpd),
                     Err(e) => assert_one_line("import scores tail", &e.0),
                 }
@@ -548,10 +548,10 @@ pub fn import_scores(data: &[u8]) {
                 needle_tokens: 1,
                 ..Default::default()
             };
-            match dsa_sim::captured_scores::predict(
+            match dsa_sim::import::scores::predict(
                 &c,
                 &[cell],
-                dsa_sim::captured_scores::PredictOptions { resamples: 3, seed: 1, ..Default::default() },
+                dsa_sim::import::scores::PredictOptions { resamples: 3, seed: 1, ..Default::default() },
             ) {
                 Ok(p) => {
                     let p = &p[0];

@@ -230,3 +230,41 @@ def import_topk(
     than 2^27 indices in all (a broadcast view is not copied to find out), an index outside the
     context's entries (a uint64 past 2^63 − 1 included), an int out of range (`10**30`).
     """
+
+def import_scores(
+    file: Path,
+    *,
+    predict: Optional[Axes] = None,
+    resamples: Optional[int] = None,
+    seed: Optional[int] = None,
+    tail_classes: Optional[int] = None,
+    tail_model: Literal["auto", "classes", "query-top"] = "auto",
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """Captured indexer scores (.npz), as `dsa-sim import scores` reads them: the needle's exact
+    rank and the distractors' tail per layer, and recall predicted over the `predict` grid with a
+    bootstrap band (`resamples`, default 200; `seed`).
+
+    Returns the `import scores --json` dict (file, queries, layers, ranks, tail, predictions,
+    tail_classes, tail_models, max_tail_classes, resamples, seed, scenario, version).
+    """
+
+def formats(
+    *,
+    format: Optional[Union[str, Sequence[str]]] = None,
+    trials: Optional[int] = None,
+    seed: Optional[int] = None,
+    threads: Optional[int] = None,
+    preset: Optional[str] = None,
+    scenario: Optional[Path] = None,
+    **fields: FieldValue,
+) -> dict[str, Any]:
+    """Per-format error of the vector indexer against fp32 on the same draws, as `dsa-sim
+    formats` computes it (default geometry deepseek-v4-flash at 131072 tokens; `trials` default
+    40 per format).
+
+    Returns the `formats --json` dict (formats, fp32_effective, top_k, trials, seed,
+    n_candidates, scenario, version).
+    """

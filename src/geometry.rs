@@ -51,7 +51,7 @@ pub(crate) fn entry_tokens(i: u64, compress_ratio: u64, overlap: bool) -> (u64, 
 /// The entries, among the first `n`, that pool at least one token of the span [start, end)
 /// (start < end): a contiguous range. Block β = t / c holds token t; entry β pools it, and with
 /// overlap entry β + 1 too (it pools blocks β and β + 1, 2c tokens: the V4 CSA layout of
-/// [`entry_tokens`]). Used by `capture` to map a measured needle's tokens to the entries an
+/// `entry_tokens`). Used by `capture` to map a measured needle's tokens to the entries an
 /// indexer's top-k indices name, with the same convention [`Geometry::new`] uses.
 pub fn covering_entries(start: u64, end: u64, compress_ratio: u64, overlap: bool, n: u64) -> std::ops::Range<u64> {
     debug_assert!(start < end && compress_ratio >= 1);

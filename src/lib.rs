@@ -89,8 +89,6 @@
 // the binary (src/main.rs), over `commands`, which computes each command's result for it and
 // for the Python package (python/).
 pub mod calibrate;
-pub mod capture;
-pub mod captured_scores;
 pub mod commands;
 pub mod diagnosis;
 pub mod engine;
@@ -98,7 +96,7 @@ pub mod error;
 pub mod experiment;
 pub mod formats;
 pub mod geometry;
-pub mod harness;
+pub mod import;
 pub mod indexer;
 pub mod input;
 pub mod measured;

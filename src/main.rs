@@ -10,9 +10,7 @@ use std::process::ExitCode;
 
 // The library's modules under their own names: the command line, a module tree of this binary
 // that the library never sees, reaches them as `crate::engine`, `crate::scenario`, …
-use dsa_sim::{
-    calibrate, captured_scores, commands, engine, error, experiment, formats, indexer, input, progress, scenario, sweep,
-};
+use dsa_sim::{commands, engine, error, indexer, progress, scenario};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {

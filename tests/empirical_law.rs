@@ -3,8 +3,8 @@
 //! recall whose truth has heavy-tailed distractors, where the normal law's fit is biased.
 
 use dsa_sim::calibrate::{calibrate, parse_csv, parse_fit_spec};
-use dsa_sim::captured_scores::{CapturedScores, EmpiricalLaw, EmpiricalModel, LayerScores, QueryScores};
 use dsa_sim::engine::{EngineChoice, EngineModel, RecallModel};
+use dsa_sim::import::scores::{CapturedScores, EmpiricalLaw, EmpiricalModel, LayerScores, QueryScores};
 use dsa_sim::scenario::Distractor;
 use dsa_sim::Scenario;
 use rand::SeedableRng;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use dsa_sim::captured_scores::{self as cs, PredictOptions};
+use dsa_sim::import::scores::{self as cs, PredictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal, StudentT};
@@ -779,17 +779,17 @@ fn bm25_measured(half: &str, n: u64, k: u64) -> (f64, usize) {
     (ranks.iter().filter(|&&r| r <= k).count() as f64 / ranks.len() as f64, ranks.len())
 }
 
+/// Each half's measured recall: (half, measured, queries).
+type Halves = Vec<(&'static str, f64, usize)>;
+
 /// The prediction from tests/data/scores/bm25/train.npz at `cells`, printed beside both halves'
 /// measured recall; (prediction, [(half, measured, queries)]) per cell.
-fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
+fn bm25_predictions(cells: &[Scenario]) -> Vec<(cs::Prediction, Halves)> {
     bm25_predictions_with(cells, PredictOptions { resamples: 200, seed: 5, ..Default::default() })
 }
 
 /// [`bm25_predictions`] with given options.
-fn bm25_predictions_with(
-    cells: &[Scenario],
-    o: PredictOptions,
-) -> Vec<(cs::Prediction, Vec<(&'static str, f64, usize)>)> {
+fn bm25_predictions_with(cells: &[Scenario], o: PredictOptions) -> Vec<(cs::Prediction, Halves)> {
     let c = cs::read_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scores/bm25/train.npz")).unwrap();
     let rep = cs::predict_report(&c, cells, o, &dsa_sim::progress::Silent).unwrap();
     for v in &rep.tails[0].validation {

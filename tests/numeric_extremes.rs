@@ -14,9 +14,7 @@
 // The binary's command-line module reaches the library's modules as `crate::NAME` (as in
 // src/main.rs).
 #[allow(unused_imports)]
-use dsa_sim::{
-    calibrate, captured_scores, commands, engine, error, experiment, formats, indexer, input, progress, scenario, sweep,
-};
+use dsa_sim::{commands, engine, error, indexer, progress, scenario};
 
 #[path = "../src/cli/mod.rs"]
 #[allow(unused)]
@@ -64,10 +62,13 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
 }
 
+/// A command's arguments, the standard input it reads and its exit status.
+type Invocation = (Vec<String>, Option<&'static [u8]>, i32);
+
 /// A valid, fast invocation of each command (by its path, `import topk` as "import topk"), the
 /// standard input it reads, and the exit status it has by itself (`probe` against a closed
 /// loopback port fails as a server failure, 1).
-fn base(path: &str) -> Option<(Vec<String>, Option<&'static [u8]>, i32)> {
+fn base(path: &str) -> Option<Invocation> {
     let f = fixtures();
     let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     Some(match path {
@@ -247,7 +248,8 @@ fn setup(dir: &Path) {
 fn every_value_flag_of_every_command_takes_the_extremes() {
     let cmds = commands();
     // The probe is run twice: sending (against a closed port) and with --dry-run.
-    let mut jobs: Vec<(String, Vec<String>, Option<&'static [u8]>, i32)> = Vec::new();
+    type Job = (String, Vec<String>, Option<&'static [u8]>, i32);
+    let mut jobs: Vec<Job> = Vec::new();
     let mut missing = Vec::new();
     let mut flags_covered = 0usize;
     for (path, args) in &cmds {

@@ -535,7 +535,8 @@ fn an_echoed_key_is_written_nowhere() {
 #[test]
 fn each_failure_keeps_the_transcript_and_resume_finishes() {
     let d = tempfile::tempdir().unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&Req, &mut TcpStream) + Send + Sync>)> = vec![
+    type Reply = Box<dyn Fn(&Req, &mut TcpStream) + Send + Sync>;
+    let cases: Vec<(&str, Reply)> = vec![
         (
             "html",
             Box::new(|_, s| {

@@ -2,7 +2,7 @@
 //! exact-length search, string_match_all scoring, the backoff and Retry-After, and the
 //! transcript read back after a kill (a cut-off last line dropped, nothing else lost).
 
-use dsa_sim::harness::string_match_all;
+use dsa_sim::import::niah::string_match_all;
 use dsa_sim::probe::cells::{grid, parse_cells_csv, parse_counts, parse_depths, parse_lengths};
 use dsa_sim::probe::client::{parse_retry_after, RetryPolicy};
 use dsa_sim::probe::prompt::{build, search, within, Haystack, Needle};

@@ -8,7 +8,7 @@
 //! a command is one `#[pyfunction]` here, registered in `dsa_sim_module`, and its stub in
 //! `dsa_sim.pyi`.
 
-use dsa_sim::commands::{self, estimate::Estimated, CommandError, EngineSpec, FitEngineSpec, ScenarioSpec};
+use dsa_sim::commands::{self, estimate::Estimated, import, CommandError, EngineSpec, FitEngineSpec, ScenarioSpec};
 use dsa_sim::engine::{EngineChoice, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
 use dsa_sim::error::{one_line, ErrorKind};
 use dsa_sim::formats::text::QuantizeRequest;
@@ -728,7 +728,7 @@ fn import_topk<'py>(
         return Err(PyValueError::new_err(format!("topk: shape {shape:?}: expected (queries, layers, index_topk)")));
     }
     let (n, layers, k) = (shape[0], shape[1], shape[2]);
-    let options = dsa_sim::capture::Options {
+    let options = dsa_sim::import::topk::Options {
         layers: layers as u64,
         index_topk: k as u64,
         compress_ratio: uint("compress_ratio", compress_ratio)?,
@@ -736,10 +736,10 @@ fn import_topk<'py>(
     };
     options.check().map_err(|e| py_err(CommandError::from(e)))?;
     let total = (n as u64).checked_mul(layers as u64 * k as u64);
-    if total.is_none_or(|t| t > dsa_sim::capture::MAX_ARRAY_VALUES) {
+    if total.is_none_or(|t| t > dsa_sim::import::topk::MAX_ARRAY_VALUES) {
         return Err(PyValueError::new_err(format!(
             "topk: shape {shape:?}: {n} queries × {layers} layers × {k} indices exceed the bound of {} indices in all (import the queries in batches)",
-            dsa_sim::capture::MAX_ARRAY_VALUES
+            dsa_sim::import::topk::MAX_ARRAY_VALUES
         )));
     }
     let unsigned64 = integer_dtype("topk", &arr)?;
@@ -802,10 +802,10 @@ fn import_topk<'py>(
     if labels.as_ref().is_some_and(|l| l.len() != n) {
         return Err(PyValueError::new_err(format!("labels: expected one per query ({n})")));
     }
-    let queries: Vec<dsa_sim::capture::ArrayQuery> = rows
+    let queries: Vec<dsa_sim::import::topk::ArrayQuery> = rows
         .into_iter()
         .enumerate()
-        .map(|(i, indices)| dsa_sim::capture::ArrayQuery {
+        .map(|(i, indices)| dsa_sim::import::topk::ArrayQuery {
             indices,
             context_len: ls[i],
             needle_start: ss[i],
@@ -814,7 +814,7 @@ fn import_topk<'py>(
         })
         .collect();
     let imp = py
-        .detach(|| dsa_sim::capture::import_arrays(&queries, &options, "topk"))
+        .detach(|| dsa_sim::import::topk::import_arrays(&queries, &options, "topk"))
         .map_err(|e| py_err(CommandError::from(e)))?;
     let d = to_py(py, &imp.json())?;
     let d = d.bind(py).cast::<PyDict>()?.clone();
@@ -857,10 +857,100 @@ fn integer_dtype(name: &str, a: &Bound<'_, PyAny>) -> PyResult<bool> {
     }
 }
 
+/// Captured indexer scores (.npz): the needle's exact rank, the distractors' tail, and recall
+/// predicted at other context lengths and k, as `dsa-sim import scores` computes them.
+///
+/// `file`: the capture (`scores` and `needle_index`, or `indexer_scores_0`, … per layer).
+/// `predict`: what-if axes (as `vary` of `sweep`; the grid is their product). `resamples`
+/// (default 200) and `seed`: the bootstrap of the prediction band. `tail_classes`: most tail
+/// classes per layer (default and at most 8); `tail_model`: "auto", "classes" or "query-top".
+/// `preset`, `scenario` and the fields as for `recall`.
+///
+/// Returns the dict `dsa-sim import scores --json` prints (file, queries, layers, ranks, tail,
+/// predictions, tail_classes, tail_models, max_tail_classes, resamples, seed, scenario,
+/// version). Bad input raises ValueError with the command line's message.
+#[pyfunction]
+#[pyo3(signature = (file, *, predict=None, resamples=None, seed=None, tail_classes=None, tail_model="auto", preset=None, scenario=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn import_scores(
+    py: Python<'_>,
+    file: PathBuf,
+    predict: Option<&Bound<'_, PyAny>>,
+    resamples: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    tail_classes: Option<&Bound<'_, PyAny>>,
+    tail_model: &str,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let predict = axes("predict", predict)?;
+    let size = |name: &str, v: Option<&Bound<'_, PyAny>>, default: usize| -> PyResult<usize> {
+        Ok(opt_uint(name, v)?.map_or(default, |n| usize::try_from(n).unwrap_or(usize::MAX)))
+    };
+    let req = import::ScoresRequest {
+        file: &file,
+        predict: &predict,
+        resamples: size("resamples", resamples, 200)?,
+        seed: opt_uint("seed", seed)?.unwrap_or(DEFAULT_SEED),
+        tail_classes: size("tail_classes", tail_classes, import::MAX_TAIL_CLASSES)?,
+        tail_model: import::tail_choice(tail_model).map_err(py_err)?,
+    };
+    let report = py.detach(|| import::scores(&spec, &req, &Silent).map(|r| r.to_json())).map_err(py_err)?;
+    to_py(py, &report)
+}
+
+/// What each number format does to the vector indexer, every format on the same random queries
+/// and keys as fp32, as `dsa-sim formats` computes it.
+///
+/// `format`: a format or a list of them (default: fp32, bf16, fp16, fp8 and fp4 variants, int8,
+/// int4), each applied to queries and keys alike. `trials` (default 40) random queries and key
+/// sets per format, `seed`, `threads`. Without `preset` or `scenario` the geometry is
+/// deepseek-v4-flash at 131072 tokens; the fields as for `recall` (the model is always the
+/// vector model).
+///
+/// Returns the dict `dsa-sim formats --json` prints (formats, fp32_effective, top_k, trials,
+/// seed, n_candidates, scenario, version). Bad input raises ValueError.
+#[pyfunction]
+#[pyo3(signature = (*, format=None, trials=None, seed=None, threads=None, preset=None, scenario=None, **fields))]
+#[allow(clippy::too_many_arguments)]
+fn formats(
+    py: Python<'_>,
+    format: Option<&Bound<'_, PyAny>>,
+    trials: Option<&Bound<'_, PyAny>>,
+    seed: Option<&Bound<'_, PyAny>>,
+    threads: Option<&Bound<'_, PyAny>>,
+    preset: Option<String>,
+    scenario: Option<PathBuf>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let spec = scenario_spec(preset, scenario, fields)?;
+    let formats: Vec<String> = match format.filter(|v| !v.is_none()) {
+        None => Vec::new(),
+        Some(v) => match v.cast::<PyString>() {
+            Ok(s) => vec![s.to_string()],
+            Err(_) => v
+                .try_iter()
+                .and_then(|it| it.map(|x| x?.extract::<String>()).collect::<PyResult<Vec<_>>>())
+                .map_err(|_| PyTypeError::new_err("format: expected a format name or a list of them"))?,
+        },
+    };
+    let req = commands::formats::FormatsRequest {
+        formats: &formats,
+        trials: opt_uint("trials", trials)?.unwrap_or(commands::formats::DEFAULT_FORMATS_TRIALS),
+        seed: opt_uint("seed", seed)?.unwrap_or(DEFAULT_SEED),
+        threads: threads_of(threads)?,
+    };
+    let report = py.detach(|| commands::formats::formats(&spec, &req).map(|r| r.to_json())).map_err(py_err)?;
+    to_py(py, &report)
+}
+
 /// dsa-sim: sparse-attention needle retrieval (DeepSeek DSA / V4 CSA and relatives), to tell a
 /// coverage failure (raise index_topk) from a discrimination failure (the indexer's precision
 /// must improve). Functions mirror the command line's commands: recall, rank, sweep, calibrate,
-/// verdict, plan, quantize, import_topk; results equal `dsa-sim COMMAND --json` to the last digit.
+/// verdict, plan, quantize, import_topk, import_scores, formats; results equal
+/// `dsa-sim COMMAND --json` to the last digit.
 #[pymodule(name = "dsa_sim")]
 fn dsa_sim_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -873,6 +963,8 @@ fn dsa_sim_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(quantize, m)?)?;
     m.add_function(wrap_pyfunction!(import_topk, m)?)?;
+    m.add_function(wrap_pyfunction!(import_scores, m)?)?;
+    m.add_function(wrap_pyfunction!(formats, m)?)?;
     m.add_function(wrap_pyfunction!(probe, m)?)?;
     Ok(())
 }

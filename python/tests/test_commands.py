@@ -222,14 +222,15 @@ def test_an_unknown_field_or_a_wrong_type_is_refused():
 
 def test_no_scenario_field_is_shadowed_by_a_keyword_argument():
     assert len(dsa_sim.FIELDS) >= 30 and "context_len" in dsa_sim.FIELDS
-    for f in (dsa_sim.recall, dsa_sim.rank, dsa_sim.sweep, dsa_sim.calibrate, dsa_sim.verdict, dsa_sim.plan):
+    for f in (dsa_sim.recall, dsa_sim.rank, dsa_sim.sweep, dsa_sim.calibrate, dsa_sim.verdict, dsa_sim.plan,
+              dsa_sim.import_scores, dsa_sim.formats):
         params = set(inspect.signature(f).parameters) - {"fields"}
         assert not params & set(dsa_sim.FIELDS), f.__name__
 
 
 def test_every_function_has_a_docstring_and_a_stub():
     stub = (pathlib.Path(__file__).parents[1] / "dsa_sim.pyi").read_text()
-    for name in ("recall", "rank", "sweep", "calibrate", "verdict", "plan", "quantize", "probe"):
+    for name in ("recall", "rank", "sweep", "calibrate", "verdict", "plan", "quantize", "probe", "import_scores", "formats"):
         assert len(getattr(dsa_sim, name).__doc__ or "") > 100, name
         assert f"def {name}(" in stub, name
 

@@ -43,6 +43,9 @@ impl<'a> CachedModel<'a> {
     }
 }
 
+/// A recall curve over one field's value x (a [`KCurve`] or a [`NoiseCurve`]).
+type Curve<'b, X> = Box<dyn Fn(X) -> Result<f64, EngineError> + 'b>;
+
 impl CachedModel<'_> {
     /// A curve of `s` over one field through the memo: the point x is the scenario `at(s, x)`,
     /// looked up first; the inner model's curve `make(s)` is made at the first point not
@@ -51,10 +54,10 @@ impl CachedModel<'_> {
         &'b self,
         s: &Scenario,
         at: impl Fn(&Scenario, X) -> Result<Scenario, EngineError> + 'b,
-        make: impl Fn(&Scenario) -> Result<Box<dyn Fn(X) -> Result<f64, EngineError> + 'b>, EngineError> + 'b,
-    ) -> Box<dyn Fn(X) -> Result<f64, EngineError> + 'b> {
+        make: impl Fn(&Scenario) -> Result<Curve<'b, X>, EngineError> + 'b,
+    ) -> Curve<'b, X> {
         let s = s.clone();
-        let inner: RefCell<Option<Box<dyn Fn(X) -> Result<f64, EngineError> + 'b>>> = RefCell::new(None);
+        let inner: RefCell<Option<Curve<'b, X>>> = RefCell::new(None);
         Box::new(move |x| {
             let key = self.inner.evaluation_key(&at(&s, x)?);
             if let Some(v) = self.lookup(&key) {

@@ -979,7 +979,8 @@ fn branch_and_bound(
     // Stable: equal bounds keep threshold order.
     order.sort_by(|&a, &b| bounds[b].total_cmp(&bounds[a]));
     let batch = rayon::current_num_threads().max(1);
-    let mut fitted: Vec<(usize, (Vec<f64>, f64, u64))> = Vec::new();
+    type Fit = (Vec<f64>, f64, u64);
+    let mut fitted: Vec<(usize, Fit)> = Vec::new();
     let mut best = f64::NEG_INFINITY;
     let mut at = 0;
     while at < order.len() {

@@ -178,7 +178,7 @@ impl<'a> Problem<'a> {
     }
 
     /// Model recall of every row at `theta` (evaluated once per result the model tells apart:
-    /// [`evaluate_distinct`]).
+    /// `evaluate_distinct`).
     pub fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
         let one = |i: usize| -> Result<f64, CalibError> {
             let s = self.row_scenario(i, theta)?;

@@ -108,7 +108,7 @@ pub const JOINT_LAYER_CORR: &[f64] = &[0.0, 0.25, 0.5, 0.75, 0.9, 1.0];
 const JOINT_EXACT_WORK: u64 = 50_000_000;
 
 /// P(Σ X_i ≤ h), X_i ~ Bin(n_i, p_i) independent: the exact convolution truncated at h, or a
-/// continuity-corrected normal approximation when that would exceed [`JOINT_EXACT_WORK`].
+/// continuity-corrected normal approximation when that would exceed `JOINT_EXACT_WORK`.
 pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
     let total: u64 = rows.iter().map(|r| r.0).sum();
     if h >= total {

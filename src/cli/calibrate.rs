@@ -2,9 +2,9 @@
 
 use super::{emit, print_json, CliError, ScenarioArgs};
 use crate::commands::fit::{calibrate, CalibrateRequest};
-use crate::commands::FitEngineSpec;
-use crate::engine::{EngineChoice, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
-use crate::experiment::calibration::run_experiment;
+use crate::commands::run::calibration_experiment;
+use crate::commands::{FitEngineSpec, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
+use crate::engine::EngineChoice;
 use std::path::PathBuf;
 
 /// Engine flags of the calibrating commands (fewer Monte Carlo trials per evaluation by default
@@ -32,11 +32,6 @@ impl FitEngineArgs {
     /// The engine the flags give, as the library's commands take it.
     pub fn spec(&self) -> FitEngineSpec {
         FitEngineSpec { engine: self.engine, trials: self.trials, seed: self.seed, threads: self.threads }
-    }
-
-    /// Runs `f` on `--threads` workers.
-    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CliError> {
-        self.spec().in_pool(f)
     }
 }
 
@@ -109,7 +104,7 @@ pub struct CalibrateArgs {
 /// Runs `dsa-sim calibrate`.
 pub fn run(args: &CalibrateArgs) -> Result<(), CliError> {
     if let Some(exp) = &args.experiment {
-        let out = args.engine.in_pool(|| run_experiment(exp, args.out.as_deref()))??;
+        let out = calibration_experiment(exp, args.out.as_deref(), args.engine.threads)?;
         return emit(&format!("wrote {}\n", out.display()));
     }
     if let Some(out) = &args.out {

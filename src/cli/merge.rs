@@ -1,6 +1,7 @@
 //! `dsa-sim merge`: the parts of a sharded sweep into the file an unsharded sweep writes.
 
 use super::{print_json, CliError};
+use crate::commands::sweep::merge_parts;
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim merge`.
@@ -26,15 +27,12 @@ pub struct MergeArgs {
 
 /// Runs `dsa-sim merge`.
 pub fn run(args: &MergeArgs) -> Result<(), CliError> {
-    let m = crate::sweep::merge::merge(&args.parts, &args.out)?;
+    let done = merge_parts(&args.parts, &args.out)?;
     if args.json {
-        let files: Vec<String> = m.files.iter().map(|f| f.display().to_string()).collect();
-        return print_json(&serde_json::json!({
-            "points": m.points, "parts": m.parts, "shards": m.shards, "files": files,
-        }));
+        return print_json(&done.to_json());
     }
     if !args.quiet {
-        eprintln!("{} points from {} shards written to {}", m.points, m.shards, args.out.display());
+        eprintln!("{}", done.to_text());
     }
     Ok(())
 }

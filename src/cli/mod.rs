@@ -16,10 +16,10 @@ pub mod shell;
 pub mod sweep;
 pub mod verdict;
 
-use crate::commands::{EngineSpec, ScenarioSpec};
-use crate::engine::{EngineChoice, DEFAULT_SEED};
+use crate::commands::{EngineSpec, ScenarioSpec, DEFAULT_SEED};
+use crate::engine::EngineChoice;
 use crate::error::ErrorKind;
-use crate::scenario::{Field, Scenario};
+use crate::scenario::Field;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -144,7 +144,7 @@ pub struct ScenarioArgs {
 /// The `--preset` help: the names of the preset table ([`crate::scenario::PRESETS`]),
 /// so that it lists exactly the presets that exist.
 fn preset_help() -> String {
-    let names: Vec<&str> = crate::scenario::PRESETS.iter().map(|p| p.name).collect();
+    let names = crate::commands::presets::names();
     format!("Start from a named preset: {} (`dsa-sim presets` shows their values)", names.join(", "))
 }
 
@@ -208,11 +208,6 @@ impl ScenarioArgs {
     pub fn spec(&self) -> ScenarioSpec {
         ScenarioSpec { preset: self.preset.clone(), file: self.scenario.clone(), fields: self.fields.clone() }
     }
-
-    /// Builds the validated scenario: defaults, then `--preset`, then `--scenario FILE`, then flags.
-    pub fn resolve(&self) -> Result<Scenario, CliError> {
-        self.spec().resolve()
-    }
 }
 
 /// Engine, trials, seed, threads and output format, shared by the evaluating commands.
@@ -253,17 +248,6 @@ impl RunArgs {
         }
     }
 }
-
-pub use crate::commands::{check_trials, scenario_json};
-
-/// Appends one formatted line to a String buffer.
-macro_rules! outln {
-    ($buf:expr, $($arg:tt)*) => {{
-        use std::fmt::Write as _;
-        let _ = writeln!($buf, $($arg)*);
-    }};
-}
-pub(crate) use outln;
 
 /// Writes a command's whole output to stdout at once. A closed pipe (`| head`) is not an error.
 pub fn emit(text: &str) -> Result<(), CliError> {

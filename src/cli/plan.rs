@@ -4,6 +4,7 @@
 use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
 use crate::commands::fit::{plan, PlanRequest};
+use crate::commands::write_file;
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim plan`.
@@ -50,13 +51,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     };
     let p = plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
     if let Some(out) = &args.out {
-        dsa_sim::output::write_file_atomic(out, p.csv().as_bytes()).map_err(|e| {
-            if e.is_input() {
-                CliError::input(e.to_string())
-            } else {
-                CliError::failure(e.to_string())
-            }
-        })?;
+        write_file(out, &p.csv())?;
     }
     if args.engine.json {
         print_json(&p.to_json())

@@ -124,7 +124,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "FILE")]
     pub haystack: Option<PathBuf>,
     /// Needle i of every cell is drawn from (seed, i).
-    #[arg(long, default_value_t = crate::engine::DEFAULT_SEED, value_name = "S")]
+    #[arg(long, default_value_t = crate::commands::DEFAULT_SEED, value_name = "S")]
     pub seed: u64,
     /// Continue an interrupted probe from its transcript (a finished one of the same options is
     /// reported complete and left as it is).

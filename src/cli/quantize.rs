@@ -1,7 +1,7 @@
 //! `dsa-sim quantize`: numbers in on stdin, their quantize-dequantized values out.
 
 use super::{emit, CliError};
-use crate::formats::text::{check_request, quantize_text, QuantizeRequest};
+use crate::commands::quantize::{quantize_stdin, QuantizeRequest};
 
 /// Arguments of `dsa-sim quantize`.
 #[derive(clap::Args, Debug)]
@@ -53,9 +53,5 @@ impl QuantizeArgs {
 /// Runs `dsa-sim quantize`.
 pub fn run(args: &QuantizeArgs) -> Result<(), CliError> {
     // The flags are checked before stdin is read.
-    let request = args.request();
-    check_request(&request)?;
-    let text =
-        crate::input::read_stdin_to_string().map_err(|e| CliError::input(format!("cannot read stdin as text: {e}")))?;
-    emit(&quantize_text(&request, &text)?)
+    emit(&quantize_stdin(&args.request())?)
 }

@@ -1,8 +1,8 @@
 //! `dsa-sim run`: an experiment file → data, figures and a report in one folder.
 
 use super::progress::Bar;
-use super::CliError;
-use crate::experiment::{run_file, ExperimentKind, RunSettings};
+use super::{emit, CliError};
+use crate::commands::run::{self, RunRequest};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim run`.
@@ -51,58 +51,21 @@ pub struct RunExperimentArgs {
 /// Runs `dsa-sim run`.
 pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
     let started = std::time::Instant::now();
-    let shard = args.shard.as_deref().map(crate::sweep::Shard::parse).transpose()?;
-    let settings =
-        RunSettings { threads: args.threads, resume: args.resume, seed: args.seed, shard, merge: args.merge.clone() };
-    let bar = Bar::points(!args.quiet);
-    let done = run_file(&args.file, args.out.as_deref(), &settings, &bar)?;
+    let req = RunRequest {
+        file: &args.file,
+        out: args.out.as_deref(),
+        threads: args.threads,
+        resume: args.resume,
+        shard: args.shard.as_deref(),
+        merge: &args.merge,
+        seed: args.seed,
+    };
+    let done = run::run(&req, &Bar::points(!args.quiet))?;
     if args.json {
-        let kind = match done.kind {
-            ExperimentKind::Calibration => "calibration",
-            ExperimentKind::Figures => "figures",
-        };
-        return super::print_json(&serde_json::json!({
-            "experiment": done.name,
-            "kind": kind,
-            "folder": done.folder.display().to_string(),
-            "report": if shard.is_some() { serde_json::Value::Null } else { done.folder.join("report.md").display().to_string().into() },
-            "shard": shard.map(|s| s.to_string()),
-            "figures": done.figures,
-            "points": done.points,
-            "files": done.files,
-            "seed": done.seed,
-            "resumed": args.resume,
-            "dsa_sim_version": env!("CARGO_PKG_VERSION"),
-        }));
+        return super::print_json(&done.to_json());
     }
-    if let (Some(sh), false) = (shard, args.quiet) {
-        println!(
-            "{}: shard {sh}: {} points of {} figures in {}; join the shards with dsa-sim run {} --merge DIR…",
-            done.name,
-            done.points,
-            done.figures,
-            done.folder.join("data").display(),
-            args.file.display()
-        );
+    if args.quiet {
         return Ok(());
     }
-    if !args.quiet {
-        let report = done.folder.join("report.md");
-        let secs = started.elapsed().as_secs_f64();
-        match done.kind {
-            ExperimentKind::Calibration => {
-                println!("wrote {} ({secs:.1} s); open {}", done.folder.display(), report.display())
-            }
-            ExperimentKind::Figures => println!(
-                "{}: {} figures, {} points, {} files in {} ({secs:.1} s); open {}",
-                done.name,
-                done.figures,
-                done.points,
-                done.files,
-                done.folder.display(),
-                report.display()
-            ),
-        }
-    }
-    Ok(())
+    emit(&done.to_text(started.elapsed().as_secs_f64()))
 }

@@ -2,8 +2,7 @@
 
 use super::progress::Bar;
 use super::{CliError, RunArgs, ScenarioArgs};
-use crate::commands::sweep::{prepare, PreparedSweep};
-use crate::sweep::{engine_evaluator, merge, run_grid, Format, Output, Shard, SweepOptions};
+use crate::commands::sweep::{prepare, sweep_to, SweepRequest};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim sweep`.
@@ -49,92 +48,18 @@ pub struct SweepArgs {
 
 /// Runs `dsa-sim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
-    let rank = !args.no_rank;
-    let PreparedSweep { grid, opts, meta } = prepare(&args.scenario.spec(), &args.run.spec(), &args.vary, rank)?;
-    let format = match (&args.out, args.run.json) {
-        (_, true) => Format::Json,
-        (Some(p), false) => Format::from_path(p),
-        (None, false) => Format::Csv,
-    };
-    if let Some(p) = &args.out {
-        if args.run.json && p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
-            return Err(CliError::input(format!(
-                "--json conflicts with --out {}: the file would hold JSON; name it .json or drop --json",
-                p.display()
-            )));
-        }
-        if p.is_dir() {
-            return Err(CliError::input(format!(
-                "--out {}: is a folder; give a file name (.csv or .json)",
-                p.display()
-            )));
-        }
-    }
-    let shard = match &args.shard {
-        Some(t) => Shard::parse(t)?,
-        None => Shard::WHOLE,
-    };
-    if args.shard.is_some() {
-        match &args.out {
-            None => {
-                return Err(CliError::input(
-                    "--shard needs --out FILE.csv (one file per shard, joined by `dsa-sim merge`)",
-                ))
-            }
-            Some(_) if format == Format::Json => return Err(CliError::input(
-                "--shard writes CSV parts (--out FILE.csv); `dsa-sim merge PARTS… --out FILE.json` makes the JSON file",
-            )),
-            Some(_) => {}
-        }
-    }
-    let mut fingerprint = serde_json::json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "base": grid.base,
-        "axes": grid.axes.iter().map(|a| serde_json::json!([a.field.name(), a.texts])).collect::<Vec<_>>(),
-        "run": meta,
-        "format": format.to_string(),
-    });
-    if !shard.is_whole() {
-        fingerprint["shard"] = shard.to_string().into();
-    }
-    let fingerprint = fingerprint.to_string();
-    let sidecar = (args.out.is_some() && format == Format::Csv).then(|| merge::sidecar(&grid, &meta, shard));
-    let out = match &args.out {
-        Some(p) => Output::File(p.clone()),
-        None => Output::Stdout,
-    };
-    let sweep = SweepOptions {
-        threads: args.run.threads,
+    let prepared = prepare(&args.scenario.spec(), &args.run.spec(), &args.vary, !args.no_rank)?;
+    let req = SweepRequest {
+        out: args.out.as_deref(),
+        json: args.run.json,
         resume: args.resume,
         limit: args.limit,
-        format,
-        fingerprint,
-        meta,
-        shard,
-        sidecar,
-        // As merge and the importers: an existing --out is replaced only if a sweep wrote it.
-        replace_only_ours: args.out.is_some(),
+        shard: args.shard.as_deref(),
+        threads: args.run.threads,
     };
-    let eval = engine_evaluator(opts);
-    let (rows, complete) = run_grid(&grid, |s| eval(s, rank), &out, &sweep, &Bar::points(!args.quiet))?;
-    if let Some(p) = &args.out {
-        if !args.quiet {
-            if complete {
-                match args.shard {
-                    Some(_) => {
-                        eprintln!("shard {shard}: {} of {} points written to {}", rows.len(), grid.len(), p.display())
-                    }
-                    None => eprintln!("{} points written to {}", rows.len(), p.display()),
-                }
-            } else {
-                eprintln!(
-                    "{} of {} points done, kept in {}: rerun with --resume to finish",
-                    rows.len(),
-                    shard.len(grid.len()),
-                    crate::sweep::partial_path(p).display()
-                );
-            }
-        }
+    let done = sweep_to(prepared, &req, &Bar::points(!args.quiet))?;
+    if let (Some(line), false) = (done.to_text(), args.quiet) {
+        eprintln!("{line}");
     }
     Ok(())
 }

@@ -101,7 +101,7 @@ pub struct CalibrateRequest<'a> {
     /// What-if axes, `FIELD=V1,V2,…` each (`--predict`).
     pub predict: &'a [String],
     /// Captured indexer scores (`--scores FILE.npz`): their distractor law replaces the
-    /// scenario's own in every evaluation ([`crate::captured_scores::EmpiricalModel`]).
+    /// scenario's own in every evaluation ([`crate::import::scores::EmpiricalModel`]).
     pub scores: Option<&'a Path>,
 }
 
@@ -125,9 +125,9 @@ pub fn calibrate(
     let free = parse_fit_spec(fit, Some(&data))?;
     let specs = parse_predict_specs(req.predict)?;
     if let Some(path) = req.scores {
-        let capture = crate::captured_scores::read_file(path)?;
-        let law = crate::captured_scores::EmpiricalLaw::new(&capture, &path.display().to_string())?;
-        let emp = crate::captured_scores::EmpiricalModel::new(law);
+        let capture = crate::import::scores::read_file(path)?;
+        let law = crate::import::scores::EmpiricalLaw::new(&capture, &path.display().to_string())?;
+        let emp = crate::import::scores::EmpiricalModel::new(law);
         let report = engine.in_pool(|| {
             let cached = crate::calibrate::cache::CachedModel::new(&emp).with_observer(observe);
             run_calibration(&data, &base, free, &cached, req.compare, &specs, || emp.describe())
@@ -148,9 +148,9 @@ pub enum VerdictResult {
     /// The scenario alone.
     Scenario {
         /// The call and its numbers.
-        verdict: Verdict,
+        verdict: Box<Verdict>,
         /// The resolved scenario.
-        scenario: Scenario,
+        scenario: Box<Scenario>,
     },
     /// A measured table diagnosed (row checks, every hypothesis).
     Diagnosed {
@@ -235,7 +235,7 @@ pub fn verdict_tables(
         (None, Some(_)) => Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit")),
         (None, None) => {
             let v = engine.in_pool(|| crate::verdict::verdict(&base, &model, opts))??;
-            Ok(VerdictResult::Scenario { verdict: v, scenario: base })
+            Ok(VerdictResult::Scenario { verdict: Box::new(v), scenario: Box::new(base) })
         }
     }
 }

@@ -12,11 +12,17 @@
 
 pub mod estimate;
 pub mod fit;
+pub mod formats;
+pub mod import;
+pub mod presets;
 pub mod probe;
 pub mod quantize;
+pub mod run;
 pub mod sweep;
 
-use crate::engine::{EngineChoice, EngineModel, RunOptions, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
+use crate::engine::{EngineChoice, EngineModel, RunOptions, MAX_TRIALS};
+/// The defaults of the engine inputs (`--seed`, the calibrating commands' `--trials`).
+pub use crate::engine::{DEFAULT_FIT_TRIALS, DEFAULT_SEED};
 use crate::error::{Classify, ErrorKind};
 use crate::scenario::{Field, Scenario};
 use std::path::PathBuf;
@@ -239,6 +245,17 @@ pub fn check_trials(trials: u64) -> Result<(), CommandError> {
         return Err(CommandError::input(format!("--trials {trials}: allowed 1..={MAX_TRIALS}")));
     }
     Ok(())
+}
+
+/// Writes a command's output file atomically (`plan --out`): the whole file or nothing.
+pub fn write_file(path: &std::path::Path, text: &str) -> Result<(), CommandError> {
+    crate::output::write_file_atomic(path, text.as_bytes()).map_err(|e| {
+        if e.is_input() {
+            CommandError::input(e.to_string())
+        } else {
+            CommandError::failure(e.to_string())
+        }
+    })
 }
 
 /// The scenario as a JSON object.

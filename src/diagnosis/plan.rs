@@ -413,8 +413,8 @@ pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: 
             let t = s / s_per;
             let y = crate::engine::binomial::sample(n, p(t, best), &mut rngs[s]);
             history[s].push(y);
-            for h in 0..m {
-                loglik[s][h] += crate::stats::ln_binom_pmf(n, y, p(h, best), 1.0 - p(h, best));
+            for (h, ll) in loglik[s].iter_mut().enumerate().take(m) {
+                *ll += crate::stats::ln_binom_pmf(n, y, p(h, best), 1.0 - p(h, best));
             }
         }
         match chosen.iter_mut().find(|(c, _, _)| *c == best) {

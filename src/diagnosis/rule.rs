@@ -252,7 +252,7 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
 pub fn overriding_call(signatures: &[Signature]) -> Option<Call> {
     let e = Evidence::signatures_only(signatures);
     match decide(&e, Call::Saturated) {
-        (c, Reason::Numbers) if c == Call::Saturated => None,
+        (Call::Saturated, Reason::Numbers) => None,
         (c, _) => Some(c),
     }
 }

@@ -8,7 +8,7 @@
 //! degree < 2n, gives the same integral with n ≪ hundreds of evaluations. The rule comes from
 //! the measure's three-term recurrence (the discretised Stieltjes procedure, run on the table's
 //! own nodes: stable for n well below the number of nodes) and the Golub–Welsch eigenproblem of
-//! its Jacobi matrix (implicit QL on the tridiagonal matrix, [`tridiagonal_eigen`]). Whether a
+//! its Jacobi matrix (implicit QL on the tridiagonal matrix, `tridiagonal_eigen`). Whether a
 //! rule is good enough for a given sharpness is not assumed: [`Ladder::choose`] checks it
 //! against a rule of twice its size (and the tests against the whole measure).
 
@@ -106,11 +106,11 @@ impl Recurrence {
                 // α_k is known: the step to q_{k+1}.
                 let b = self.beta.last().copied().unwrap_or(0.0);
                 let mut norm = 0.0;
-                for i in 0..self.x.len() {
-                    let r = (self.x[i] - a) * self.q[i] - b * self.q_prev[i];
-                    self.q_prev[i] = self.q[i];
-                    self.q[i] = r;
-                    norm += w[i] * r * r;
+                for (((&x, q), q_prev), &wi) in self.x.iter().zip(&mut self.q).zip(&mut self.q_prev).zip(w) {
+                    let r = (x - a) * *q - b * *q_prev;
+                    *q_prev = *q;
+                    *q = r;
+                    norm += wi * r * r;
                 }
                 let nb = norm.sqrt();
                 if !(nb > 1e-14) {
@@ -286,7 +286,7 @@ impl Ladder {
     ///
     /// A normal survival function of sd s is the sharpest the needle's survival can be at that
     /// scale; a broader one is smoother and a rule integrates it at least as well. The kernel
-    /// centres run [`CENTRES_PER_SCALE`] per sd over the support and [`CENTRES_BEYOND`] sd past
+    /// centres run `CENTRES_PER_SCALE` per sd over the support and `CENTRES_BEYOND` sd past
     /// it (see [`Ladder::choose_by`]).
     pub fn choose(&self, t: &[f64], w: &[f64], scale: f64, tol: f64) -> Option<usize> {
         let centres = kernel_centres(t, scale)?;
@@ -322,8 +322,8 @@ impl Ladder {
 }
 
 /// The centres at which a rule is checked against kernels of sd `scale` over the support of the
-/// points `t` ([`Ladder::choose`]): [`CENTRES_PER_SCALE`] per sd, [`CENTRES_BEYOND`] sd past
-/// either end, the middle ones first; `None` when more than [`MAX_CENTRES`] would be needed
+/// points `t` ([`Ladder::choose`]): `CENTRES_PER_SCALE` per sd, `CENTRES_BEYOND` sd past
+/// either end, the middle ones first; `None` when more than `MAX_CENTRES` would be needed
 /// (the kernel is too sharp for a rule over that support) or there is no support.
 pub fn kernel_centres(t: &[f64], scale: f64) -> Option<Vec<f64>> {
     if !(scale > 0.0 && scale.is_finite()) || t.is_empty() {

@@ -9,7 +9,7 @@
 //! - **exact sampling** (closed-form laws): draw the needle's best entry score Y, then the number
 //!   of distractors above it, Binomial(n_regular, Q(Y)) + Binomial(n_hard, Q_hard(Y)). No
 //!   candidate is materialised; a trial costs the same at N = 10^3 and N = 10^9. Single-layer
-//!   trials run [`BATCH`] at a time (`Plan::exact_batched`) with results identical to running
+//!   trials run `BATCH` at a time (`Plan::exact_batched`) with results identical to running
 //!   them one by one.
 //! - **materialising**: every candidate's score is drawn (from its tokens when pooling), for the
 //!   cases without closed-form laws (overlapping mean/max pooling, noise on non-normal laws, …).
@@ -1151,7 +1151,7 @@ impl RecordPlan for Recorder<'_> {
 /// token scores mu + sd·Z from a standard normal Z drawn in the same place whatever mu and sd
 /// are, and no distractor score involves them. So a replay keeps, per trial and layer, the
 /// k_eff-th largest distractor score and the needle entries' own draws (their blocks' raw token
-/// draws and their noise, see [`ReplayLayout`]); [`Replay::tally`] recomputes the needle's
+/// draws and their noise, see `ReplayLayout`); [`Replay::tally`] recomputes the needle's
 /// best entry score y with the materialising path's own functions (the same floating-point
 /// operations in the same order, so the same y bit for bit) and selects the needle when the
 /// k_eff-th largest distractor does not exceed y: the hit counts of
@@ -1355,7 +1355,7 @@ fn pooled_needle(plan: &Plan, layout: &ReplayLayout, layer: &[f64], (mu, sd): (f
 /// The materialising path's trials at every positive score noise, drawn once.
 ///
 /// With noise σ > 0 a pooled entry scores `a + σ·z`: a its pooled statistic (or a hard
-/// negative's draw), z the standard normal [`Plan::noise_draw`] draws in the same place for every
+/// negative's draw), z the standard normal `Plan::noise_draw` draws in the same place for every
 /// σ > 0; no other draw depends on σ. So in each layer every entry's score is a line in σ, the
 /// needle's best score y(σ) the upper envelope of its entries' lines, and the needle ranks
 /// within k_eff at σ when fewer than k_eff distractor lines lie above the envelope there. A noise
@@ -1374,7 +1374,7 @@ fn pooled_needle(plan: &Plan, layout: &ReplayLayout, layer: &[f64], (mu, sd): (f
 /// therefore has a window (a bound on that disagreement, from the rounding-error bounds of
 /// `a + σ·z` and of the crossing's division), and each layer keeps the stretches of overlapping
 /// windows where the disagreement could reach the answer's boundary (see
-/// [`noise_layer_record`]); a σ in one of them — or a layer whose lines are too close to
+/// `noise_layer_record`); a σ in one of them — or a layer whose lines are too close to
 /// parallel to bound — is answered by running that trial again at σ. A verdict's noise search
 /// costs one materialising run (and the record's sorting) instead of one per value.
 #[derive(Debug)]
@@ -1484,8 +1484,9 @@ impl VarRecordPlan for NoiseRecorder<'_> {
 /// Rounding: a run's comparison of a + σ·z (each rounded twice) with a needle line is decided
 /// by the exact one when they differ by more than E = 2.0001u(|a| + |a'| + σ(|z| + |z'|)) (u the
 /// unit roundoff); the exact difference is |Δz|·|σ − r| at crossing r, and the rounded crossing
-/// is within 3.01u|r| of r; so outside the window w_r = 32u(|a| + |a'| + 2|r|(|z| + |z'|))/|Δz|
-/// + 16u|r| (4× the bound) of the rounded crossing, the run agrees with it, provided
+/// is within 3.01u|r| of r; so outside the window
+/// w_r = 32u(|a| + |a'| + 2|r|(|z| + |z'|))/|Δz| + 16u|r| (4× the bound) of the rounded
+/// crossing, the run agrees with it, provided
 /// |Δz| ≥ 1e-10(|z| + |z'|) (else [`RERUN`]). A σ in no window is thus answered by the count
 /// by crossings exactly. The windows' union splits into clusters (connected parts); in a cluster
 /// of `size` windows, at most `size` contain σ, so a run's count differs from the count by

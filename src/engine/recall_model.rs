@@ -320,7 +320,7 @@ impl EngineModel {
 
     /// The same model expecting to be asked for scenarios at these (context_len, index_topk)
     /// (a table's rows, the verdict's kernel maximum at its length): a replay of a scenario
-    /// then keeps, besides its own k, the first [`MAX_EXPECTED_TOPKS`] other k expected at its
+    /// then keeps, besides its own k, the first `MAX_EXPECTED_TOPKS` other k expected at its
     /// length, so that the rows measured at several k on one length share a materialising run.
     /// Only the time changes, never a recall.
     pub fn expecting_topks(mut self, at: impl IntoIterator<Item = (u64, u64)>) -> EngineModel {
@@ -343,7 +343,7 @@ impl EngineModel {
         topks
     }
 
-    /// The same model holding at most `values` f64s of replays (default [`MAX_REPLAY_VALUES`];
+    /// The same model holding at most `values` f64s of replays (default `MAX_REPLAY_VALUES`;
     /// 0: never replay). Only the time changes, never a recall.
     pub fn with_replay_budget(mut self, values: u64) -> EngineModel {
         self.replay_budget = values;
@@ -607,7 +607,7 @@ impl RecallModel for EngineModel {
     }
 
     /// Monte Carlo scenarios that differ only in the needle's parameters get their rank records
-    /// from one run ([`EngineModel::prepare_rank_records`]): the values are those of a record per
+    /// from one run (`EngineModel::prepare_rank_records`): the values are those of a record per
     /// scenario, exactly.
     fn expect_k_curves(&self, ss: &[Scenario]) {
         self.prepare_rank_records(ss);

@@ -2,7 +2,7 @@
 //!
 //! T_j's table ([`super::analytic`]) holds its density at the 15 Kronrod nodes of panels that
 //! resolve it to 1e-13. On each panel the density's Legendre expansion to degree
-//! [`DEGREE`] follows from those values by the Kronrod rule (exact for the products with
+//! `DEGREE` follows from those values by the Kronrod rule (exact for the products with
 //! P_k up to degree 22), and its integral from the panel's left edge is a sum of Legendre
 //! polynomials: F(t) = F(a) + h Σ c_k ∫_{−1}^{u} P_k. A needle whose score is sharper than T_j's
 //! law is then integrated over its own law (a few nodes, F at each) instead of over T_j's whole

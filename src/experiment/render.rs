@@ -1,6 +1,7 @@
 //! Running an experiment: every figure's grid, its data files, the figures and the report, staged
 //! in a temporary folder and moved into place at the end.
 
+use super::report::Spread;
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
 use crate::engine::EngineError;
 use crate::output::{StageOptions, StagedDir, STAGE_MARKER};
@@ -459,28 +460,6 @@ fn match_measured(g: &Grid, m: &crate::measured::Observation) -> Option<Vec<Opti
 
 fn fmt3(x: f64) -> String {
     format!("{x:.3}")
-}
-
-/// The largest difference in recall between two curves of a figure at one x: how much the
-/// figure's series (a modelling choice, a format, a field) move the answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Spread {
-    /// max − min recall over the curves, at `x`.
-    pub delta: f64,
-    /// The x value, as its axis shows it.
-    pub x: String,
-    /// The higher curve's label, recall and 95% interval.
-    pub high: (String, f64, f64, f64),
-    /// The lower curve's label, recall and 95% interval.
-    pub low: (String, f64, f64, f64),
-}
-
-impl Spread {
-    /// Whether the two curves' 95% intervals are disjoint (the difference is not sampling noise
-    /// of the Monte Carlo points).
-    pub fn disjoint(&self) -> bool {
-        self.low.3 < self.high.2
-    }
 }
 
 /// The [`Spread`] of a recall-curves figure with at least two curves (first largest wins ties).

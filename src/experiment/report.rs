@@ -1,10 +1,31 @@
 //! The markdown report of an experiment.
 
-use super::render::Spread;
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
 use crate::report::escape::{md_code, md_line, md_link_text, md_text, md_url};
 use crate::scenario::{Field, Scenario};
 use std::fmt::Write as _;
+
+/// The largest difference in recall between two curves of a figure at one x: how much the
+/// figure's series (a modelling choice, a format, a field) move the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spread {
+    /// max − min recall over the curves, at `x`.
+    pub delta: f64,
+    /// The x value, as its axis shows it.
+    pub x: String,
+    /// The higher curve's label, recall and 95% interval.
+    pub high: (String, f64, f64, f64),
+    /// The lower curve's label, recall and 95% interval.
+    pub low: (String, f64, f64, f64),
+}
+
+impl Spread {
+    /// Whether the two curves' 95% intervals are disjoint (the difference is not sampling noise
+    /// of the Monte Carlo points).
+    pub fn disjoint(&self) -> bool {
+        self.low.3 < self.high.2
+    }
+}
 
 fn kind_text(k: FigureKind) -> &'static str {
     match k {

@@ -11,9 +11,9 @@
 //! samples take extra words from the same stream, so where entry j's words start depends on
 //! every earlier rejection: the stream cannot be split across GPU threads without walking it,
 //! and walking it is the CPU's cost. The draws therefore stay on the CPU threads, in the very
-//! code of the CPU build ([`VectorModel::draw_query`], [`VectorModel::draw_keys`]: queries,
+//! code of the CPU build (`VectorModel::draw_query`, `VectorModel::draw_keys`: queries,
 //! signed weights, gate logits, gains, token-gated pooling, planted needle and hard tokens,
-//! key norm, RoPE/YaRN, Hadamard) and the q/k number formats ([`quantize_rows`]), so the trial
+//! key norm, RoPE/YaRN, Hadamard) and the q/k number formats (`quantize_rows`), so the trial
 //! is the CPU's value for value. The GPU takes the heavy part, the scores of every entry
 //! (H·d multiply-adds each, about 85 % of a CPU trial) and the needle's rank: keys go to the
 //! card a block at a time through pinned, double-buffered staging, scores never leave it, and

@@ -1,5 +1,5 @@
 //! Where the vector model's trials run (`--device`, Python `device=`): the CPU, or one or more
-//! CUDA GPUs ([`super::cuda`], built with `--features cuda`).
+//! CUDA GPUs (`super::cuda`, built with `--features cuda`).
 //!
 //! Several GPUs split the trials by the shard rule the sweeps use: work item c (trials
 //! c·chunk .. (c+1)·chunk, each drawn from (seed, i) alone) runs on device c mod D. A trial's

@@ -949,7 +949,7 @@ pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Pr
 }
 
 /// [`simulate_observed`] on `device` (checked beforehand by [`device::Device::check`]): the
-/// same trials and counts on a CUDA device ([`cuda`]). The error is a device's failure mid-run.
+/// same trials and counts on a CUDA device (`cuda`). The error is a device's failure mid-run.
 pub fn simulate_on(
     s: &Scenario,
     trials: u64,

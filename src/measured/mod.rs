@@ -54,6 +54,7 @@
 
 mod parse;
 mod provenance;
+mod records;
 mod selections;
 
 pub use parse::parse_csv;

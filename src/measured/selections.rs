@@ -12,7 +12,7 @@
 //! geometry and a depth that places the needle at exactly `needle_start`
 //! ([`exact_depth`]).
 
-use super::parse::{clip, for_each_record, list, Lines, QUOTE_MAX};
+use super::records::{clip, for_each_record, list, Lines, QUOTE_MAX};
 use super::{Dataset, MeasuredError, Observation};
 use crate::scenario::Field;
 use std::collections::HashMap;

@@ -775,7 +775,7 @@ impl Ctx<'_> {
                     needle_tokens: m,
                     depth,
                     positions: positions.to_string(),
-                    hit: crate::harness::string_match_all(&a.text, &[needle.value.as_str()]),
+                    hit: crate::import::niah::string_match_all(&a.text, &[needle.value.as_str()]),
                     answer: a.text,
                     ms: a.elapsed.as_millis() as u64,
                     attempts: a.attempts,

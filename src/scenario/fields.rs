@@ -444,7 +444,9 @@ macro_rules! scenario_fields {
         #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
         #[serde(default, deny_unknown_fields)]
         pub struct Scenario {
-            $( #[doc = $help] pub $name: $ty, )*
+            // A field's help is the plain text of its `--help` line too, where brackets are the
+            // command line's notation (`NAME[:BLOCK[:SCALE]]`), not links to resolve.
+            $( #[doc = $help] #[allow(rustdoc::broken_intra_doc_links)] pub $name: $ty, )*
         }
 
         impl Default for Scenario {
@@ -456,7 +458,8 @@ macro_rules! scenario_fields {
         /// A scenario field. [`Field::spec`] says everything the table knows about it.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Field {
-            $( #[doc = $help] $variant, )*
+            // As the struct's fields: the help is `--help` text, its brackets no links.
+            $( #[doc = $help] #[allow(rustdoc::broken_intra_doc_links)] $variant, )*
         }
 
         static SPECS: &[FieldSpec] = &[

@@ -290,6 +290,41 @@ pub fn summarise(layer: &LayerScores, z: &[Vec<f64>]) -> Result<TailSummary, Sco
     Ok(TailSummary { layer: layer.layer, pooled: n, threshold: u, exceedances: y.len(), quantiles, exceedance, gpd })
 }
 
+/// Golden-section search for the minimum of `f` on [a, b] (where it is unimodal): the bracket
+/// shrinks by the golden ratio a step until `stop(a, b, steps taken)`, checked before each step;
+/// returns the two inner points with their values (the caller picks among them and its own
+/// starting points, with its own rule for ties). Written here (for the tail fits' one-dimensional
+/// profiles, `tail` and `top`) because a crate's line search would not stop where these must:
+/// at a bracket width relative to the shape's scale, without re-evaluating the points it keeps.
+pub(crate) fn golden_section(
+    mut f: impl FnMut(f64) -> f64,
+    mut a: f64,
+    mut b: f64,
+    stop: impl Fn(f64, f64, usize) -> bool,
+) -> [(f64, f64); 2] {
+    const G: f64 = 0.618_033_988_749_894_9;
+    let (mut c, mut d) = (b - G * (b - a), a + G * (b - a));
+    let (mut fc, mut fd) = (f(c), f(d));
+    let mut steps = 0;
+    while !stop(a, b, steps) {
+        if fc < fd {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - G * (b - a);
+            fc = f(c);
+        } else {
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + G * (b - a);
+            fd = f(d);
+        }
+        steps += 1;
+    }
+    [(c, fc), (d, fd)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,39 +396,4 @@ mod tests {
         assert!((g.sigma - 0.5).abs() < 0.05, "{g:?}");
         assert!(fit_gpd(&y[..10]).unwrap_err().0.contains("at least 50"));
     }
-}
-
-/// Golden-section search for the minimum of `f` on [a, b] (where it is unimodal): the bracket
-/// shrinks by the golden ratio a step until `stop(a, b, steps taken)`, checked before each step;
-/// returns the two inner points with their values (the caller picks among them and its own
-/// starting points, with its own rule for ties). Written here (for the tail fits' one-dimensional
-/// profiles, `tail` and `top`) because a crate's line search would not stop where these must:
-/// at a bracket width relative to the shape's scale, without re-evaluating the points it keeps.
-pub(crate) fn golden_section(
-    mut f: impl FnMut(f64) -> f64,
-    mut a: f64,
-    mut b: f64,
-    stop: impl Fn(f64, f64, usize) -> bool,
-) -> [(f64, f64); 2] {
-    const G: f64 = 0.618_033_988_749_894_9;
-    let (mut c, mut d) = (b - G * (b - a), a + G * (b - a));
-    let (mut fc, mut fd) = (f(c), f(d));
-    let mut steps = 0;
-    while !stop(a, b, steps) {
-        if fc < fd {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - G * (b - a);
-            fc = f(c);
-        } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + G * (b - a);
-            fd = f(d);
-        }
-        steps += 1;
-    }
-    [(c, fc), (d, fd)]
 }

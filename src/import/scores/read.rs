@@ -49,7 +49,7 @@ fn member<'a, R: Read + std::io::Seek>(
     // The header goes through the capture reader's checks first (its size, its nesting, a
     // shape whose element count overflows: npyz would allocate or multiply unchecked).
     let mut file = file;
-    let header = crate::capture::read::npy_header(&mut file)
+    let header = crate::import::topk::read::npy_header(&mut file)
         .map_err(|e| err(path, format!("{name}: not a valid .npy member ({e})")))?;
     let npy = NpyFile::with_header(header, file);
     if npy.order() == Order::Fortran {

@@ -243,7 +243,7 @@ fn initial_resp(tails: &[QueryTail], mult: &[f64], k: usize) -> Vec<Vec<f64>> {
 
 /// How EM starts.
 pub enum Start<'a> {
-    /// From scratch with this many classes ([`initial_resp`]).
+    /// From scratch with this many classes (`initial_resp`).
     Classes(usize),
     /// From a fitted mixture's classes (a bootstrap resample's warm start).
     From(&'a [TailClass]),

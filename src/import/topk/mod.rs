@@ -127,7 +127,7 @@ pub struct Selection {
     /// Per layer: whether a needle entry was among the layer's indices.
     pub selected: Vec<bool>,
     /// The request's name in outputs: the line's label (else `row N`), made unique and safe by
-    /// [`assign_names`].
+    /// `assign_names`.
     pub name: String,
 }
 

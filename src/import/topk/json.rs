@@ -6,7 +6,7 @@
 //! gigabytes (rows × layers × index_topk × 4 bytes, × 4/3). serde_json (also its `StreamDeserializer`)
 //! materialises every string value it deserialises, so it cannot stream a single huge string;
 //! this scanner keeps only the nesting stack (at most [`MAX_DEPTH`] levels) and the current key
-//! (at most [`MAX_KEY`] bytes), so memory is bounded whatever the reply's size. It checks the
+//! (at most `MAX_KEY` bytes), so memory is bounded whatever the reply's size. It checks the
 //! structure (brackets, strings, colons, commas, no control characters in strings) and skips
 //! scalars (numbers, `true`, `false`, `null`) by their characters; it is not a full validator,
 //! and does not need to be: the capture strings are checked by the base64 decoder and the shape.
