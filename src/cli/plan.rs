@@ -3,7 +3,7 @@
 
 use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::commands::fit::{plan, PlanRequest};
+use crate::commands::fit::{nothing_to_plan, plan, PlanRequest};
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim plan`.
@@ -48,7 +48,19 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         hypotheses: &args.hypotheses,
         target: Some(args.target),
     };
-    let p = plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
+    let p = match plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner()) {
+        Ok(p) => p,
+        Err(e) => {
+            // A result, not bad input: one line, exit 0, nothing written.
+            return match nothing_to_plan(&e) {
+                Some(line) if args.engine.json => {
+                    print_json(&serde_json::json!({"nothing_to_plan": true, "message": line, "cells": []}))
+                }
+                Some(line) => emit(&format!("{line}\n")),
+                None => Err(e),
+            };
+        }
+    };
     if let Some(out) = &args.out {
         dsa_sim::output::write_file_atomic(out, p.csv().as_bytes()).map_err(|e| {
             if e.is_input() {

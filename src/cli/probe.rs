@@ -65,6 +65,10 @@ pub struct ProbeArgs {
     /// Prompts per cell [default: 20; with --cells, the file's trials column].
     #[arg(long, value_name = "N", help_heading = "Cells")]
     pub trials: Option<u64>,
+    /// Spread each cell's trials over N consecutive lengths (trial t at tokens + t mod N), each
+    /// recorded exactly [default: 4 with --context-len, 1 with --cells].
+    #[arg(long, value_name = "N", help_heading = "Cells")]
+    pub spread: Option<u64>,
     /// The cells as `dsa-sim plan --out` writes them (context_len,index_topk,depth,repeat,trials).
     #[arg(long, value_name = "cells.csv", help_heading = "Cells")]
     pub cells: Option<PathBuf>,
@@ -167,6 +171,7 @@ impl ProbeArgs {
             token_count: self.token_count.clone(),
             tokenizer: self.tokenizer.clone(),
             resume: self.resume,
+            spread: self.spread,
         }
     }
 }

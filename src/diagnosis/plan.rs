@@ -47,6 +47,18 @@ pub const MAX_PLANNED_CONTEXT: u64 = 64_000;
 /// The budget of the plan an undecided diagnosis comes with (`plan`'s default `--budget`).
 pub const UNDECIDED_BUDGET: u64 = 1000;
 
+/// Whether a planning error is "nothing to plan" (no cell the kernel can run separates the
+/// leading hypotheses): a result, under which the verdict stands, not bad input.
+pub fn is_nothing_to_plan(message: &str) -> bool {
+    message.contains("nothing to plan")
+}
+
+/// The reason of a "nothing to plan" message, without the words themselves.
+pub fn nothing_to_plan_reason(message: &str) -> String {
+    let m = message.trim_end_matches(": nothing to plan from").trim_end_matches(": nothing to plan");
+    m.to_string()
+}
+
 /// One planned cell.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PlanCell {
@@ -700,8 +712,14 @@ pub fn plan_from(
     if !only.is_empty() {
         leading = hyps.iter().filter(|h| only.contains(&h.name)).collect();
         if leading.len() < 2 {
+            let why: Vec<String> = only
+                .iter()
+                .filter(|n| !hyps.iter().any(|h| &h.name == *n))
+                .map(|n| format!("`{n}` does not apply: {}", not_applicable(n, data, base)))
+                .collect();
+            let why = if why.is_empty() { "name two different hypotheses".to_string() } else { why.join("; ") };
             return Err(CalibError::Input(format!(
-                "--hypotheses {}: name at least two hypotheses that apply to this table",
+                "--hypotheses {}: name at least two hypotheses that apply to this table ({why})",
                 only.join(",")
             )));
         }
@@ -771,6 +789,34 @@ pub fn plan_from(
         p_right_overall,
         threshold: rule.threshold,
     })
+}
+
+/// Why hypothesis `name` is not fitted to `data` (a name [`compare_hypotheses`] left out).
+pub fn not_applicable(name: &str, data: &Dataset, base: &Scenario) -> String {
+    match name {
+        "length-periodic" => {
+            let c = data.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio);
+            if c <= 1 {
+                "it needs a compression ratio above 1 (a residue of the length modulo c)".to_string()
+            } else {
+                let mut res: Vec<u64> = data.rows.iter().map(|r| r.context_len % c).collect();
+                res.sort_unstable();
+                res.dedup();
+                format!(
+                    "every row's context_len is ≡ {} mod {c}, so no residue can be compared with another; measure lengths of at least two residues mod {c} (`probe` spreads each cell's trials over 4 consecutive lengths by default)",
+                    res.first().copied().unwrap_or(0)
+                )
+            }
+        }
+        "candidate-count-limit" => {
+            "every row has the same number of candidates: measure at least two context lengths".to_string()
+        }
+        "read-failure" | "read-decline" => {
+            "a selection table observes selection directly: whether a selected needle is read does not enter"
+                .to_string()
+        }
+        _ => "it is not fitted to this table".to_string(),
+    }
 }
 
 /// The call rule on the table joined with the planned cells ([`RuleOnPlan`]).
