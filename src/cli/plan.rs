@@ -44,6 +44,7 @@ pub struct PlanArgs {
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let req = PlanRequest {
         data: args.data.as_deref(),
+        also: &[],
         budget: args.budget,
         hypotheses: &args.hypotheses,
         target: Some(args.target),

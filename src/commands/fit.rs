@@ -305,6 +305,9 @@ pub struct Planned {
 pub struct PlanRequest<'a> {
     /// The measured table (`--data`).
     pub data: Option<&'a Path>,
+    /// More measured tables joined to it ([`crate::measured::join`]; `probe --until-decided`'s
+    /// rounds).
+    pub also: &'a [&'a Path],
     /// Total trials to spend (`--budget`).
     pub budget: u64,
     /// The hypotheses to separate instead of the leading ones (`--hypotheses`).
@@ -352,7 +355,11 @@ pub fn plan(
     verdict.validate()?;
     let model = engine.model()?;
     engine.check(&base)?;
-    let data = load(path)?;
+    let data = if req.also.is_empty() {
+        load(path)?
+    } else {
+        load_all(&std::iter::once(path).chain(req.also.iter().copied()).collect::<Vec<_>>())?
+    };
     let base = with_table_facts(spec, base, &data)?;
     check_rows(&data, &base, engine)?;
     // The hypotheses' physical calls at the length the verdict on this table uses.

@@ -13,6 +13,7 @@
 pub mod estimate;
 pub mod fit;
 pub mod probe;
+pub mod probe_loop;
 pub mod quantize;
 pub mod sweep;
 

@@ -84,6 +84,9 @@ pub struct Config {
     pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
     /// More tokens of the chat template (in its head).
     pub chat_extra: u64,
+    /// A file holding the k the server runs (written by a `--restart-cmd` such as
+    /// `echo {k} > FILE`): read at every generation request, overriding `scenario.index_topk`.
+    pub k_file: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -101,6 +104,7 @@ impl Config {
             model: "test/dsv4-sim".into(),
             tokenizer: None,
             chat_extra: 0,
+            k_file: None,
         }
     }
     pub fn with(mut self, d: Defect) -> Config {
@@ -244,6 +248,11 @@ impl Model {
     fn decide_at(&self, text: &str, head: u64, inflight: usize) -> ((bool, u64, Scenario), Option<(String, u64)>) {
         let p = head + self.count(text);
         let mut s = self.cfg.scenario.clone();
+        if let Some(k) =
+            self.cfg.k_file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()).and_then(|t| t.trim().parse().ok())
+        {
+            s.index_topk = k;
+        }
         s.context_len = p.max(2);
         let Some((_key, value, at)) = find_needle(text) else { return ((false, p, s), None) };
         // The needle's first token: the tokens of the text before it (BOS and template head
