@@ -1,5 +1,5 @@
 //! `probe --until-decided`: measure, diagnose, plan, measure the planned cells, and repeat
-//! until the call is decided or the request budget is spent (docs/guide.md#one-command).
+//! until the call is decided or the request budget is spent (docs/guide.md#one-command-probe---until-decided).
 //!
 //! One folder holds every round: `round-N/` is that round's probe folder (measured.csv,
 //! transcript.jsonl) with the verdict on every table so far (verdict.txt, verdict.json) and the
@@ -555,12 +555,14 @@ pub fn wait_ready(url: &str, timeout: Duration) -> Result<(), CommandError> {
             Ok(_) => return Ok(()),
             Err(e) if e.message.starts_with("HTTP ") || e.message.contains("lists no model") => return Ok(()),
             Err(_) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(200)),
-            Err(e) => return Err(failure(format!(
+            Err(e) => {
+                return Err(failure(format!(
                 "the server at {} is not ready {:.0} s after --restart-cmd: {} (rerun the same command to continue)",
                 client.shown(),
                 timeout.as_secs_f64(),
                 e.message
-            ))),
+            )))
+            }
         }
     }
 }
