@@ -162,6 +162,7 @@ def probe(
     resume: bool = False,
     dry_run: bool = False,
     spread: Optional[int] = None,
+    template: Optional[str] = None,
     until_decided: bool = False,
     preset: str = "deepseek-v4-flash",
     scenario: Optional[Path] = None,

@@ -47,6 +47,16 @@ fn until_decided(url: &str, out: &Path, extra: &[&str]) -> Value {
     serde_json::from_str(&stdout).unwrap()
 }
 
+/// A temporary folder; kept (its path printed) when DSA_SIM_TEST_KEEP is set, to read the rounds.
+fn tmp() -> tempfile::TempDir {
+    let mut d = tempfile::tempdir().unwrap();
+    if std::env::var_os("DSA_SIM_TEST_KEEP").is_some() {
+        d.disable_cleanup(true);
+        eprintln!("kept {}", d.path().display());
+    }
+    d
+}
+
 fn summary(v: &Value) -> String {
     format!("call {} decided {} stop {}: {}\n{}", v["call"], v["decided"], v["stop"], v["stop_line"], v["rounds"])
 }
@@ -77,7 +87,7 @@ fn check_budget_and_files(v: &Value, out: &Path) {
 
 #[test]
 fn healthy_server_ends_physical() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let kf = d.path().join("k");
     let cfg = Config { k_file: Some(kf.clone()), ..Config::healthy() };
     let srv = start(cfg);
@@ -101,7 +111,7 @@ fn healthy_server_ends_physical() {
 #[test]
 fn candidate_count_limit_is_named() {
     // Nothing selected beyond 2048 candidates (8192 tokens), at any k.
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let kf = d.path().join("k");
     let srv = start(Config { k_file: Some(kf.clone()), ..Config::healthy().with(Defect::CandidateLimit(2048)) });
     let out = d.path().join("loop");
@@ -114,7 +124,7 @@ fn candidate_count_limit_is_named() {
 
 #[test]
 fn first_k_unscored_is_named() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let srv = start(Config::healthy().with(Defect::FirstKUnscored));
     let out = d.path().join("loop");
     let v = until_decided(&srv.url, &out, GRID);
@@ -127,7 +137,7 @@ fn first_k_unscored_is_named() {
 #[test]
 fn length_mod_4_is_named_from_the_default_spread() {
     // The grid's lengths are all ≡ 0 mod 4; probe spreads each cell's trials over 4 lengths.
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let srv = start(Config::healthy().with(Defect::LengthMod4));
     let out = d.path().join("loop");
     let v = until_decided(&srv.url, &out, &["--context-len", "4Ki..64Ki:x2", "--depth", "0.5", "--trials", "120"]);
@@ -139,7 +149,7 @@ fn length_mod_4_is_named_from_the_default_spread() {
 
 #[test]
 fn prefix_cache_condition_is_named() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let srv = start(Config::healthy().with(Defect::PrefixHit));
     let out = d.path().join("loop");
     let v = until_decided(
@@ -158,7 +168,7 @@ fn prefix_cache_condition_is_named() {
 #[test]
 fn a_broken_build_is_named() {
     // Half the requests never select the needle.
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let srv = start(Config::healthy().with(Defect::Broken(0.5)));
     let out = d.path().join("loop");
     let v = until_decided(&srv.url, &out, &[&GRID[..], &["--label", "build=fork"]].concat());
@@ -169,7 +179,7 @@ fn a_broken_build_is_named() {
 
 #[test]
 fn cells_at_another_k_are_listed_without_a_restart_hook() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let srv = start(Config::healthy().with(Defect::CandidateLimit(2048)));
     let out = d.path().join("loop");
     let v = until_decided(&srv.url, &out, GRID);
@@ -193,7 +203,7 @@ fn cells_at_another_k_are_listed_without_a_restart_hook() {
 
 #[test]
 fn a_folder_not_ours_is_refused() {
-    let d = tempfile::tempdir().unwrap();
+    let d = tmp();
     let out = d.path().join("mine");
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
@@ -222,4 +232,47 @@ fn a_folder_not_ours_is_refused() {
     ]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("{k}"), "{stderr}");
+}
+
+#[test]
+fn templates_reach_the_server_in_their_shape() {
+    // gkamradt's shape, and a file of one's own; the server finds the needle by its own parsing.
+    let d = tmp();
+    let srv = start(Config::healthy());
+    let file = d.path().join("mine.toml");
+    std::fs::write(
+        &file,
+        "preamble = \"Read this.\\n\"\nneedle = \" The special magic {key} number is: {value}.\"\nquestion = \"\\nWhat is the special magic {key} number?\"\nanswer_prefix = \" It is\"\n",
+    )
+    .unwrap();
+    for (name, t) in [("g", "gkamradt".to_string()), ("f", file.display().to_string())] {
+        let out = d.path().join(name);
+        let (code, stdout, stderr) = dsa(&[
+            "probe",
+            "--url",
+            &srv.url,
+            "--out",
+            out.to_str().unwrap(),
+            "--context-len",
+            "4K",
+            "--depth",
+            "0.5",
+            "--trials",
+            "8",
+            "--template",
+            &t,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        let j: Value = serde_json::from_str(&stdout).unwrap();
+        // A healthy server at 4K finds (nearly) every needle: the server parsed the template's
+        // needle and question (an unparsed prompt is never answered).
+        assert!(j["hits"].as_u64().unwrap() >= 6, "{t}: {j}");
+        let table = std::fs::read_to_string(out.join("measured.csv")).unwrap();
+        assert!(table.lines().next().unwrap().contains(&format!("template {t}")), "{table}");
+    }
+    let (code, _, stderr) =
+        dsa(&["probe", "--url", &srv.url, "--context-len", "4K", "--template", "nope.toml", "--dry-run"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

@@ -128,6 +128,11 @@ pub struct ProbeArgs {
     /// The haystack's text [default: a built-in neutral filler].
     #[arg(long, value_name = "FILE")]
     pub haystack: Option<PathBuf>,
+    /// The prompt's shape: ruler (default), gkamradt, or a TOML file with preamble, needle,
+    /// question, answer_prefix (and haystack) using {key} and {value}; every template is scored
+    /// by the needle's value in the answer.
+    #[arg(long, value_name = "NAME|FILE.toml")]
+    pub template: Option<String>,
     /// Needle i of every cell is drawn from (seed, i).
     #[arg(long, default_value_t = crate::engine::DEFAULT_SEED, value_name = "S")]
     pub seed: u64,
@@ -199,6 +204,7 @@ impl ProbeArgs {
             tokenizer: self.tokenizer.clone(),
             resume: self.resume,
             spread: self.spread,
+            template: self.template.clone(),
         }
     }
 }

@@ -62,6 +62,8 @@ pub struct ProbeSpec {
     pub tokenizer: Option<PathBuf>,
     /// `--resume`.
     pub resume: bool,
+    /// `--template ruler|gkamradt|FILE.toml`: the prompt's shape.
+    pub template: Option<String>,
     /// `--spread N`: consecutive lengths each cell's trials spread over [default: 4 for a
     /// `--context-len` grid, 1 for `--cells`, whose lengths are exact].
     pub spread: Option<u64>,
@@ -97,6 +99,7 @@ impl Default for ProbeSpec {
             tokenizer: None,
             resume: false,
             spread: None,
+            template: None,
         }
     }
 }
@@ -226,14 +229,20 @@ impl ProbeSpec {
                 }
             }
         }
-        let haystack = match &self.haystack {
-            Some(p) => {
+        let template = match &self.template {
+            Some(t) => probe::Template::parse(t)?,
+            None => probe::Template::ruler(),
+        };
+        let mut haystack = match (&self.haystack, &template.haystack) {
+            (Some(p), _) => {
                 let text = crate::input::read_to_string(p)
                     .map_err(|e| CommandError::input(format!("--haystack {}: {e}", p.display())))?;
                 Haystack::from_text(&text, &p.display().to_string())?
             }
-            None => Haystack::noise(),
+            (None, Some(text)) => Haystack::from_text(text, &format!("the template {}'s", template.name))?,
+            (None, None) => Haystack::noise(),
         };
+        haystack.template = template;
         if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 86_400.0) {
             return Err(CommandError::input(format!("--timeout {}: allowed (0, 86400] seconds", self.timeout)));
         }

@@ -21,7 +21,7 @@ pub mod transcript;
 
 pub use cells::Cell;
 pub use client::{Api, Client, RetryPolicy};
-pub use prompt::{Haystack, Needle};
+pub use prompt::{Haystack, Needle, Template};
 pub use tokenizer::LocalTokenizer;
 pub use transcript::Record;
 
@@ -316,6 +316,9 @@ impl Options {
         }
         if self.spread > 1 {
             f["spread"] = serde_json::json!(self.spread);
+        }
+        if self.haystack.template != prompt::Template::ruler() {
+            f["template"] = serde_json::json!(self.haystack.template.digest());
         }
         f.to_string()
     }
@@ -1165,7 +1168,7 @@ fn run_in(
     let p = summary(opts, out, ctx.client.shown(), &ctx.model, ctx.counter.name(), &records, sent, resumed, notes);
     let needle_tokens = p.needle_tokens;
     let provenance = format!(
-        "dsa-sim probe {} measured {}{} ({}), model {}, temperature 0, max_tokens {}, seed {}, prompt tokens counted by {}, needle about {needle_tokens} tokens, haystack {}, {} UTC; index_topk {} as given to the probe; every request in transcript.jsonl",
+        "dsa-sim probe {} measured {}{} ({}), model {}, temperature 0, max_tokens {}, seed {}, prompt tokens counted by {}, needle about {needle_tokens} tokens, haystack {}, template {} (scored by the needle's value in the answer), {} UTC; index_topk {} as given to the probe; every request in transcript.jsonl",
         env!("CARGO_PKG_VERSION"),
         ctx.client.shown(),
         opts.api.path(),
@@ -1183,6 +1186,7 @@ fn run_in(
             Counter::Local(t) => format!("--tokenizer {} locally (the replies' usage recorded where given; it agreed within 1%)", t.name),
         },
         opts.haystack.name,
+        opts.haystack.template.name,
         utc_date(now_secs()),
         opts.index_topk,
     );

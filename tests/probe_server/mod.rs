@@ -203,8 +203,23 @@ fn fnv(bytes: &[u8], seed: u64) -> u64 {
     h ^ (h >> 29)
 }
 
+/// The needle in a prompt of gkamradt's shape ("The special magic KEY number is: VALUE."; the
+/// question "What is the special magic KEY number?"): (key, value, byte offset of each copy).
+fn find_gkamradt_needle(text: &str) -> Option<(String, String, Vec<usize>)> {
+    const Q: &str = "What is the special magic ";
+    let q = text.rfind(Q)?;
+    let key = text[q + Q.len()..].split(' ').next()?.to_string();
+    let mark = format!(" The special magic {key} number is: ");
+    let at: Vec<usize> = text.match_indices(&mark).map(|(i, _)| i).collect();
+    let value = text[*at.first()? + mark.len()..].split('.').next()?.to_string();
+    Some((key, value, at))
+}
+
 /// The needle in a prompt: (key, value, byte offset of each copy's sentence).
 fn find_needle(text: &str) -> Option<(String, String, Vec<usize>)> {
+    if !text.contains("What is the special magic number for ") {
+        return find_gkamradt_needle(text);
+    }
     const MARK: &str = " One of the special magic numbers for ";
     let q = text.rfind("What is the special magic number for ")?;
     let key = text[q + "What is the special magic number for ".len()..].split(' ').next()?.to_string();
