@@ -497,11 +497,11 @@ impl Probed {
             self.out.display(),
             if self.captures > 0 { format!(", {} captures and manifest.csv", self.captures) } else { String::new() }
         ));
+        // No --needle-tokens hint: the verdict's fits over a multi-token needle take minutes
+        // where one token takes seconds, for the same call on a recall table.
         s.push_str(&format!(
-            "next: dsa-sim verdict --preset NAME --data {} (the needle is about {} tokens: --needle-tokens {} describes it)\n",
+            "next: dsa-sim verdict --preset NAME --data {} (or probe --until-decided: the verdict, the plan and its cells in one command)\n",
             self.out.join("measured.csv").display(),
-            self.needle_tokens,
-            self.needle_tokens
         ));
         if self.captures > 0 {
             s.push_str(&format!(
