@@ -171,6 +171,7 @@ def probe(
     max_rounds: int = 6,
     restart_cmd: Optional[str] = None,
     ready_timeout: float = 600.0,
+    data: Optional[Sequence[Path]] = None,
 ) -> dict[str, Any]:
     """Measures a live server (OpenAI-compatible, or SGLang's /generate with generate=True):
     needle prompts of exact token lengths, answers scored with RULER's string_match_all, written

@@ -178,6 +178,34 @@ fn a_broken_build_is_named() {
 }
 
 #[test]
+fn a_build_condition_against_a_reference_table_is_named() {
+    // The reference build measured once (`--label build=main`); the fork's loop joins that table
+    // to every verdict (`--data`), so the build column is tested at identical cells.
+    let d = tmp();
+    let main = start(Config::healthy());
+    let fork = start(Config::healthy().with(Defect::Broken(0.5)));
+    let grid = ["--context-len", "4K,16K,64K", "--depth", "0.5", "--trials", "60"];
+    let reference = d.path().join("main");
+    let mut a = vec!["probe", "--url", &main.url, "--out", reference.to_str().unwrap(), "--label", "build=main"];
+    a.extend_from_slice(&grid);
+    let (code, _, stderr) = dsa(&a);
+    assert_eq!(code, 0, "{stderr}");
+    let table = reference.join("measured.csv");
+    let out = d.path().join("loop");
+    let v = until_decided(
+        &fork.url,
+        &out,
+        &[&grid[..], &["--label", "build=fork", "--data", table.to_str().unwrap()]].concat(),
+    );
+    eprintln!("build condition: {}", summary(&v));
+    assert_eq!(v["call"], "implementation-suspect", "{}", summary(&v));
+    assert!(signatures(&v).contains(&"condition_dependent".to_string()), "{}", summary(&v));
+    let verdict = std::fs::read_to_string(out.join("round-1/verdict.txt")).unwrap();
+    assert!(verdict.contains("`build`"), "{verdict}");
+    check_budget_and_files(&v, &out);
+}
+
+#[test]
 fn cells_at_another_k_are_listed_without_a_restart_hook() {
     let d = tmp();
     let srv = start(Config::healthy().with(Defect::CandidateLimit(2048)));

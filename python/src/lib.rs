@@ -517,7 +517,7 @@ fn spec_text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
 /// Returns the dict `dsa-sim probe --json` prints (out, measured, transcript, manifest, server,
 /// model, token_count, requests_sent, requests_resumed, rows, trials, hits, captures, …).
 #[pyfunction]
-#[pyo3(signature = (url, out=None, *, context_len=None, depth=None, repeat=None, trials=None, cells=None, chat=false, generate=false, model=None, index_topk=512, labels=None, concurrency=None, prefix_cache_twice=false, seed=None, max_inflight=4, timeout=600.0, retries=5, backoff=0.5, max_tokens=32, haystack=None, api_key_env="OPENAI_API_KEY", capture=false, token_count="auto", tokenizer=None, resume=false, dry_run=false, spread=None, template=None, until_decided=false, preset="deepseek-v4-flash", scenario=None, set=None, budget=3000, max_rounds=6, restart_cmd=None, ready_timeout=600.0))]
+#[pyo3(signature = (url, out=None, *, context_len=None, depth=None, repeat=None, trials=None, cells=None, chat=false, generate=false, model=None, index_topk=512, labels=None, concurrency=None, prefix_cache_twice=false, seed=None, max_inflight=4, timeout=600.0, retries=5, backoff=0.5, max_tokens=32, haystack=None, api_key_env="OPENAI_API_KEY", capture=false, token_count="auto", tokenizer=None, resume=false, dry_run=false, spread=None, template=None, until_decided=false, preset="deepseek-v4-flash", scenario=None, set=None, budget=3000, max_rounds=6, restart_cmd=None, ready_timeout=600.0, data=None))]
 #[allow(clippy::too_many_arguments)]
 fn probe(
     py: Python<'_>,
@@ -558,6 +558,7 @@ fn probe(
     max_rounds: u32,
     restart_cmd: Option<String>,
     ready_timeout: f64,
+    data: Option<Vec<PathBuf>>,
 ) -> PyResult<Py<PyAny>> {
     let mut spec = commands::probe::ProbeSpec {
         spread,
@@ -624,6 +625,7 @@ fn probe(
             max_rounds,
             restart_cmd,
             ready_timeout,
+            data: data.unwrap_or_default(),
         };
         let j = py.detach(|| l.run(&Silent).map(|r| r.to_json())).map_err(py_err)?;
         return to_py(py, &j);

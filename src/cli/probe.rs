@@ -169,6 +169,10 @@ pub struct ProbeArgs {
     /// Seconds to wait for the server to answer after --restart-cmd.
     #[arg(long, default_value_t = 600.0, value_name = "S", help_heading = "Until decided")]
     pub ready_timeout: f64,
+    /// A table measured before (another build's, with its --label), joined to every verdict
+    /// and plan of the loop (repeatable).
+    #[arg(long, value_name = "FILE.csv", help_heading = "Until decided")]
+    pub data: Vec<PathBuf>,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -236,6 +240,7 @@ impl ProbeArgs {
             max_rounds: self.max_rounds,
             restart_cmd: self.restart_cmd.clone(),
             ready_timeout: self.ready_timeout,
+            data: self.data.clone(),
         })
     }
 }

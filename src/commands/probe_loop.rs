@@ -54,6 +54,8 @@ pub struct LoopSpec {
     pub restart_cmd: Option<String>,
     /// Seconds to wait for the server after a restart.
     pub ready_timeout: f64,
+    /// Tables measured before (`--data`: another build's, say), joined to every verdict and plan.
+    pub data: Vec<PathBuf>,
 }
 
 impl Default for LoopSpec {
@@ -66,6 +68,7 @@ impl Default for LoopSpec {
             max_rounds: DEFAULT_ROUNDS,
             restart_cmd: None,
             ready_timeout: 600.0,
+            data: Vec::new(),
         }
     }
 }
@@ -214,6 +217,9 @@ impl LoopSpec {
             ));
         }
         self.scenario.resolve()?;
+        for p in &self.data {
+            crate::measured::load_csv(p).map_err(|e| CommandError::input(format!("--data: {e}")))?;
+        }
         Ok(())
     }
 
@@ -233,6 +239,7 @@ impl LoopSpec {
             "preset": self.scenario.preset, "scenario": self.scenario.file.as_ref().map(|f| f.display().to_string()),
             "fields": self.scenario.fields.iter().map(|(f, v)| format!("{}={v}", f.name())).collect::<Vec<_>>(),
             "engine_seed": self.engine.seed,
+            "data": self.data.iter().map(|d| d.display().to_string()).collect::<Vec<_>>(),
         })
         .to_string()
     }
@@ -272,7 +279,7 @@ impl LoopSpec {
         let _lock = prepare(&out, &self.fingerprint())?;
         let here = self.probe.index_topk;
         let mut notes = Vec::new();
-        let mut tables: Vec<PathBuf> = Vec::new();
+        let mut tables: Vec<PathBuf> = self.data.clone();
         let mut rounds: Vec<Round> = Vec::new();
         let mut pending: Vec<Pending> = Vec::new();
         let mut requests = 0u64;
