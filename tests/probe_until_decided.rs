@@ -304,3 +304,70 @@ fn templates_reach_the_server_in_their_shape() {
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+#[test]
+fn nothing_to_plan_is_a_result_and_unusable_hypotheses_say_why() {
+    let d = tmp();
+    // Every row selects every candidate (N ≤ k): no hypothesis differs from another on it.
+    let dense = d.path().join("dense.csv");
+    std::fs::write(&dense, "context_len,index_topk,trials,hits\n1000,512,20,20\n1500,512,20,20\n").unwrap();
+    let cells = d.path().join("cells.csv");
+    let (code, stdout, stderr) = dsa(&[
+        "plan",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--data",
+        dense.to_str().unwrap(),
+        "--out",
+        cells.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.starts_with("nothing to plan: the verdict stands ("), "{stdout}");
+    assert!(!cells.exists());
+    // A table whose lengths share one residue mod 4: length-periodic does not apply, and why.
+    let flat = d.path().join("flat.csv");
+    std::fs::write(&flat, "context_len,index_topk,trials,hits\n4000,512,20,20\n8000,512,20,3\n16000,512,20,0\n")
+        .unwrap();
+    let (code, _, stderr) = dsa(&[
+        "plan",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--data",
+        flat.to_str().unwrap(),
+        "--hypotheses",
+        "discrimination,length-periodic",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("`length-periodic` does not apply") && stderr.contains("≡ 0 mod 4"), "{stderr}");
+    // Its planned cells spread over consecutive lengths (every residue mod 8: all rows ≡ 0 mod 8).
+    let (code, _, stderr) = dsa(&[
+        "plan",
+        "--preset",
+        "deepseek-v4-flash",
+        "--stack",
+        "none",
+        "--data",
+        flat.to_str().unwrap(),
+        "--budget",
+        "400",
+        "--out",
+        cells.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(&cells).unwrap();
+    let mut residues: Vec<u64> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse::<u64>().unwrap() % 8)
+        .collect();
+    residues.sort_unstable();
+    residues.dedup();
+    assert_eq!(residues, (0..8).collect::<Vec<_>>(), "{text}");
+}

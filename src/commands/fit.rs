@@ -384,9 +384,9 @@ impl Planned {
     /// table's condition columns (each with the values the table has, `|`-separated, so that
     /// `probe --cells` measures under the same conditions: `prefix_cache` miss|hit sends each
     /// prompt twice, `concurrency` 1|8 runs each phase, any other a label). When every row of
-    /// the table has one residue of context_len mod 4, each cell's trials are spread over
-    /// L, L + 1, L + 2, L + 3 (every residue mod 4 and mod the compression ratios 2 and 4), so
-    /// that a length-periodic defect can show.
+    /// the table has one residue of context_len (mod 8, 4 or c: [`Planned::spread`]), each
+    /// cell's trials are spread over L, L + 1, … (every residue mod 4, or mod 8), so that a
+    /// length-periodic defect can show.
     pub fn csv(&self) -> String {
         let plain = self.plan.csv(&self.data.source);
         let provenance = plain.lines().next().unwrap_or("").to_string();
@@ -395,7 +395,7 @@ impl Planned {
         let mut s = provenance;
         if spread > 1 {
             s.push_str(&format!(
-                "; every row of the table has one residue of context_len mod 4: each cell's trials spread over L..L+{}",
+                "; every row of the table has one residue of context_len mod {spread}: each cell's trials spread over L..L+{}",
                 spread - 1
             ));
         }
@@ -440,13 +440,23 @@ impl Planned {
             .collect()
     }
 
-    /// Consecutive lengths each planned cell's trials spread over: 4 when every row of a recall
-    /// table has one residue of context_len mod 4, else 1.
+    /// Consecutive lengths each planned cell's trials spread over, for a recall table whose rows
+    /// share one residue of context_len: 8 when they share one mod 8 (so also mod 64: a
+    /// `1Ki..64Ki:x2` grid), 4 when they share one mod 4 or mod the compression ratio, else 1.
     pub fn spread(&self) -> u64 {
-        let mut res: Vec<u64> = self.data.rows.iter().map(|r| r.context_len % 4).collect();
-        res.sort_unstable();
-        res.dedup();
-        if !self.data.is_selection() && res.len() == 1 {
+        if self.data.is_selection() {
+            return 1;
+        }
+        let one = |m: u64| {
+            let mut res: Vec<u64> = self.data.rows.iter().map(|r| r.context_len % m.max(1)).collect();
+            res.sort_unstable();
+            res.dedup();
+            res.len() == 1
+        };
+        let c = self.data.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(4);
+        if one(8) {
+            8
+        } else if one(4) || (c > 1 && one(c)) {
             4
         } else {
             1
