@@ -92,7 +92,7 @@ fn healthy_server_ends_physical() {
     let cfg = Config { k_file: Some(kf.clone()), ..Config::healthy() };
     let srv = start(cfg);
     let out = d.path().join("loop");
-    let v = until_decided(&srv.url, &out, &[&GRID[..], &["--restart-cmd", &hook(&kf)]].concat());
+    let v = until_decided(&srv.url, &out, &[GRID, &["--restart-cmd", &hook(&kf)]].concat());
     eprintln!("healthy: {}", summary(&v));
     assert!(
         ["saturated", "coverage-limited", "discrimination-limited"].contains(&v["call"].as_str().unwrap()),
@@ -103,7 +103,7 @@ fn healthy_server_ends_physical() {
     check_budget_and_files(&v, &out);
     // The same command again continues the finished loop: nothing is sent, the call is the same.
     let before = srv.stats.generate.load(std::sync::atomic::Ordering::Relaxed);
-    let again = until_decided(&srv.url, &out, &[&GRID[..], &["--restart-cmd", &hook(&kf)]].concat());
+    let again = until_decided(&srv.url, &out, &[GRID, &["--restart-cmd", &hook(&kf)]].concat());
     assert_eq!(again["call"], v["call"]);
     assert_eq!(srv.stats.generate.load(std::sync::atomic::Ordering::Relaxed), before);
 }
@@ -115,7 +115,7 @@ fn candidate_count_limit_is_named() {
     let kf = d.path().join("k");
     let srv = start(Config { k_file: Some(kf.clone()), ..Config::healthy().with(Defect::CandidateLimit(2048)) });
     let out = d.path().join("loop");
-    let v = until_decided(&srv.url, &out, &[&GRID[..], &["--restart-cmd", &hook(&kf)]].concat());
+    let v = until_decided(&srv.url, &out, &[GRID, &["--restart-cmd", &hook(&kf)]].concat());
     eprintln!("candidate limit: {}", summary(&v));
     assert_eq!(v["call"], "implementation-suspect", "{}", summary(&v));
     assert!(signatures(&v).contains(&"candidate_count_limit".to_string()), "{}", summary(&v));
@@ -171,7 +171,7 @@ fn a_broken_build_is_named() {
     let d = tmp();
     let srv = start(Config::healthy().with(Defect::Broken(0.5)));
     let out = d.path().join("loop");
-    let v = until_decided(&srv.url, &out, &[&GRID[..], &["--label", "build=fork"]].concat());
+    let v = until_decided(&srv.url, &out, &[GRID, &["--label", "build=fork"]].concat());
     eprintln!("broken build: {}", summary(&v));
     assert_eq!(v["call"], "implementation-suspect", "{}", summary(&v));
     check_budget_and_files(&v, &out);

@@ -139,7 +139,7 @@ impl Template {
             answer_prefix: get("answer_prefix")?.unwrap_or_default(),
             haystack: get("haystack")?,
         };
-        t.check().map_err(|m| bad(m))?;
+        t.check().map_err(bad)?;
         Ok(t)
     }
 
