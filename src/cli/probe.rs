@@ -164,7 +164,7 @@ pub struct ProbeArgs {
     pub max_rounds: u32,
     /// A shell command restarting the server at k = {k} (planned cells at another k run after
     /// it, then it restores --index-topk); without it those cells are listed, not run.
-    #[arg(long, value_name = "'CMD {k}'", help_heading = "Until decided")]
+    #[arg(long, value_name = "COMMAND", help_heading = "Until decided")]
     pub restart_cmd: Option<String>,
     /// Seconds to wait for the server to answer after --restart-cmd.
     #[arg(long, default_value_t = 600.0, value_name = "S", help_heading = "Until decided")]
