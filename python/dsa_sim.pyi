@@ -161,6 +161,17 @@ def probe(
     tokenizer: Optional[Path] = None,
     resume: bool = False,
     dry_run: bool = False,
+    spread: Optional[int] = None,
+    template: Optional[str] = None,
+    until_decided: bool = False,
+    preset: str = "deepseek-v4-flash",
+    scenario: Optional[Path] = None,
+    set: Optional[dict[str, Any]] = None,
+    budget: int = 3000,
+    max_rounds: int = 6,
+    restart_cmd: Optional[str] = None,
+    ready_timeout: float = 600.0,
+    data: Optional[Sequence[Path]] = None,
 ) -> dict[str, Any]:
     """Measures a live server (OpenAI-compatible, or SGLang's /generate with generate=True):
     needle prompts of exact token lengths, answers scored with RULER's string_match_all, written
@@ -169,8 +180,13 @@ def probe(
     returns the cells, the number of requests and the prompt tokens. tokenizer: the served
     model's Hugging Face tokenizer.json, counting prompts locally (token_count "tokenizer" in the
     result; the server's usage is still what the table records, and a server count more than 1%
-    apart raises ValueError before the budget is spent). Bad input raises ValueError, a server
-    that fails after the retries RuntimeError."""
+    apart raises ValueError before the budget is spent). spread: consecutive lengths each cell's
+    trials spread over (default 4 for a context_len grid, 1 for cells). until_decided=True runs
+    `dsa-sim probe --until-decided`: measure, verdict (preset, scenario, set={"stack": "none"}),
+    plan, measure the planned cells, until the call is decided or `budget` requests are spent;
+    cells at another k run after `restart_cmd` ("... {k} ...") or are listed as pending; returns
+    what `--until-decided --json` prints (call, decided, stop, rounds, pending, report). Bad input
+    raises ValueError, a server that fails after the retries RuntimeError."""
     ...
 
 def plan(

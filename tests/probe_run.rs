@@ -145,7 +145,8 @@ fn chat_and_usage_only_servers() {
         out.to_str().unwrap(),
     ]);
     for r in transcript(&out) {
-        assert_eq!(r["prompt_tokens"], 4000, "{r}");
+        // Trial t at 4000 + t mod 4 (the default --spread).
+        assert_eq!(r["prompt_tokens"], 4000 + r["trial"].as_u64().unwrap() % 4, "{r}");
         assert!((r["depth"].as_f64().unwrap() - 0.3).abs() < 0.02, "{r}");
     }
     // No /tokenize (as SGLang's /generate): the reply's count; positions estimated.
@@ -315,7 +316,9 @@ fn dry_run_sends_nothing_and_bad_input_is_one_line() {
     ]))
     .unwrap();
     assert_eq!(j["requests"], 6 * 3 * 2 * 5);
-    assert_eq!(j["prompt_tokens"], (2000 + 4000 + 8000 + 16000 + 32000 + 64000) * 3 * 2 * 5);
+    // Trial t at the cell's length + t mod 4 (the default --spread): 0 + 1 + 2 + 3 + 0 more per cell.
+    assert_eq!(j["prompt_tokens"], (2000 + 4000 + 8000 + 16000 + 32000 + 64000) * 3 * 2 * 5 + 6 * 3 * 2 * 6);
+    assert_eq!(j["spread"], 4);
     assert_eq!(
         srv.stats.generate.load(std::sync::atomic::Ordering::Relaxed)
             + srv.stats.models.load(std::sync::atomic::Ordering::Relaxed),

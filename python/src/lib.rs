@@ -517,7 +517,7 @@ fn spec_text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
 /// Returns the dict `dsa-sim probe --json` prints (out, measured, transcript, manifest, server,
 /// model, token_count, requests_sent, requests_resumed, rows, trials, hits, captures, …).
 #[pyfunction]
-#[pyo3(signature = (url, out=None, *, context_len=None, depth=None, repeat=None, trials=None, cells=None, chat=false, generate=false, model=None, index_topk=512, labels=None, concurrency=None, prefix_cache_twice=false, seed=None, max_inflight=4, timeout=600.0, retries=5, backoff=0.5, max_tokens=32, haystack=None, api_key_env="OPENAI_API_KEY", capture=false, token_count="auto", tokenizer=None, resume=false, dry_run=false))]
+#[pyo3(signature = (url, out=None, *, context_len=None, depth=None, repeat=None, trials=None, cells=None, chat=false, generate=false, model=None, index_topk=512, labels=None, concurrency=None, prefix_cache_twice=false, seed=None, max_inflight=4, timeout=600.0, retries=5, backoff=0.5, max_tokens=32, haystack=None, api_key_env="OPENAI_API_KEY", capture=false, token_count="auto", tokenizer=None, resume=false, dry_run=false, spread=None, template=None, until_decided=false, preset="deepseek-v4-flash", scenario=None, set=None, budget=3000, max_rounds=6, restart_cmd=None, ready_timeout=600.0, data=None))]
 #[allow(clippy::too_many_arguments)]
 fn probe(
     py: Python<'_>,
@@ -548,8 +548,21 @@ fn probe(
     tokenizer: Option<PathBuf>,
     resume: bool,
     dry_run: bool,
+    spread: Option<u64>,
+    template: Option<String>,
+    until_decided: bool,
+    preset: &str,
+    scenario: Option<PathBuf>,
+    set: Option<&Bound<'_, PyAny>>,
+    budget: u64,
+    max_rounds: u32,
+    restart_cmd: Option<String>,
+    ready_timeout: f64,
+    data: Option<Vec<PathBuf>>,
 ) -> PyResult<Py<PyAny>> {
     let mut spec = commands::probe::ProbeSpec {
+        spread,
+        template,
         url,
         out,
         trials,
@@ -591,6 +604,32 @@ fn probe(
                 .map_err(|_| PyTypeError::new_err("labels: a dict {name: value} or a list of \"name=value\""))?
         };
     }
+    if until_decided && !dry_run {
+        let mut fields = Vec::new();
+        if let Some(d) = set.filter(|v| !v.is_none()) {
+            let d = d
+                .cast::<PyDict>()
+                .map_err(|_| PyTypeError::new_err("set: a dict {field: value}, e.g. {\"stack\": \"none\"}"))?;
+            for (k, v) in d.iter() {
+                let name = k.str()?.to_string();
+                let f = dsa_sim::scenario::Field::from_name(&name)
+                    .map_err(|e| PyValueError::new_err(format!("set: {e}")))?;
+                fields.push((f, v.str()?.to_string()));
+            }
+        }
+        let l = commands::probe_loop::LoopSpec {
+            probe: spec,
+            scenario: commands::ScenarioSpec { preset: Some(preset.to_string()), file: scenario, fields },
+            engine: commands::FitEngineSpec::default(),
+            budget,
+            max_rounds,
+            restart_cmd,
+            ready_timeout,
+            data: data.unwrap_or_default(),
+        };
+        let j = py.detach(|| l.run(&Silent).map(|r| r.to_json())).map_err(py_err)?;
+        return to_py(py, &j);
+    }
     let j = py
         .detach(|| if dry_run { spec.dry_run().map(|d| d.to_json()) } else { spec.run(&Silent).map(|p| p.to_json()) })
         .map_err(py_err)?;
@@ -630,8 +669,13 @@ fn plan(
     let hypotheses = hypotheses.unwrap_or_default();
     let p = py
         .detach(|| {
-            let req =
-                commands::fit::PlanRequest { data: Some(&data), budget, hypotheses: &hypotheses, target: Some(target) };
+            let req = commands::fit::PlanRequest {
+                data: Some(&data),
+                also: &[],
+                budget,
+                hypotheses: &hypotheses,
+                target: Some(target),
+            };
             commands::fit::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
         })
         .map_err(py_err)?;

@@ -128,3 +128,15 @@ def test_probe_with_a_local_tokenizer_equals_the_command_line(server, cli, tmp_p
     with pytest.raises(ValueError) as e:
         dsa_sim.probe(server, tmp_path / "x", context_len=2000, tokenizer=bad)
     assert str(e.value) == cli.error("probe", "--url", server, "--out", str(tmp_path / "x"), "--context-len", "2000", "--tokenizer", str(bad))
+
+
+def test_until_decided_equals_the_command_line(server, cli, tmp_path):
+    kw = dict(context_len=[1000, 2000], depth=[0.2, 0.8], trials=10, until_decided=True, set={"stack": "none"}, budget=400)
+    py = dsa_sim.probe(server, tmp_path / "py", **kw)
+    c = cli.json("probe", "--url", server, "--out", str(tmp_path / "cli"), "--context-len", "1000,2000", "--depth", "0.2,0.8", "--trials", "10", "--until-decided", "--set", "stack=none", "--budget", "400")
+    assert py["call"] == c["call"] and py["stop"] == c["stop"] and py["requests"] == c["requests"]
+    assert py["requests"] <= 400
+    with open(py["report"]) as f:
+        assert f"**call: {py['call']}**" in f.read()
+    with pytest.raises(ValueError, match="budget"):
+        dsa_sim.probe(server, tmp_path / "small", context_len=[1000, 2000], trials=100, until_decided=True, budget=10)

@@ -90,7 +90,7 @@ pub enum Command {
     /// Import measurements: captured indexer top-k (import topk), captured scores (import scores) or needle-in-a-haystack results (import niah).
     Import(import::ImportArgs),
     /// Measure a live server (OpenAI-compatible or SGLang): needle prompts of exact token lengths to a measured table, a transcript and indexer captures.
-    Probe(probe::ProbeArgs),
+    Probe(Box<probe::ProbeArgs>),
     /// Join the parts of a sharded sweep (sweep --shard I/N) into the file an unsharded sweep writes.
     Merge(merge::MergeArgs),
     /// List every preset with every field's value.

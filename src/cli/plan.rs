@@ -3,7 +3,7 @@
 
 use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::commands::fit::{plan, PlanRequest};
+use crate::commands::fit::{nothing_to_plan, nothing_to_plan_json, plan, PlanRequest};
 use crate::commands::write_file;
 use std::path::PathBuf;
 
@@ -45,11 +45,22 @@ pub struct PlanArgs {
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let req = PlanRequest {
         data: args.data.as_deref(),
+        also: &[],
         budget: args.budget,
         hypotheses: &args.hypotheses,
         target: Some(args.target),
     };
-    let p = plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner())?;
+    let p = match plan(&args.scenario.spec(), &args.engine.spec(), &req, &spinner()) {
+        Ok(p) => p,
+        Err(e) => {
+            // A result, not bad input: one line, exit 0, nothing written.
+            return match nothing_to_plan(&e) {
+                Some(line) if args.engine.json => print_json(&nothing_to_plan_json(&line)),
+                Some(line) => emit(&format!("{line}\n")),
+                None => Err(e),
+            };
+        }
+    };
     if let Some(out) = &args.out {
         write_file(out, &p.csv())?;
     }

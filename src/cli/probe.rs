@@ -3,6 +3,7 @@
 
 use super::{emit, print_json, CliError};
 use crate::commands::probe::ProbeSpec;
+use crate::commands::probe_loop::LoopSpec;
 use std::path::PathBuf;
 
 const HELP: &str = "Sends needle prompts to an OpenAI-compatible server (/v1/completions, or \
@@ -65,6 +66,10 @@ pub struct ProbeArgs {
     /// Prompts per cell [default: 20; with --cells, the file's trials column].
     #[arg(long, value_name = "N", help_heading = "Cells")]
     pub trials: Option<u64>,
+    /// Spread each cell's trials over N consecutive lengths (trial t at tokens + t mod N), each
+    /// recorded exactly [default: 4 with --context-len, 1 with --cells].
+    #[arg(long, value_name = "N", help_heading = "Cells")]
+    pub spread: Option<u64>,
     /// The cells as `dsa-sim plan --out` writes them (context_len,index_topk,depth,repeat,trials).
     #[arg(long, value_name = "cells.csv", help_heading = "Cells")]
     pub cells: Option<PathBuf>,
@@ -123,6 +128,11 @@ pub struct ProbeArgs {
     /// The haystack's text [default: a built-in neutral filler].
     #[arg(long, value_name = "FILE")]
     pub haystack: Option<PathBuf>,
+    /// The prompt's shape: ruler (default), gkamradt, or a TOML file with preamble, needle,
+    /// question, answer_prefix (and haystack) using {key} and {value}; every template is scored
+    /// by the needle's value in the answer.
+    #[arg(long, value_name = "NAME|FILE.toml")]
+    pub template: Option<String>,
     /// Needle i of every cell is drawn from (seed, i).
     #[arg(long, default_value_t = crate::commands::DEFAULT_SEED, value_name = "S")]
     pub seed: u64,
@@ -133,6 +143,36 @@ pub struct ProbeArgs {
     /// Print the cells, the number of requests and the tokens they send; send nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Loop: measure, verdict, plan, measure the planned cells, until the call is decided or
+    /// --budget is spent; every round in OUT/round-N/, the outcome in OUT/report.md.
+    #[arg(long, help_heading = "Until decided")]
+    pub until_decided: bool,
+    /// The deployment's preset the verdict and the plan use (with --until-decided).
+    #[arg(long, default_value = "deepseek-v4-flash", value_name = "NAME", help_heading = "Until decided")]
+    pub preset: String,
+    /// A scenario TOML file applied after the preset (with --until-decided).
+    #[arg(long, value_name = "FILE.toml", help_heading = "Until decided")]
+    pub scenario: Option<PathBuf>,
+    /// A scenario field NAME=VALUE applied after the preset (repeatable): --set stack=none.
+    #[arg(long, value_name = "FIELD=VALUE", help_heading = "Until decided")]
+    pub set: Vec<String>,
+    /// Requests in all, every round's (with --until-decided).
+    #[arg(long, default_value_t = crate::commands::probe_loop::DEFAULT_BUDGET, value_name = "N", help_heading = "Until decided")]
+    pub budget: u64,
+    /// Most rounds (with --until-decided).
+    #[arg(long, default_value_t = crate::commands::probe_loop::DEFAULT_ROUNDS, value_name = "N", help_heading = "Until decided")]
+    pub max_rounds: u32,
+    /// A shell command restarting the server at k = {k} (planned cells at another k run after
+    /// it, then it restores --index-topk); without it those cells are listed, not run.
+    #[arg(long, value_name = "COMMAND", help_heading = "Until decided")]
+    pub restart_cmd: Option<String>,
+    /// Seconds to wait for the server to answer after --restart-cmd.
+    #[arg(long, default_value_t = 600.0, value_name = "S", help_heading = "Until decided")]
+    pub ready_timeout: f64,
+    /// A table measured before (another build's, with its --label), joined to every verdict
+    /// and plan of the loop (repeatable).
+    #[arg(long, value_name = "FILE.csv", help_heading = "Until decided")]
+    pub data: Vec<PathBuf>,
     /// Print one JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -167,6 +207,8 @@ impl ProbeArgs {
             token_count: self.token_count.clone(),
             tokenizer: self.tokenizer.clone(),
             resume: self.resume,
+            spread: self.spread,
+            template: self.template.clone(),
         }
     }
 }
@@ -176,8 +218,39 @@ fn bar(enabled: bool) -> super::progress::Bar {
     super::progress::Bar::requests(enabled)
 }
 
+impl ProbeArgs {
+    fn loop_spec(&self) -> Result<LoopSpec, CliError> {
+        let mut fields = Vec::new();
+        for t in &self.set {
+            let (k, v) = t
+                .split_once('=')
+                .ok_or_else(|| CliError::input(format!("--set {t}: expected FIELD=VALUE, e.g. stack=none")))?;
+            let f = crate::scenario::Field::from_name(k).map_err(|e| CliError::input(format!("--set {t}: {e}")))?;
+            fields.push((f, v.trim().to_string()));
+        }
+        Ok(LoopSpec {
+            probe: self.spec(),
+            scenario: crate::commands::ScenarioSpec {
+                preset: Some(self.preset.clone()),
+                file: self.scenario.clone(),
+                fields,
+            },
+            engine: crate::commands::FitEngineSpec::default(),
+            budget: self.budget,
+            max_rounds: self.max_rounds,
+            restart_cmd: self.restart_cmd.clone(),
+            ready_timeout: self.ready_timeout,
+            data: self.data.clone(),
+        })
+    }
+}
+
 /// Runs `dsa-sim probe`.
 pub fn run(args: &ProbeArgs) -> Result<(), CliError> {
+    if args.until_decided && !args.dry_run {
+        let l = args.loop_spec()?.run(&bar(!args.json))?;
+        return if args.json { print_json(&l.to_json()) } else { emit(&l.to_text()) };
+    }
     let spec = args.spec();
     if args.dry_run {
         let d = spec.dry_run()?;

@@ -16,6 +16,7 @@ pub mod formats;
 pub mod import;
 pub mod presets;
 pub mod probe;
+pub mod probe_loop;
 pub mod quantize;
 pub mod run;
 pub mod sweep;

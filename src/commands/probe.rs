@@ -62,6 +62,11 @@ pub struct ProbeSpec {
     pub tokenizer: Option<PathBuf>,
     /// `--resume`.
     pub resume: bool,
+    /// `--template ruler|gkamradt|FILE.toml`: the prompt's shape.
+    pub template: Option<String>,
+    /// `--spread N`: consecutive lengths each cell's trials spread over [default: 4 for a
+    /// `--context-len` grid, 1 for `--cells`, whose lengths are exact].
+    pub spread: Option<u64>,
 }
 
 impl Default for ProbeSpec {
@@ -93,18 +98,24 @@ impl Default for ProbeSpec {
             token_count: "auto".into(),
             tokenizer: None,
             resume: false,
+            spread: None,
+            template: None,
         }
     }
 }
 
 /// Default trials per cell of a `--context-len` grid.
 pub const DEFAULT_TRIALS: u64 = 20;
+/// Default `--spread` of a `--context-len` grid: trial t at the cell's length + t mod 4 (every
+/// residue mod 4, and mod the compression ratio of the presets' models).
+pub const DEFAULT_SPREAD: u64 = 4;
 
 impl ProbeSpec {
     /// The probe's options, checked (reads `--cells` and `--haystack`; sends nothing). Also the
     /// notes on planned cells left out.
     pub fn options(&self) -> Result<(Options, Vec<String>), CommandError> {
         let mut notes = Vec::new();
+        let mut file_conditions: Vec<(String, Vec<String>)> = Vec::new();
         let api = match (self.chat, self.generate) {
             (true, true) => {
                 return Err(CommandError::input(
@@ -125,6 +136,7 @@ impl ProbeSpec {
             (Some(path), None) => {
                 let text = crate::input::read_to_string(path)
                     .map_err(|e| CommandError::input(format!("--cells {}: {e}", path.display())))?;
+                file_conditions = cells::parse_cells_conditions(&text, &path.display().to_string())?;
                 cells::parse_cells_csv(&text, &path.display().to_string(), self.trials)?
             }
             (None, Some(spec)) => {
@@ -134,6 +146,9 @@ impl ProbeSpec {
                 cells::grid(&lengths, &depths, &repeats, self.trials.unwrap_or(DEFAULT_TRIALS))?
             }
         };
+        // A grid's lengths (2K..64K:x2, 1Ki..64Ki:x2) often share one residue mod 4: spread by
+        // default, so that a length-periodic defect shows; planned cells are exact.
+        let spread = self.spread.unwrap_or(if self.cells.is_some() { 1 } else { DEFAULT_SPREAD });
         let planned = cells.len();
         let other_k: Vec<u64> = {
             let mut v: Vec<u64> = cells.iter().filter_map(|c| c.index_topk).filter(|&k| k != self.index_topk).collect();
@@ -156,19 +171,78 @@ impl ProbeSpec {
                 self.index_topk
             ));
         }
-        let concurrency = match &self.concurrency {
+        let mut concurrency: Vec<u32> = match &self.concurrency {
             Some(c) => cells::parse_counts("--concurrency", c, 256)?.into_iter().map(|c| c as u32).collect(),
             None => Vec::new(),
         };
-        let labels = self.labels.iter().map(|l| probe::parse_label(l)).collect::<Result<Vec<_>, _>>()?;
-        let haystack = match &self.haystack {
-            Some(p) => {
+        let mut labels = self.labels.iter().map(|l| probe::parse_label(l)).collect::<Result<Vec<_>, _>>()?;
+        let mut prefix_cache_twice = self.prefix_cache_twice;
+        let mut max_inflight = self.max_inflight;
+        // The conditions the planned cells' table was measured under, carried by `plan --out`:
+        // measured again under the same ones unless a flag says otherwise.
+        let name = self.cells.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        for (col, vals) in &file_conditions {
+            match col.as_str() {
+                "prefix_cache" => {
+                    if let Some(v) = vals.iter().find(|v| *v != "miss" && *v != "hit") {
+                        return Err(CommandError::input(format!(
+                            "--cells {name}: column `prefix_cache` value `{v}`: allowed miss, hit"
+                        )));
+                    }
+                    if vals.iter().any(|v| v == "hit") && !prefix_cache_twice {
+                        prefix_cache_twice = true;
+                        notes.push(format!("each prompt sent twice (prefix_cache miss|hit), as {name} asks"));
+                    }
+                }
+                "concurrency" => {
+                    let want: Vec<u32> =
+                        cells::parse_counts(&format!("--cells {name}: column `concurrency`"), &vals.join(","), 256)?
+                            .into_iter()
+                            .map(|c| c as u32)
+                            .collect();
+                    if self.concurrency.is_none() {
+                        let top = want.iter().copied().max().unwrap_or(1);
+                        if top > max_inflight {
+                            max_inflight = top;
+                        }
+                        notes.push(format!(
+                            "each cell at concurrency {}, as {name} asks",
+                            want.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+                        ));
+                        concurrency = want;
+                    }
+                }
+                _ => {
+                    if labels.iter().any(|(k, _)| k == col) {
+                        continue;
+                    }
+                    if vals.len() > 1 {
+                        return Err(CommandError::input(format!(
+                            "--cells {name}: column `{col}` has the values {}: a probe measures one server under one of them; give --label {col}=VALUE",
+                            vals.join(", ")
+                        )));
+                    }
+                    let l = probe::parse_label(&format!("{col}={}", vals[0]))
+                        .map_err(|e| CommandError::input(format!("--cells {name}: column `{col}`: {}", e.message)))?;
+                    notes.push(format!("every row labelled {col}={}, as {name} says", l.1));
+                    labels.push(l);
+                }
+            }
+        }
+        let template = match &self.template {
+            Some(t) => probe::Template::parse(t)?,
+            None => probe::Template::ruler(),
+        };
+        let mut haystack = match (&self.haystack, &template.haystack) {
+            (Some(p), _) => {
                 let text = crate::input::read_to_string(p)
                     .map_err(|e| CommandError::input(format!("--haystack {}: {e}", p.display())))?;
                 Haystack::from_text(&text, &p.display().to_string())?
             }
-            None => Haystack::noise(),
+            (None, Some(text)) => Haystack::from_text(text, &format!("the template {}'s", template.name))?,
+            (None, None) => Haystack::noise(),
         };
+        haystack.template = template;
         if !(self.timeout.is_finite() && self.timeout > 0.0 && self.timeout <= 86_400.0) {
             return Err(CommandError::input(format!("--timeout {}: allowed (0, 86400] seconds", self.timeout)));
         }
@@ -192,9 +266,9 @@ impl ProbeSpec {
             index_topk: self.index_topk,
             labels,
             concurrency,
-            prefix_cache_twice: self.prefix_cache_twice,
+            prefix_cache_twice,
             seed: self.seed,
-            max_inflight: self.max_inflight,
+            max_inflight,
             timeout: Duration::from_secs_f64(self.timeout),
             retry: RetryPolicy {
                 retries: self.retries,
@@ -207,6 +281,7 @@ impl ProbeSpec {
             capture: self.capture,
             token_count: TokenCount::parse(&self.token_count)?,
             tokenizer,
+            spread,
         };
         opts.check()?;
         crate::probe::Client::new(&opts.url, opts.timeout, opts.retry, None)?;

@@ -47,6 +47,18 @@ pub const MAX_PLANNED_CONTEXT: u64 = 64_000;
 /// The budget of the plan an undecided diagnosis comes with (`plan`'s default `--budget`).
 pub const UNDECIDED_BUDGET: u64 = 1000;
 
+/// Whether a planning error is "nothing to plan" (no cell the kernel can run separates the
+/// leading hypotheses): a result, under which the verdict stands, not bad input.
+pub fn is_nothing_to_plan(message: &str) -> bool {
+    message.contains("nothing to plan")
+}
+
+/// The reason of a "nothing to plan" message, without the words themselves.
+pub fn nothing_to_plan_reason(message: &str) -> String {
+    let m = message.trim_end_matches(": nothing to plan from").trim_end_matches(": nothing to plan");
+    m.to_string()
+}
+
 /// One planned cell.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PlanCell {
@@ -110,6 +122,42 @@ pub struct Plan {
     pub p_right_overall: f64,
     /// The defect evidence (ΔAIC) the rule needs on the joined design (τ).
     pub threshold: f64,
+    /// What a restart at another k would buy, when the best cells are at another k.
+    pub restart: Option<Restart>,
+}
+
+/// The deployment's k against a restart: the information of the best plan at the deployment's
+/// k alone and of the best plan at any k the kernel runs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Restart {
+    /// The k the deployment runs now.
+    pub deployment_k: u64,
+    /// The other k the unrestricted plan measures at.
+    pub other_k: Vec<u64>,
+    /// Expected information (bits) of the best plan at the deployment's k alone.
+    pub local_bits: f64,
+    /// Expected information (bits) of the best plan at any k.
+    pub restart_bits: f64,
+    /// Whether the plan takes the restart (it tells more than [`RESTART_WORTH`] times as much).
+    pub chosen: bool,
+}
+
+impl Restart {
+    /// One line: what a restart would buy, and whether the plan takes it.
+    pub fn text(&self) -> String {
+        let ks = self.other_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+        if self.chosen {
+            format!(
+                "a restart at k = {ks} buys {:.3} bits against {:.3} at the deployment's k = {} alone: planned (cells at another k need the server restarted at that k)",
+                self.restart_bits, self.local_bits, self.deployment_k
+            )
+        } else {
+            format!(
+                "planned at the deployment's k = {} alone ({:.3} bits): a restart at k = {ks} would buy {:.3} bits, not worth a restart (needs {RESTART_WORTH}× as much)",
+                self.deployment_k, self.local_bits, self.restart_bits
+            )
+        }
+    }
 }
 
 impl Plan {
@@ -164,6 +212,10 @@ impl Plan {
                 })).collect::<Vec<_>>(),
             },
             "seed": self.seed,
+            "restart": self.restart.as_ref().map(|r| serde_json::json!({
+                "deployment_k": r.deployment_k, "other_k": r.other_k, "local_bits": r.local_bits,
+                "restart_bits": r.restart_bits, "chosen": r.chosen, "text": r.text(),
+            })),
         })
     }
     /// A text table.
@@ -202,6 +254,9 @@ impl Plan {
                 c.information_bits,
                 p.join(" / ")
             ));
+        }
+        if let Some(r) = &self.restart {
+            s.push_str(&format!("  {}\n", r.text()));
         }
         if self.total() < self.budget {
             s.push_str(&format!(
@@ -700,8 +755,14 @@ pub fn plan_from(
     if !only.is_empty() {
         leading = hyps.iter().filter(|h| only.contains(&h.name)).collect();
         if leading.len() < 2 {
+            let why: Vec<String> = only
+                .iter()
+                .filter(|n| !hyps.iter().any(|h| &h.name == *n))
+                .map(|n| format!("`{n}` does not apply: {}", not_applicable(n, data, base)))
+                .collect();
+            let why = if why.is_empty() { "name two different hypotheses".to_string() } else { why.join("; ") };
             return Err(CalibError::Input(format!(
-                "--hypotheses {}: name at least two hypotheses that apply to this table",
+                "--hypotheses {}: name at least two hypotheses that apply to this table ({why})",
                 only.join(",")
             )));
         }
@@ -727,7 +788,33 @@ pub fn plan_from(
     let cells_ds = Dataset::of_rows("candidates", cand.clone());
     let preds: Vec<Vec<f64>> =
         leading.iter().map(|h| hypothesis_recall(h, &cells_ds, base, user_free, model)).collect::<Result<_, _>>()?;
-    let design = information_design(&prior, &preds, budget, seed);
+    let full = information_design(&prior, &preds, budget, seed);
+    // The deployment's k first: a cell at another k costs a restart of the server. The cells
+    // at another k are planned only when they tell much more than the deployment's k alone.
+    let here = deployment_k(base, data);
+    let local_idx: Vec<usize> = (0..cand.len()).filter(|&c| cand[c].index_topk == here).collect();
+    let mut restart = None;
+    let design = if full.chosen.iter().any(|c| cand[c.0].index_topk != here) && !local_idx.is_empty() {
+        let sub: Vec<Vec<f64>> = preds.iter().map(|p| local_idx.iter().map(|&c| p[c]).collect()).collect();
+        let mut local = information_design(&prior, &sub, budget, seed);
+        for c in &mut local.chosen {
+            c.0 = local_idx[c.0];
+        }
+        let bits = |d: &Design| (d.prior_entropy - d.posterior_entropy).max(0.0) / std::f64::consts::LN_2;
+        let (lb, fb) = (bits(&local), bits(&full));
+        let worth = local.chosen.is_empty() || fb > RESTART_WORTH * lb + RESTART_MIN_BITS;
+        let mut other: Vec<u64> = full.chosen.iter().map(|c| cand[c.0].index_topk).filter(|&k| k != here).collect();
+        other.sort_unstable();
+        other.dedup();
+        restart = Some(Restart { deployment_k: here, other_k: other, local_bits: lb, restart_bits: fb, chosen: worth });
+        if worth {
+            full
+        } else {
+            local
+        }
+    } else {
+        full
+    };
     if design.chosen.is_empty() {
         return Err(CalibError::Input("no candidate cell separates the leading hypotheses (they predict the same recall at every cell the kernel can run): nothing to plan".into()));
     }
@@ -770,7 +857,55 @@ pub fn plan_from(
         right_calls,
         p_right_overall,
         threshold: rule.threshold,
+        restart,
     })
+}
+
+/// A plan at another k must tell this many times as much as one at the deployment's k alone
+/// (plus [`RESTART_MIN_BITS`]) to be worth restarting the server.
+pub const RESTART_WORTH: f64 = 1.5;
+/// See [`RESTART_WORTH`].
+pub const RESTART_MIN_BITS: f64 = 0.05;
+
+/// The k the deployment runs now: the scenario's index_topk when the table has rows at it, else
+/// the k of most of the table's trials.
+pub fn deployment_k(base: &Scenario, data: &Dataset) -> u64 {
+    if data.rows.iter().any(|r| r.index_topk == base.index_topk) || data.rows.is_empty() {
+        return base.index_topk;
+    }
+    let mut by: BTreeMap<u64, u64> = BTreeMap::new();
+    for r in &data.rows {
+        *by.entry(r.index_topk).or_default() += r.trials;
+    }
+    by.into_iter().max_by_key(|&(k, t)| (t, std::cmp::Reverse(k))).map_or(base.index_topk, |(k, _)| k)
+}
+
+/// Why hypothesis `name` is not fitted to `data` (a name [`compare_hypotheses`] left out).
+pub fn not_applicable(name: &str, data: &Dataset, base: &Scenario) -> String {
+    match name {
+        "length-periodic" => {
+            let c = data.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio);
+            if c <= 1 {
+                "it needs a compression ratio above 1 (a residue of the length modulo c)".to_string()
+            } else {
+                let mut res: Vec<u64> = data.rows.iter().map(|r| r.context_len % c).collect();
+                res.sort_unstable();
+                res.dedup();
+                format!(
+                    "every row's context_len is ≡ {} mod {c}, so no residue can be compared with another; measure lengths of at least two residues mod {c} (`probe` spreads each cell's trials over 4 consecutive lengths by default)",
+                    res.first().copied().unwrap_or(0)
+                )
+            }
+        }
+        "candidate-count-limit" => {
+            "every row has the same number of candidates: measure at least two context lengths".to_string()
+        }
+        "read-failure" | "read-decline" => {
+            "a selection table observes selection directly: whether a selected needle is read does not enter"
+                .to_string()
+        }
+        _ => "it is not fitted to this table".to_string(),
+    }
 }
 
 /// The call rule on the table joined with the planned cells ([`RuleOnPlan`]).

@@ -208,6 +208,41 @@ pub fn parse_cells_csv(text: &str, name: &str, default_trials: Option<u64>) -> R
     Ok(cells)
 }
 
+/// The columns of a cells file that are not a cell's own (context_len, index_topk, depth, repeat,
+/// trials): the table's conditions `plan --out` carries over, each with the union of its rows'
+/// `|`-separated values, in column order (`prefix_cache` miss|hit, `concurrency` 1|8, `build`
+/// fork). Columns without a value are left out.
+pub fn parse_cells_conditions(text: &str, name: &str) -> Result<Vec<(String, Vec<String>)>, ProbeError> {
+    let body: String = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut r = csv::ReaderBuilder::new().trim(csv::Trim::All).flexible(false).from_reader(body.as_bytes());
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| ProbeError::input(format!("{name}: {e}")))?
+        .iter()
+        .map(|h| h.to_ascii_lowercase().replace(['-', ' '], "_"))
+        .collect();
+    const OWN: &[&str] = &["context_len", "index_topk", "depth", "repeat", "trials"];
+    let cols: Vec<usize> = (0..header.len()).filter(|&i| !OWN.contains(&header[i].as_str())).collect();
+    let mut out: Vec<(String, Vec<String>)> = cols.iter().map(|&i| (header[i].clone(), Vec::new())).collect();
+    for (row, rec) in r.records().enumerate() {
+        let rec = rec.map_err(|e| ProbeError::input(format!("{name}: row {}: {e}", row + 1)))?;
+        for (j, &i) in cols.iter().enumerate() {
+            for v in rec.get(i).unwrap_or("").split('|').map(str::trim).filter(|v| !v.is_empty()) {
+                if !out[j].1.iter().any(|x| x == v) {
+                    out[j].1.push(v.to_string());
+                }
+            }
+        }
+    }
+    out.retain(|(_, v)| !v.is_empty());
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +267,15 @@ mod tests {
         assert_eq!(c[1], Cell { context_len: 4003, depth: 0.1, repeat: 1, trials: 60, index_topk: Some(256) });
         assert!(parse_cells_csv("context_len,depth\n1000,0.5\n", "c", None).unwrap_err().message.contains("trials"));
         assert!(parse_cells_csv("context_len,trials\n1000,x\n", "c", None).unwrap_err().message.contains("row 1"));
+        let t = "context_len,index_topk,depth,repeat,trials,prefix_cache,build\n16000,512,0.9,1,40,miss|hit,fork\n";
+        let c = parse_cells_conditions(t, "cells.csv").unwrap();
+        assert_eq!(
+            c,
+            [
+                ("prefix_cache".to_string(), vec!["miss".to_string(), "hit".to_string()]),
+                ("build".to_string(), vec!["fork".to_string()])
+            ]
+        );
+        assert!(parse_cells_conditions("context_len,trials\n1000,3\n", "c").unwrap().is_empty());
     }
 }

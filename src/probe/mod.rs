@@ -21,7 +21,7 @@ pub mod transcript;
 
 pub use cells::Cell;
 pub use client::{Api, Client, RetryPolicy};
-pub use prompt::{Haystack, Needle};
+pub use prompt::{Haystack, Needle, Template};
 pub use tokenizer::LocalTokenizer;
 pub use transcript::Record;
 
@@ -136,7 +136,14 @@ pub struct Options {
     /// The served model's tokenizer (`--tokenizer tokenizer.json`): the length search and the
     /// needle's position counted locally, checked against the server's count.
     pub tokenizer: Option<Arc<LocalTokenizer>>,
+    /// Consecutive lengths each cell's trials spread over (`--spread`): trial t aims at the
+    /// cell's length + t mod spread, so that a grid of lengths ≡ 0 mod 4 still covers every
+    /// residue mod 4 (a length-periodic defect shows); 1: every trial at the cell's length.
+    pub spread: u64,
 }
+
+/// Most consecutive lengths `--spread` takes.
+pub const MAX_SPREAD: u64 = 64;
 
 /// Names a `--label` may not take: the measured table's own columns and the probe's conditions.
 const RESERVED: &[&str] = &[
@@ -226,6 +233,9 @@ impl Options {
                 self.max_inflight
             )));
         }
+        if self.spread == 0 || self.spread > MAX_SPREAD {
+            return Err(ProbeError::input(format!("--spread {}: allowed 1..={MAX_SPREAD}", self.spread)));
+        }
         if self.index_topk == 0 {
             return Err(ProbeError::input("--index-topk 0: allowed ≥ 1"));
         }
@@ -267,6 +277,12 @@ impl Options {
         out
     }
 
+    /// The length trial `trial` of cell `cell` aims at (the server's count): the cell's length
+    /// plus `trial mod spread`.
+    pub fn target(&self, cell: usize, trial: u64) -> u64 {
+        self.cells[cell].context_len + trial % self.spread.max(1)
+    }
+
     /// Sends per job.
     pub fn passes(&self) -> usize {
         if self.prefix_cache_twice {
@@ -298,6 +314,12 @@ impl Options {
         if let Some(t) = &self.tokenizer {
             f["tokenizer"] = serde_json::json!(t.digest());
         }
+        if self.spread > 1 {
+            f["spread"] = serde_json::json!(self.spread);
+        }
+        if self.haystack.template != prompt::Template::ruler() {
+            f["template"] = serde_json::json!(self.haystack.template.digest());
+        }
         f.to_string()
     }
 }
@@ -313,6 +335,8 @@ pub struct DryRun {
     pub requests: u64,
     /// Prompt tokens they send (the cells' target lengths).
     pub tokens: u64,
+    /// Consecutive lengths each cell's trials spread over.
+    pub spread: u64,
 }
 
 /// The dry run of `opts`: nothing is sent.
@@ -320,19 +344,20 @@ pub fn dry_run(opts: &Options) -> Result<DryRun, ProbeError> {
     opts.check()?;
     let jobs = opts.jobs();
     let passes = opts.passes() as u64;
-    let tokens = jobs.iter().map(|j| opts.cells[j.cell].context_len * passes).sum();
+    let tokens = jobs.iter().map(|j| opts.target(j.cell, j.trial) * passes).sum();
     Ok(DryRun {
         cells: opts.cells.clone(),
         concurrency: opts.concurrency.clone(),
         requests: jobs.len() as u64 * passes,
         tokens,
+        spread: opts.spread,
     })
 }
 
 impl DryRun {
     /// `--dry-run --json`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"dry_run": true, "cells": self.cells, "concurrency": self.concurrency, "requests": self.requests, "prompt_tokens": self.tokens})
+        serde_json::json!({"dry_run": true, "cells": self.cells, "concurrency": self.concurrency, "spread": self.spread, "requests": self.requests, "prompt_tokens": self.tokens})
     }
     /// `--dry-run`.
     pub fn to_text(&self) -> String {
@@ -340,6 +365,12 @@ impl DryRun {
             format!("{} cells:\n  {:>9} {:>6} {:>6} {:>7}\n", self.cells.len(), "tokens", "depth", "repeat", "trials");
         for c in &self.cells {
             s.push_str(&format!("  {:>9} {:>6} {:>6} {:>7}\n", c.context_len, c.depth, c.repeat, c.trials));
+        }
+        if self.spread > 1 {
+            s.push_str(&format!(
+                "each cell's trial t at tokens + t mod {} (every residue mod {}; the table records each exact length)\n",
+                self.spread, self.spread
+            ));
         }
         if !self.concurrency.is_empty() {
             s.push_str(&format!(
@@ -466,11 +497,11 @@ impl Probed {
             self.out.display(),
             if self.captures > 0 { format!(", {} captures and manifest.csv", self.captures) } else { String::new() }
         ));
+        // No --needle-tokens hint: the verdict's fits over a multi-token needle take minutes
+        // where one token takes seconds, for the same call on a recall table.
         s.push_str(&format!(
-            "next: dsa-sim verdict --preset NAME --data {} (the needle is about {} tokens: --needle-tokens {} describes it)\n",
+            "next: dsa-sim verdict --preset NAME --data {} (or probe --until-decided: the verdict, the plan and its cells in one command)\n",
             self.out.join("measured.csv").display(),
-            self.needle_tokens,
-            self.needle_tokens
         ));
         if self.captures > 0 {
             s.push_str(&format!(
@@ -568,7 +599,7 @@ impl Ctx<'_> {
         }
         let r = self.ratio.lock().map_or(0.75, |r| *r);
         let target = self.opts.cells[cell].context_len;
-        ((target as f64 * r).round() as usize).clamp(1, prompt::max_words(target))
+        ((target as f64 * r).round() as usize).clamp(1, prompt::max_words(target + self.opts.spread))
     }
 
     fn learn(&self, cell: usize, words: usize, tokens: u64) {
@@ -654,6 +685,7 @@ impl Ctx<'_> {
     fn run(&self, job: Job, done: &HashMap<String, (usize, usize)>) -> Result<Vec<Record>, ProbeError> {
         let o = self.opts;
         let cell = &o.cells[job.cell];
+        let target = o.target(job.cell, job.trial);
         let needle = Needle::draw(o.seed, job.trial);
         let twice = o.prefix_cache_twice;
         let prior = (0..o.passes()).find_map(|p| done.get(&job.id(twice, p)).copied());
@@ -663,7 +695,7 @@ impl Ctx<'_> {
         let mut counted: Option<(u64, u64, u64)> = None; // (tokens, needle_start, needle_tokens)
                                                          // The length the local tokenizer aims at: the cell's, less the server's own additions
                                                          // (a chat template's tokens) measured before the run.
-        let aim = (cell.context_len as i64 - self.offset.load(Ordering::Relaxed)).max(1) as u64;
+        let aim = (target as i64 - self.offset.load(Ordering::Relaxed)).max(1) as u64;
         let local = match &self.counter {
             Counter::Local(t) => Some(t.as_ref()),
             _ => None,
@@ -685,7 +717,7 @@ impl Ctx<'_> {
                 }
                 None => {
                     let start = self.cell_start(job.cell)?;
-                    let found = prompt::search(cell.context_len, start, &mut |w, k| {
+                    let found = prompt::search(target, start, &mut |w, k| {
                         self.count(&prompt::build_from(&o.haystack, k, w, cell.depth, cell.repeat, &needle).text)
                     })?;
                     (words, skip) = (found.words, found.skip);
@@ -754,11 +786,11 @@ impl Ctx<'_> {
                     }
                 };
                 let depth = if basis > m { (start as f64 / (basis - m) as f64).clamp(0.0, 1.0) } else { 0.0 };
-                let ok = prompt::within(tokens, cell.context_len);
+                let ok = prompt::within(tokens, target);
                 let rec = Record {
                     id: id.clone(),
                     cell: job.cell,
-                    target_tokens: cell.context_len,
+                    target_tokens: target,
                     target_depth: cell.depth,
                     repeat: cell.repeat,
                     trial: job.trial,
@@ -799,7 +831,7 @@ impl Ctx<'_> {
                         self.client.shown(),
                         tok.name,
                         job.cell,
-                        cell.context_len,
+                        target,
                         self.offset.load(Ordering::Relaxed)
                     )));
                 }
@@ -809,15 +841,15 @@ impl Ctx<'_> {
                         self.client.shown(),
                         counted.map_or(0, |c| c.0),
                         job.cell,
-                        cell.context_len
+                        target
                     )));
                 }
                 // Usage counts only: scale the haystack and send again.
-                let scaled = (words as f64 * cell.context_len as f64 / tokens.max(1) as f64).round() as usize;
+                let scaled = (words as f64 * target as f64 / tokens.max(1) as f64).round() as usize;
                 // Within [1, max_words]: a server's zero, huge or jumping counts never build an
                 // empty or an endless prompt.
                 let next = if scaled == words {
-                    if tokens > cell.context_len {
+                    if tokens > target {
                         words.saturating_sub(1)
                     } else {
                         words + 1
@@ -825,7 +857,7 @@ impl Ctx<'_> {
                 } else {
                     scaled
                 };
-                words = next.clamp(1, prompt::max_words(cell.context_len));
+                words = next.clamp(1, prompt::max_words(target));
             }
         }
         Ok(out)
@@ -1136,7 +1168,7 @@ fn run_in(
     let p = summary(opts, out, ctx.client.shown(), &ctx.model, ctx.counter.name(), &records, sent, resumed, notes);
     let needle_tokens = p.needle_tokens;
     let provenance = format!(
-        "dsa-sim probe {} measured {}{} ({}), model {}, temperature 0, max_tokens {}, seed {}, prompt tokens counted by {}, needle about {needle_tokens} tokens, haystack {}, {} UTC; index_topk {} as given to the probe; every request in transcript.jsonl",
+        "dsa-sim probe {} measured {}{} ({}), model {}, temperature 0, max_tokens {}, seed {}, prompt tokens counted by {}, needle about {needle_tokens} tokens, haystack {}, template {} (scored by the needle's value in the answer), {} UTC; index_topk {} as given to the probe; every request in transcript.jsonl",
         env!("CARGO_PKG_VERSION"),
         ctx.client.shown(),
         opts.api.path(),
@@ -1154,6 +1186,7 @@ fn run_in(
             Counter::Local(t) => format!("--tokenizer {} locally (the replies' usage recorded where given; it agreed within 1%)", t.name),
         },
         opts.haystack.name,
+        opts.haystack.template.name,
         utc_date(now_secs()),
         opts.index_topk,
     );

@@ -56,12 +56,157 @@ impl Needle {
     }
 }
 
-/// The words of a haystack: the built-in filler or a file's text, split on whitespace.
+/// A prompt's shape (`--template`): the text before the haystack, the needle sentence planted in
+/// it, the question after it and an answer prefix, with `{key}` and `{value}` placeholders.
+/// Every template is scored alike: a hit is an answer containing the needle's value (RULER's
+/// string_match_all), whatever scorer the harness it imitates uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    /// `ruler`, `gkamradt`, or the file's name.
+    pub name: String,
+    /// Before the haystack.
+    pub preamble: String,
+    /// The needle sentence: `{key}` and `{value}`.
+    pub needle: String,
+    /// After the haystack: `{key}`.
+    pub question: String,
+    /// After the question (the start of the answer).
+    pub answer_prefix: String,
+    /// The template's own filler text, if it has one.
+    pub haystack: Option<String>,
+}
+
+/// Most characters a template's part may have.
+const MAX_TEMPLATE_PART: usize = 4096;
+
+impl Template {
+    /// RULER's niah shape (the default): its instruction, "One of the special magic numbers for
+    /// KEY is: VALUE.", and its question with the answer's start.
+    pub fn ruler() -> Template {
+        Template {
+            name: "ruler".into(),
+            preamble: PREAMBLE.into(),
+            needle: " One of the special magic numbers for {key} is: {value}.".into(),
+            question: "\nWhat is the special magic number for {key} mentioned in the provided text? The special magic number for {key} mentioned in the provided text is".into(),
+            answer_prefix: String::new(),
+            haystack: None,
+        }
+    }
+
+    /// gkamradt's LLMTest_NeedleInAHaystack shape with its random-city needle ("The special
+    /// magic CITY number is: N.", the key a word pair here), its system line before the context
+    /// and its instruction after the question. That harness scores with an LLM judge; the probe
+    /// scores by the value, as for every template.
+    pub fn gkamradt() -> Template {
+        Template {
+            name: "gkamradt".into(),
+            preamble: "You are a helpful AI bot that answers questions for a user. Keep your response short and direct.\n".into(),
+            needle: " The special magic {key} number is: {value}.".into(),
+            question: "\n\nWhat is the special magic {key} number? Don't give information outside the document or repeat your findings.".into(),
+            answer_prefix: "\nAnswer:".into(),
+            haystack: None,
+        }
+    }
+
+    /// `--template`: `ruler`, `gkamradt`, or a TOML file's text (`name` for messages) with the
+    /// keys `preamble`, `needle`, `question`, `answer_prefix` and `haystack` (optional).
+    pub fn from_toml(text: &str, name: &str) -> Result<Template, ProbeError> {
+        let bad = |m: String| ProbeError::input(format!("--template {name}: {m}"));
+        let v: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.message().to_string()))?;
+        const KEYS: &[&str] = &["preamble", "needle", "question", "answer_prefix", "haystack"];
+        if let Some(k) = v.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(bad(format!("unknown key `{k}` (allowed: {})", KEYS.join(", "))));
+        }
+        let get = |k: &str| -> Result<Option<String>, ProbeError> {
+            match v.get(k) {
+                None => Ok(None),
+                Some(toml::Value::String(s)) if s.chars().count() <= MAX_TEMPLATE_PART || k == "haystack" => {
+                    Ok(Some(s.clone()))
+                }
+                Some(toml::Value::String(_)) => {
+                    Err(bad(format!("`{k}` is longer than {MAX_TEMPLATE_PART} characters")))
+                }
+                Some(_) => Err(bad(format!("`{k}` must be a string"))),
+            }
+        };
+        let t = Template {
+            name: name.to_string(),
+            preamble: get("preamble")?.unwrap_or_default(),
+            needle: get("needle")?
+                .ok_or_else(|| bad("no `needle` (e.g. needle = \" The code for {key} is {value}.\")".into()))?,
+            question: get("question")?
+                .ok_or_else(|| bad("no `question` (e.g. question = \"\\nWhat is the code for {key}?\")".into()))?,
+            answer_prefix: get("answer_prefix")?.unwrap_or_default(),
+            haystack: get("haystack")?,
+        };
+        t.check().map_err(bad)?;
+        Ok(t)
+    }
+
+    /// The placeholders where they must be: the needle has `{key}` and `{value}`, the question
+    /// `{key}`, and nothing but the needle holds `{value}` (the answer would be in the question).
+    fn check(&self) -> Result<(), String> {
+        if !self.needle.contains("{key}") || !self.needle.contains("{value}") {
+            return Err("`needle` must contain {key} and {value}".into());
+        }
+        if !self.question.contains("{key}") {
+            return Err("`question` must contain {key} (which needle it asks for)".into());
+        }
+        for (k, t) in
+            [("preamble", &self.preamble), ("question", &self.question), ("answer_prefix", &self.answer_prefix)]
+        {
+            if t.contains("{value}") {
+                return Err(format!("`{k}` contains {{value}}: only the needle may hold the answer"));
+            }
+        }
+        Ok(())
+    }
+
+    /// `ruler`, `gkamradt`, or a file read from disk.
+    pub fn parse(spec: &str) -> Result<Template, ProbeError> {
+        match spec.trim() {
+            "ruler" => Ok(Template::ruler()),
+            "gkamradt" => Ok(Template::gkamradt()),
+            path => {
+                let text = crate::input::read_to_string(std::path::Path::new(path))
+                    .map_err(|e| ProbeError::input(format!("--template {path}: {e} (built in: ruler, gkamradt)")))?;
+                Template::from_toml(&text, path)
+            }
+        }
+    }
+
+    /// The needle sentence of `n`.
+    pub fn sentence(&self, n: &Needle) -> String {
+        self.needle.replace("{key}", &n.key).replace("{value}", &n.value)
+    }
+
+    /// The question (and answer prefix) of `n`.
+    pub fn question(&self, n: &Needle) -> String {
+        format!("{}{}", self.question.replace("{key}", &n.key), self.answer_prefix)
+    }
+
+    /// A fingerprint of the template (FNV-1a), so that `--resume` refuses another.
+    pub fn digest(&self) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for part in [&self.preamble, &self.needle, &self.question, &self.answer_prefix] {
+            for b in part.bytes().chain(std::iter::once(0u8)) {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        format!("{h:016x}")
+    }
+}
+
+/// The words of a haystack: the built-in filler or a file's text, split on whitespace; and the
+/// prompt's template.
 #[derive(Debug, Clone)]
 pub struct Haystack {
     words: Vec<String>,
     /// Where the text came from (`built-in noise` or the file), for the provenance.
     pub name: String,
+    /// The prompt's shape ([`Template::ruler`] unless `--template` says otherwise).
+    pub template: Template,
 }
 
 impl Haystack {
@@ -77,7 +222,7 @@ impl Haystack {
         if words.len() < 10 {
             return Err(ProbeError::input(format!("--haystack {name}: {} words; at least 10 are needed", words.len())));
         }
-        Ok(Haystack { words, name: name.to_string() })
+        Ok(Haystack { words, name: name.to_string(), template: Template::ruler() })
     }
 
     /// A fingerprint of the text (FNV-1a), so that `--resume` refuses another haystack.
@@ -151,9 +296,10 @@ pub fn build_from(hay: &Haystack, skip: usize, words: usize, depth: f64, repeat:
         })
         .collect();
     at.dedup();
-    let sentence = needle.sentence();
-    let mut text = String::with_capacity(PREAMBLE.len() + words * 7 + r * sentence.len() + 200);
-    text.push_str(PREAMBLE);
+    let t = &hay.template;
+    let sentence = t.sentence(needle);
+    let mut text = String::with_capacity(t.preamble.len() + words * 7 + r * sentence.len() + 200);
+    text.push_str(&t.preamble);
     let mut needle_at = Vec::with_capacity(at.len());
     let mut next = at.iter().peekable();
     for i in 0..=words {
@@ -163,13 +309,13 @@ pub fn build_from(hay: &Haystack, skip: usize, words: usize, depth: f64, repeat:
             next.next();
         }
         if i < words {
-            if i > 0 || !text.ends_with('\n') {
+            if i > 0 || !(text.is_empty() || text.ends_with('\n')) {
                 text.push(' ');
             }
             text.push_str(hay.word(skip + i));
         }
     }
-    text.push_str(&needle.question());
+    text.push_str(&t.question(needle));
     // A needle at the very start follows the preamble's newline: no leading space then.
     Prompt { text, needle_at, needle_len: sentence.len(), words, skip }
 }
@@ -298,6 +444,37 @@ mod tests {
         assert_eq!(p.text.matches(&n.value).count(), 4);
         let p0 = build(&h, 1000, 0.0, 1, &n);
         assert!(p0.text[p0.needle_at[0]..].starts_with(" One of"));
+    }
+
+    #[test]
+    fn templates_build_their_shape() {
+        let n = Needle::draw(1, 0);
+        // The RULER template is the needle's own sentence and question, byte for byte.
+        let r = Template::ruler();
+        assert_eq!((r.sentence(&n), r.question(&n)), (n.sentence(), n.question()));
+        let mut h = Haystack::noise();
+        h.template = Template::gkamradt();
+        let p = build(&h, 400, 0.5, 1, &n);
+        assert!(p.text.starts_with("You are a helpful AI bot"));
+        assert!(p.text.ends_with("repeat your findings.\nAnswer:"), "{}", &p.text[p.text.len() - 80..]);
+        assert_eq!(p.text.matches(&n.value).count(), 1);
+        assert!(p.text[p.needle_at[0]..].starts_with(&format!(" The special magic {} number is: {}.", n.key, n.value)));
+        let t = Template::from_toml(
+            "needle = \"The code for {key} is {value}.\"\nquestion = \"\\nThe code for {key}?\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(t.sentence(&n), format!("The code for {} is {}.", n.key, n.value));
+        for bad in [
+            "needle = \"{key}\"\nquestion = \"{key}\"",
+            "needle = \"{key} {value}\"\nquestion = \"{value} {key}\"",
+            "needle = \"{key} {value}\"",
+            "needle = 3\nquestion = \"{key}\"",
+            "x = \"\"",
+        ] {
+            let e = Template::from_toml(bad, "t.toml").unwrap_err();
+            assert!(e.message.starts_with("--template t.toml: "), "{}", e.message);
+        }
     }
 
     #[test]

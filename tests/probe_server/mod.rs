@@ -84,6 +84,9 @@ pub struct Config {
     pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
     /// More tokens of the chat template (in its head).
     pub chat_extra: u64,
+    /// A file holding the k the server runs (written by a `--restart-cmd` such as
+    /// `echo {k} > FILE`): read at every generation request, overriding `scenario.index_topk`.
+    pub k_file: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -101,6 +104,7 @@ impl Config {
             model: "test/dsv4-sim".into(),
             tokenizer: None,
             chat_extra: 0,
+            k_file: None,
         }
     }
     pub fn with(mut self, d: Defect) -> Config {
@@ -199,8 +203,23 @@ fn fnv(bytes: &[u8], seed: u64) -> u64 {
     h ^ (h >> 29)
 }
 
+/// The needle in a prompt of gkamradt's shape ("The special magic KEY number is: VALUE."; the
+/// question "What is the special magic KEY number?"): (key, value, byte offset of each copy).
+fn find_gkamradt_needle(text: &str) -> Option<(String, String, Vec<usize>)> {
+    const Q: &str = "What is the special magic ";
+    let q = text.rfind(Q)?;
+    let key = text[q + Q.len()..].split(' ').next()?.to_string();
+    let mark = format!(" The special magic {key} number is: ");
+    let at: Vec<usize> = text.match_indices(&mark).map(|(i, _)| i).collect();
+    let value = text[*at.first()? + mark.len()..].split('.').next()?.to_string();
+    Some((key, value, at))
+}
+
 /// The needle in a prompt: (key, value, byte offset of each copy's sentence).
 fn find_needle(text: &str) -> Option<(String, String, Vec<usize>)> {
+    if !text.contains("What is the special magic number for ") {
+        return find_gkamradt_needle(text);
+    }
     const MARK: &str = " One of the special magic numbers for ";
     let q = text.rfind("What is the special magic number for ")?;
     let key = text[q + "What is the special magic number for ".len()..].split(' ').next()?.to_string();
@@ -244,6 +263,11 @@ impl Model {
     fn decide_at(&self, text: &str, head: u64, inflight: usize) -> ((bool, u64, Scenario), Option<(String, u64)>) {
         let p = head + self.count(text);
         let mut s = self.cfg.scenario.clone();
+        if let Some(k) =
+            self.cfg.k_file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()).and_then(|t| t.trim().parse().ok())
+        {
+            s.index_topk = k;
+        }
         s.context_len = p.max(2);
         let Some((_key, value, at)) = find_needle(text) else { return ((false, p, s), None) };
         // The needle's first token: the tokens of the text before it (BOS and template head
