@@ -305,6 +305,28 @@ pub fn diagnose(
         rule::decide(&evidence, v.call)
     };
     v.call = call;
+    // The defect class to check is listed where the call rests on defect evidence (the best
+    // defect's, which need not be the best hypothesis), and no defect class is listed under a
+    // call that says every defect was ruled out.
+    let defect_class = |s: &Signature| hypotheses.iter().any(|h| Signature::of_hypothesis(&h.name) == Some(*s));
+    match reason {
+        rule::Reason::DefectEvidence | rule::Reason::DefectUnreliable => {
+            let best_defect = hypotheses.iter().find(|h| plausible::family(&h.name) == plausible::Family::Defect);
+            if let Some(s) = best_defect.and_then(|h| Signature::of_hypothesis(&h.name)) {
+                if !sig.contains(&s) {
+                    sig.push(s);
+                }
+            }
+        }
+        _ if matches!(
+            call,
+            Call::Saturated | Call::CoverageLimited | Call::DiscriminationLimited | Call::ReadLimited
+        ) =>
+        {
+            sig.retain(|s| !defect_class(s))
+        }
+        _ => {}
+    }
     let numbers_withheld = if !numbers_plausible {
         Some(format!(
             "no working explanation with plausible values gives a scenario ({})",
