@@ -121,23 +121,33 @@ pub fn grid(lengths: &[u64], depths: &[f64], repeats: &[u64], trials: u64) -> Re
     Ok(cells)
 }
 
-/// Reads the cells of a `dsa-sim plan --out` file: `context_len,index_topk,depth,repeat,trials`
-/// (`#` comment lines, any column order; `index_topk`, `depth` and `repeat` optional, 0.5 and 1
-/// by default; `trials` required unless `default_trials` is given).
-pub fn parse_cells_csv(text: &str, name: &str, default_trials: Option<u64>) -> Result<Vec<Cell>, ProbeError> {
+/// A cells file's CSV reader past its header, and the header's names normalised (lower case,
+/// `-` and spaces as `_`); `#` comment lines and a byte-order mark are skipped.
+fn cells_reader(text: &str, name: &str) -> Result<(csv::Reader<std::io::Cursor<Vec<u8>>>, Vec<String>), ProbeError> {
     let body: String = text
         .trim_start_matches('\u{feff}')
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))
         .map(|l| format!("{l}\n"))
         .collect();
-    let mut r = csv::ReaderBuilder::new().trim(csv::Trim::All).flexible(false).from_reader(body.as_bytes());
+    let mut r = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .flexible(false)
+        .from_reader(std::io::Cursor::new(body.into_bytes()));
     let header: Vec<String> = r
         .headers()
         .map_err(|e| ProbeError::input(format!("{name}: {e}")))?
         .iter()
         .map(|h| h.to_ascii_lowercase().replace(['-', ' '], "_"))
         .collect();
+    Ok((r, header))
+}
+
+/// Reads the cells of a `dsa-sim plan --out` file: `context_len,index_topk,depth,repeat,trials`
+/// (`#` comment lines, any column order; `index_topk`, `depth` and `repeat` optional, 0.5 and 1
+/// by default; `trials` required unless `default_trials` is given).
+pub fn parse_cells_csv(text: &str, name: &str, default_trials: Option<u64>) -> Result<Vec<Cell>, ProbeError> {
+    let (mut r, header) = cells_reader(text, name)?;
     let col = |c: &str| header.iter().position(|h| h == c);
     let Some(ci) = col("context_len") else {
         return Err(ProbeError::input(format!("{name}: no context_len column (the header has: {}); expected the cells `dsa-sim plan --out` writes: context_len,index_topk,depth,repeat,trials", header.join(","))));
@@ -213,19 +223,7 @@ pub fn parse_cells_csv(text: &str, name: &str, default_trials: Option<u64>) -> R
 /// `|`-separated values, in column order (`prefix_cache` miss|hit, `concurrency` 1|8, `build`
 /// fork). Columns without a value are left out.
 pub fn parse_cells_conditions(text: &str, name: &str) -> Result<Vec<(String, Vec<String>)>, ProbeError> {
-    let body: String = text
-        .trim_start_matches('\u{feff}')
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let mut r = csv::ReaderBuilder::new().trim(csv::Trim::All).flexible(false).from_reader(body.as_bytes());
-    let header: Vec<String> = r
-        .headers()
-        .map_err(|e| ProbeError::input(format!("{name}: {e}")))?
-        .iter()
-        .map(|h| h.to_ascii_lowercase().replace(['-', ' '], "_"))
-        .collect();
+    let (mut r, header) = cells_reader(text, name)?;
     const OWN: &[&str] = &["context_len", "index_topk", "depth", "repeat", "trials"];
     let cols: Vec<usize> = (0..header.len()).filter(|&i| !OWN.contains(&header[i].as_str())).collect();
     let mut out: Vec<(String, Vec<String>)> = cols.iter().map(|&i| (header[i].clone(), Vec::new())).collect();
