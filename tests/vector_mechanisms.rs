@@ -4,7 +4,6 @@
 
 use dsa_sim::indexer::{Scratch, VectorModel};
 use dsa_sim::Scenario;
-use rand::SeedableRng;
 
 mod common;
 use common::vector_scenario as vector;
@@ -13,14 +12,13 @@ use common::vector_scenario as vector;
 fn fingerprint(s: &Scenario, seed: u64) -> u64 {
     let m = VectorModel::new(s);
     let mut sc = Scratch::default();
-    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     let mut eat = |x: u64| {
         h ^= x;
         h = h.wrapping_mul(0x0100_0000_01b3);
     };
-    for _ in 0..3 {
-        let rank = m.layer_rank(&mut rng, &mut sc);
+    for layer in 0..3 {
+        let rank = m.layer_rank(&dsa_sim::indexer::Draws::new(seed, 0, layer), &mut sc);
         eat(rank.unwrap_or(u64::MAX));
         for v in &sc.scores {
             eat(v.to_bits() as u64);
