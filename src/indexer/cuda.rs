@@ -301,9 +301,8 @@ extern "C" __global__ void __launch_bounds__(NT) gen_score(const float* __restri
     float* k = sh + threadIdx.x * PITCH;
     const float* P = params + (size_t)layer * LS;
     const float* qt = P;
-    const float* w = P + D * HP;
 #if QUEST
-    for (int j = 0; j < D; ++j) { k[j] = -INFINITY; k[D + j] = INFINITY; }
+    for (int j = 0; j < D; ++j) { k[j] = F(0xFF800000); k[D + j] = F(0x7F800000); }
     for (int p = 0; p < C; ++p) {
         for (int g = 0; g < GB; ++g) {
             float z[4];
@@ -323,6 +322,7 @@ extern "C" __global__ void __launch_bounds__(NT) gen_score(const float* __restri
     quant_row(k + D);
     scores[(size_t)layer * N + i] = quest_key(k, qt);
 #else
+    const float* w = P + D * HP;
     const float* sdf = w + HP;
     const float* sdr = sdf + D;
     const float* gain = sdr + D;
@@ -370,40 +370,52 @@ extern "C" __global__ void __launch_bounds__(NT) gen_score(const float* __restri
         }
         k[j] = __fmul_rn(cs[j], __fsqrt_rn(ss));
     }
+    const float* sd = k;
 #else
     const float* sd = i == 0 ? sdf : sdr;
-    for (int j = 0; j < D; ++j) k[j] = sd[j];
 #endif
+    // The key's normals times the sds; the key norm's 8 lane sums of squares on the way (lane
+    // j mod 8 in channel order, as the CPU's sum_squares).
+    float s8[8];
+#pragma unroll
+    for (int l = 0; l < 8; ++l) s8[l] = 0.0f;
+#pragma unroll 2
     for (int g = 0; g < GB; ++g) {
         float z[4];
         normals4(P_KEY, (u32)i, (u32)g, layer, k0, k1, z);
 #pragma unroll
         for (int l = 0; l < 4; ++l) {
             int j = 4 * g + l;
-            if (j < D) k[j] = __fmul_rn(z[l], k[j]);
+            if (j < D) {
+                float v = __fmul_rn(z[l], sd[j]);
+                k[j] = v;
+                if (j < D / 8 * 8) s8[j & 7] = __fadd_rn(s8[j & 7], __fmul_rn(v, v));
+            }
         }
     }
 #if KEY_NORM
+    float ks = 1.0f;
+    bool scale = false;
     {
-        float s8[8];
-#pragma unroll
-        for (int l = 0; l < 8; ++l) s8[l] = 0.0f;
-        int c8 = 0;
-        for (; c8 + 8 <= D; c8 += 8) {
-#pragma unroll
-            for (int l = 0; l < 8; ++l) s8[l] = __fadd_rn(s8[l], __fmul_rn(k[c8 + l], k[c8 + l]));
-        }
         float t = __fadd_rn(__fadd_rn(__fadd_rn(s8[0], s8[4]), __fadd_rn(s8[2], s8[6])),
                             __fadd_rn(__fadd_rn(s8[1], s8[5]), __fadd_rn(s8[3], s8[7])));
-        for (; c8 < D; ++c8) t = __fadd_rn(t, __fmul_rn(k[c8], k[c8]));
-        if (t > 0.0f) {
-            float s = __fsqrt_rn(__fdiv_rn((float)D, t));
-            for (int j = 0; j < D; ++j) k[j] = __fmul_rn(k[j], s);
-        }
-#if GAIN
-        for (int j = 0; j < D; ++j) k[j] = __fmul_rn(k[j], gain[j]);
-#endif
+        for (int c8 = D / 8 * 8; c8 < D; ++c8) t = __fadd_rn(t, __fmul_rn(k[c8], k[c8]));
+        if (t > 0.0f) { ks = __fsqrt_rn(__fdiv_rn((float)D, t)); scale = true; }
     }
+#define SCALED(x) (scale ? __fmul_rn((x), ks) : (x))
+#if GAIN
+#define FINISH(j, x) __fmul_rn(SCALED(x), gain[j])
+#else
+#define FINISH(j, x) SCALED(x)
+#endif
+    // Key norm (and gain) of the channels RoPE leaves alone here; of each rotated pair with its
+    // rotation below: per value the CPU's order (normalise, gain, rotate).
+    for (int j = 0; j < D; ++j) {
+        if (ROPE && j >= ROPE_START && j < ROPE_START + 2 * PAIRS) continue;
+        k[j] = FINISH(j, k[j]);
+    }
+#else
+#define FINISH(j, x) (x)
 #endif
 #if ROPE
     {
@@ -415,23 +427,60 @@ extern "C" __global__ void __launch_bounds__(NT) gen_score(const float* __restri
 #else
             int ja = ROPE_START + 2 * p, jb = ja + 1;
 #endif
-            float u = k[ja], v = k[jb], c = rc[p], s = rs[p];
+            float u = FINISH(ja, k[ja]), v = FINISH(jb, k[jb]), c = rc[p], s = rs[p];
             k[ja] = __fsub_rn(__fmul_rn(u, c), __fmul_rn(v, s));
             k[jb] = __fadd_rn(__fmul_rn(u, s), __fmul_rn(v, c));
         }
     }
 #endif
 #if HADAMARD
-    for (int h = 1; h < D; h *= 2) {
-        for (int b0 = 0; b0 < D; b0 += 2 * h) {
-            for (int j = 0; j < h; ++j) {
-                float u = k[b0 + j], v = k[b0 + h + j];
-                k[b0 + j] = __fadd_rn(u, v);
-                k[b0 + h + j] = __fsub_rn(u, v);
+    // The CPU's butterflies stage by stage (stride 1, 2, 4, ...), in registers: strides below 8
+    // within each block of 8, then strides 8, 16, ... within each residue class mod 8; then
+    // the scale.
+    {
+#define B1 (D < 8 ? D : 8)
+#define M2 (D / B1)
+        for (int b0 = 0; b0 < D; b0 += B1) {
+            float v[B1];
+#pragma unroll
+            for (int m = 0; m < B1; ++m) v[m] = k[b0 + m];
+#pragma unroll
+            for (int h = 1; h < B1; h *= 2) {
+#pragma unroll
+                for (int c0 = 0; c0 < B1; c0 += 2 * h) {
+#pragma unroll
+                    for (int jj = 0; jj < h; ++jj) {
+                        float u = v[c0 + jj], w2 = v[c0 + h + jj];
+                        v[c0 + jj] = __fadd_rn(u, w2);
+                        v[c0 + h + jj] = __fsub_rn(u, w2);
+                    }
+                }
             }
+#pragma unroll
+            for (int m = 0; m < B1; ++m) k[b0 + m] = M2 > 1 ? v[m] : __fmul_rn(v[m], F(HSCALE));
         }
+#if D > 8
+        for (int r = 0; r < B1; ++r) {
+            float v[M2];
+#pragma unroll
+            for (int m = 0; m < M2; ++m) v[m] = k[r + B1 * m];
+#pragma unroll
+            for (int h = 1; h < M2; h *= 2) {
+#pragma unroll
+                for (int c0 = 0; c0 < M2; c0 += 2 * h) {
+#pragma unroll
+                    for (int jj = 0; jj < h; ++jj) {
+                        float u = v[c0 + jj], w2 = v[c0 + h + jj];
+                        v[c0 + jj] = __fadd_rn(u, w2);
+                        v[c0 + h + jj] = __fsub_rn(u, w2);
+                    }
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < M2; ++m) k[r + B1 * m] = __fmul_rn(v[m], F(HSCALE));
+        }
+#endif
     }
-    for (int j = 0; j < D; ++j) k[j] = __fmul_rn(k[j], F(HSCALE));
 #endif
     quant_row(k);
     scores[(size_t)layer * N + i] = score_key(k, qt, w);
@@ -611,15 +660,16 @@ impl Layout {
     /// values computed when the model keeps none).
     fn rope_table(&self, m: &VectorModel) -> Vec<f32> {
         let Some(r) = &m.rope else { return vec![0.0] };
+        let mut t = Vec::with_capacity(2 * self.n * r.pairs);
         if !r.cos.is_empty() {
-            return r.cos.iter().chain(&r.sin).copied().collect();
+            t.extend_from_slice(&r.cos);
+            t.extend_from_slice(&r.sin);
+        } else {
+            let (cos, sin) = super::Rope::tables(&r.freqs, self.n as u64, r.c);
+            t.extend_from_slice(&cos);
+            t.extend_from_slice(&sin);
         }
-        let (mut cos, mut sin) = (Vec::with_capacity(self.n * r.pairs), Vec::with_capacity(self.n * r.pairs));
-        for i in 0..self.n as u64 {
-            super::Rope::table(&r.freqs, (i * r.c) as f64, &mut cos, &mut sin);
-        }
-        cos.extend_from_slice(&sin);
-        cos
+        t
     }
 }
 

@@ -167,6 +167,24 @@ impl Rope {
         }
     }
 
+    /// cos and sin of every entry position i·c (rows of `freqs.len()`), the entries split over
+    /// the thread pool (each value is [`Rope::table`]'s: the same for any split).
+    fn tables(freqs: &[f64], n: u64, c: u64) -> (Vec<f32>, Vec<f32>) {
+        use rayon::prelude::*;
+        let pairs = freqs.len();
+        let (mut cos, mut sin) = (vec![0.0f32; n as usize * pairs], vec![0.0f32; n as usize * pairs]);
+        if pairs == 0 {
+            return (cos, sin);
+        }
+        cos.par_chunks_mut(pairs).zip(sin.par_chunks_mut(pairs)).enumerate().for_each(|(i, (co, si))| {
+            let (mut cv, mut sv) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+            Rope::table(freqs, (i as u64 * c) as f64, &mut cv, &mut sv);
+            co.copy_from_slice(&cv);
+            si.copy_from_slice(&sv);
+        });
+        (cos, sin)
+    }
+
     /// Rotates channel pairs of `x` by the angles whose cos and sin are given
     /// ((a, b) → (a cos − b sin, a sin + b cos), the complex product of `apply_rotary_emb`).
     #[inline]
@@ -348,11 +366,7 @@ impl VectorModel {
             Rope::table(&freqs, s.context_len as f64, &mut q_cos, &mut q_sin);
             let (mut cos, mut sin) = (Vec::new(), Vec::new());
             if (n as usize).saturating_mul(pairs) <= ROPE_TABLE_MAX {
-                cos.reserve_exact(n as usize * pairs);
-                sin.reserve_exact(n as usize * pairs);
-                for i in 0..n {
-                    Rope::table(&freqs, (i * s.compress_ratio) as f64, &mut cos, &mut sin);
-                }
+                (cos, sin) = Rope::tables(&freqs, n, s.compress_ratio);
             }
             let last = s.rope_at == RopeAt::Last;
             let start = if last { d - rope_dims } else { 0 };
