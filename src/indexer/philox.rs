@@ -117,8 +117,8 @@ pub fn gate_block(half: u32, j: u32, d: u32, c: u32, p: u32) -> (u32, usize) {
     ((half * d + j) * c.div_ceil(4) + p / 4, (p % 4) as usize)
 }
 
-#[allow(clippy::excessive_precision)]
-const SQRTHF: f32 = 0.707_106_781_186_547_524;
+/// √½ (the CUDA kernels spell it 0.707106781186547524f: the same f32).
+const SQRTHF: f32 = std::f32::consts::FRAC_1_SQRT_2;
 const TWO_M30: f32 = 1.0 / 1_073_741_824.0;
 const TWO_M32: f32 = 1.0 / 4_294_967_296.0;
 const TWO_M33: f32 = 0.5 / 4_294_967_296.0;
@@ -184,7 +184,7 @@ pub fn exp_neg(x: f32) -> f32 {
     if x < -103.0 {
         return 0.0;
     }
-    let n = (x * 1.442_695_040_888_963_41 + 0.5).floor();
+    let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
     let mut r = x - n * 0.693_359_375;
     r -= n * -2.121_944_40E-4;
     let z = r * r;
@@ -263,16 +263,38 @@ fn fill_body(dr: &Draws, purpose: u32, a: u32, first: u32, out: &mut [f32]) {
                 c2[l] = n2;
             }
         }
-        let mut z = [[0.0f32; 4]; LANES];
-        for l in 0..LANES {
-            let (z0, z1) = box_muller(c0[l], c1[l]);
-            let (z2, z3) = box_muller(c2[l], c3[l]);
-            z[l] = [z0, z1, z2, z3];
+        // Box–Muller on the 2·LANES pairs as arrays (structure of arrays, so that each step is
+        // a vector operation): pair l is (c0, c1) of block l, pair LANES + l its (c2, c3).
+        let (mut w0, mut w1) = ([0u32; 2 * LANES], [0u32; 2 * LANES]);
+        w0[..LANES].copy_from_slice(&c0);
+        w0[LANES..].copy_from_slice(&c2);
+        w1[..LANES].copy_from_slice(&c1);
+        w1[LANES..].copy_from_slice(&c3);
+        let (mut zc, mut zs) = ([0.0f32; 2 * LANES], [0.0f32; 2 * LANES]);
+        for k in 0..2 * LANES {
+            let (x, y) = box_muller(w0[k], w1[k]);
+            zc[k] = x;
+            zs[k] = y;
         }
         let start = 4 * b;
-        let end = (start + 4 * LANES).min(out.len());
-        for (o, v) in out[start..end].iter_mut().zip(z.iter().flatten()) {
-            *o = *v;
+        if start + 4 * LANES <= out.len() {
+            let o = &mut out[start..start + 4 * LANES];
+            for l in 0..LANES {
+                o[4 * l] = zc[l];
+                o[4 * l + 1] = zs[l];
+                o[4 * l + 2] = zc[LANES + l];
+                o[4 * l + 3] = zs[LANES + l];
+            }
+        } else {
+            let mut z = [0.0f32; 4 * LANES];
+            for l in 0..LANES {
+                z[4 * l] = zc[l];
+                z[4 * l + 1] = zs[l];
+                z[4 * l + 2] = zc[LANES + l];
+                z[4 * l + 3] = zs[LANES + l];
+            }
+            let end = out.len();
+            out[start..end].copy_from_slice(&z[..end - start]);
         }
         b += LANES;
     }
@@ -336,7 +358,7 @@ mod tests {
     #[test]
     fn batched_fill_equals_block_by_block() {
         let dr = Draws::new(3, 17, 2);
-        for len in [1usize, 4, 7, 32, 33, 128, 131] {
+        for len in [1usize, 4, 7, 30, 32, 33, 62, 128, 131] {
             let mut want = vec![0.0f32; len];
             for (b, chunk) in want.chunks_mut(4).enumerate() {
                 let z = dr.normals4(KEY, 9, 5 + b as u32);
