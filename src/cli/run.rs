@@ -39,6 +39,10 @@ pub struct RunExperimentArgs {
     /// Monte Carlo seed for every grid, replacing the file's `seed` (figures experiments).
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
+    /// Where the vector model's trials run, replacing the file's `device`: cpu, or cuda, cuda:N,
+    /// cuda:N,M,… (a build with `--features cuda`). Results do not depend on it.
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<crate::indexer::device::Device>,
     /// Print one JSON object on stdout, a summary of what was written (experiment, kind, folder,
     /// report, figures, points, files, seed, dsa_sim_version), instead of the text summary.
     #[arg(long)]
@@ -52,8 +56,14 @@ pub struct RunExperimentArgs {
 pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
     let started = std::time::Instant::now();
     let shard = args.shard.as_deref().map(crate::sweep::Shard::parse).transpose()?;
-    let settings =
-        RunSettings { threads: args.threads, resume: args.resume, seed: args.seed, shard, merge: args.merge.clone() };
+    let settings = RunSettings {
+        threads: args.threads,
+        resume: args.resume,
+        seed: args.seed,
+        shard,
+        merge: args.merge.clone(),
+        device: args.device,
+    };
     let bar = Bar::points(!args.quiet);
     let done = run_file(&args.file, args.out.as_deref(), &settings, &bar)?;
     if args.json {
