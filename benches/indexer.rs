@@ -7,7 +7,7 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use dsa_sim::indexer::{kernel, Scratch, VectorModel};
 use dsa_sim::progress::Silent;
-use dsa_sim::trials::{self, trial_rng, Tally};
+use dsa_sim::trials::{self, Tally};
 use dsa_sim::Scenario;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -136,8 +136,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("one_thread", |b| {
         b.iter(|| {
             i += 1;
-            let mut rng = trial_rng(7, i);
-            model.trial(&mut rng, &mut sc, &mut tally);
+            model.trial(7, i, &mut sc, &mut tally);
             black_box(tally.successes)
         })
     });

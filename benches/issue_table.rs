@@ -86,8 +86,14 @@ fn issue_table(c: &mut Criterion) {
     });
     let experiment = repo("experiments/calibrate-dsv4-observations.toml");
     let dir = tempfile::tempdir().unwrap();
-    let settings =
-        dsa_sim::experiment::RunSettings { threads: None, resume: false, seed: None, shard: None, merge: Vec::new() };
+    let settings = dsa_sim::experiment::RunSettings {
+        threads: None,
+        resume: false,
+        seed: None,
+        shard: None,
+        merge: Vec::new(),
+        device: None,
+    };
     let mut i = 0u64;
     g.bench_function("run experiments/calibrate-dsv4-observations.toml", |b| {
         b.iter(|| {

@@ -7,9 +7,9 @@
 //! thread).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use dsa_sim::indexer::{Scratch, VectorModel};
+use dsa_sim::indexer::{Draws, Scratch, VectorModel};
 use dsa_sim::progress::Silent;
-use dsa_sim::trials::{self, trial_rng};
+use dsa_sim::trials;
 use dsa_sim::Scenario;
 use std::time::Instant;
 
@@ -17,7 +17,12 @@ fn v4_flash(layers: u32) -> Scenario {
     let mut s = Scenario::preset("deepseek-v4-flash").unwrap();
     s.model = dsa_sim::scenario::Model::Vector;
     s.context_len = 131_072;
-    s.layers = layers;
+    // The preset's stack (csa:21,hca:20,swa:2) has the 21 selecting layers; one layer alone
+    // without a stack.
+    if layers != 21 {
+        s.set_text("stack".parse().unwrap(), "none").unwrap();
+        s.layers = layers;
+    }
     s.validate().unwrap();
     s
 }
@@ -45,9 +50,9 @@ fn bench(c: &mut Criterion) {
     let mut sc = Scratch::default();
     let mut layer: Vec<f64> = (0..15)
         .map(|i| {
-            let mut rng = trial_rng(3, i);
+            let dr = Draws::new(3, i, 0);
             let t = Instant::now();
-            black_box(one.layer_rank(&mut rng, &mut sc));
+            black_box(one.layer_rank(&dr, &mut sc));
             t.elapsed().as_secs_f64()
         })
         .collect();
@@ -77,8 +82,7 @@ fn bench(c: &mut Criterion) {
         let mut i = 0u64;
         b.iter(|| {
             i += 1;
-            let mut rng = trial_rng(9, i);
-            black_box(one.layer_rank(&mut rng, &mut sc))
+            black_box(one.layer_rank(&Draws::new(9, i, 0), &mut sc))
         })
     });
     g.finish();

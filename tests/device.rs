@@ -72,6 +72,16 @@ fn cuda_without_a_gpu_is_refused_before_any_work() {
     );
     // A scalar scenario is refused too: the flag asks for a device this machine lacks.
     refused(&["recall", "--context-len", "4096", "--device", "cuda"], why);
+    // `run`: the flag, and an experiment file's `device` key, before any grid is computed.
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let out = out.to_str().unwrap();
+    refused(&["run", "experiments/indexer-formats.toml", "--device", "cuda", "--out", out], why);
+    let exp = d.path().join("gpu.toml");
+    let text = std::fs::read_to_string("experiments/indexer-formats.toml").unwrap();
+    std::fs::write(&exp, text.replacen("engine = ", "device = \"cuda\"\nengine = ", 1)).unwrap();
+    refused(&["run", exp.to_str().unwrap(), "--out", out], why);
+    assert!(!d.path().join("out").exists(), "nothing written");
     // Commands without trials are unaffected.
     for args in [&["formats"][..], &["presets"]] {
         let out = dsa(args);

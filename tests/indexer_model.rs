@@ -204,7 +204,6 @@ fn results_do_not_depend_on_the_thread_count() {
 #[test]
 fn streamed_keys_score_exactly_as_drawing_them_all() {
     use dsa_sim::indexer::{Scratch, KEY_BLOCK};
-    use rand::SeedableRng;
     let cases = [
         // V4: overlap, gated compressor, FP4 q and keys, hard negatives, several blocks.
         vector("deepseek-v4-flash", &[("context_len", "20000"), ("needle_tokens", "8"), ("hard_negatives", "30")]),
@@ -238,10 +237,9 @@ fn streamed_keys_score_exactly_as_drawing_them_all() {
             let m = VectorModel::new(s).with_token_path(token_path);
             assert!(m.n_entries() > KEY_BLOCK, "the case must span several blocks");
             let (mut streamed, mut whole) = (Scratch::default(), Scratch::default());
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
-            let rank = m.layer_rank(&mut rng, &mut streamed);
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
-            m.draw(&mut rng, &mut whole);
+            let dr = dsa_sim::indexer::Draws::new(9, 0, 0);
+            let rank = m.layer_rank(&dr, &mut streamed);
+            m.draw(&dr, &mut whole);
             m.quantize(&m.q_format, &m.k_format, &mut whole);
             m.score(&mut whole);
             assert_eq!(rank, m.rank(&whole.scores));

@@ -39,6 +39,10 @@ pub struct RunExperimentArgs {
     /// Monte Carlo seed for every grid, replacing the file's `seed` (figures experiments).
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
+    /// Where the vector model's trials run, replacing the file's `device`: cpu, or cuda, cuda:N,
+    /// cuda:N,M,… (a build with `--features cuda`). Results do not depend on it.
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<crate::indexer::device::Device>,
     /// Print one JSON object on stdout, a summary of what was written (experiment, kind, folder,
     /// report, figures, points, files, seed, dsa_sim_version), instead of the text summary.
     #[arg(long)]
@@ -59,6 +63,7 @@ pub fn run(args: &RunExperimentArgs) -> Result<(), CliError> {
         shard: args.shard.as_deref(),
         merge: &args.merge,
         seed: args.seed,
+        device: args.device,
     };
     let done = run::run(&req, &Bar::points(!args.quiet))?;
     if args.json {

@@ -24,6 +24,8 @@ pub struct RunRequest<'a> {
     pub merge: &'a [PathBuf],
     /// Replaces the experiment's seed.
     pub seed: Option<u64>,
+    /// Where the vector model's trials run, replacing the file's `device` (None: the file's).
+    pub device: Option<crate::indexer::device::Device>,
 }
 
 /// What `run` wrote.
@@ -42,8 +44,14 @@ pub struct RunDone {
 /// Runs an experiment file (every grid point reported to `progress`).
 pub fn run(req: &RunRequest, progress: &dyn Progress) -> Result<RunDone, CommandError> {
     let shard = req.shard.map(Shard::parse).transpose()?;
-    let settings =
-        RunSettings { threads: req.threads, resume: req.resume, seed: req.seed, shard, merge: req.merge.to_vec() };
+    let settings = RunSettings {
+        threads: req.threads,
+        resume: req.resume,
+        seed: req.seed,
+        shard,
+        merge: req.merge.to_vec(),
+        device: req.device,
+    };
     let summary = run_file(req.file, req.out, &settings, progress)?;
     Ok(RunDone { file: req.file.to_path_buf(), summary, shard, resumed: req.resume })
 }

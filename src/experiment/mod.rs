@@ -13,6 +13,7 @@
 //! seed = 1                          # Monte Carlo seed
 //! trials = 20000                    # Monte Carlo trials where the exact engine cannot be used
 //! engine = "auto"                   # auto | analytic | montecarlo
+//! device = "cpu"                    # where vector-model trials run: cpu | cuda | cuda:N,… (same results)
 //!
 //! [scenario]                        # the base scenario: a preset plus any field overrides
 //! preset = "deepseek-v4-flash"
@@ -135,6 +136,8 @@ struct RawExperiment {
     #[serde(default)]
     engine: EngineChoice,
     #[serde(default)]
+    device: Option<String>,
+    #[serde(default)]
     scenario: toml::Table,
     #[serde(default)]
     data: Vec<DataSpec>,
@@ -184,6 +187,8 @@ pub struct Experiment {
     pub trials: u64,
     /// Engine choice.
     pub engine: EngineChoice,
+    /// Where the vector model's trials run (`device`; the results do not depend on it).
+    pub device: crate::indexer::device::Device,
     /// The base scenario.
     pub base: Scenario,
     /// Measured tables.
@@ -231,6 +236,10 @@ impl Experiment {
             )));
         }
         let engine = raw.engine;
+        let device = match &raw.device {
+            Some(d) => d.parse().map_err(|e: crate::indexer::device::DeviceError| input(format!("{at}: {e}")))?,
+            None => crate::indexer::device::Device::Cpu,
+        };
         if raw.trials == 0 || raw.trials > MAX_TRIALS {
             return Err(input(format!("{at}: trials = {}: allowed 1..={MAX_TRIALS}", raw.trials)));
         }
@@ -342,6 +351,7 @@ impl Experiment {
             seed: raw.seed,
             trials: raw.trials,
             engine,
+            device,
             base,
             data,
             figures,
@@ -453,6 +463,13 @@ pub fn run_file(
                 ))
                 .into());
             }
+            if settings.device.is_some_and(|d| d != crate::indexer::device::Device::Cpu) {
+                return Err(input(format!(
+                    "--device: {} is a calibration experiment, whose fits run on the CPU",
+                    path.display()
+                ))
+                .into());
+            }
             let folder =
                 crate::engine::in_pool(settings.threads, || calibration::run_experiment_text(path, &source, out))??;
             let name = folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -471,10 +488,13 @@ pub fn run_file(
             if let Some(seed) = settings.seed {
                 exp.seed = seed;
             }
+            let device = settings.device.unwrap_or(exp.device);
+            device.check().map_err(crate::engine::EngineError::from)?;
             let opts = crate::engine::RunOptions {
                 engine: exp.engine,
                 trials: exp.trials,
                 seed: exp.seed,
+                device,
                 ..Default::default()
             };
             for fig in &exp.figures {

@@ -29,6 +29,9 @@ pub struct RunSettings {
     pub shard: Option<crate::sweep::Shard>,
     /// Take every point's result from these shard folders instead of computing it.
     pub merge: Vec<PathBuf>,
+    /// Replaces the experiment file's `device` (figures experiments; the results do not depend
+    /// on it).
+    pub device: Option<crate::indexer::device::Device>,
 }
 
 /// Figure size in pixels (SVG and PNG).

@@ -27,11 +27,10 @@
 //! model's `pooling = mean` pools token scores. [`chi_mean`] gives E\[χ_d\]; the test suite checks
 //! the vector model against the analytic engine there.
 
-use super::{Scratch, VectorModel};
+use super::{Draws, Scratch, VectorModel};
 use crate::formats::Format;
 use crate::scenario::{Model, Pooling, Scenario};
 use crate::stats::norm_cdf;
-use crate::trials::trial_rng;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -214,8 +213,7 @@ pub fn effective_params(s: &Scenario, trials: u64, seed: u64) -> EffectiveParams
         .map_init(
             || (Scratch::default(), Vec::new()),
             |(sc, buf), i| {
-                let mut rng = trial_rng(seed, i);
-                m.draw(&mut rng, sc);
+                m.draw(&Draws::new(seed, i, 0), sc);
                 m.quantize(&m.q_format, &m.k_format, sc);
                 m.score(sc);
                 let (mu, sd) = distractor_moments(&m, &sc.scores);
@@ -334,8 +332,7 @@ pub fn compare_formats(s: &Scenario, formats: &[Format], topk: usize, trials: u6
                 )
             },
             |(sc, q_raw, k_raw, ref_scores, idx, ref_mask, mask), i| {
-                let mut rng = trial_rng(seed, i);
-                m.draw(&mut rng, sc);
+                m.draw(&Draws::new(seed, i, 0), sc);
                 q_raw.clone_from(&sc.q);
                 k_raw.clone_from(&sc.keys);
                 m.score(sc);

@@ -1,6 +1,8 @@
 //! The vector lightning-indexer model (docs/model.md#vector-model), simulated by Monte Carlo.
 //!
-//! One layer of one trial (its draws in this order, from the trial's generator):
+//! One layer of one trial. Every draw is addressed, not streamed ([`philox`]): layer l of trial
+//! i draws from [`Draws::new`]`(seed, i, l)` at (purpose, row, index), so entry j's key is a pure
+//! function of (seed, i, l, j) and the CPU and a GPU (`cuda.rs`) make the same keys in any order:
 //! 1. **Queries.** H heads q_h ∈ R^d, iid Normal(0, D²) where D scales the first
 //!    `outlier_channels` channels by `outlier_scale` (1 elsewhere): H·d normals, head by head.
 //! 2. **Head weights** ([`HeadWeights`]). `signed` (default): w_h = z_h · H^-1/2 · d^-1/2, z_h
@@ -14,10 +16,9 @@
 //!    channel), the previous half's c·d then the own half's c·d, position-major — V4's learned
 //!    positional bias `ape`. Their softmax gives the pooling weights when `gate_token_sd` is 0.
 //! 4. **Key gain** (`key_gain_sd` σ_g > 0 with `key_norm`): g_j = exp(σ_g z_j), d draws.
-//! 5. **Entries**, in entry order, [`KEY_BLOCK`] at a time. With `gate_token_sd` σ_tok > 0
-//!    (gated), first the entry's token-dependent logits, σ_tok·z per pooled (position, channel),
-//!    previous block then own block (entry 0 or no overlap: own only), added to the positional
-//!    logits before the per-channel softmax. Then the key: a shortcut entry's d normals, or a
+//! 5. **Entries**, [`KEY_BLOCK`] at a time. With `gate_token_sd` σ_tok > 0 (gated), first the
+//!    entry's token-dependent logits, σ_tok·z per pooled (position, channel) (entry 0 or no
+//!    overlap: own block only), added to the positional logits before the per-channel softmax. Then the key: a shortcut entry's d normals, or a
 //!    token-built entry's tokens (d normals each, planted for needle and hard tokens: draw
 //!    g ~ Normal(0, D²), keep its norm, set its cosine with u to `alignment` / `hard_alignment`:
 //!    x = ‖g‖ (α u + √(1−α²) ĝ⊥); one look-alike token in each of `hard_negatives` blocks that
@@ -45,9 +46,8 @@
 //! with head 0's query (also the planting direction u); no weights, ReLU, key norm, RoPE or
 //! Hadamard, and every page is built from its tokens.
 //!
-//! The f32 normals (queries, keys, token-gate logits) come from [`normal::fill`] (a ziggurat,
-//! the same stream on every CPU); the f64 ones (head weights, gate logits, gains) from
-//! rand_distr's `StandardNormal`.
+//! The normals are Philox4x32-10 + Box–Muller in plain f32 operations ([`philox`]); the head
+//! weights, gate logits and gains use them in f64. The readout draws from `trial_rng(seed, i)`.
 //!
 //! With `head_weights = "fixed"`, `rope_dims = 0`, `key_gain_sd = 0`, `gate_pos_sd = 1` and
 //! `gate_token_sd = 0` the model is the earlier one in law (and was bit for bit until the
@@ -74,6 +74,7 @@ pub mod effective;
 pub mod hadamard;
 pub mod kernel;
 pub mod normal;
+pub mod philox;
 
 use crate::formats::Format;
 use crate::geometry::Geometry;
@@ -81,9 +82,9 @@ use crate::progress::{Progress, Silent};
 use crate::scenario::{Compressor, Scenario};
 use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
 pub use crate::vector_fields::{HeadWeights, RopeAt};
+pub use philox::Draws;
 use rand::Rng;
 use rand_distr::StandardNormal;
-use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// The default sd of the compressor's positional gate logits (`gate_pos_sd`).
 pub const GATE_LOGIT_SD: f64 = 1.0;
@@ -164,6 +165,24 @@ impl Rope {
             cos.push(c as f32);
             sin.push(s as f32);
         }
+    }
+
+    /// cos and sin of every entry position i·c (rows of `freqs.len()`), the entries split over
+    /// the thread pool (each value is [`Rope::table`]'s: the same for any split).
+    fn tables(freqs: &[f64], n: u64, c: u64) -> (Vec<f32>, Vec<f32>) {
+        use rayon::prelude::*;
+        let pairs = freqs.len();
+        let (mut cos, mut sin) = (vec![0.0f32; n as usize * pairs], vec![0.0f32; n as usize * pairs]);
+        if pairs == 0 {
+            return (cos, sin);
+        }
+        cos.par_chunks_mut(pairs).zip(sin.par_chunks_mut(pairs)).enumerate().for_each(|(i, (co, si))| {
+            let (mut cv, mut sv) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+            Rope::table(freqs, (i as u64 * c) as f64, &mut cv, &mut sv);
+            co.copy_from_slice(&cv);
+            si.copy_from_slice(&sv);
+        });
+        (cos, sin)
     }
 
     /// Rotates channel pairs of `x` by the angles whose cos and sin are given
@@ -347,11 +366,7 @@ impl VectorModel {
             Rope::table(&freqs, s.context_len as f64, &mut q_cos, &mut q_sin);
             let (mut cos, mut sin) = (Vec::new(), Vec::new());
             if (n as usize).saturating_mul(pairs) <= ROPE_TABLE_MAX {
-                cos.reserve_exact(n as usize * pairs);
-                sin.reserve_exact(n as usize * pairs);
-                for i in 0..n {
-                    Rope::table(&freqs, (i * s.compress_ratio) as f64, &mut cos, &mut sin);
-                }
+                (cos, sin) = Rope::tables(&freqs, n, s.compress_ratio);
             }
             let last = s.rope_at == RopeAt::Last;
             let start = if last { d - rope_dims } else { 0 };
@@ -431,11 +446,11 @@ impl VectorModel {
 
     /// Draws one layer's unquantized (rotated) queries and entry keys into `sc.q` and `sc.keys`
     /// (all N keys at once: for comparing formats on the same draws; a trial streams them).
-    pub fn draw(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
+    pub fn draw(&self, dr: &Draws, sc: &mut Scratch) {
         let n = self.n_entries();
-        self.draw_query(rng, sc);
+        self.draw_query(dr, sc);
         sc.keys.resize(n * self.key_len(), 0.0);
-        self.draw_keys(rng, sc, 0..n);
+        self.draw_keys(dr, sc, 0..n);
         self.rotate_queries(sc);
     }
 
@@ -450,13 +465,13 @@ impl VectorModel {
 
     /// Quest's page key of entry `i`: the per-channel max then min of its c token keys (its own
     /// block only), into `out` (2d values).
-    fn quest_page(&self, i: usize, rng: &mut Xoshiro256PlusPlus, u: &[f64], tok: &mut [f32], out: &mut [f32]) {
+    fn quest_page(&self, i: usize, dr: &Draws, u: &[f64], tok: &mut [f32], out: &mut [f32]) {
         let (c, d) = (self.c, self.d);
         let (hi, lo) = out.split_at_mut(d);
         hi.iter_mut().for_each(|v| *v = f32::NEG_INFINITY);
         lo.iter_mut().for_each(|v| *v = f32::INFINITY);
         for p in 0..c {
-            self.token((i * c + p) as u64, rng, u, tok);
+            self.token((i * c + p) as u64, dr, i, p, u, tok);
             for j in 0..d {
                 hi[j] = hi[j].max(tok[j]);
                 lo[j] = lo[j].min(tok[j]);
@@ -480,15 +495,15 @@ impl VectorModel {
 
     /// The layer's queries (unrotated), their direction, and the compressor's pooling weights:
     /// every draw that precedes the keys.
-    fn draw_query(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
+    fn draw_query(&self, dr: &Draws, sc: &mut Scratch) {
         let (h, d, c) = (self.heads, self.d, self.c);
         sc.q.resize(h * d, 0.0);
         sc.u.resize(d, 0.0);
         sc.tok.resize(d, 0.0);
         sc.acc.resize(d, 0.0);
         // Queries and the query direction.
-        for row in sc.q.chunks_exact_mut(d) {
-            normal::fill(rng, row);
+        for (hh, row) in sc.q.chunks_exact_mut(d).enumerate() {
+            dr.fill(philox::QUERY, hh as u32, 0, row);
             for (x, s) in row.iter_mut().zip(&self.chan_scale) {
                 *x *= s;
             }
@@ -496,8 +511,10 @@ impl VectorModel {
         sc.w.clone_from(&self.weights);
         if self.signed_weights {
             let base = 1.0 / ((h as f64).sqrt() * (d as f64).sqrt());
-            for w in &mut sc.w[..h] {
-                *w = (base * rng.sample::<f64, _>(StandardNormal)) as f32;
+            sc.gain.resize(h.max(d), 0.0);
+            dr.fill(philox::WEIGHT, 0, 0, &mut sc.gain[..h]);
+            for (w, &z) in sc.w[..h].iter_mut().zip(&sc.gain) {
+                *w = (base * z as f64) as f32;
             }
         }
         sc.u.iter_mut().for_each(|v| *v = 0.0);
@@ -529,15 +546,11 @@ impl VectorModel {
             buf.resize(c * d, 0.0);
         }
         if self.gated {
-            // Positional logits per (position, channel), previous half then own half.
-            for pos in 0..c {
-                for j in 0..d {
-                    sc.lg_prev[pos * d + j] = (self.gate_pos_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
-                }
-            }
-            for pos in 0..c {
-                for j in 0..d {
-                    sc.lg_own[pos * d + j] = (self.gate_pos_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
+            // Positional logits per (position, channel): row 0 the previous half, row 1 the own.
+            for (row, lg) in [&mut sc.lg_prev, &mut sc.lg_own].into_iter().enumerate() {
+                dr.fill(philox::GATE_POS, row as u32, 0, lg);
+                for v in lg.iter_mut() {
+                    *v = (self.gate_pos_sd * *v as f64) as f32;
                 }
             }
             sc.w_prev.copy_from_slice(&sc.lg_prev);
@@ -582,90 +595,86 @@ impl VectorModel {
         sc.gain.clear();
         sc.gain.resize(d, 1.0);
         if self.key_gain_sd > 0.0 {
+            dr.fill(philox::GAIN, 0, 0, &mut sc.gain);
             for g in sc.gain.iter_mut() {
-                *g = libm::exp(self.key_gain_sd * rng.sample::<f64, _>(StandardNormal)) as f32;
+                *g = libm::exp(self.key_gain_sd * *g as f64) as f32;
             }
         }
     }
 
     /// Entry `i`'s pooling weights with the token-dependent gate: softmax per channel of the
-    /// positional logits plus σ_tok·z, z ~ N(0, 1) per pooled (position, channel), drawn
-    /// previous block then own block, position-major, into `ew_prev` / `ew_own` (entry 0, or no
-    /// overlap: own block only, in `ew_own`); and the shortcut's sd per channel into `sd_entry`.
-    fn entry_gate(&self, i: usize, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) {
+    /// positional logits plus σ_tok·z, z ~ N(0, 1) per pooled (position, channel) (drawn by
+    /// channel, [`philox::gate_block`]), into `ew_prev` / `ew_own` (entry 0, or no overlap: own
+    /// block only, in `ew_own`); and the shortcut's sd per channel into `sd_entry`. Channel by
+    /// channel, in the order the GPU kernel repeats (`cuda.rs`): the max over the own then the
+    /// previous block's logits, the exponentials ([`philox::exp_neg`]) and their sum (own then
+    /// previous at each position), then the weights and Σ p².
+    fn entry_gate(&self, i: usize, dr: &Draws, sc: &mut Scratch) {
         let (c, d) = (self.c, self.d);
         let with_prev = self.overlap && i > 0;
         let sd = self.gate_token_sd as f32;
-        if with_prev {
-            normal::fill(rng, &mut sc.ew_prev);
-            for (e, &l) in sc.ew_prev.iter_mut().zip(&sc.lg_prev) {
-                *e = l + sd * *e;
+        sc.sd_entry.resize(d, 0.0);
+        let cb = c.div_ceil(4);
+        let (mut own, mut prev) = (vec![0.0f32; c], vec![0.0f32; c]);
+        for j in 0..d {
+            for (half, buf) in [(0u32, &mut own), (1, &mut prev)] {
+                if half == 1 && !with_prev {
+                    break;
+                }
+                let lg = if half == 0 { &sc.lg_own } else { &sc.lg_prev };
+                for q in 0..cb {
+                    let (blk, _) = philox::gate_block(half, j as u32, d as u32, c as u32, 4 * q as u32);
+                    let z = dr.normals4(philox::GATE_TOKEN, i as u32, blk);
+                    for (l, &zv) in z.iter().enumerate().take(c - 4 * q) {
+                        let p = 4 * q + l;
+                        buf[p] = lg[p * d + j] + sd * zv;
+                    }
+                }
             }
-        }
-        normal::fill(rng, &mut sc.ew_own);
-        for (e, &l) in sc.ew_own.iter_mut().zip(&sc.lg_own) {
-            *e = l + sd * *e;
-        }
-        // Per channel j, row by row (the same operations in the same order per channel as a
-        // channel-by-channel loop): the max over the pooled positions, then the exponentials
-        // and their sum (own then previous block at each position), then the weights and Σ p².
-        let (m, z, ss) = (&mut sc.acc, &mut sc.tok, &mut sc.sd_entry);
-        ss.resize(d, 0.0);
-        m.copy_from_slice(&sc.ew_own[..d]);
-        for p in 1..c {
-            for (mj, &e) in m.iter_mut().zip(&sc.ew_own[p * d..p * d + d]) {
-                *mj = mj.max(e);
+            let mut m = own[0];
+            for &v in &own[1..c] {
+                m = m.max(v);
             }
-        }
-        if with_prev {
+            if with_prev {
+                for &v in &prev[..c] {
+                    m = m.max(v);
+                }
+            }
+            let mut z = 0.0f32;
             for p in 0..c {
-                for (mj, &e) in m.iter_mut().zip(&sc.ew_prev[p * d..p * d + d]) {
-                    *mj = mj.max(e);
+                own[p] = philox::exp_neg(own[p] - m);
+                z += own[p];
+                if with_prev {
+                    prev[p] = philox::exp_neg(prev[p] - m);
+                    z += prev[p];
                 }
             }
-        }
-        z.iter_mut().for_each(|v| *v = 0.0);
-        for p in 0..c {
-            for ((e, zj), &mj) in sc.ew_own[p * d..p * d + d].iter_mut().zip(z.iter_mut()).zip(m.iter()) {
-                *e = libm::expf(*e - mj);
-                *zj += *e;
-            }
-            if with_prev {
-                for ((e, zj), &mj) in sc.ew_prev[p * d..p * d + d].iter_mut().zip(z.iter_mut()).zip(m.iter()) {
-                    *e = libm::expf(*e - mj);
-                    *zj += *e;
+            let inv = 1.0 / z;
+            let mut ss = 0.0f32;
+            for p in 0..c {
+                own[p] *= inv;
+                ss += own[p] * own[p];
+                sc.ew_own[p * d + j] = own[p];
+                if with_prev {
+                    prev[p] *= inv;
+                    ss += prev[p] * prev[p];
+                    sc.ew_prev[p * d + j] = prev[p];
                 }
             }
-        }
-        z.iter_mut().for_each(|v| *v = 1.0 / *v);
-        ss.iter_mut().for_each(|v| *v = 0.0);
-        for p in 0..c {
-            for ((w, s2), &inv) in sc.ew_own[p * d..p * d + d].iter_mut().zip(ss.iter_mut()).zip(z.iter()) {
-                *w *= inv;
-                *s2 += *w * *w;
-            }
-            if with_prev {
-                for ((w, s2), &inv) in sc.ew_prev[p * d..p * d + d].iter_mut().zip(ss.iter_mut()).zip(z.iter()) {
-                    *w *= inv;
-                    *s2 += *w * *w;
-                }
-            }
-        }
-        for (s2, &cs) in ss.iter_mut().zip(&self.chan_scale) {
-            *s2 = cs * s2.sqrt();
+            sc.sd_entry[j] = self.chan_scale[j] * ss.sqrt();
         }
     }
 
     /// Entry keys `entries` (drawn in entry order, finished: normalised and rotated) into the
     /// first rows of `sc.keys`.
-    fn draw_keys(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch, entries: std::ops::Range<usize>) {
+    fn draw_keys(&self, dr: &Draws, sc: &mut Scratch, entries: std::ops::Range<usize>) {
         let d = self.d;
         let start = entries.start;
         if self.quest {
             let kl = 2 * d;
             for i in entries {
                 let row = i - start;
-                self.quest_page(i, rng, &sc.u, &mut sc.tok, &mut sc.keys[row * kl..row * kl + kl]);
+                self.quest_page(i, dr, &sc.u, &mut sc.tok, &mut sc.keys[row * kl..row * kl + kl]);
             }
             return;
         }
@@ -678,7 +687,7 @@ impl VectorModel {
             let row = i - start;
             let token_gate = self.gate_token_sd > 0.0;
             if token_gate {
-                self.entry_gate(i, rng, sc);
+                self.entry_gate(i, dr, sc);
             }
             let key = &mut sc.keys[row * d..row * d + d];
             if special || self.token_path {
@@ -687,7 +696,7 @@ impl VectorModel {
                 } else {
                     (&sc.w_first, &sc.w_prev, &sc.w_own)
                 };
-                self.entry_from_tokens(i, rng, &sc.u, wf, wp, wo, &mut sc.tok, &mut sc.acc);
+                self.entry_from_tokens(i, dr, &sc.u, wf, wp, wo, &mut sc.tok, &mut sc.acc);
                 key.copy_from_slice(&sc.acc);
             } else {
                 let sd = if token_gate {
@@ -697,7 +706,7 @@ impl VectorModel {
                 } else {
                     &sc.sd_rest
                 };
-                normal::fill(rng, key);
+                dr.fill(philox::KEY, i as u32, 0, key);
                 for (x, s) in key.iter_mut().zip(sd) {
                     *x *= s;
                 }
@@ -746,7 +755,7 @@ impl VectorModel {
     fn entry_from_tokens(
         &self,
         i: usize,
-        rng: &mut Xoshiro256PlusPlus,
+        dr: &Draws,
         u: &[f64],
         w_first: &[f32],
         w_prev: &[f32],
@@ -761,7 +770,7 @@ impl VectorModel {
         if with_prev {
             let prev_start = own_start - c as u64;
             for p in 0..c {
-                self.token(prev_start + p as u64, rng, u, tok);
+                self.token(prev_start + p as u64, dr, i, c + p, u, tok);
                 let w = &w_prev[p * d..p * d + d];
                 for j in 0..d {
                     acc[j] += w[j] * tok[j];
@@ -770,7 +779,7 @@ impl VectorModel {
         }
         let w_own_block = if with_prev { w_own } else { w_first };
         for p in 0..c {
-            self.token(own_start + p as u64, rng, u, tok);
+            self.token(own_start + p as u64, dr, i, p, u, tok);
             let w = &w_own_block[p * d..p * d + d];
             for j in 0..d {
                 acc[j] += w[j] * tok[j];
@@ -778,9 +787,11 @@ impl VectorModel {
         }
     }
 
-    /// One token's key projection (planted for needle and hard tokens), into `out`.
-    fn token(&self, t: u64, rng: &mut Xoshiro256PlusPlus, u: &[f64], out: &mut [f32]) {
-        normal::fill(rng, out);
+    /// Token `t`'s key projection as pooled by entry `entry` in its slot `slot` (p < c: own
+    /// block; c + p: the previous block through the second projection), planted for needle
+    /// and hard tokens, into `out`.
+    fn token(&self, t: u64, dr: &Draws, entry: usize, slot: usize, u: &[f64], out: &mut [f32]) {
+        dr.fill(philox::TOKEN, entry as u32, (slot * self.d.div_ceil(4)) as u32, out);
         for (x, s) in out.iter_mut().zip(&self.chan_scale) {
             *x *= s;
         }
@@ -839,9 +850,9 @@ impl VectorModel {
     /// thread holds N scores and one block of keys rather than all N keys. The draws, and so the
     /// scores, are those of [`VectorModel::draw`] + [`VectorModel::quantize`] +
     /// [`VectorModel::score`] (tested).
-    pub fn layer_rank(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch) -> Option<u64> {
+    pub fn layer_rank(&self, dr: &Draws, sc: &mut Scratch) -> Option<u64> {
         let (hp, d, n) = (self.hp, self.d, self.n_entries());
-        self.draw_query(rng, sc);
+        self.draw_query(dr, sc);
         self.rotate_queries(sc);
         quantize_rows(&self.q_format, &mut sc.q, d);
         self.transpose_queries(sc);
@@ -851,7 +862,7 @@ impl VectorModel {
         let mut start = 0;
         while start < n {
             let end = (start + KEY_BLOCK).min(n);
-            self.draw_keys(rng, sc, start..end);
+            self.draw_keys(dr, sc, start..end);
             let keys = &mut sc.keys[..(end - start) * kl];
             quantize_rows(&self.k_format, keys, d);
             if self.quest {
@@ -864,18 +875,19 @@ impl VectorModel {
         self.rank(&sc.scores)
     }
 
-    /// One trial: every layer, the readout and the answer, added to `tally` (its success,
-    /// attendance and first layer's rank; not `tally.trials`).
-    pub fn trial(&self, rng: &mut Xoshiro256PlusPlus, sc: &mut Scratch, tally: &mut Tally) {
+    /// Trial `i` of `seed`: every layer (its draws from [`Draws::new`]`(seed, i, layer)`),
+    /// the readout and the answer (drawn from `trial_rng(seed, i)`), added to `tally` (its
+    /// success, attendance and first layer's rank; not `tally.trials`).
+    pub fn trial(&self, seed: u64, i: u64, sc: &mut Scratch, tally: &mut Tally) {
         let mut attending = 0u32;
         for layer in 0..self.rule.layers() {
-            let rank = self.layer_rank(rng, sc);
+            let rank = self.layer_rank(&Draws::new(seed, i, layer), sc);
             if layer == 0 {
                 tally.ranks.record(rank);
             }
             attending += self.rule.attends(rank) as u32;
         }
-        self.rule.conclude(attending, rng, tally);
+        self.rule.conclude(attending, &mut trial_rng(seed, i), tally);
     }
 }
 
@@ -889,7 +901,7 @@ impl TrialPlan for VectorModel {
 
     fn run_trials(&self, seed: u64, range: std::ops::Range<u64>, scratch: &mut Scratch, tally: &mut Tally) {
         for i in range {
-            self.trial(&mut trial_rng(seed, i), scratch, tally);
+            self.trial(seed, i, scratch, tally);
         }
     }
 }
@@ -969,7 +981,6 @@ pub fn simulate_on(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
 
     fn model(fields: &[(&str, &str)]) -> VectorModel {
         let mut s = Scenario::preset("deepseek-v4-flash").unwrap_or_default();
@@ -1104,10 +1115,9 @@ mod tests {
     fn head_weights_signed_and_fixed() {
         let m = model(&[("context_len", "4096")]);
         let mut sc = Scratch::default();
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
         let mut all = Vec::new();
-        for _ in 0..50 {
-            m.draw_query(&mut rng, &mut sc);
+        for k in 0..50 {
+            m.draw_query(&Draws::new(5, k, 0), &mut sc);
             assert_eq!(sc.w.len(), m.hp);
             all.extend_from_slice(&sc.w[..m.heads]);
             assert!(sc.w[m.heads..].iter().all(|&w| w == 0.0));
@@ -1117,7 +1127,7 @@ mod tests {
         let sd = (all.iter().map(|&w| (w as f64).powi(2)).sum::<f64>() / all.len() as f64).sqrt();
         assert!(mean.abs() < 0.1 * base && (sd / base - 1.0).abs() < 0.06, "mean {mean}, sd {sd} vs {base}");
         let f = model(&[("context_len", "4096"), ("head_weights", "fixed")]);
-        f.draw_query(&mut rng, &mut sc);
+        f.draw_query(&Draws::new(5, 0, 0), &mut sc);
         assert_eq!(sc.w, f.weights);
         assert!(sc.w[..64].iter().all(|&w| w > 0.0));
     }
@@ -1127,8 +1137,8 @@ mod tests {
     fn key_gain_is_lognormal_and_applied_after_the_norm() {
         let m = model(&[("context_len", "4096"), ("key_gain_sd", "0.5"), ("rope_dims", "0"), ("hadamard", "false")]);
         let mut sc = Scratch::default();
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
-        m.draw_query(&mut rng, &mut sc);
+        let dr = Draws::new(6, 0, 0);
+        m.draw_query(&dr, &mut sc);
         let logs: Vec<f64> = sc.gain.iter().map(|&g| (g as f64).ln()).collect();
         let sd = (logs.iter().map(|l| l * l).sum::<f64>() / 128.0).sqrt();
         assert!((sd - 0.5).abs() < 0.15, "log-gain sd {sd}");
@@ -1140,7 +1150,7 @@ mod tests {
             assert_eq!(y[j].to_bits(), (x[j] * s * sc.gain[j]).to_bits());
         }
         let off = model(&[("context_len", "4096")]);
-        off.draw_query(&mut rng, &mut sc);
+        off.draw_query(&dr, &mut sc);
         assert!(sc.gain.iter().all(|&g| g == 1.0));
     }
 
@@ -1150,11 +1160,11 @@ mod tests {
     fn token_gate_weights_are_per_entry() {
         let m = model(&[("context_len", "4096"), ("gate_token_sd", "1.5")]);
         let mut sc = Scratch::default();
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
-        m.draw_query(&mut rng, &mut sc);
+        let dr = Draws::new(8, 0, 0);
+        m.draw_query(&dr, &mut sc);
         let mut sds = Vec::new();
         for i in [0usize, 1, 2, 3] {
-            m.entry_gate(i, &mut rng, &mut sc);
+            m.entry_gate(i, &dr, &mut sc);
             for j in 0..128 {
                 let mut t: f32 = (0..4).map(|p| sc.ew_own[p * 128 + j]).sum();
                 if i > 0 {
@@ -1190,16 +1200,16 @@ mod tests {
         assert!(m.quest && m.rope.is_none() && !m.hadamard && !m.key_norm);
         let (n, d, c) = (m.n_entries(), m.d, m.c);
         let mut sc = Scratch::default();
-        let rank = m.layer_rank(&mut Xoshiro256PlusPlus::seed_from_u64(4), &mut sc);
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let dr = Draws::new(4, 0, 0);
+        let rank = m.layer_rank(&dr, &mut sc);
         let mut direct = Scratch::default();
-        m.draw_query(&mut rng, &mut direct);
+        m.draw_query(&dr, &mut direct);
         let q: Vec<f64> = direct.q[..d].iter().map(|&v| v as f64).collect();
         let mut tok = vec![0.0f32; d];
         for i in 0..n {
             let toks: Vec<Vec<f32>> = (0..c)
                 .map(|p| {
-                    m.token((i * c + p) as u64, &mut rng, &direct.u, &mut tok);
+                    m.token((i * c + p) as u64, &dr, i, p, &direct.u, &mut tok);
                     tok.clone()
                 })
                 .collect();

@@ -121,9 +121,12 @@ pub fn grid(lengths: &[u64], depths: &[f64], repeats: &[u64], trials: u64) -> Re
     Ok(cells)
 }
 
+/// A cells file's CSV reader over its text (comment lines removed).
+type CellsReader = csv::Reader<std::io::Cursor<Vec<u8>>>;
+
 /// A cells file's CSV reader past its header, and the header's names normalised (lower case,
 /// `-` and spaces as `_`); `#` comment lines and a byte-order mark are skipped.
-fn cells_reader(text: &str, name: &str) -> Result<(csv::Reader<std::io::Cursor<Vec<u8>>>, Vec<String>), ProbeError> {
+fn cells_reader(text: &str, name: &str) -> Result<(CellsReader, Vec<String>), ProbeError> {
     let body: String = text
         .trim_start_matches('\u{feff}')
         .lines()
