@@ -122,11 +122,12 @@ fn candidate_count_limit_is_named() {
     let d = tempfile::tempdir().unwrap();
     let t = probe(&srv.url, &d.path().join("run"), GRID);
     let v = verdict(&[&t]);
-    // One k cannot tell a cliff at N0 candidates from a needle of one fixed score (a step in N
-    // too): the first table is already below the random floor, and the planned cells at
-    // another k name the class.
-    assert_eq!(v["call"], "implementation-suspect", "{}", summary(&v));
-    assert!(signatures(&v).contains(&"below_random_floor".to_string()), "{}", summary(&v));
+    // One k cannot tell a cliff at N0 candidates from a working indexer whose needle spreads
+    // from query to query (a steep fall in N too): with the grid's trials spread over four
+    // residues the first table is not below the random floor, so the symmetric rule leaves it
+    // undecided (a defect call is allowed, a prescription never); the planned cells at another
+    // k name the class.
+    assert!(["implementation-suspect", "undecided"].contains(&v["call"].as_str().unwrap()), "{}", summary(&v));
     let mut tables = vec![t.clone()];
     tables.extend(planned_runs(Config::healthy().with(Defect::CandidateLimit(2048)), &t, d.path()));
     let refs: Vec<&Path> = tables.iter().map(PathBuf::as_path).collect();
