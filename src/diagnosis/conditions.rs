@@ -298,6 +298,7 @@ pub fn condition_tests(data: &Dataset) -> Vec<ConditionTest> {
         if m < 2 {
             continue;
         }
+        let workload = is_workload(name);
         // Side A: value a (two values: the first; more: each in turn); side B: the others.
         let candidates: Vec<usize> = if m == 2 { vec![0] } else { (0..m).collect() };
         let mut best: Option<ConditionTest> = None;
@@ -346,8 +347,8 @@ pub fn condition_tests(data: &Dataset) -> Vec<ConditionTest> {
                 missing_rows,
                 p_value: p,
                 exact,
-                significant: p < CONDITION_ALPHA && !is_workload(name),
-                workload: is_workload(name),
+                significant: p < CONDITION_ALPHA && !workload,
+                workload,
             };
             if best.as_ref().is_none_or(|b| t.p_value < b.p_value || (b.shared_cells == 0 && t.shared_cells > 0)) {
                 best = Some(t);

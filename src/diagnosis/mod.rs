@@ -268,7 +268,9 @@ pub fn diagnose(
             let (hits, trials) =
                 data.rows.iter().filter(|r| r.context_len < inside).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
             let lost_inside = trials > 0 && crate::stats::binom_cdf(trials, hits, 0.5) < plausible::COLLAPSE_ALPHA;
-            (read_before || lost_inside).then_some(())?;
+            if !(read_before || lost_inside) {
+                return None;
+            }
             plausible::collapse_inside_window(l50, h.estimate("read_slope")?, &facts)
         });
         let longest = data.rows.iter().map(|r| r.context_len).max().unwrap_or(0);
@@ -308,7 +310,6 @@ pub fn diagnose(
     // The defect class to check is listed where the call rests on defect evidence (the best
     // defect's, which need not be the best hypothesis), and no defect class is listed under a
     // call that says every defect was ruled out.
-    let defect_class = |s: &Signature| hypotheses.iter().any(|h| Signature::of_hypothesis(&h.name) == Some(*s));
     match reason {
         rule::Reason::DefectEvidence | rule::Reason::DefectUnreliable => {
             let best_defect = hypotheses.iter().find(|h| plausible::family(&h.name) == plausible::Family::Defect);
@@ -323,7 +324,9 @@ pub fn diagnose(
             Call::Saturated | Call::CoverageLimited | Call::DiscriminationLimited | Call::ReadLimited
         ) =>
         {
-            sig.retain(|s| !defect_class(s))
+            // The only class listed before the call is the best hypothesis's (above).
+            let class = Signature::of_hypothesis(&best.name);
+            sig.retain(|s| Some(*s) != class)
         }
         _ => {}
     }
