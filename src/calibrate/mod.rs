@@ -10,6 +10,7 @@
 pub mod cache;
 pub mod fit;
 pub mod hypotheses;
+pub mod hypothesis;
 pub mod likelihood;
 pub(crate) mod optimize;
 pub mod output;
@@ -19,7 +20,8 @@ pub mod row_checks;
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
-pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult, HYPOTHESIS_NAMES};
+pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult};
+pub use hypothesis::{Family, Hypothesis};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction};
 pub use row_checks::{row_checks, JointFloor, RowCheck, RowChecks};

@@ -353,7 +353,7 @@ pub fn hypotheses_json(h: &[HypothesisResult]) -> Value {
         h.iter()
             .map(|x| {
                 json!({
-                    "name": x.name, "description": x.description, "k": x.k,
+                    "name": x.hypothesis, "description": x.hypothesis.description(), "k": x.k,
                     "aic": num(x.aic), "delta_aic": num(x.delta_aic), "weight": num(x.weight),
                     "loglik": num(x.loglik), "deviance": num(x.deviance), "gof_p": opt(x.gof_p),
                     "estimates": x.estimates.iter().map(|(f, v)| (f.clone(), num(*v))).collect::<Map<_, _>>(),
@@ -387,7 +387,7 @@ pub fn hypotheses_text(h: &[HypothesisResult]) -> String {
         let _ = writeln!(
             s,
             "  {:<28} {:>2} {:>10.3} {:>8.3} {:>8.4} {:>9}  {}",
-            x.name,
+            x.hypothesis,
             x.k,
             x.aic,
             x.delta_aic,

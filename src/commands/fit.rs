@@ -7,8 +7,9 @@ use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibr
 use crate::diagnosis::plan::Plan;
 use crate::diagnosis::{calibrated_call, diagnose, numbers_scenario, CalibratedCall, Diagnosis, GivenFields};
 use crate::engine::RecallModel;
+use crate::present::verdict as present;
 use crate::scenario::{Field, Scenario};
-use crate::verdict::{verdict_json, verdict_text, Verdict, VerdictOptions};
+use crate::verdict::{Verdict, VerdictOptions};
 use std::path::Path;
 
 /// Checks every row of a table, applied to the base scenario, with the engine (see
@@ -244,41 +245,18 @@ impl VerdictResult {
     /// The `verdict --json` object (docs/cli.md#output).
     pub fn to_json(&self) -> serde_json::Value {
         match self {
-            VerdictResult::Scenario { verdict, scenario } => verdict_json(verdict, scenario),
-            VerdictResult::Diagnosed { diagnosis: d, data } => d.to_json(data),
-            VerdictResult::Calibrated { report, call, .. } => {
-                let mut j = call.to_json();
-                j["calibration"] = report.to_json();
-                j["warnings"] = serde_json::json!(report.warnings());
-                j
-            }
+            VerdictResult::Scenario { verdict, scenario } => present::verdict_json(verdict, scenario),
+            VerdictResult::Diagnosed { diagnosis: d, data } => present::diagnosis_json(d, data),
+            VerdictResult::Calibrated { report, call, .. } => present::calibrated_report_json(report, call),
         }
     }
 
     /// The summary `verdict` prints.
     pub fn to_text(&self) -> String {
         match self {
-            VerdictResult::Scenario { verdict, .. } => verdict_text(verdict, None),
-            VerdictResult::Diagnosed { diagnosis: d, data } => d.to_text(data),
-            VerdictResult::Calibrated { report, call, data } => {
-                let mut text = String::new();
-                for w in report.warnings() {
-                    text.push_str(&w);
-                    text.push('\n');
-                }
-                let est: Vec<String> = report
-                    .fit
-                    .estimates
-                    .iter()
-                    .map(|e| format!("{} = {:.3} [{:.3}, {:.3}]", e.field, e.value, e.ci_low, e.ci_high))
-                    .collect();
-                text.push_str(&format!("calibrated on {}: {}\n", data.source, est.join(", ")));
-                if let Some(c) = &report.checks {
-                    text.push_str(&c.text());
-                }
-                text.push_str(&call.to_text());
-                text
-            }
+            VerdictResult::Scenario { verdict, .. } => present::verdict_text(verdict, None),
+            VerdictResult::Diagnosed { diagnosis: d, data } => present::diagnosis_text(d, data),
+            VerdictResult::Calibrated { report, call, data } => present::calibrated_report_text(report, call, data),
         }
     }
 }
@@ -352,9 +330,7 @@ pub fn plan(
             req.budget
         )));
     }
-    for n in req.hypotheses {
-        crate::calibrate::check_name(n)?;
-    }
+    let only = req.hypotheses.iter().map(|n| crate::calibrate::check_name(n)).collect::<Result<Vec<_>, _>>()?;
     let (base, given) = spec.resolve_given()?;
     let verdict = VerdictOptions { target: req.target.unwrap_or(0.9), max_topk: base.max_topk };
     verdict.validate()?;
@@ -370,8 +346,7 @@ pub fn plan(
     // The hypotheses' physical calls at the length the verdict on this table uses.
     let (base, _) = numbers_scenario(&data, &base, given_fields(&given))?;
     let model = model.expecting_topks(data.topks_asked(Some(&base)));
-    let opts =
-        crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: req.hypotheses, verdict };
+    let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: &only, verdict };
     let p = engine
         .in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
     Ok(Planned { plan: p, data })

@@ -333,7 +333,7 @@ impl LoopSpec {
                 VerdictResult::Diagnosed { diagnosis, .. } => (
                     diagnosis.call,
                     diagnosis.signatures.clone(),
-                    diagnosis.hypotheses.first().map(|h| h.name.clone()).unwrap_or_default(),
+                    diagnosis.hypotheses.first().map(|h| h.hypothesis.to_string()).unwrap_or_default(),
                 ),
                 _ => return Err(failure("internal: the verdict on the probe's tables is not a diagnosis")),
             };

@@ -23,8 +23,8 @@
 //!
 //! [`decide`] returns the call with its [`Reason`]; the sentences of every reason live here.
 
-use super::error_rates::ErrorRates;
 use super::signature::Signature;
+use crate::calibrate::Hypothesis;
 use crate::verdict::Call;
 
 /// Goodness-of-fit p-value below which the preferred hypothesis fits poorly.
@@ -33,14 +33,14 @@ pub const POOR_FIT_P: f64 = 0.001;
 /// user's) at which an implementation-suspect call is made.
 pub const MAX_FALSE_ALARM: f64 = 0.10;
 /// Smallest power (a defect like the best competitor found on tables like the user's) the
-/// procedure aims at; reported beside the call, see [`ErrorRates::meets_targets`].
+/// procedure aims at; reported beside the call, see `ErrorRates::meets_targets`.
 pub const MIN_POWER: f64 = 0.90;
 /// A condition column's p-value below which no physical call is made (between this and
 /// [`super::CONDITION_ALPHA`] the call is `undecided`).
 pub const CONDITION_SUGGESTIVE: f64 = 0.05;
 
 /// The defect evidence of the hypotheses and what the simulation at the table's design says of
-/// it ([`ErrorRates`]; the plan's simulated tables give their own).
+/// it ([`super::error_rates::ErrorRates`]; the plan's simulated tables give their own).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DefectEvidence {
     /// AIC(best working explanation) − AIC(best defect).
@@ -53,18 +53,6 @@ pub struct DefectEvidence {
     pub defect_not_ruled_out: bool,
     /// The best defect's fit matches the table badly: its evidence supports no call.
     pub defect_poor_fit: bool,
-}
-
-impl From<&ErrorRates> for DefectEvidence {
-    fn from(r: &ErrorRates) -> Self {
-        DefectEvidence {
-            evidence: r.evidence,
-            threshold: r.threshold,
-            false_alarm: r.false_alarm,
-            defect_not_ruled_out: !r.not_ruled_out().is_empty(),
-            defect_poor_fit: r.competitors.first().is_some_and(|c| c.poor_fit),
-        }
-    }
 }
 
 /// What the rule decides from.
@@ -247,6 +235,31 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     (physical, Reason::Numbers)
 }
 
+/// The call on a scenario given rather than measured (`verdict` without `--data`, a regime
+/// map's cells): nothing but its numbers speaks, so the rule makes the numbers' call
+/// ([`Call::of_numbers`]).
+pub fn on_scenario(physical: Call) -> Call {
+    let known = Evidence { explanation: Some(Explanation::Working), ..Evidence::signatures_only(&[]) };
+    decide(&known, physical).0
+}
+
+/// The defect class a call names: under a call resting on defect evidence the best defect's
+/// (which need not be the best hypothesis), under the other implementation-suspect and
+/// undecided calls the best hypothesis's when it is a defect, and none under a physical call
+/// (every defect was ruled out).
+pub fn named_defect(
+    call: Call,
+    reason: Reason,
+    best: Hypothesis,
+    best_defect: Option<Hypothesis>,
+) -> Option<Hypothesis> {
+    match (call, reason) {
+        (_, Reason::DefectEvidence | Reason::DefectUnreliable) => best_defect,
+        (Call::ImplementationSuspect | Call::Undecided, _) => best.is_implementation().then_some(best),
+        _ => None,
+    }
+}
+
 /// The call a calibrated fit's signatures force whatever its numbers say (None: the numbers'
 /// call stands).
 pub fn overriding_call(signatures: &[Signature]) -> Option<Call> {
@@ -387,6 +400,26 @@ mod tests {
             decide(&Evidence { dense: Some(DenseReading::Declines), condition_p: Some(0.02), ..e }, CoverageLimited),
             (Undecided, Reason::ConditionSuggestive)
         );
+    }
+
+    /// A scenario's numbers are its call; the class named follows the reason.
+    #[test]
+    fn scenario_calls_and_named_classes() {
+        use Call::*;
+        for c in [Saturated, CoverageLimited, DiscriminationLimited] {
+            assert_eq!(on_scenario(c), c);
+        }
+        assert_eq!(Call::of_numbers(0.95, 0.99, 0.9), Saturated);
+        assert_eq!(Call::of_numbers(0.5, 0.9, 0.9), CoverageLimited);
+        assert_eq!(Call::of_numbers(0.5, 0.89, 0.9), DiscriminationLimited);
+        let (p, e, d) = (Hypothesis::Positional, Hypothesis::EffectiveK, Hypothesis::Discrimination);
+        assert_eq!(named_defect(ImplementationSuspect, Reason::DefectEvidence, d, Some(e)), Some(e));
+        assert_eq!(named_defect(Undecided, Reason::DefectUnreliable, p, Some(e)), Some(e));
+        assert_eq!(named_defect(ImplementationSuspect, Reason::Signature, p, Some(e)), Some(p));
+        assert_eq!(named_defect(ImplementationSuspect, Reason::Signature, d, Some(e)), None);
+        assert_eq!(named_defect(Undecided, Reason::DefectNotRuledOut, p, Some(p)), Some(p));
+        assert_eq!(named_defect(DiscriminationLimited, Reason::Numbers, p, Some(p)), None);
+        assert_eq!(named_defect(ReadLimited, Reason::Reading, p, Some(p)), None);
     }
 
     /// A calibrated fit's signatures force a call only where the rule's steps say so.
