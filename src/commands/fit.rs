@@ -2,7 +2,7 @@
 //! measured table) and `plan` (the cells to measure next).
 
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
-use crate::calibrate::output::CalibrationReport;
+use crate::calibrate::report::CalibrationReport;
 use crate::calibrate::{load_csv, parse_fit_spec, parse_predict_specs, run_calibration, CalibError, Dataset};
 use crate::diagnosis::plan::Plan;
 use crate::diagnosis::{calibrated_call, diagnose, numbers_scenario, CalibratedCall, Diagnosis, GivenFields};
@@ -355,7 +355,7 @@ pub fn plan(
 impl Planned {
     /// The `plan --json` object (docs/cli.md#output).
     pub fn to_json(&self) -> serde_json::Value {
-        let mut j = self.plan.json();
+        let mut j = crate::present::plan::plan_json(&self.plan);
         j["warnings"] = serde_json::json!(self.data.transcribed_warning().into_iter().collect::<Vec<_>>());
         j
     }
@@ -450,7 +450,7 @@ impl Planned {
             t.push_str(&w);
             t.push('\n');
         }
-        t.push_str(&self.plan.text());
+        t.push_str(&crate::present::plan::plan_text(&self.plan));
         t
     }
 }

@@ -5,7 +5,7 @@
 use super::rule;
 use super::signature::{Signature, CHI2_1_99};
 use crate::calibrate::likelihood::set_field;
-use crate::calibrate::output::CalibrationReport;
+use crate::calibrate::report::CalibrationReport;
 use crate::calibrate::{CalibError, FreeParam, RowChecks};
 use crate::engine::RecallModel;
 use crate::measured::Dataset;

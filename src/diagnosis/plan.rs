@@ -142,24 +142,6 @@ pub struct Restart {
     pub chosen: bool,
 }
 
-impl Restart {
-    /// One line: what a restart would buy, and whether the plan takes it.
-    pub fn text(&self) -> String {
-        let ks = self.other_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-        if self.chosen {
-            format!(
-                "a restart at k = {ks} buys {:.3} bits against {:.3} at the deployment's k = {} alone: planned (cells at another k need the server restarted at that k)",
-                self.restart_bits, self.local_bits, self.deployment_k
-            )
-        } else {
-            format!(
-                "planned at the deployment's k = {} alone ({:.3} bits): a restart at k = {ks} would buy {:.3} bits, not worth a restart (needs {RESTART_WORTH}× as much)",
-                self.deployment_k, self.local_bits, self.restart_bits
-            )
-        }
-    }
-}
-
 impl Plan {
     /// Total trials.
     pub fn total(&self) -> u64 {
@@ -178,114 +160,6 @@ impl Plan {
         s.push_str("context_len,index_topk,depth,repeat,trials\n");
         for c in &self.cells {
             s.push_str(&format!("{},{},{},{},{}\n", c.context_len, c.index_topk, c.depth, c.repeat, c.trials));
-        }
-        s
-    }
-    /// The JSON of `dsa-sim plan --json`.
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "cells": self.cells.iter().map(|c| serde_json::json!({
-                "context_len": c.context_len, "index_topk": c.index_topk, "depth": c.depth,
-                "repeat": c.repeat, "trials": c.trials,
-                "predicted": c.predicted.iter().map(|(n, p)| (n.to_string(), serde_json::json!(p))).collect::<serde_json::Map<_, _>>(),
-                "information_bits": c.information_bits,
-            })).collect::<Vec<_>>(),
-            "budget": self.budget,
-            "total_trials": self.total(),
-            "candidate_k": self.candidate_k,
-            "leading_hypotheses": self.leading.iter().map(|(n, w, p)| serde_json::json!({"name": n, "weight": w, "prior": p})).collect::<Vec<_>>(),
-            "information": {
-                "criterion": "mutual_information",
-                "prior_entropy_bits": self.prior_entropy_bits,
-                "posterior_entropy_bits": self.posterior_entropy_bits,
-                "information_bits": self.information_bits(),
-                "samples": self.information_samples,
-            },
-            "right_call": {
-                "seed": self.seed,
-                "tables": self.tables,
-                "threshold": self.threshold,
-                "overall": self.p_right_overall,
-                "hypotheses": self.right_calls.iter().map(|r| serde_json::json!({
-                    "name": r.hypothesis, "prior": r.prior, "right_call": r.right_call.to_string(),
-                    "right_class": r.right_class, "p_right": r.p_right,
-                })).collect::<Vec<_>>(),
-            },
-            "seed": self.seed,
-            "restart": self.restart.as_ref().map(|r| serde_json::json!({
-                "deployment_k": r.deployment_k, "other_k": r.other_k, "local_bits": r.local_bits,
-                "restart_bits": r.restart_bits, "chosen": r.chosen, "text": r.text(),
-            })),
-        })
-    }
-    /// A text table.
-    pub fn text(&self) -> String {
-        let mut s = String::new();
-        let names: Vec<&str> = self.leading.iter().map(|(n, _, _)| n.name()).collect();
-        s.push_str(&format!(
-            "leading hypotheses (prior = Akaike weights over them): {}\n",
-            self.leading.iter().map(|(n, _, p)| format!("{n} {p:.3}")).collect::<Vec<_>>().join(", ")
-        ));
-        s.push_str(&format!(
-            "planned cells ({} of {} trials; k from the kernel's {}):\n",
-            self.total(),
-            self.budget,
-            self.candidate_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-        ));
-        s.push_str(&format!(
-            "  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6}  predicted recall: {}\n",
-            "L",
-            "k",
-            "depth",
-            "repeat",
-            "trials",
-            "bits",
-            names.join(" / ")
-        ));
-        for c in &self.cells {
-            let p: Vec<String> = c.predicted.iter().map(|(_, p)| format!("{p:.3}")).collect();
-            s.push_str(&format!(
-                "  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6.3}  {}\n",
-                c.context_len,
-                c.index_topk,
-                c.depth,
-                c.repeat,
-                c.trials,
-                c.information_bits,
-                p.join(" / ")
-            ));
-        }
-        if let Some(r) = &self.restart {
-            s.push_str(&format!("  {}\n", r.text()));
-        }
-        if self.total() < self.budget {
-            s.push_str(&format!(
-                "  (the other {} trials would add less than {} bits each chunk under the fitted hypotheses: not planned)\n",
-                self.budget - self.total(),
-                MIN_GAIN_BITS
-            ));
-        }
-        s.push_str(&format!(
-            "expected information about the hypothesis: {:.3} of {:.3} bits (posterior entropy {:.3} bits; {} draws per hypothesis, seed {})\n",
-            self.information_bits(),
-            self.prior_entropy_bits,
-            self.posterior_entropy_bits,
-            self.information_samples,
-            self.seed
-        ));
-        s.push_str(&format!(
-            "right call after these cells (simulated, {} tables per hypothesis, seed {}; hypotheses scored at their fits, not refitted): overall {:.2}\n",
-            self.tables, self.seed, self.p_right_overall
-        ));
-        for r in &self.right_calls {
-            let call = match &r.right_class {
-                Some(c) => format!("{} ({c})", r.right_call),
-                None => r.right_call.to_string(),
-            };
-            s.push_str(&format!(
-                "  if {} is true (prior {:.3}): the call is {call} in {:.2}\n",
-                r.hypothesis, r.prior, r.p_right
-            ));
         }
         s
     }

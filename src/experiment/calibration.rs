@@ -18,11 +18,12 @@
 //! context_len = 16000
 //! ```
 
-use crate::calibrate::output::{point_value, CalibrationReport, BAND_METHOD};
 use crate::calibrate::predict::{parse_predict_specs, predict_grid};
+use crate::calibrate::report::CalibrationReport;
 use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, Problem};
 use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
 use crate::output::{StageOptions, StagedDir};
+use crate::present::calibrate::{point_value, BAND_METHOD};
 use crate::present::verdict as present;
 use crate::report::escape::{md_code, md_line, md_text};
 use crate::scenario::{Field, Scenario};

@@ -2,4 +2,6 @@
 //! `export/` is the model). The domain modules return typed results; what a person or a program
 //! reads is built here.
 
+pub mod calibrate;
+pub mod plan;
 pub mod verdict;

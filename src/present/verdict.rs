@@ -4,7 +4,8 @@
 //! reason ([`crate::diagnosis::rule::Reason::sentence`], the one home of those sentences) and what
 //! to do next; the tables follow.
 
-use crate::calibrate::output::{hypotheses_json, hypotheses_text, CalibrationReport};
+use super::calibrate::{hypotheses_json, hypotheses_text};
+use crate::calibrate::report::CalibrationReport;
 use crate::diagnosis::{conditions, rule, CalibratedCall, Diagnosis, FitSignatures, Signature};
 use crate::measured::Dataset;
 use crate::scenario::Scenario;
@@ -336,7 +337,7 @@ pub fn diagnosis_json(d: &Diagnosis, data: &Dataset) -> serde_json::Value {
     j["row_checks"] = serde_json::json!(d.checks);
     j["hypotheses"] = hypotheses_json(&d.hypotheses);
     j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
-    j["plan"] = d.plan.as_ref().map_or(serde_json::Value::Null, |p| p.json());
+    j["plan"] = d.plan.as_ref().map_or(serde_json::Value::Null, super::plan::plan_json);
     j["reason"] = serde_json::json!(d.reason);
     j["reason_text"] = serde_json::json!(d.reason.sentence());
     j["next_step"] = serde_json::json!(next_step(d));
@@ -387,7 +388,7 @@ pub fn diagnosis_text(d: &Diagnosis, data: &Dataset) -> String {
             "\nthe cells that would decide (`dsa-sim plan` with this table, budget {}):\n",
             p.budget
         ));
-        text.push_str(&p.text());
+        text.push_str(&super::plan::plan_text(p));
     }
     text
 }
