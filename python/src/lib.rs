@@ -239,7 +239,8 @@ fn estimate(py: Python<'_>, spec: ScenarioSpec, engine: EngineSpec) -> PyResult<
 /// Recall of a needle, exact (analytic engine) or Monte Carlo with a 95% Wilson interval.
 ///
 /// Keyword arguments: `preset` (a preset name), `scenario` (a TOML scenario file), `engine`
-/// ("auto", "analytic", "montecarlo"), `trials`, `seed`, `threads`, and every scenario field by
+/// ("auto", "analytic", "montecarlo"), `trials`, `seed`, `threads`, `device` ("cpu", "cuda",
+/// "cuda:N,M,…"; None: the scenario file's `device`, else "cpu"), and every scenario field by
 /// its name (`context_len=131072`, `dprime=3.0`, `pooling="mean"`, `context_len="128Ki"`).
 /// Precedence as on the command line: defaults, preset, file, fields.
 ///
