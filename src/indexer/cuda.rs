@@ -976,7 +976,9 @@ impl GpuPlan<'_> {
     }
 
     /// An idle worker of slot `slot`'s card, a new one while the card has fewer than
-    /// [`Layout::max_workers`], else the next one another thread gives back.
+    /// [`Layout::max_workers`], else the next one another thread gives back. A thread holds at
+    /// most one worker, and a trial's CPU part starts no parallel work (so no waiting thread
+    /// can be holding one below it on its stack): every worker comes back.
     fn take(&self, slot: usize) -> Res<Worker> {
         let pool = &self.pools[self.pool_of[slot]];
         let mut g = pool.workers.lock().unwrap_or_else(|p| p.into_inner());
