@@ -260,14 +260,17 @@ pub fn diagnose(
         // On such a table dprime is not identified (nothing is selected): only the read-decline's
         // shape and the recall at the longest length speak.
         let decline = hypotheses.iter().find(|h| h.hypothesis == Hypothesis::ReadDecline);
-        // A collapse is called only where the table shows it: a row shorter than the fitted L50
-        // where most needles were read (both sides of the cliff), or needles lost far inside the
+        // A collapse is called only where the table shows it: rows on both sides of the fitted L50
+        // (most needles read before it, most lost beyond), or needles lost far inside the
         // window often enough that a model reading even half of them is rejected (p < 0.01). One
         // lost needle at one length fits any steepness and says nothing of where reading stopped.
         let collapse = decline.and_then(|h| {
             let l50 = 10f64.powf(h.estimate(crate::calibrate::hypotheses::READ_L50)?);
+            // Both sides of the cliff: a row before L50 where most needles were read and one beyond
+            // it where most were lost (with one side only, the fit puts L50 anywhere past it).
             let read_before =
-                data.rows.iter().any(|r| (r.context_len as f64) < l50 && r.trials > 0 && 2 * r.hits > r.trials);
+                data.rows.iter().any(|r| (r.context_len as f64) < l50 && r.trials > 0 && 2 * r.hits > r.trials)
+                    && data.rows.iter().any(|r| (r.context_len as f64) > l50 && r.trials > 0 && 2 * r.hits < r.trials);
             let inside = (plausible::MIN_L50_OF_WINDOW * facts.trained_window as f64) as u64;
             let (hits, trials) =
                 data.rows.iter().filter(|r| r.context_len < inside).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
@@ -292,6 +295,7 @@ pub fn diagnose(
         signatures: &sig,
         all_found,
         condition_p: conditions.iter().filter(|c| !c.workload).map(|c| c.p_value).reduce(f64::min),
+        condition_open: conditions.iter().any(|c| c.favoured),
         defect_preferred: best.is_implementation(),
         explanation: explanation.map(|h| {
             if h.hypothesis.family() == Family::Read {

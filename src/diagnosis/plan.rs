@@ -497,6 +497,7 @@ impl RuleOnPlan {
             signatures: &sig[..n],
             all_found: false,
             condition_p: None,
+            condition_open: false,
             defect_preferred: is_defect(&self.hypotheses[best]),
             explanation,
             floor_explained: false,

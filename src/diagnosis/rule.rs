@@ -6,7 +6,9 @@
 //! 2. **A condition column** (recall differing between its values at identical cells; no
 //!    physical hypothesis depends on the build) with p < [`super::CONDITION_ALPHA`] →
 //!    `implementation-suspect` naming it; with p < [`CONDITION_SUGGESTIVE`] every physical call is
-//!    ruled out and the call is `undecided` unless a defect call stands by itself.
+//!    ruled out and the call is `undecided` unless a defect call stands by itself; so it is when
+//!    the column's values differ on too few trials for its test, the data favouring a difference
+//!    by AIC (a defect of the build is then not ruled out).
 //! 3. **Exact signatures** (rows jointly below the random-indexer floor, a separation
 //!    significantly below 0, a poor fit on a search bound) → `implementation-suspect`, unless a
 //!    plausible explanation that breaks the floor's premises fits about as well: the model not
@@ -64,6 +66,10 @@ pub struct Evidence<'a> {
     pub all_found: bool,
     /// The smallest p-value of the table's condition columns (None without one).
     pub condition_p: Option<f64>,
+    /// A condition column's values differ in a way its test cannot settle: the data favour a
+    /// recall per value by AIC ([`super::ConditionTest::favoured`]), so a defect of the build is
+    /// not ruled out.
+    pub condition_open: bool,
     /// The best hypothesis overall is a defect (a calibrated fit compares none: false).
     pub defect_preferred: bool,
     /// The best plausible explanation ([`super::plausible`]), if any: whether it is the model's
@@ -102,6 +108,7 @@ impl Evidence<'_> {
             signatures,
             all_found: false,
             condition_p: None,
+            condition_open: false,
             defect_preferred: false,
             explanation: Some(Explanation::Working),
             floor_explained: false,
@@ -131,6 +138,8 @@ pub enum Reason {
     Condition,
     /// A condition column differs at p < 0.05 but not below the defect level.
     ConditionSuggestive,
+    /// A condition column's values differ, favoured by AIC, on too few trials for its test.
+    ConditionOpen,
     /// An exact signature.
     Signature,
     /// The defect evidence exceeds τ.
@@ -162,6 +171,7 @@ impl Reason {
             Reason::AllFound => "every needle of the table was found",
             Reason::Condition => "recall differs between the values of a condition column at identical cells, which no property of the indexer explains",
             Reason::ConditionSuggestive => "recall differs between the values of a condition column at identical cells (p < 0.05, not below the defect level 0.01): no physical call can be made while the condition may matter",
+            Reason::ConditionOpen => "recall differs between the values of a condition column at identical cells, too few trials for the test to decide (the data favour a difference): a defect of the build is not ruled out, so no physical call can be made",
             Reason::Signature => "the data show a pattern no working indexer produces (see the signatures)",
             Reason::DefectEvidence => "a defect hypothesis explains the table better than any working indexer, beyond what working indexers reach on tables like this 95% of the time",
             Reason::DefectUnreliable => "a defect hypothesis is preferred, but on this design the procedure cannot separate it from a working indexer reliably enough to act on",
@@ -197,6 +207,9 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     if let Some(d) = e.dense {
         return match d {
             _ if e.condition_p.is_some_and(|p| p < CONDITION_SUGGESTIVE) => (Undecided, Reason::ConditionSuggestive),
+            DenseReading::MeetsTarget | DenseReading::Declines if e.condition_open => {
+                (Undecided, Reason::ConditionOpen)
+            }
             DenseReading::CollapsesInsideWindow => (ImplementationSuspect, Reason::DenseCollapse),
             DenseReading::MeetsTarget => (Saturated, Reason::Dense),
             DenseReading::Declines => (ReadLimited, Reason::Dense),
@@ -219,6 +232,9 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     }
     if e.condition_p.is_some_and(|p| p < CONDITION_SUGGESTIVE) {
         return (Undecided, Reason::ConditionSuggestive);
+    }
+    if e.condition_open {
+        return (Undecided, Reason::ConditionOpen);
     }
     let Some(explanation) = e.explanation else {
         return (Undecided, Reason::NoExplanation);
@@ -279,6 +295,7 @@ mod tests {
             signatures: &[],
             all_found: false,
             condition_p: None,
+            condition_open: false,
             defect_preferred: false,
             explanation: Some(Explanation::Working),
             floor_explained: false,
@@ -315,6 +332,11 @@ mod tests {
         assert_eq!(
             decide(&Evidence { condition_p: Some(0.2), ..e }, CoverageLimited),
             (CoverageLimited, Reason::Numbers)
+        );
+        // A difference the test cannot settle rules the physical calls out too.
+        assert_eq!(
+            decide(&Evidence { condition_p: Some(0.4), condition_open: true, ..e }, CoverageLimited),
+            (Undecided, Reason::ConditionOpen)
         );
         let floor = [Signature::BelowRandomFloor];
         assert_eq!(
@@ -400,6 +422,17 @@ mod tests {
             decide(&Evidence { dense: Some(DenseReading::Declines), condition_p: Some(0.02), ..e }, CoverageLimited),
             (Undecided, Reason::ConditionSuggestive)
         );
+        assert_eq!(
+            decide(&Evidence { dense: Some(DenseReading::Declines), condition_open: true, ..e }, CoverageLimited),
+            (Undecided, Reason::ConditionOpen)
+        );
+        assert_eq!(
+            decide(
+                &Evidence { dense: Some(DenseReading::CollapsesInsideWindow), condition_open: true, ..e },
+                CoverageLimited
+            ),
+            (ImplementationSuspect, Reason::DenseCollapse)
+        );
     }
 
     /// A scenario's numbers are its call; the class named follows the reason.
@@ -439,6 +472,7 @@ mod tests {
             AllFound,
             Condition,
             ConditionSuggestive,
+            ConditionOpen,
             Signature,
             DefectEvidence,
             DefectUnreliable,

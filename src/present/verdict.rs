@@ -261,11 +261,11 @@ pub fn next_step(d: &Diagnosis) -> String {
     let cols: Vec<String> = d
         .conditions
         .iter()
-        .filter(|c| !c.workload && c.p_value < rule::CONDITION_SUGGESTIVE)
+        .filter(|c| !c.workload && (c.p_value < rule::CONDITION_SUGGESTIVE || c.favoured))
         .map(|c| format!("`{}`", c.column))
         .collect();
     match (d.call, d.reason) {
-        (_, rule::Reason::Condition | rule::Reason::ConditionSuggestive) => format!(
+        (_, rule::Reason::Condition | rule::Reason::ConditionSuggestive | rule::Reason::ConditionOpen) => format!(
             "rerun the failing cells under each value of {} (same prompts, same weights) and diff the indexer's top-k between them",
             cols.join(", ")
         ),
