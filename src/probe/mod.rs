@@ -397,6 +397,9 @@ pub struct Row {
     pub depth: String,
     /// Needle copies.
     pub repeat: u32,
+    /// The needle's length in tokens as counted (the lower median of the row's requests): the
+    /// table carries it, so the verdict models the needle that was sent.
+    pub needle_tokens: u64,
     /// Condition values, in [`Probed::condition_columns`] order.
     pub conditions: Vec<String>,
     /// Requests counted.
@@ -497,8 +500,7 @@ impl Probed {
             self.out.display(),
             if self.captures > 0 { format!(", {} captures and manifest.csv", self.captures) } else { String::new() }
         ));
-        // No --needle-tokens hint: the verdict's fits over a multi-token needle take minutes
-        // where one token takes seconds, for the same call on a recall table.
+        // No --needle-tokens to repeat: each row carries the needle's length as counted.
         s.push_str(&format!(
             "next: dsa-sim verdict --preset NAME --data {} (or probe --until-decided: the verdict, the plan and its cells in one command)\n",
             self.out.join("measured.csv").display(),
@@ -890,7 +892,8 @@ fn mismatch(tok: &LocalTokenizer, api: Api, local: u64, server: u64, what: &str)
 }
 
 /// The measured table's rows from the counted records: one per (cell, the server's count,
-/// depth to 4 decimals, concurrency, prefix cache), in cell order.
+/// depth to 4 decimals, concurrency, prefix cache), in cell order, each with the lower median
+/// of its requests' needle lengths.
 pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
     let mut cols: Vec<String> = opts.labels.iter().map(|(k, _)| k.clone()).collect();
     let conc = records.iter().any(|r| r.concurrency.is_some());
@@ -902,7 +905,8 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
         cols.push("prefix_cache".into());
     }
     type Key = (usize, u64, String, u32, Option<u32>, Option<String>);
-    let mut by: BTreeMap<Key, (u64, u64)> = BTreeMap::new();
+    // Per row: trials, hits and the needle lengths of its requests.
+    let mut by: BTreeMap<Key, (u64, u64, Vec<u64>)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.counts()) {
         let e = by
             .entry((
@@ -916,10 +920,11 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
             .or_default();
         e.0 += 1;
         e.1 += r.hit as u64;
+        e.2.push(r.needle_tokens.max(1));
     }
     let rows = by
         .into_iter()
-        .map(|((_, l, d, rep, c, p), (t, h))| {
+        .map(|((_, l, d, rep, c, p), (t, h, mut m))| {
             let mut conditions: Vec<String> = opts.labels.iter().map(|(_, v)| v.clone()).collect();
             if conc {
                 conditions.push(c.map(|c| c.to_string()).unwrap_or_default());
@@ -927,7 +932,18 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
             if prefix {
                 conditions.push(p.unwrap_or_default());
             }
-            Row { context_len: l, index_topk: opts.index_topk, depth: d, repeat: rep, conditions, trials: t, hits: h }
+            m.sort_unstable();
+            let needle_tokens = m[(m.len() - 1) / 2];
+            Row {
+                context_len: l,
+                index_topk: opts.index_topk,
+                depth: d,
+                repeat: rep,
+                needle_tokens,
+                conditions,
+                trials: t,
+                hits: h,
+            }
         })
         .collect();
     (cols, rows)
@@ -936,14 +952,14 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
 /// The measured table's text.
 fn csv_text(provenance: &str, cols: &[String], rows: &[Row]) -> String {
     let mut s = format!("# provenance: {}\n", provenance.replace(['\n', '\r'], " "));
-    s.push_str("context_len,index_topk,depth,repeat,");
+    s.push_str("context_len,index_topk,depth,repeat,needle_tokens,");
     for c in cols {
         s.push_str(c);
         s.push(',');
     }
     s.push_str("trials,hits\n");
     for r in rows {
-        s.push_str(&format!("{},{},{},{},", r.context_len, r.index_topk, r.depth, r.repeat));
+        s.push_str(&format!("{},{},{},{},{},", r.context_len, r.index_topk, r.depth, r.repeat, r.needle_tokens));
         for c in &r.conditions {
             s.push_str(c);
             s.push(',');
