@@ -397,8 +397,8 @@ pub struct Row {
     pub depth: String,
     /// Needle copies.
     pub repeat: u32,
-    /// The needle's length in tokens as counted (the lower median of the row's requests): the
-    /// table carries it, so the verdict models the needle that was sent.
+    /// The needle's length in tokens as counted, the run's median ([`Probed::needle_tokens`]):
+    /// the table carries it, so the verdict models the needle that was sent.
     pub needle_tokens: u64,
     /// Condition values, in [`Probed::condition_columns`] order.
     pub conditions: Vec<String>,
@@ -892,8 +892,10 @@ fn mismatch(tok: &LocalTokenizer, api: Api, local: u64, server: u64, what: &str)
 }
 
 /// The measured table's rows from the counted records: one per (cell, the server's count,
-/// depth to 4 decimals, concurrency, prefix cache), in cell order, each with the lower median
-/// of its requests' needle lengths.
+/// depth to 4 decimals, concurrency, prefix cache), in cell order, each with the run's median
+/// needle length (the upper median of an even count): a needle's key words move its length by a token or two
+/// from request to request, which is no property of a row, and one value keeps one model
+/// evaluation per cell.
 pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
     let mut cols: Vec<String> = opts.labels.iter().map(|(k, _)| k.clone()).collect();
     let conc = records.iter().any(|r| r.concurrency.is_some());
@@ -905,8 +907,8 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
         cols.push("prefix_cache".into());
     }
     type Key = (usize, u64, String, u32, Option<u32>, Option<String>);
-    // Per row: trials, hits and the needle lengths of its requests.
-    let mut by: BTreeMap<Key, (u64, u64, Vec<u64>)> = BTreeMap::new();
+    let needle_tokens = median_needle(records).max(1);
+    let mut by: BTreeMap<Key, (u64, u64)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.counts()) {
         let e = by
             .entry((
@@ -920,11 +922,10 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
             .or_default();
         e.0 += 1;
         e.1 += r.hit as u64;
-        e.2.push(r.needle_tokens.max(1));
     }
     let rows = by
         .into_iter()
-        .map(|((_, l, d, rep, c, p), (t, h, mut m))| {
+        .map(|((_, l, d, rep, c, p), (t, h))| {
             let mut conditions: Vec<String> = opts.labels.iter().map(|(_, v)| v.clone()).collect();
             if conc {
                 conditions.push(c.map(|c| c.to_string()).unwrap_or_default());
@@ -932,8 +933,6 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
             if prefix {
                 conditions.push(p.unwrap_or_default());
             }
-            m.sort_unstable();
-            let needle_tokens = m[(m.len() - 1) / 2];
             Row {
                 context_len: l,
                 index_topk: opts.index_topk,
@@ -947,6 +946,14 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
         })
         .collect();
     (cols, rows)
+}
+
+/// The median needle length of the counted records (the upper one of an even count; 0 for
+/// none): the summary's, the provenance's and every row's of the table.
+fn median_needle(records: &[Record]) -> u64 {
+    let mut m: Vec<u64> = records.iter().filter(|r| r.counts()).map(|r| r.needle_tokens).collect();
+    m.sort_unstable();
+    m.get(m.len() / 2).copied().unwrap_or(0)
 }
 
 /// The measured table's text.
@@ -1256,8 +1263,6 @@ fn summary(
     notes: Vec<String>,
 ) -> Probed {
     let counted: Vec<&Record> = records.iter().filter(|r| r.counts()).collect();
-    let mut m: Vec<u64> = counted.iter().map(|r| r.needle_tokens).collect();
-    m.sort_unstable();
     let (condition_columns, rows) = table(opts, records);
     Probed {
         out: out.to_path_buf(),
@@ -1269,7 +1274,7 @@ fn summary(
         condition_columns,
         rows,
         captures: counted.iter().filter(|r| r.capture.is_some()).count() as u64,
-        needle_tokens: m.get(m.len() / 2).copied().unwrap_or(0),
+        needle_tokens: median_needle(records),
         seed: opts.seed,
         notes,
     }
