@@ -163,10 +163,28 @@ fn the_verdict_with_needle_tokens_is_the_slower_paths() {
     let slow = verdict_with(&PerEntryKind, &t, &base);
     assert_eq!(fast.call, slow.call);
     assert_eq!(fast.signatures, slow.signatures);
-    let names = |d: &Diagnosis| d.hypotheses.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&fast), names(&slow));
-    for (f, s) in fast.hypotheses.iter().zip(&slow.hypotheses) {
-        // The fits optimise the same likelihood, whose values agree within the engine's 1e-6.
-        assert!((f.loglik - s.loglik).abs() <= 1e-4, "{}: {} against {}", f.name, f.loglik, s.loglik);
+    // The same hypotheses in the same order (each known by its fixed fields, free parameters and
+    // their count), with the same likelihoods: the fits optimise one likelihood, whose values
+    // agree within the engine's 1e-6.
+    let which = |d: &Diagnosis| {
+        d.hypotheses
+            .iter()
+            .map(|h| {
+                let fixed: Vec<String> = h.fixed.iter().map(|(f, v)| format!("{}={v}", f.name())).collect();
+                let free: Vec<&str> = h.estimates.iter().map(|(n, _)| n.as_str()).collect();
+                format!("{} | {} | {}", h.k, fixed.join(","), free.join(","))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(which(&fast), which(&slow));
+    assert_eq!(fast.hypotheses.len(), slow.hypotheses.len());
+    for (i, (f, s)) in fast.hypotheses.iter().zip(&slow.hypotheses).enumerate() {
+        assert!(
+            (f.loglik - s.loglik).abs() <= 1e-4,
+            "hypothesis {i} ({}): {} against {}",
+            which(&fast)[i],
+            f.loglik,
+            s.loglik
+        );
     }
 }
