@@ -394,7 +394,7 @@ fn sweep(
 /// Fits scenario fields to measured recall by maximum binomial likelihood.
 ///
 /// `data`: the measured table (a CSV path: context_len,index_topk,trials,hits, optional
-/// depth,repeat,compress_ratio,window,label). `fit`: "dprime,needle_sd=0.1:5" or a list of such
+/// depth,repeat,compress_ratio,window,needle_tokens,label). `fit`: "dprime,needle_sd=0.1:5" or a list of such
 /// items. `compare=True` also fits the named hypotheses and ranks them by AIC; `predict`: what-if
 /// axes (as `vary` of `sweep`). `trials` (default 4000 per model evaluation), `seed`, `engine`,
 /// `threads`, `preset`, `scenario` and the fields as for `recall`.
