@@ -464,7 +464,8 @@ fn paragraphs(text: &str) -> Vec<Vec<&str>> {
     let (mut out, mut cur, mut fenced): (Vec<Vec<&str>>, Vec<&str>, bool) = (Vec::new(), Vec::new(), false);
     for line in text.lines() {
         let t = line.trim_start();
-        let breaks = t.is_empty() || t.starts_with("```") || t.starts_with('#') || t.starts_with("- ") || t.starts_with('|');
+        let breaks =
+            t.is_empty() || t.starts_with("```") || t.starts_with('#') || t.starts_with("- ") || t.starts_with('|');
         if fenced || breaks {
             out.extend((!cur.is_empty()).then(|| std::mem::take(&mut cur)));
         }
