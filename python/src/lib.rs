@@ -117,7 +117,7 @@ fn uint(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
         let allowed = match name {
             "trials" => format!("1..={}", dsa_sim::engine::MAX_TRIALS),
             "threads" => format!("1..={}", dsa_sim::engine::MAX_THREADS),
-            "budget" => format!("1..={} trials", dsa_sim::commands::fit::MAX_BUDGET),
+            "budget" => format!("1..={} trials", dsa_sim::commands::plan::MAX_BUDGET),
             _ => format!("0..={}", u64::MAX),
         };
         PyValueError::new_err(format!(
@@ -425,14 +425,14 @@ fn calibrate(
     let predict = axes("predict", predict)?;
     let report = py
         .detach(|| {
-            let req = commands::fit::CalibrateRequest {
+            let req = commands::calibrate::CalibrateRequest {
                 data: Some(&data),
                 fit: fit.as_deref(),
                 compare,
                 predict: &predict,
                 scores: scores.as_deref(),
             };
-            commands::fit::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
+            commands::calibrate::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
         })
         .map_err(py_err)?;
     to_py(py, &report)
@@ -479,7 +479,8 @@ fn verdict(
     let v = py
         .detach(|| {
             let refs: Vec<&std::path::Path> = tables.iter().map(PathBuf::as_path).collect();
-            commands::fit::verdict_tables(&spec, &engine, target, &refs, fit.as_deref(), &|_| {}).map(|v| v.to_json())
+            commands::verdict::verdict_tables(&spec, &engine, target, &refs, fit.as_deref(), &|_| {})
+                .map(|v| v.to_json())
         })
         .map_err(py_err)?;
     to_py(py, &v)
@@ -672,14 +673,14 @@ fn plan(
     let hypotheses = hypotheses.unwrap_or_default();
     let p = py
         .detach(|| {
-            let req = commands::fit::PlanRequest {
+            let req = commands::plan::PlanRequest {
                 data: Some(&data),
                 also: &[],
                 budget,
                 hypotheses: &hypotheses,
                 target: Some(target),
             };
-            commands::fit::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
+            commands::plan::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
         })
         .map_err(py_err)?;
     to_py(py, &p)

@@ -1,7 +1,7 @@
 //! `dsa-sim calibrate`: fit scalar parameters to measured recall (docs/model.md#calibration).
 
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::commands::fit::{calibrate, CalibrateRequest};
+use crate::commands::calibrate::{calibrate, CalibrateRequest};
 use crate::commands::run::calibration_experiment;
 use crate::commands::{FitEngineSpec, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
 use crate::engine::EngineChoice;

@@ -10,16 +10,19 @@
 //! Adding a command is one function here returning a result type, one file in `src/cli/` and
 //! one function in `python/src/lib.rs`.
 
+pub mod calibrate;
 pub mod estimate;
-pub mod fit;
 pub mod formats;
 pub mod import;
+pub mod plan;
 pub mod presets;
 pub mod probe;
 pub mod probe_loop;
 pub mod quantize;
 pub mod run;
 pub mod sweep;
+pub mod table;
+pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineModel, RunOptions, MAX_TRIALS};
 /// The defaults of the engine inputs (`--seed`, the calibrating commands' `--trials`).

@@ -14,8 +14,9 @@
 //! plan (the verdict stands), or when every planned cell is at another k and no restart hook is
 //! given (those cells are listed, never silently skipped).
 
-use super::fit::{nothing_to_plan, plan, verdict_tables, PlanRequest, VerdictResult};
+use super::plan::{nothing_to_plan, plan, PlanRequest};
 use super::probe::ProbeSpec;
+use super::verdict::{verdict_tables, VerdictResult};
 use super::{CommandError, FitEngineSpec, ScenarioSpec};
 use crate::diagnosis::signature::Signature;
 use crate::probe::{Client, RetryPolicy};
