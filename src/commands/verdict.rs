@@ -3,8 +3,9 @@
 use super::table::{check_rows, given_fields, load_all, with_table_facts};
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
 use crate::calibrate::report::CalibrationReport;
-use crate::calibrate::{parse_fit_spec, run_calibration, Dataset};
-use crate::diagnosis::{calibrated_call, diagnose, numbers_scenario, CalibratedCall, Diagnosis};
+use crate::calibrate::{parse_fit_spec, Dataset};
+use crate::diagnosis::pipeline;
+use crate::diagnosis::{numbers_scenario, CalibratedCall, Diagnosis};
 use crate::present::verdict as present;
 use crate::scenario::Scenario;
 use crate::verdict::{Verdict, VerdictOptions};
@@ -78,17 +79,12 @@ pub fn verdict_tables(
             let free = parse_fit_spec(fit, Some(&data))?;
             let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
             let model = model.expecting_topks(data.topks_asked(Some(&at)));
-            engine.in_pool(|| -> Result<_, CommandError> {
+            let (report, call) = engine.in_pool(|| {
+                let req = pipeline::FitRequest::default();
                 let cached = engine.cached(&model, observe);
-                let model = &cached;
-                let mut report = run_calibration(&data, &base, free, model, false, &[], String::new)?;
-                if report.fit.region.is_empty() {
-                    let problem = crate::calibrate::Problem::new(&data, &base, report.free.clone(), model)?;
-                    report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
-                }
-                let call = calibrated_call(&data, &at, &report, model, opts)?.numbers_at(length);
-                Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data: data.clone() })
-            })?
+                pipeline::calibrated(&data, &base, (&at, length), free, &cached, opts, req, String::new)
+            })??;
+            Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data })
         }
         (Some(paths), None) => {
             let data = load_all(paths)?;
@@ -97,8 +93,7 @@ pub fn verdict_tables(
             let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
             let model = model.expecting_topks(data.topks_asked(Some(&at)));
             let d = engine
-                .in_pool(|| diagnose(&data, &at, &[], &engine.cached(&model, observe), opts))??
-                .numbers_at(length);
+                .in_pool(|| pipeline::diagnosed(&data, (&at, length), &[], &engine.cached(&model, observe), opts))??;
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
         }
         (None, Some(_)) => Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit")),

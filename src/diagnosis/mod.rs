@@ -18,6 +18,7 @@
 pub mod calibrated;
 pub mod conditions;
 pub mod error_rates;
+pub mod pipeline;
 pub mod plan;
 pub mod plausible;
 pub mod rule;

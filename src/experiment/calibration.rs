@@ -20,7 +20,7 @@
 
 use crate::calibrate::predict::{parse_predict_specs, predict_grid};
 use crate::calibrate::report::CalibrationReport;
-use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, Problem};
+use crate::calibrate::{load_csv, parse_fit_spec, CalibError, Problem};
 use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
 use crate::output::{StageOptions, StagedDir};
 use crate::present::calibrate::{point_value, BAND_METHOD};
@@ -184,11 +184,14 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let staged = StagedDir::begin(&out, &StageOptions { resume: false, fingerprint: &fingerprint, inputs: &inputs })
         .map_err(output_error)?;
     let tmp = staged.path().to_path_buf();
-    let mut report = run_calibration(&data, &base, free.clone(), &model, exp.compare, &first, || model.describe())?;
-    if report.fit.region.is_empty() {
-        let problem = Problem::new(&data, &base, free.clone(), &model)?;
-        report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
-    }
+    // The one pipeline (as `verdict --data --fit`): the fit with its hypotheses and first curve,
+    // the likelihood region every curve needs, and the call; here `base` is already the numbers'
+    // scenario, so both are at it.
+    let req = crate::diagnosis::pipeline::FitRequest { compare: exp.compare, predict: &first };
+    let (mut report, call) =
+        crate::diagnosis::pipeline::calibrated(&data, &base, (&base, length), free.clone(), &model, opts, req, || {
+            model.describe()
+        })?;
     let problem = Problem::new(&data, &base, free.clone(), &model)?;
     let mut curves = Vec::new();
     for specs in &all_specs {
@@ -196,11 +199,10 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
-    let call = crate::diagnosis::calibrated_call(&data, &base, &report, &model, opts)?.numbers_at(length);
     // The diagnosis (row checks, every named hypothesis, the call with its signatures) when the
     // experiment compares hypotheses.
     let diagnosis = if exp.compare {
-        Some(crate::diagnosis::diagnose(&data, &base, &free, &model, opts)?.numbers_at(length))
+        Some(crate::diagnosis::pipeline::diagnosed(&data, (&base, length), &free, &model, opts)?)
     } else {
         None
     };

@@ -1,0 +1,58 @@
+//! The one path from a measured table to a call and its numbers, shared by the commands
+//! (`verdict --data`, `verdict --data --fit`) and the calibration experiments: the numbers'
+//! scenario ([`super::numbers_scenario`]) first, then the diagnosis, or the fit with the
+//! likelihood region the verdict's ranges need and the call at the numbers' scenario. What
+//! differs between the callers is what they pass (the experiment's curves and its `compare`),
+//! never the steps.
+
+use super::{calibrated_call, diagnose, CalibratedCall, Diagnosis, NumbersAt};
+use crate::calibrate::report::CalibrationReport;
+use crate::calibrate::{run_calibration, CalibError, Dataset, FreeParam, Problem};
+use crate::engine::RecallModel;
+use crate::scenario::Scenario;
+use crate::sweep::Axis;
+use crate::verdict::VerdictOptions;
+
+/// `verdict --data`: the table diagnosed at the numbers' scenario `at` (`user_free`: nuisance
+/// parameters free in every hypothesis).
+pub fn diagnosed(
+    data: &Dataset,
+    (at, length): (&Scenario, NumbersAt),
+    user_free: &[FreeParam],
+    model: &dyn RecallModel,
+    opts: VerdictOptions,
+) -> Result<Diagnosis, CalibError> {
+    Ok(diagnose(data, at, user_free, model, opts)?.numbers_at(length))
+}
+
+/// What a calibrated call is asked for besides the table, the scenarios and the model.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FitRequest<'a> {
+    /// Also fit and rank the named hypotheses.
+    pub compare: bool,
+    /// What-if axes predicted with their bands.
+    pub predict: &'a [Axis],
+}
+
+/// `verdict --data --fit` and a calibration experiment: `free` fitted on `base` (with the
+/// hypotheses and predictions `req` asks for), the fit's 95% likelihood region (refitted with it
+/// when the calibration did not need one), and the call at the numbers' scenario `at`.
+pub fn calibrated(
+    data: &Dataset,
+    base: &Scenario,
+    (at, length): (&Scenario, NumbersAt),
+    free: Vec<FreeParam>,
+    model: &dyn RecallModel,
+    opts: VerdictOptions,
+    req: FitRequest,
+    describe: impl Fn() -> String,
+) -> Result<(CalibrationReport, CalibratedCall), CalibError> {
+    let mut report = run_calibration(data, base, free, model, req.compare, req.predict, describe)?;
+    if report.fit.region.is_empty() {
+        // The verdict's ranges need the region, which a fit without predictions skips.
+        let problem = Problem::new(data, base, report.free.clone(), model)?;
+        report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
+    }
+    let call = calibrated_call(data, at, &report, model, opts)?.numbers_at(length);
+    Ok((report, call))
+}
