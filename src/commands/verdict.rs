@@ -82,7 +82,9 @@ pub fn verdict_tables(
             let (report, call) = engine.in_pool(|| {
                 let req = pipeline::FitRequest::default();
                 let cached = engine.cached(&model, observe);
-                pipeline::calibrated(&data, &base, (&at, length), free, &cached, opts, req, String::new)
+                let report = pipeline::fit(&data, &base, free, &cached, req, String::new)?;
+                let call = pipeline::call(&data, (&at, length), &report, &cached, opts)?;
+                Ok::<_, crate::calibrate::CalibError>((report, call))
             })??;
             Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data })
         }

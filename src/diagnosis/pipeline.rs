@@ -1,7 +1,8 @@
 //! The one path from a measured table to a call and its numbers, shared by the commands
 //! (`verdict --data`, `verdict --data --fit`) and the calibration experiments: the numbers'
-//! scenario ([`super::numbers_scenario`]) first, then the diagnosis, or the fit with the
-//! likelihood region the verdict's ranges need and the call at the numbers' scenario. What
+//! scenario ([`super::numbers_scenario`]) first, then the diagnosis ([`diagnosed`]), or the fit
+//! with the likelihood region the verdict's ranges need ([`fit`]) and the call at the numbers'
+//! scenario ([`call`]). What
 //! differs between the callers is what they pass (the experiment's curves and its `compare`),
 //! never the steps.
 
@@ -34,25 +35,33 @@ pub struct FitRequest<'a> {
     pub predict: &'a [Axis],
 }
 
-/// `verdict --data --fit` and a calibration experiment: `free` fitted on `base` (with the
-/// hypotheses and predictions `req` asks for), the fit's 95% likelihood region (refitted with it
-/// when the calibration did not need one), and the call at the numbers' scenario `at`.
-pub fn calibrated(
+/// `verdict --data --fit` and a calibration experiment, first step: `free` fitted on `base` (with
+/// the hypotheses and predictions `req` asks for) and the fit's 95% likelihood region, refitted
+/// with it when the calibration did not need one (the verdict's ranges do).
+pub fn fit(
     data: &Dataset,
     base: &Scenario,
-    (at, length): (&Scenario, NumbersAt),
     free: Vec<FreeParam>,
     model: &dyn RecallModel,
-    opts: VerdictOptions,
     req: FitRequest,
     describe: impl Fn() -> String,
-) -> Result<(CalibrationReport, CalibratedCall), CalibError> {
+) -> Result<CalibrationReport, CalibError> {
     let mut report = run_calibration(data, base, free, model, req.compare, req.predict, describe)?;
     if report.fit.region.is_empty() {
-        // The verdict's ranges need the region, which a fit without predictions skips.
         let problem = Problem::new(data, base, report.free.clone(), model)?;
         report.fit = crate::calibrate::fit::fit(&problem, true, true)?;
     }
-    let call = calibrated_call(data, at, &report, model, opts)?.numbers_at(length);
-    Ok((report, call))
+    Ok(report)
+}
+
+/// The second step: the call at the numbers' scenario `at` from a [`fit`]'s report (a
+/// calibration experiment predicts its curves in between).
+pub fn call(
+    data: &Dataset,
+    (at, length): (&Scenario, NumbersAt),
+    report: &CalibrationReport,
+    model: &dyn RecallModel,
+    opts: VerdictOptions,
+) -> Result<CalibratedCall, CalibError> {
+    Ok(calibrated_call(data, at, report, model, opts)?.numbers_at(length))
 }

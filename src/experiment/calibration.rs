@@ -184,14 +184,11 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let staged = StagedDir::begin(&out, &StageOptions { resume: false, fingerprint: &fingerprint, inputs: &inputs })
         .map_err(output_error)?;
     let tmp = staged.path().to_path_buf();
-    // The one pipeline (as `verdict --data --fit`): the fit with its hypotheses and first curve,
-    // the likelihood region every curve needs, and the call; here `base` is already the numbers'
-    // scenario, so both are at it.
+    // The one pipeline (as `verdict --data --fit`): the fit with its hypotheses and first curve
+    // and the likelihood region every curve needs, the curves, then the call; here `base` is
+    // already the numbers' scenario, so the fit and the call are both at it.
     let req = crate::diagnosis::pipeline::FitRequest { compare: exp.compare, predict: &first };
-    let (mut report, call) =
-        crate::diagnosis::pipeline::calibrated(&data, &base, (&base, length), free.clone(), &model, opts, req, || {
-            model.describe()
-        })?;
+    let mut report = crate::diagnosis::pipeline::fit(&data, &base, free.clone(), &model, req, || model.describe())?;
     let problem = Problem::new(&data, &base, free.clone(), &model)?;
     let mut curves = Vec::new();
     for specs in &all_specs {
@@ -199,6 +196,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     }
     report.predictions = curves.iter().flat_map(|c| c.1.clone()).collect();
     report.engine = model.describe();
+    let call = crate::diagnosis::pipeline::call(&data, (&base, length), &report, &model, opts)?;
     // The diagnosis (row checks, every named hypothesis, the call with its signatures) when the
     // experiment compares hypotheses.
     let diagnosis = if exp.compare {
