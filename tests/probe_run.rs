@@ -172,43 +172,17 @@ fn chat_and_usage_only_servers() {
     .unwrap();
     assert_eq!(j["token_count"], "usage");
     assert_eq!(j["trials"], 12);
-    // A /tokenize of another shape (TGI, llama.cpp) refuses the probe's fields: usage counts then.
-    let srv2 = start(Config::healthy().bad(probe_server::Bad::OtherTokenize));
-    let j2: serde_json::Value = serde_json::from_str(&ok(&[
-        "probe",
-        "--url",
-        &srv2.url,
-        "--context-len",
-        "2K",
-        "--depth",
-        "0.5",
-        "--trials",
-        "2",
-        "--out",
-        d.path().join("tgi").to_str().unwrap(),
-        "--json",
-    ]))
-    .unwrap();
-    assert_eq!((j2["token_count"].as_str(), j2["trials"].as_u64()), (Some("usage"), Some(2)));
-    // llama.cpp's /tokenize reads `content` and answers the probe's fields with no tokens (200):
-    // usage counts too.
-    let srv3 = start(Config::healthy().bad(probe_server::Bad::EmptyTokenize));
-    let j3: serde_json::Value = serde_json::from_str(&ok(&[
-        "probe",
-        "--url",
-        &srv3.url,
-        "--context-len",
-        "2K",
-        "--depth",
-        "0.5",
-        "--trials",
-        "2",
-        "--out",
-        d.path().join("llama").to_str().unwrap(),
-        "--json",
-    ]))
-    .unwrap();
-    assert_eq!((j3["token_count"].as_str(), j3["trials"].as_u64()), (Some("usage"), Some(2)));
+    // A /tokenize of another shape (TGI) refuses the probe's fields, and llama.cpp's reads
+    // `content` and answers them with no tokens (200): usage counts then, both.
+    for (bad, name) in [(probe_server::Bad::OtherTokenize, "tgi"), (probe_server::Bad::EmptyTokenize, "llama")] {
+        let srv = start(Config::healthy().bad(bad));
+        let out = d.path().join(name);
+        let args = ["probe", "--url", &srv.url, "--context-len", "2K", "--depth", "0.5", "--trials", "2", "--out"];
+        let mut args: Vec<&str> = args.to_vec();
+        args.extend([out.to_str().unwrap(), "--json"]);
+        let j: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+        assert_eq!((j["token_count"].as_str(), j["trials"].as_u64()), (Some("usage"), Some(2)), "{name}");
+    }
     for r in transcript(&out).iter().filter(|r| r["discarded"].is_null()) {
         let (p, t) = (r["prompt_tokens"].as_u64().unwrap(), r["target_tokens"].as_u64().unwrap());
         assert!(p.abs_diff(t) as f64 <= 0.01 * t as f64, "{r}");
