@@ -67,7 +67,7 @@ fn simulate(model: &dyn RecallModel, truth: &Scenario, trials: u64, seed: u64) -
 fn recovery_24_configurations_nominal_coverage() {
     let model = EngineModel::new(EngineChoice::Analytic, 1, 1);
     // One selecting layer: recovery of the score parameters, which a 21-layer stack at ρ = 0
-    // would saturate (tests/stack.rs covers the stack).
+    // would saturate (tests/engines/stack.rs covers the stack).
     let base = Scenario::preset("deepseek-v4-flash").unwrap().one_layer();
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(777);
     let (mut total, mut misses) = (0u64, 0u64);

@@ -3,7 +3,7 @@
 //! parameter recovery end to end: selections drawn from known parameters, written as captures in
 //! the three layouts (.npz, SGLang replies, vLLM replies), imported, calibrated.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use dsa_sim::engine::analytic::Analytic;

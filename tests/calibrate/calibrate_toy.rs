@@ -10,7 +10,7 @@ use dsa_sim::verdict::{verdict, Call, VerdictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
 
-mod common;
+use crate::common;
 use rand_distr::{Binomial, Distribution};
 use statrs::distribution::{Binomial as SBin, DiscreteCDF};
 

@@ -1,7 +1,7 @@
 //! Determinism: every command that draws random numbers prints byte-identical JSON (and writes
 //! byte-identical files) for `--threads 1`, `--threads 2` and a rerun.
 
-mod common;
+use crate::common;
 use common::files;
 use std::path::Path;
 use std::process::Command;

@@ -9,7 +9,7 @@
 //! (`keep_dir/`) keep their known contents, and nothing new appears (no partial file, no staging
 //! folder).
 
-mod common;
+use crate::common;
 use common::snapshot;
 use std::ffi::OsString;
 use std::io::Write;
@@ -1205,7 +1205,7 @@ fn calibrate_and_verdict_hostile_invocations() {
         ("verdict inf target", os_strings(&["verdict", "--target", "inf"]), vec!["target"]),
         ("verdict text target", os_strings(&["verdict", "--target", "high"]), vec!["target"]),
         // A table no row of which separates any two hypotheses is no longer bad input: every
-        // valid table gets a call (issue 39; tests/verdict_reports.rs, saturated or undecided).
+        // valid table gets a call (issue 39; tests/verdict/verdict_reports.rs, saturated or undecided).
         ("verdict --fit without --data", os_strings(&["verdict", "--fit", "dprime"]), vec!["--data"]),
         ("verdict vector model", os_strings(&["verdict", "--model", "vector"]), vec!["vector"]),
         (

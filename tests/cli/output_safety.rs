@@ -4,7 +4,7 @@
 //! measured-data reader: `run` and `calibrate` accept and reject the same tables with the same
 //! messages, in linear time.
 
-mod common;
+use crate::common;
 use common::snapshot;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

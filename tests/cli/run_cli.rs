@@ -1,6 +1,6 @@
 //! `dsa-sim run` on experiment files, as a user runs it.
 
-mod common;
+use crate::common;
 use common::files;
 use std::path::Path;
 use std::process::{Command, Output};

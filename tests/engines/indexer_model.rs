@@ -12,7 +12,7 @@ use dsa_sim::indexer::{simulate, VectorModel};
 use dsa_sim::progress::Silent;
 use dsa_sim::trials::{self, Tally};
 
-mod common;
+use crate::common;
 use common::vector_scenario as vector;
 
 /// Two-proportion z statistic.

@@ -4,7 +4,7 @@
 use dsa_sim::stats::{norm_cdf, norm_sf};
 
 fn reference() -> Vec<(f64, f64)> {
-    let text = include_str!("data/normal/normal_sf.txt");
+    let text = include_str!("../data/normal/normal_sf.txt");
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .map(|l| {

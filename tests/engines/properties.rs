@@ -129,7 +129,7 @@ proptest! {
         let a = recall(&s);
         let n = 20_000;
         let run = simulate(&s, n, seed, McPath::Exact).unwrap();
-        // Exact two-sided binomial test at level 1e-9 (see tests/cross_engine.rs).
+        // Exact two-sided binomial test at level 1e-9 (see tests/engines/cross_engine.rs).
         let pv = if a <= 0.0 {
             if run.successes == 0 { 1.0 } else { 0.0 }
         } else if a >= 1.0 {

@@ -16,7 +16,7 @@ use dsa_sim::stats::{binom_cdf, ln_norm_pdf, norm_cdf};
 use statrs::distribution::{Binomial, DiscreteCDF};
 use std::process::Command;
 
-/// Exact two-sided binomial p-value threshold: a seeded far-tail test (as tests/cross_engine.rs).
+/// Exact two-sided binomial p-value threshold: a seeded far-tail test (as tests/engines/cross_engine.rs).
 const P_FAR: f64 = 1e-9;
 
 fn p_value(successes: u64, trials: u64, p: f64) -> f64 {

@@ -5,7 +5,7 @@
 use dsa_sim::indexer::{Scratch, VectorModel};
 use dsa_sim::Scenario;
 
-mod common;
+use crate::common;
 use common::vector_scenario as vector;
 
 /// FNV-1a over the bits of every score of three layers and their ranks.

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-mod common;
+use crate::common;
 
 /// Runs the import in `dir` (the output `out.csv` there) and checks the refusal: exit 2, one
 /// line containing every one of `want`, the folder unchanged.

@@ -1,7 +1,7 @@
 //! `dsa-sim import scores`: ranks, tails and predictions on captures whose truth is known,
 //! written here as `.npz` archives (NPY format 1.0 members in a zip, as numpy.savez writes them).
 
-mod common;
+use crate::common;
 
 use dsa_sim::import::scores::{self as cs, PredictOptions};
 use dsa_sim::Scenario;

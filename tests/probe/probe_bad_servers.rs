@@ -1,7 +1,7 @@
 //! `dsa-sim probe` against bad servers: each failure is a retry or one clear line (exit 1),
 //! never a corrupted table; an interrupted probe resumes from its transcript, losing nothing.
 
-mod probe_server;
+use crate::probe_server;
 
 use probe_server::{raw, start, Bad, Config};
 use std::path::Path;

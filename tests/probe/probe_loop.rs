@@ -3,7 +3,7 @@
 //! --data` → `plan --out cells.csv` → `probe --cells` → `verdict` on both tables. A healthy
 //! server must be called saturated or a physical limit; each planted defect must be named.
 
-mod probe_server;
+use crate::probe_server;
 
 use probe_server::{start, Config, Defect};
 use serde_json::Value;

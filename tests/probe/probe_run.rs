@@ -2,7 +2,7 @@
 //! where the needle sits, scoring, the output folder, captures that `import topk --manifest`
 //! reads, conditions, resume, dry run, and bad input.
 
-mod probe_server;
+use crate::probe_server;
 
 use probe_server::{start, Config, Defect};
 use std::path::Path;

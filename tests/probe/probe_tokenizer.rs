@@ -5,7 +5,7 @@
 //! it does not hold) stopped before the budget is spent, or at the first reply that disagrees;
 //! bad files one line before any request. And `--resume` on a finished folder.
 
-mod probe_server;
+use crate::probe_server;
 
 use probe_server::{start, tokenizer, word_tokenizer_json, Bad, Config};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! named. A `--restart-cmd` writes the k to a file the server reads at every request, as a
 //! relaunch at another k would change it.
 
-mod probe_server;
+use crate::probe_server;
 
 use probe_server::{start, Config, Defect};
 use serde_json::Value;

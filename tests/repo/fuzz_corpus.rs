@@ -2,7 +2,7 @@
 //! through the same checks the fuzz targets make (fuzz/harness.rs), so a plain `cargo test`
 //! guards every input the fuzzer ever crashed on without libFuzzer or a nightly toolchain.
 
-#[path = "../fuzz/harness.rs"]
+#[path = "../../fuzz/harness.rs"]
 mod harness;
 
 use std::path::Path;

@@ -2,12 +2,12 @@
 //! comments and string literals left out), checked to form no cycle, with the command line
 //! (`src/cli/`, `src/main.rs`) a leaf that nothing in the library imports.
 //!
-//! `cargo test --test layers -- --nocapture` prints the graph, lowest layer first.
+//! `cargo test --test repo layers:: -- --nocapture` prints the graph, lowest layer first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 /// The source with comments, string and character literals blanked out (code only).
 fn code_only(src: &str) -> String {

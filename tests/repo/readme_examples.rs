@@ -12,7 +12,7 @@
 //! After a deliberate change of output, regenerate the expected outputs in place with
 //!
 //! ```sh
-//! DSA_SIM_UPDATE_README=1 cargo test --release --test readme_examples
+//! DSA_SIM_UPDATE_README=1 cargo test --release --test repo readme_examples
 //! ```
 //!
 //! and review the diff.
@@ -357,7 +357,7 @@ fn documented_examples_print_what_they_show() {
     assert!(total >= 8, "found only {total} documented examples: did the `$ dsa-sim` convention change?");
     assert!(
         failures.is_empty(),
-        "{} documented example(s) out of date (DSA_SIM_UPDATE_README=1 cargo test --release --test readme_examples \
+        "{} documented example(s) out of date (DSA_SIM_UPDATE_README=1 cargo test --release --test repo readme_examples \
          regenerates the outputs):\n\n{}",
         failures.len(),
         failures.join("\n\n")

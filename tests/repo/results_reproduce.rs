@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-mod common;
+use crate::common;
 
 /// Experiments too slow for every CI run (measured on 2 shared cores, release build), compared
 /// only by `scripts/regenerate-results` followed by `git diff`.

@@ -13,8 +13,6 @@ use rand::SeedableRng;
 use rand_distr::{Binomial, Distribution};
 use std::process::Command;
 
-mod common;
-
 fn model() -> EngineModel {
     EngineModel::new(EngineChoice::Analytic, 1, 1)
 }

@@ -7,7 +7,7 @@
 //! refitted on every simulated table, the defect evidence D = AIC(best working indexer) −
 //! AIC(best defect) recomputed, the rule (D > τ, or the rows jointly below the random-indexer
 //! floor) applied — on a closed-form recall model (a probit in the distractor quantile,
-//! `common::toy_probit`, as in tests/calibrate_toy.rs) where refits are cheap. The false-alarm rate and the power the
+//! `common::toy_probit`, as in tests/calibrate/calibrate_toy.rs) where refits are cheap. The false-alarm rate and the power the
 //! approximation reports must agree with the rerun procedure's, and the threshold τ it reports
 //! must hold the rerun procedure's false-alarm rate near its nominal 5%, far below the 10% target.
 //! The tables here are drawn from this file's own seeds, not the library's.
@@ -21,7 +21,7 @@ use dsa_sim::verdict::VerdictOptions;
 use dsa_sim::Scenario;
 use rand::SeedableRng;
 
-mod common;
+use crate::common;
 use rand_distr::{Binomial, Distribution};
 
 /// Tables per truth for the rerun procedure.

@@ -13,8 +13,6 @@ use dsa_sim::geometry::Geometry;
 use dsa_sim::verdict::{Call, VerdictOptions};
 use dsa_sim::Scenario;
 use rand::SeedableRng;
-
-mod common;
 use rand_distr::{Binomial, Distribution};
 
 const TRIALS: u64 = 200;
