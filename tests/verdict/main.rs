@@ -3,6 +3,8 @@
 //!
 //! One test binary per folder of tests/ (a link per binary saved): `cargo test --release --test verdict`
 //! runs this folder, `cargo test --release --test verdict conditions::` one file's tests.
+//! tests/verdict_corpus.rs is a binary of its own: it times each verdict it runs (at most 10 s),
+//! which a test of this binary running beside it would slow.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,7 +13,6 @@ mod conditions;
 mod diagnose_truths;
 mod error_rates_refit;
 mod verdict_calls;
-mod verdict_corpus;
 mod verdict_reports;
 mod verdict_sparse_truths;
 mod verdict_truths;
