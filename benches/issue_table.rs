@@ -1,5 +1,5 @@
 //! The analytic rows of issue 23's table, each the library call its command makes
-//! (`commands::fit::verdict`, `commands::fit::calibrate`, `experiment::run_file`), on the tables
+//! (`commands::verdict::verdict`, `commands::calibrate::calibrate`, `experiment::run_file`), on the tables
 //! the issue names or constructed ones of the same shape:
 //!
 //! - the seed verdict on `deepseek-v4-flash-sglang` (experiments/dsv4_seed_observations.csv);
@@ -18,7 +18,8 @@
 //! without them: these figures are the warm cost, docs/benchmarks.md gives the command's.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use dsa_sim::commands::fit::{calibrate, verdict, CalibrateRequest};
+use dsa_sim::commands::calibrate::{calibrate, CalibrateRequest};
+use dsa_sim::commands::verdict::verdict;
 use dsa_sim::commands::{FitEngineSpec, ScenarioSpec};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};

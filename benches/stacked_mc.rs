@@ -10,7 +10,7 @@
 //! replay kept at both k answers both (`quest_noise_search/both searches, …`). The mean-pooling
 //! verdict with a fit (`verdict --preset deepseek-v4-flash --context-len 16000 --pooling mean
 //! --data experiments/dsv4_seed_observations.csv --fit dprime`) is the whole command's library
-//! call, `commands::fit::verdict` (its replays built once per row, siblings in k at their first
+//! call, `commands::verdict::verdict` (its replays built once per row, siblings in k at their first
 //! request, never twice for one key).
 //!
 //! `replay_several_k`: the seed table measures k = 512 and 1024 at 8000 tokens and the verdict
@@ -22,7 +22,7 @@
 //! (mean pooling); their rank records from one run against one run each (300 trials).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use dsa_sim::commands::fit::verdict;
+use dsa_sim::commands::verdict::verdict;
 use dsa_sim::commands::{FitEngineSpec, ScenarioSpec};
 use dsa_sim::engine::montecarlo::{NoiseReplay, RankRecord, Replay};
 use dsa_sim::engine::{with_noise, EngineChoice, EngineModel, RecallModel};

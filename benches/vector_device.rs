@@ -6,7 +6,8 @@
 //! cores) and on `cuda:0`.
 //!
 //! Criterion-style without criterion's fixed sample counts (a 1Mi trial on the CPU takes
-//! seconds): one warm-up sample (module load, NVRTC, buffers), then `SAMPLES` samples, each a
+//! seconds): one warm-up sample (what a process pays once: the driver, the card's context, the
+//! kernels' NVRTC compilation and load), then `SAMPLES` samples, each a
 //! run of T trials (the device's throughput, trials running concurrently as in a real run) and
 //! (on a GPU) a run of 4 trials, reported as ms per trial: the run's time / T (what a T-trial run costs per
 //! trial, its setup included: the model, the card's buffers, one stream and staging per

@@ -586,7 +586,8 @@ pub fn probe_reply(data: &[u8]) {
             let o = v.as_object().expect("the parsed reply is an object");
             for k in o.keys() {
                 assert!(
-                    ["choices", "usage", "text", "meta_info", "error", "data", "count"].contains(&k.as_str()),
+                    ["choices", "usage", "text", "meta_info", "error", "data", "count", "has_indexer_topk"]
+                        .contains(&k.as_str()),
                     "unexpected key {k}"
                 );
             }

@@ -34,7 +34,7 @@ def recall(
     trials: Optional[int] = None,
     seed: Optional[int] = None,
     threads: Optional[int] = None,
-    device: str = "cpu",
+    device: Optional[str] = None,
     **fields: FieldValue,
 ) -> dict[str, Any]:
     """Recall of a needle, exact (analytic engine) or Monte Carlo with a 95% Wilson interval.
@@ -51,7 +51,7 @@ def rank(
     trials: Optional[int] = None,
     seed: Optional[int] = None,
     threads: Optional[int] = None,
-    device: str = "cpu",
+    device: Optional[str] = None,
     **fields: FieldValue,
 ) -> dict[str, Any]:
     """The needle's rank distribution.
@@ -72,7 +72,7 @@ def sweep(
     trials: Optional[int] = None,
     seed: Optional[int] = None,
     threads: Optional[int] = None,
-    device: str = "cpu",
+    device: Optional[str] = None,
     **fields: FieldValue,
 ) -> dict[str, Any]:
     """Recall and rank quantiles over a grid of scenario fields.

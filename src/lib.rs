@@ -101,6 +101,7 @@ pub mod indexer;
 pub mod input;
 pub mod measured;
 pub mod output;
+pub mod present;
 pub mod probe;
 pub mod progress;
 pub mod quadrature;

@@ -65,6 +65,22 @@ impl std::fmt::Display for Call {
     }
 }
 
+impl Call {
+    /// What a scenario's numbers say, before any evidence is weighed: `saturated` when the
+    /// recall at the configured k meets the target, `coverage-limited` when it does at the
+    /// kernel's maximum k, `discrimination-limited` otherwise. The input of
+    /// `diagnosis::rule::decide` (its `physical` call), which alone turns evidence into a call.
+    pub fn of_numbers(recall_now: f64, recall_max_k: f64, target: f64) -> Call {
+        if recall_now >= target {
+            Call::Saturated
+        } else if recall_max_k >= target {
+            Call::CoverageLimited
+        } else {
+            Call::DiscriminationLimited
+        }
+    }
+}
+
 /// Largest dprime searched; a target not met there is reported unreachable by dprime.
 pub const DPRIME_SEARCH: (f64, f64) = (-10.0, 50.0);
 /// Largest score noise searched; if the target holds there, noise does not matter and this cap
@@ -242,13 +258,7 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
     let n = s.n_candidates().max(1);
     let k_all = n.max(s.index_topk).max(opts.max_topk);
     let k_needed = if rec(k_all)? >= t { Some(bisect_k(rec, t, k_all)?) } else { None };
-    let call = if recall_now >= t {
-        Call::Saturated
-    } else if recall_max_k >= t {
-        Call::CoverageLimited
-    } else {
-        Call::DiscriminationLimited
-    };
+    let call = Call::of_numbers(recall_now, recall_max_k, t);
     let smax = with_topk(s, opts.max_topk);
     let draws = model.noise_curve_draws(s).max(model.noise_curve_draws(&smax));
     let noise_not_searched = (draws > NOISE_SEARCH_MAX_DRAWS).then(|| {
@@ -284,84 +294,6 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
         dprime_on_bound: false,
         noise_not_searched,
     })
-}
-
-fn opt_num(v: Option<f64>) -> String {
-    match v {
-        Some(x) => format!("{x:.2}"),
-        None => "unreachable".into(),
-    }
-}
-
-/// Two or three plain sentences explaining the call.
-pub fn explain(v: &Verdict) -> String {
-    let t = v.target;
-    match v.call {
-        Call::Saturated => {
-            let k = v.k_needed.map_or("?".into(), |k| k.to_string());
-            let margin = match v.score_noise_allowed_now {
-                _ if v.noise_not_searched.is_some() => format!("k could go down to {k} before recall drops below the target"),
-                Some(n) if n >= NOISE_CAP => format!("k could go down to {k} before recall drops below the target, and score noise would not bring it there"),
-                n => format!("k could go down to {k} and the score noise up to {} before recall drops below the target", opt_num(n)),
-            };
-            format!(
-                "Recall is already {:.3} at k = {}, at or above the target {t}: nothing needs fixing for this scenario. For margin, {margin}.",
-                v.recall_now, v.index_topk
-            )
-        }
-        Call::CoverageLimited => format!(
-            "Recall is {:.3} at k = {}, below the target {t}, but the needle ranks just outside the budget: raising k to {} \
-             (within the kernel maximum {}) meets the target, so this is a coverage problem. \
-             At the kernel maximum recall would be {:.3}.",
-            v.recall_now,
-            v.index_topk,
-            v.k_needed.map_or("?".into(), |k| k.to_string()),
-            v.max_topk,
-            v.recall_max_k
-        ),
-        Call::DiscriminationLimited => {
-            let k_part = match v.k_needed {
-                Some(k) => format!("k would have to reach {k}, beyond the kernel maximum {}", v.max_topk),
-                None => "no k at all would, even selecting every candidate".to_string(),
-            };
-            let fix = match (v.dprime_needed_max_k, v.score_noise_allowed_max_k) {
-                _ if v.dprime_on_bound => format!(
-                    "Improve the indexer's precision instead: at k = {} the needle's separation must reach dprime {}; the fitted dprime sits on its search bound, so how far it is from there is not known.",
-                    v.max_topk,
-                    v.dprime_needed_max_k.map_or("(unreachable)".into(), |d| format!("{d:.2}"))
-                ),
-                (Some(d), _) if v.noise_not_searched.is_some() => format!(
-                    "Improve the indexer's precision instead: at k = {} the needle's separation must rise from dprime {:.2} to {:.2}.",
-                    v.max_topk, v.dprime, d
-                ),
-                (Some(d), Some(sn)) => format!(
-                    "Improve the indexer's precision instead: at k = {} the needle's separation must rise from dprime {:.2} to {:.2}, or the score noise fall from {:.2} to at most {:.2}.",
-                    v.max_topk, v.dprime, d, v.score_noise, sn
-                ),
-                (Some(d), None) => format!(
-                    "Improve the indexer's precision instead: at k = {} the needle's separation must rise from dprime {:.2} to {:.2}; removing score noise alone would not be enough.",
-                    v.max_topk, v.dprime, d
-                ),
-                _ => "Neither k nor the indexer's precision alone reaches the target in this model (check p_read and the window).".to_string(),
-            };
-            format!(
-                "Recall is {:.3} at k = {} and only {:.3} at the kernel maximum k = {}, below the target {t}: {k_part}, so the needle is not scored high enough — a discrimination problem. {fix}",
-                v.recall_now, v.index_topk, v.recall_max_k, v.max_topk
-            )
-        }
-        Call::ReadLimited => format!(
-            "Recall is {:.3} at k = {}, below the target {t}, with misses that no selection explains: the needle is selected but not used. Raising k or the indexer's precision does not fix this; check how the selected entries are read.",
-            v.recall_now, v.index_topk
-        ),
-        Call::ImplementationSuspect => format!(
-            "Recall is {:.3} at k = {}, below the target {t}, in a pattern that neither the budget nor the indexer's precision explains: the implementation is suspect (see the signatures).",
-            v.recall_now, v.index_topk
-        ),
-        Call::Undecided => format!(
-            "Recall is {:.3} at k = {}; on this table no call meets its error-rate targets (see the error rates): measure the cells `dsa-sim plan` proposes before acting.",
-            v.recall_now, v.index_topk
-        ),
-    }
 }
 
 /// A verdict computed at the fitted estimate and over the fit's 95% likelihood region.
@@ -427,167 +359,4 @@ pub fn calibrated_verdict(
     }
     let at_estimate = all.remove(0);
     Ok(CalibratedVerdict { at_estimate, region: all })
-}
-
-fn opt_json(x: Option<f64>) -> serde_json::Value {
-    x.filter(|v| v.is_finite()).map_or(serde_json::Value::Null, |v| serde_json::json!(v))
-}
-
-/// The JSON object of `dsa-sim verdict --json` for one scenario (docs/cli.md#output keys and more).
-pub fn verdict_json(v: &Verdict, s: &Scenario) -> serde_json::Value {
-    let mut j = serde_json::json!({
-        "call": v.call,
-        "target": v.target,
-        "recall_now": v.recall_now,
-        "recall_2k": v.recall_2k,
-        "k_2x": v.k_2x,
-        "recall_max_k": v.recall_max_k,
-        "index_topk": v.index_topk,
-        "max_topk": v.max_topk,
-        "context_len": v.context_len,
-        "n_candidates": v.n_candidates,
-        "k_needed": v.k_needed,
-        "dprime": v.dprime,
-        "dprime_needed_now": opt_json(v.dprime_needed_now),
-        "dprime_needed_max_k": opt_json(v.dprime_needed_max_k),
-        "score_noise": v.score_noise,
-        "score_noise_allowed_now": opt_json(v.score_noise_allowed_now),
-        "score_noise_allowed_max_k": opt_json(v.score_noise_allowed_max_k),
-        "coverage_horizon_tokens": v.coverage_horizon_tokens,
-        "explanation": explain(v),
-        "notes": [
-            "recall_2k is recall at k = 2 × index_topk (k_2x)",
-            "null k_needed / dprime_needed: unreachable (even selecting every candidate / up to dprime 50); dprime_needed = -10 (the search's lower end) means any dprime meets the target; null score_noise_allowed: not met even without noise; score_noise_allowed = 100 means noise does not matter"
-        ],
-        "scenario": serde_json::to_value(s).unwrap_or(serde_json::Value::Null),
-    });
-    if let Some(why) = &v.noise_not_searched {
-        // Only where it applies, so that every other verdict's JSON is as it was.
-        j["noise_not_searched"] = serde_json::json!(why);
-    }
-    j
-}
-
-/// A noise figure's range, null where the figure was not searched.
-fn noise_range(cv: &CalibratedVerdict, f: impl Fn(&Verdict) -> Option<f64>) -> serde_json::Value {
-    if cv.at_estimate.noise_not_searched.is_some() {
-        serde_json::Value::Null
-    } else {
-        range_json(cv.range_none_low(f))
-    }
-}
-
-fn range_json(r: Range) -> serde_json::Value {
-    serde_json::json!([opt_json(r.0), opt_json(r.1)])
-}
-
-/// The verdict JSON with `intervals` (95% ranges over the fit's likelihood region:
-/// docs/model.md#verdict) and the calls reached in it.
-pub fn calibrated_verdict_json(cv: &CalibratedVerdict, s: &Scenario) -> serde_json::Value {
-    let mut j = verdict_json(&cv.at_estimate, s);
-    let intervals = serde_json::json!({
-        "recall_now": range_json(cv.range(|v| v.recall_now)),
-        "recall_2k": range_json(cv.range(|v| v.recall_2k)),
-        "recall_max_k": range_json(cv.range(|v| v.recall_max_k)),
-        "k_needed": range_json(cv.range_inf_high(|v| v.k_needed.map(|k| k as f64))),
-        "dprime": range_json(cv.range(|v| v.dprime)),
-        "dprime_needed_now": range_json(cv.range_inf_high(|v| v.dprime_needed_now)),
-        "dprime_needed_max_k": range_json(cv.range_inf_high(|v| v.dprime_needed_max_k)),
-        "score_noise_allowed_now": noise_range(cv, |v| v.score_noise_allowed_now),
-        "score_noise_allowed_max_k": noise_range(cv, |v| v.score_noise_allowed_max_k),
-    });
-    j["intervals"] = intervals;
-    j["interval_method"] = serde_json::json!("95%: range over the fit's likelihood-ratio region (profile likelihood); a null upper end of k_needed/dprime_needed means unreachable somewhere in the region; a null lower end of score_noise_allowed means not met even without noise somewhere in it");
-    j["calls_in_region"] = serde_json::json!(cv.calls());
-    j["region_points"] = serde_json::json!(cv.region.len());
-    j
-}
-
-fn fmt_range(r: Range, digits: usize) -> String {
-    if r.0.is_none() && r.1.is_none() {
-        return "[unreachable throughout]".to_string();
-    }
-    let f = |x: Option<f64>, none: &str| x.map_or(none.to_string(), |v| format!("{v:.digits$}"));
-    format!("[{}, {}]", f(r.0, "-"), f(r.1, "∞"))
-}
-
-/// Human-readable verdict (with ranges when calibrated).
-pub fn verdict_text(v: &Verdict, cv: Option<&CalibratedVerdict>) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let r = |f: &dyn Fn(&CalibratedVerdict) -> Range, d: usize| {
-        cv.map_or(String::new(), |c| format!("   95% {}", fmt_range(f(c), d)))
-    };
-    let o = |x: Option<f64>| x.map_or("unreachable".to_string(), |v| format!("{v:.3}"));
-    let _ = writeln!(s, "call: {}   (target recall {})", v.call, v.target);
-    // Labels padded to one column so the numbers line up whatever the k values.
-    let mut line = |label: String, value: String| {
-        let _ = writeln!(s, "  {label:<32} {value}");
-    };
-    line("context length:".into(), format!("{} tokens (N = {} candidates)", v.context_len, v.n_candidates));
-    line(
-        format!("recall now (k = {}):", v.index_topk),
-        format!("{:.4}{}", v.recall_now, r(&|c| c.range(|v| v.recall_now), 4)),
-    );
-    line(
-        format!("recall at 2k (k = {}):", v.k_2x),
-        format!("{:.4}{}", v.recall_2k, r(&|c| c.range(|v| v.recall_2k), 4)),
-    );
-    line(
-        format!("recall at max k (k = {}):", v.max_topk),
-        format!("{:.4}{}", v.recall_max_k, r(&|c| c.range(|v| v.recall_max_k), 4)),
-    );
-    line(
-        format!("k needed for {}:", v.target),
-        format!(
-            "{}{}",
-            v.k_needed.map_or("none (not even selecting all candidates)".into(), |k| k.to_string()),
-            r(&|c| c.range_inf_high(|v| v.k_needed.map(|k| k as f64)), 0)
-        ),
-    );
-    let bound_note = if v.dprime_on_bound { " (on the search bound: not a value the data support)" } else { "" };
-    line("dprime now:".into(), format!("{:.3}{}{bound_note}", v.dprime, r(&|c| c.range(|v| v.dprime), 3)));
-    // A search end is no figure to act on: say what it means.
-    let dn = |x: Option<f64>| match x {
-        Some(d) if d <= DPRIME_SEARCH.0 => {
-            format!("any (met even at dprime {:.0}, the search's lower end)", DPRIME_SEARCH.0)
-        }
-        _ => o(x),
-    };
-    let na = |x: Option<f64>| match x {
-        Some(n) if n >= NOISE_CAP => format!("any (met even at {NOISE_CAP:.0}: noise does not matter)"),
-        _ => o(x),
-    };
-    line(
-        format!("dprime needed at k = {}:", v.index_topk),
-        format!("{}{}", dn(v.dprime_needed_now), r(&|c| c.range_inf_high(|v| v.dprime_needed_now), 3)),
-    );
-    line(
-        format!("dprime needed at k = {}:", v.max_topk),
-        format!("{}{}", dn(v.dprime_needed_max_k), r(&|c| c.range_inf_high(|v| v.dprime_needed_max_k), 3)),
-    );
-    line("score noise now:".into(), format!("{:.3}", v.score_noise));
-    if let Some(why) = &v.noise_not_searched {
-        line(format!("score noise allowed, k = {}, {}:", v.index_topk, v.max_topk), why.clone());
-    } else {
-        line(
-            format!("score noise allowed, k = {}:", v.index_topk),
-            format!("{}{}", na(v.score_noise_allowed_now), r(&|c| c.range_none_low(|v| v.score_noise_allowed_now), 3)),
-        );
-        line(
-            format!("score noise allowed, k = {}:", v.max_topk),
-            format!(
-                "{}{}",
-                na(v.score_noise_allowed_max_k),
-                r(&|c| c.range_none_low(|v| v.score_noise_allowed_max_k), 3)
-            ),
-        );
-    }
-    line("coverage horizon:".into(), format!("{} tokens", v.coverage_horizon_tokens));
-    if let Some(c) = cv {
-        let calls: Vec<String> = c.calls().iter().map(|c| c.to_string()).collect();
-        let _ = writeln!(s, "  calls within the fit's 95% region: {}", calls.join(", "));
-    }
-    let _ = writeln!(s, "\n{}", explain(v));
-    s
 }

@@ -117,7 +117,7 @@ fn uint(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
         let allowed = match name {
             "trials" => format!("1..={}", dsa_sim::engine::MAX_TRIALS),
             "threads" => format!("1..={}", dsa_sim::engine::MAX_THREADS),
-            "budget" => format!("1..={} trials", dsa_sim::commands::fit::MAX_BUDGET),
+            "budget" => format!("1..={} trials", dsa_sim::commands::plan::MAX_BUDGET),
             _ => format!("0..={}", u64::MAX),
         };
         PyValueError::new_err(format!(
@@ -147,7 +147,7 @@ fn engine_spec(
     trials: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
-    device: &str,
+    device: Option<&str>,
 ) -> PyResult<EngineSpec> {
     Ok(EngineSpec {
         engine: engine_choice(engine)?,
@@ -155,8 +155,10 @@ fn engine_spec(
         seed: opt_uint("seed", seed)?.unwrap_or(DEFAULT_SEED),
         threads: threads_of(threads)?,
         // Parsed here, checked (driver, ordinals) by the command before any work, as on the
-        // command line.
-        device: device.parse().map_err(|e: dsa_sim::indexer::device::DeviceError| PyValueError::new_err(e.0))?,
+        // command line; `None`: the scenario file's `device`, else the CPU.
+        device: device
+            .map(|d| d.parse().map_err(|e: dsa_sim::indexer::device::DeviceError| PyValueError::new_err(e.0)))
+            .transpose()?,
     })
 }
 
@@ -237,7 +239,8 @@ fn estimate(py: Python<'_>, spec: ScenarioSpec, engine: EngineSpec) -> PyResult<
 /// Recall of a needle, exact (analytic engine) or Monte Carlo with a 95% Wilson interval.
 ///
 /// Keyword arguments: `preset` (a preset name), `scenario` (a TOML scenario file), `engine`
-/// ("auto", "analytic", "montecarlo"), `trials`, `seed`, `threads`, and every scenario field by
+/// ("auto", "analytic", "montecarlo"), `trials`, `seed`, `threads`, `device` ("cpu", "cuda",
+/// "cuda:N,M,…"; None: the scenario file's `device`, else "cpu"), and every scenario field by
 /// its name (`context_len=131072`, `dprime=3.0`, `pooling="mean"`, `context_len="128Ki"`).
 /// Precedence as on the command line: defaults, preset, file, fields.
 ///
@@ -245,7 +248,7 @@ fn estimate(py: Python<'_>, spec: ScenarioSpec, engine: EngineSpec) -> PyResult<
 /// seed, not_exact, n_candidates, coverage_horizon_tokens, rank {quantiles, cdf}, scenario,
 /// version. Bad input raises ValueError with the command line's message.
 #[pyfunction]
-#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device="cpu", **fields))]
+#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device=None, **fields))]
 #[allow(clippy::too_many_arguments)]
 fn recall(
     py: Python<'_>,
@@ -255,7 +258,7 @@ fn recall(
     trials: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
-    device: &str,
+    device: Option<&str>,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let spec = scenario_spec(preset, scenario, fields)?;
@@ -271,7 +274,7 @@ fn recall(
 /// `quantile_p` (0.05, 0.5, 0.9, 0.95) and `quantile_j` (float64, the smallest j with
 /// P(rank ≤ j) ≥ p; inf where never reached).
 #[pyfunction]
-#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device="cpu", **fields))]
+#[pyo3(signature = (*, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device=None, **fields))]
 #[allow(clippy::too_many_arguments)]
 fn rank(
     py: Python<'_>,
@@ -281,7 +284,7 @@ fn rank(
     trials: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
-    device: &str,
+    device: Option<&str>,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let spec = scenario_spec(preset, scenario, fields)?;
@@ -340,7 +343,7 @@ fn column_array<'py>(py: Python<'py>, name: &str, values: &[&Value]) -> PyResult
 /// `arrays`: {column: numpy array} (rank quantiles as float64 with inf for "never selectable",
 /// trials as float64 with NaN where exact).
 #[pyfunction]
-#[pyo3(signature = (vary, *, rank=true, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device="cpu", **fields))]
+#[pyo3(signature = (vary, *, rank=true, preset=None, scenario=None, engine="auto", trials=None, seed=None, threads=None, device=None, **fields))]
 #[allow(clippy::too_many_arguments)]
 fn sweep(
     py: Python<'_>,
@@ -352,7 +355,7 @@ fn sweep(
     trials: Option<&Bound<'_, PyAny>>,
     seed: Option<&Bound<'_, PyAny>>,
     threads: Option<&Bound<'_, PyAny>>,
-    device: &str,
+    device: Option<&str>,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
     let spec = scenario_spec(preset, scenario, fields)?;
@@ -391,7 +394,7 @@ fn sweep(
 /// Fits scenario fields to measured recall by maximum binomial likelihood.
 ///
 /// `data`: the measured table (a CSV path: context_len,index_topk,trials,hits, optional
-/// depth,repeat,compress_ratio,window,label). `fit`: "dprime,needle_sd=0.1:5" or a list of such
+/// depth,repeat,compress_ratio,window,needle_tokens,label). `fit`: "dprime,needle_sd=0.1:5" or a list of such
 /// items. `compare=True` also fits the named hypotheses and ranks them by AIC; `predict`: what-if
 /// axes (as `vary` of `sweep`). `trials` (default 4000 per model evaluation), `seed`, `engine`,
 /// `threads`, `preset`, `scenario` and the fields as for `recall`.
@@ -422,14 +425,14 @@ fn calibrate(
     let predict = axes("predict", predict)?;
     let report = py
         .detach(|| {
-            let req = commands::fit::CalibrateRequest {
+            let req = commands::calibrate::CalibrateRequest {
                 data: Some(&data),
                 fit: fit.as_deref(),
                 compare,
                 predict: &predict,
                 scores: scores.as_deref(),
             };
-            commands::fit::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
+            commands::calibrate::calibrate(&spec, &engine, &req, &|_| {}).map(|r| r.to_json())
         })
         .map_err(py_err)?;
     to_py(py, &report)
@@ -476,7 +479,8 @@ fn verdict(
     let v = py
         .detach(|| {
             let refs: Vec<&std::path::Path> = tables.iter().map(PathBuf::as_path).collect();
-            commands::fit::verdict_tables(&spec, &engine, target, &refs, fit.as_deref(), &|_| {}).map(|v| v.to_json())
+            commands::verdict::verdict_tables(&spec, &engine, target, &refs, fit.as_deref(), &|_| {})
+                .map(|v| v.to_json())
         })
         .map_err(py_err)?;
     to_py(py, &v)
@@ -669,14 +673,14 @@ fn plan(
     let hypotheses = hypotheses.unwrap_or_default();
     let p = py
         .detach(|| {
-            let req = commands::fit::PlanRequest {
+            let req = commands::plan::PlanRequest {
                 data: Some(&data),
                 also: &[],
                 budget,
                 hypotheses: &hypotheses,
                 target: Some(target),
             };
-            commands::fit::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
+            commands::plan::plan(&spec, &engine, &req, &|_| {}).map(|p| p.to_json())
         })
         .map_err(py_err)?;
     to_py(py, &p)

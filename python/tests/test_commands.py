@@ -195,6 +195,30 @@ def test_errors_carry_the_cli_message(cli, call, args):
     assert str(e.value) == cli.error(*args)
 
 
+def test_a_scenario_files_device_as_on_the_command_line(cli, tmp_path):
+    """`device = "cuda"` in a scenario file: refused on this build (no cuda feature) with the
+    command line's message; device= replaces it, as --device does; device=None defers to it."""
+    f = tmp_path / "gpu.toml"
+    f.write_text('preset = "deepseek-v4-flash"\nstack = "none"\nmodel = "vector"\ncontext_len = 4096\ndevice = "cuda"\n')
+    for call, cmd in [(dsa_sim.recall, "recall"), (dsa_sim.rank, "rank")]:
+        with pytest.raises(ValueError) as e:
+            call(scenario=str(f), trials=12)
+        assert str(e.value) == cli.error(cmd, "--scenario", str(f), "--trials", "12")
+        assert "this build has no CUDA backend" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        dsa_sim.sweep("context_len=1Ki,2Ki", scenario=str(f), trials=12)
+    assert str(e.value) == cli.error("sweep", "--vary", "context_len=1Ki,2Ki", "--scenario", str(f), "--trials", "12")
+    got = dsa_sim.recall(scenario=str(f), trials=12, seed=5, device="cpu")
+    want = cli.json("recall", "--scenario", str(f), "--trials", "12", "--seed", "5", "--device", "cpu")
+    assert got["recall"] == want["recall"] and got["rank"] == want["rank"] and got["trials"] == 12
+    bad = tmp_path / "bad.toml"
+    bad.write_text('context_len = 4096\ndevice = "gpu"\n')
+    with pytest.raises(ValueError) as e:
+        dsa_sim.recall(scenario=str(bad))
+    assert str(e.value) == cli.error("recall", "--scenario", str(bad))
+    assert 'device = "gpu": allowed cpu, cuda' in str(e.value)
+
+
 def test_an_unknown_field_or_a_wrong_type_is_refused():
     with pytest.raises(ValueError, match="nonsense"):
         dsa_sim.recall(nonsense=1)

@@ -69,7 +69,7 @@ def test_probe_equals_the_command_line(server, cli, tmp_path):
     c = cli.json("probe", "--url", server, "--out", str(tmp_path / "cli"), "--context-len", "1000,2000", "--depth", "0.2,0.8", "--trials", "3", "--label", "build=main")
     assert py["rows"] == c["rows"] and py["model"] == "py-test-model" and py["token_count"] == "tokenize"
     assert rows(py["measured"]) == rows(c["measured"])
-    assert rows(py["measured"])[0] == "context_len,index_topk,depth,repeat,build,trials,hits"
+    assert rows(py["measured"])[0] == "context_len,index_topk,depth,repeat,needle_tokens,build,trials,hits"
     # Needles in the first half are found, the others not.
     for r in py["rows"]:
         assert r["hits"] == (r["trials"] if float(r["depth"]) < 0.5 else 0)

@@ -2,12 +2,12 @@
 //! mapping a few free parameters onto every row's scenario, fitted to the same table by maximum
 //! binomial likelihood and ranked by AIC with Akaike weights.
 //!
-//! The names are fixed (they appear in `--compare` text and JSON): `random-indexer`,
-//! `discrimination`, `discrimination-with-spread`, `hard-negatives`, `positional`,
-//! `effective-k`, `broken-fraction`, `read-failure` and, when the rows' context lengths differ
-//! modulo the compression ratio, `length-periodic`.
+//! The hypotheses themselves (names, meanings, families) are [`Hypothesis`]; `length-periodic` is
+//! fitted only when the rows' context lengths differ modulo the compression ratio, and
+//! `candidate-count-limit` only where the rows' candidate counts leave a threshold to find.
 
 use super::fit::chi2_sf;
+use super::hypothesis::Hypothesis;
 use super::likelihood::{binom_loglik, evaluate_distinct, set_field, unit_deviance};
 use super::optimize::{minimize_bounded, NmOptions};
 use super::{default_param, CalibError, FreeParam, RecallModel};
@@ -23,27 +23,6 @@ pub const HYPOTHESIS_FIELDS: &[Field] =
 /// The name of the needle-level overdispersion among a hypothesis's estimates (rows with needle
 /// ids: free in every hypothesis).
 pub const OVERDISPERSION: &str = "overdispersion";
-
-/// Every hypothesis name, in the order they are fitted.
-pub const HYPOTHESIS_NAMES: &[&str] = &[
-    "random-indexer",
-    "discrimination",
-    "discrimination-with-spread",
-    "hard-negatives",
-    "positional",
-    "effective-k",
-    "broken-fraction",
-    "read-failure",
-    "length-periodic",
-    "candidate-count-limit",
-    "first-k-unscored",
-    "read-decline",
-];
-
-/// The hypotheses that, when preferred, point to a broken implementation rather than to the
-/// indexer's precision or the budget.
-pub const IMPLEMENTATION_HYPOTHESES: &[&str] =
-    &["positional", "effective-k", "broken-fraction", "length-periodic", "candidate-count-limit", "first-k-unscored"];
 
 /// The name of `candidate-count-limit`'s threshold N0 among its estimates (candidates).
 pub const CANDIDATE_LIMIT: &str = "candidate_limit";
@@ -77,10 +56,8 @@ const POSITIONAL_WIDTH_DECADES: f64 = 0.1;
 /// A hypothesis's fit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HypothesisResult {
-    /// Name (one of [`HYPOTHESIS_NAMES`]).
-    pub name: String,
-    /// One-line meaning.
-    pub description: String,
+    /// Which hypothesis (its name and one-line meaning: [`Hypothesis::name`], [`Hypothesis::description`]).
+    pub hypothesis: Hypothesis,
     /// Fields fixed by the hypothesis, with their values.
     pub fixed: Vec<(Field, f64)>,
     /// Free parameters with their estimates (scenario field names, or the hypothesis's own
@@ -114,7 +91,7 @@ impl HypothesisResult {
     }
     /// Whether the hypothesis points to a broken implementation.
     pub fn is_implementation(&self) -> bool {
-        IMPLEMENTATION_HYPOTHESES.contains(&self.name.as_str())
+        self.hypothesis.is_implementation()
     }
     /// The scenario this hypothesis's fit describes, when it is a plain scenario (its parameters
     /// are scenario fields): `base` with the fixed values and the estimates substituted.
@@ -207,8 +184,7 @@ enum Kind {
 }
 
 struct Spec {
-    name: &'static str,
-    description: &'static str,
+    hypothesis: Hypothesis,
     kind: Kind,
     params: Vec<Param>,
 }
@@ -216,63 +192,41 @@ struct Spec {
 fn specs() -> Vec<Spec> {
     use Param::Field as F;
     vec![
+        Spec { hypothesis: Hypothesis::RandomIndexer, kind: Kind::RandomIndexer, params: vec![] },
+        Spec { hypothesis: Hypothesis::Discrimination, kind: Kind::Discrimination, params: vec![F(Field::Dprime)] },
         Spec {
-            name: "random-indexer",
-            description: "dprime = 0: the indexer selects the needle no better than a random pick; only k/N, the copies and the window matter (not the raise-k hypothesis)",
-            kind: Kind::RandomIndexer,
-            params: vec![],
-        },
-        Spec {
-            name: "discrimination",
-            description: "dprime free: the needle scores dprime distractor-sd above (or below) a typical distractor",
-            kind: Kind::Discrimination,
-            params: vec![F(Field::Dprime)],
-        },
-        Spec {
-            name: "discrimination-with-spread",
-            description: "dprime and needle_sd free: needle difficulty also varies from query to query",
+            hypothesis: Hypothesis::DiscriminationWithSpread,
             kind: Kind::Spread,
             params: vec![F(Field::Dprime), F(Field::NeedleSd)],
         },
         Spec {
-            name: "hard-negatives",
-            description: "hard_negatives (fraction of candidates), hard_mean and dprime free: look-alike distractors outrank the needle",
+            hypothesis: Hypothesis::HardNegatives,
             kind: Kind::HardNegatives,
             params: vec![F(Field::Dprime), F(Field::HardNegatives), F(Field::HardMean)],
         },
         Spec {
-            name: "positional",
-            description: "the needle's separation depends on its distance from the query, not on the number of competitors: dprime_near within d0 tokens of the query, dprime_far beyond (d0 fitted)",
+            hypothesis: Hypothesis::Positional,
             kind: Kind::Positional,
             params: vec![Param::DprimeNear, Param::DprimeFar, Param::Log10D0],
         },
         Spec {
-            name: "effective-k",
-            description: "the kernel selects k′ candidates whatever index_topk is configured (k′ and dprime fitted): a hard-coded or mis-read top-k",
+            hypothesis: Hypothesis::EffectiveK,
             kind: Kind::EffectiveK,
             params: vec![Param::Log10K, F(Field::Dprime)],
         },
         Spec {
-            name: "broken-fraction",
-            description: "a fraction f of queries never selects the needle (a corrupted indexer state), the rest follow dprime (f and dprime fitted)",
+            hypothesis: Hypothesis::BrokenFraction,
             kind: Kind::BrokenFraction,
             params: vec![Param::Broken, F(Field::Dprime)],
         },
+        Spec { hypothesis: Hypothesis::FirstKUnscored, kind: Kind::FirstKUnscored, params: vec![] },
         Spec {
-            name: "first-k-unscored",
-            description: "the kernel returns the first k candidates by position without scoring them: the needle is found iff one of its entries is among the first k_eff (absolute position, not distance from the query), only the window otherwise",
-            kind: Kind::FirstKUnscored,
-            params: vec![],
-        },
-        Spec {
-            name: "read-failure",
-            description: "p_read < 1: the needle is selected but not used with probability 1 − p_read (p_read and dprime fitted)",
+            hypothesis: Hypothesis::ReadFailure,
             kind: Kind::ReadFailure,
             params: vec![F(Field::PRead), F(Field::Dprime)],
         },
         Spec {
-            name: "read-decline",
-            description: "the model's own read rate falls with context length, p_read · 1/(1 + (L/L50)^s) (L50, s and dprime fitted): selected or not, the needle is not used beyond about L50 — a model run past its trained context window (a steep fall), or one whose long-context reading degrades (dense attention loses it too)",
+            hypothesis: Hypothesis::ReadDecline,
             kind: Kind::ReadDecline,
             params: vec![Param::Log10L50, Param::ReadSlope, F(Field::Dprime)],
         },
@@ -623,16 +577,19 @@ pub fn hypothesis_recall(
     {
         nuisance.extend(default_param(Field::LayerCorr));
     }
-    let (kind, params) = if h.name == "length-periodic" {
-        let c = cells.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio).max(1);
-        (Kind::LengthPeriodic(c), vec![Param::Broken, Param::Field(Field::Dprime)])
-    } else if h.name == "candidate-count-limit" {
-        (Kind::CandidateLimit, vec![Param::Field(Field::Dprime)])
-    } else {
-        let spec = specs().into_iter().find(|s| s.name == h.name).ok_or_else(|| {
-            CalibError::Input(format!("hypothesis `{}`: unknown (known: {})", h.name, HYPOTHESIS_NAMES.join(", ")))
-        })?;
-        (spec.kind, spec.params)
+    let (kind, params) = match h.hypothesis {
+        Hypothesis::LengthPeriodic => {
+            let c = cells.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio).max(1);
+            (Kind::LengthPeriodic(c), vec![Param::Broken, Param::Field(Field::Dprime)])
+        }
+        Hypothesis::CandidateCountLimit => (Kind::CandidateLimit, vec![Param::Field(Field::Dprime)]),
+        other => {
+            let spec = specs()
+                .into_iter()
+                .find(|s| s.hypothesis == other)
+                .expect("specs() lists every hypothesis but the two conditional ones, matched above");
+            (spec.kind, spec.params)
+        }
     };
     let theta: Vec<f64> =
         h.estimates.iter().filter(|(n, _)| n != "residue" && n != CANDIDATE_LIMIT).map(|(_, v)| *v).collect();
@@ -661,7 +618,7 @@ fn compare(
     user_free: &[FreeParam],
     model: &dyn RecallModel,
     full_scan: bool,
-    only: Option<&str>,
+    only: Option<Hypothesis>,
 ) -> Result<Vec<HypothesisResult>, CalibError> {
     let mut nuisance: Vec<FreeParam> =
         user_free.iter().filter(|p| !HYPOTHESIS_FIELDS.contains(&p.field)).cloned().collect();
@@ -681,8 +638,7 @@ fn compare(
     }
     if let Some(c) = periodic_modulus(data, base) {
         all.push(Spec {
-            name: "length-periodic",
-            description: "queries whose context length falls in one residue class modulo the compression ratio never select the needle with probability f (the residue, f and dprime fitted)",
+            hypothesis: Hypothesis::LengthPeriodic,
             kind: Kind::LengthPeriodic(c),
             params: vec![Param::Broken, Param::Field(Field::Dprime)],
         });
@@ -690,13 +646,12 @@ fn compare(
     let thresholds = candidate_thresholds(data, base);
     if !thresholds.is_empty() {
         all.push(Spec {
-            name: "candidate-count-limit",
-            description: "recall as modelled up to N0 candidates and only the window beyond (a buffer, a kernel or a cache that stops at N0; N0 and dprime fitted)",
+            hypothesis: Hypothesis::CandidateCountLimit,
             kind: Kind::CandidateLimit,
             params: vec![Param::Field(Field::Dprime)],
         });
     }
-    all.retain(|sp| only.is_none_or(|n| n == sp.name));
+    all.retain(|sp| only.is_none_or(|h| h == sp.hypothesis));
     // The hypotheses are fitted concurrently (each fit is a deterministic function of the table,
     // and the memo and T_j's tables return the same values whoever computes them first): a
     // fit's distinct rows are few (a table's lengths), too few alone to keep both cores busy.
@@ -851,8 +806,7 @@ fn compare(
         }
         let df = super::likelihood::observations(data) - k as i64;
         Ok(HypothesisResult {
-            name: spec.name.to_string(),
-            description: spec.description.to_string(),
+            hypothesis: spec.hypothesis,
             fixed,
             estimates,
             on_bound,
@@ -1025,10 +979,11 @@ pub(crate) fn prefer_plausible(h: &mut [HypothesisResult]) {
     h[..tied].sort_by_key(|x| !plausible(x));
 }
 
-/// Checks a hypothesis name (for options that name one).
-pub fn check_name(name: &str) -> Result<&'static str, CalibError> {
-    HYPOTHESIS_NAMES.iter().copied().find(|n| *n == name).ok_or_else(|| {
-        CalibError::Input(format!("hypothesis `{name}`: unknown (known: {})", HYPOTHESIS_NAMES.join(", ")))
+/// The hypothesis an option names (one clear error listing the names otherwise).
+pub fn check_name(name: &str) -> Result<Hypothesis, CalibError> {
+    Hypothesis::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Hypothesis::ALL.iter().map(|h| h.name()).collect();
+        CalibError::Input(format!("hypothesis `{name}`: unknown (known: {})", known.join(", ")))
     })
 }
 
@@ -1077,15 +1032,14 @@ mod tests {
             let engine = EngineModel::new(EngineChoice::Analytic, 1000, 1);
             let model = CachedModel::new(&engine);
             let h = compare(&data, &base, &free, &model, false, None).unwrap();
-            let disc = h.iter().find(|x| x.name == "discrimination").unwrap().loglik;
+            let disc = h.iter().find(|x| x.hypothesis == Hypothesis::Discrimination).unwrap().loglik;
             let mut checked = 0;
             for x in &h {
-                if ["random-indexer", "first-k-unscored", "candidate-count-limit", "discrimination"]
-                    .contains(&x.name.as_str())
-                {
+                use Hypothesis::*;
+                if [RandomIndexer, FirstKUnscored, CandidateCountLimit, Discrimination].contains(&x.hypothesis) {
                     continue;
                 }
-                assert!(x.loglik >= disc - 1e-9, "{path}: {} {} < discrimination {disc}", x.name, x.loglik);
+                assert!(x.loglik >= disc - 1e-9, "{path}: {} {} < discrimination {disc}", x.hypothesis, x.loglik);
                 checked += 1;
             }
             assert!(checked >= 6, "{path}: {checked} hypotheses checked");
@@ -1111,8 +1065,8 @@ mod tests {
             let data = table(&cells);
             let engine = EngineModel::new(EngineChoice::Analytic, 1000, 1);
             let model = CachedModel::new(&engine);
-            let bounded = compare(&data, &base, &free, &model, false, Some("candidate-count-limit")).unwrap();
-            let full = compare(&data, &base, &free, &model, true, Some("candidate-count-limit")).unwrap();
+            let bounded = compare(&data, &base, &free, &model, false, Some(Hypothesis::CandidateCountLimit)).unwrap();
+            let full = compare(&data, &base, &free, &model, true, Some(Hypothesis::CandidateCountLimit)).unwrap();
             assert_eq!(bounded, full, "{name}");
             let (row_base, group_of_row) = row_bases(&data, &base, &[]).unwrap();
             let thresholds = candidate_thresholds(&data, &base);

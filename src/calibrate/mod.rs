@@ -10,16 +10,18 @@
 pub mod cache;
 pub mod fit;
 pub mod hypotheses;
+pub mod hypothesis;
 pub mod likelihood;
 pub(crate) mod optimize;
-pub mod output;
 pub mod predict;
+pub mod report;
 pub mod row_checks;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
 pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
-pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult, HYPOTHESIS_NAMES};
+pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult};
+pub use hypothesis::{Family, Hypothesis};
 pub use likelihood::Problem;
 pub use predict::{parse_predict_specs, predict_grid, Prediction};
 pub use row_checks::{row_checks, JointFloor, RowCheck, RowChecks};
@@ -181,7 +183,7 @@ pub fn run_calibration(
     compare: bool,
     predict: &[crate::sweep::Axis],
     engine_description: impl Fn() -> String,
-) -> Result<output::CalibrationReport, CalibError> {
+) -> Result<report::CalibrationReport, CalibError> {
     let t0 = std::time::Instant::now();
     let base = &answer_scenario(data, base);
     let problem = Problem::new(data, base, free.clone(), model)?;
@@ -189,7 +191,7 @@ pub fn run_calibration(
     let predictions = if predict.is_empty() { Vec::new() } else { predict_grid(&problem, &fit, base, predict)? };
     let hypotheses = if compare { Some(compare_hypotheses(data, base, &free, model)?) } else { None };
     let checks = Some(row_checks(data, base, model)?);
-    Ok(output::CalibrationReport {
+    Ok(report::CalibrationReport {
         data: data.clone(),
         base: base.clone(),
         free,
@@ -218,7 +220,7 @@ pub fn answer_scenario(data: &Dataset, base: &Scenario) -> Scenario {
 pub fn fitted_scenarios(
     data: &Dataset,
     base: &Scenario,
-    report: &output::CalibrationReport,
+    report: &report::CalibrationReport,
     model: &dyn RecallModel,
 ) -> Result<Vec<Scenario>, CalibError> {
     let base = &answer_scenario(data, base);

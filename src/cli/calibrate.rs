@@ -1,7 +1,7 @@
 //! `dsa-sim calibrate`: fit scalar parameters to measured recall (docs/model.md#calibration).
 
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::commands::fit::{calibrate, CalibrateRequest};
+use crate::commands::calibrate::{calibrate, CalibrateRequest};
 use crate::commands::run::calibration_experiment;
 use crate::commands::{FitEngineSpec, DEFAULT_FIT_TRIALS, DEFAULT_SEED};
 use crate::engine::EngineChoice;
@@ -66,7 +66,7 @@ dsa-sim calibrate --data experiments/dsv4_seed_observations.csv --fit dprime,nee
 dsa-sim calibrate --data experiments/quest_passkey_10k.csv --fit dprime,p_read \\\n      \
 --preset quest-16\n  \
 dsa-sim calibrate --experiment experiments/calibrate-dsv4-observations.toml\n\n\
-CSV columns: context_len,index_topk,trials,hits (required), depth,repeat,compress_ratio,window,label (optional, per row).\n\
+CSV columns: context_len,index_topk,trials,hits (required), depth,repeat,compress_ratio,window,needle_tokens,label (optional, per row).\n\
 --fit FIELD[=LO:HI],…: fittable fields dprime, needle_sd, score_noise, hard_negatives, hard_mean, layer_corr, p_read, p_guess, depth.\n\
 Intervals: 95% profile likelihood. Prediction bands: profile likelihood over the fit's 95% likelihood-ratio region.")]
 pub struct CalibrateArgs {

@@ -228,9 +228,9 @@ pub struct RunArgs {
     pub threads: Option<usize>,
     /// Where the vector model's trials run: cpu, or cuda, cuda:N, cuda:N,M,… (a build with
     /// `--features cuda`; several devices split the trials, with the counts of one). Results
-    /// do not depend on it.
-    #[arg(long, default_value = "cpu", value_name = "DEVICE", help_heading = "Engine")]
-    pub device: crate::indexer::device::Device,
+    /// do not depend on it. [default: the scenario file's `device`, else cpu]
+    #[arg(long, value_name = "DEVICE", help_heading = "Engine")]
+    pub device: Option<crate::indexer::device::Device>,
     /// Print one JSON object on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,

@@ -3,7 +3,7 @@
 
 use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::commands::fit::{nothing_to_plan, nothing_to_plan_json, plan, PlanRequest};
+use crate::commands::plan::{nothing_to_plan, nothing_to_plan_json, plan, PlanRequest};
 use crate::commands::write_file;
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 
 use super::calibrate::{spinner, FitEngineArgs};
 use super::{emit, print_json, CliError, ScenarioArgs};
-use crate::commands::fit::verdict_tables;
+use crate::commands::verdict::verdict_tables;
 use std::path::PathBuf;
 
 /// Arguments of `dsa-sim verdict`.

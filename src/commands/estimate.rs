@@ -20,8 +20,8 @@ pub struct Estimated {
 
 /// Resolves the scenario and estimates it (Monte Carlo trials reported to `progress`).
 pub fn estimate(spec: &ScenarioSpec, engine: &EngineSpec, progress: &dyn Progress) -> Result<Estimated, CommandError> {
-    let s = spec.resolve()?;
-    let opts = engine.options(&s)?;
+    let (s, device) = spec.resolve_with_device()?;
+    let opts = engine.options(&s, device)?;
     let e = engine.in_pool(|| estimate_observed(&s, &opts, progress))??;
     Ok(Estimated { scenario: s, estimate: e, seed: opts.seed })
 }

@@ -10,21 +10,25 @@
 //! Adding a command is one function here returning a result type, one file in `src/cli/` and
 //! one function in `python/src/lib.rs`.
 
+pub mod calibrate;
 pub mod estimate;
-pub mod fit;
 pub mod formats;
 pub mod import;
+pub mod plan;
 pub mod presets;
 pub mod probe;
 pub mod probe_loop;
 pub mod quantize;
 pub mod run;
 pub mod sweep;
+pub mod table;
+pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineModel, RunOptions, MAX_TRIALS};
 /// The defaults of the engine inputs (`--seed`, the calibrating commands' `--trials`).
 pub use crate::engine::{DEFAULT_FIT_TRIALS, DEFAULT_SEED};
 use crate::error::{Classify, ErrorKind};
+use crate::indexer::device::Device;
 use crate::scenario::{Field, Scenario};
 use std::path::PathBuf;
 
@@ -88,7 +92,20 @@ impl ScenarioSpec {
     /// scenario file, not the preset's. The verdict on a table answers at the table's own length
     /// and k where the user gave none ([`crate::diagnosis::numbers_scenario`]).
     pub fn resolve_given(&self) -> Result<(Scenario, Vec<Field>), CommandError> {
+        self.resolve_all().map(|(s, given, _)| (s, given))
+    }
+
+    /// [`ScenarioSpec::resolve`], with the scenario file's `device` key (`device = "cuda"`:
+    /// where `recall`, `rank` and `sweep` run the vector model's trials unless the engine names
+    /// a device; see [`EngineSpec::options`]). Every command checks the key's syntax; only these
+    /// three use it.
+    pub fn resolve_with_device(&self) -> Result<(Scenario, Option<Device>), CommandError> {
+        self.resolve_all().map(|(s, _, device)| (s, device))
+    }
+
+    fn resolve_all(&self) -> Result<(Scenario, Vec<Field>, Option<Device>), CommandError> {
         let mut given: Vec<Field> = self.fields.iter().map(|(f, _)| *f).collect();
+        let mut device = None;
         let mut s = match &self.preset {
             Some(name) => Scenario::preset(name)?,
             None => Scenario::default(),
@@ -96,7 +113,7 @@ impl ScenarioSpec {
         if let Some(path) = &self.file {
             let text = crate::input::read_to_string(path)
                 .map_err(|e| CommandError::input(format!("--scenario {}: {}", path.display(), e)))?;
-            let table: toml::Table = toml::from_str(&text).map_err(|e| {
+            let mut table: toml::Table = toml::from_str(&text).map_err(|e| {
                 CommandError::input(format!(
                     "--scenario {}: {}",
                     path.display(),
@@ -118,6 +135,18 @@ impl ScenarioSpec {
                 })?;
                 s = Scenario::preset(name)?;
             }
+            if let Some(d) = table.remove("device") {
+                let text = d.as_str().ok_or_else(|| {
+                    CommandError::input(format!(
+                        "--scenario {}: device = {d}: expected a string (cpu, cuda, cuda:N or cuda:N,M,…)",
+                        path.display()
+                    ))
+                })?;
+                device = Some(
+                    text.parse::<Device>()
+                        .map_err(|e| CommandError::input(format!("--scenario {}: {e}", path.display())))?,
+                );
+            }
             s.apply_toml_table(&table)
                 .map_err(|e| CommandError::input(format!("--scenario {}: {e}", path.display())))?;
             given.extend(crate::scenario::fields_in_table(&table));
@@ -128,7 +157,7 @@ impl ScenarioSpec {
             s.set_text(*field, value).map_err(|e| CommandError::input(format!("--{}: {e}", field.flag())))?;
         }
         s.validate()?;
-        Ok((s, given))
+        Ok((s, given, device))
     }
 }
 
@@ -143,36 +172,34 @@ pub struct EngineSpec {
     pub seed: u64,
     /// Worker threads; `None`: all cores.
     pub threads: Option<usize>,
-    /// Where the vector model's trials run (`--device`).
-    pub device: crate::indexer::device::Device,
+    /// Where the vector model's trials run (`--device`); `None`: the scenario file's `device`
+    /// key, else the CPU.
+    pub device: Option<Device>,
 }
 
 /// The defaults of the command line: the auto engine, trials by model, the default seed.
 impl Default for EngineSpec {
     fn default() -> Self {
-        EngineSpec {
-            engine: EngineChoice::Auto,
-            trials: None,
-            seed: DEFAULT_SEED,
-            threads: None,
-            device: Default::default(),
-        }
+        EngineSpec { engine: EngineChoice::Auto, trials: None, seed: DEFAULT_SEED, threads: None, device: None }
     }
 }
 
 impl EngineSpec {
-    /// Engine options for a scenario (whose model sets the default trials).
-    pub fn options(&self, s: &Scenario) -> Result<RunOptions, CommandError> {
+    /// Engine options for a scenario (whose model sets the default trials) and its file's
+    /// `device` key ([`ScenarioSpec::resolve_with_device`]): the device is the engine's, else
+    /// the file's, else the CPU, checked here before any work.
+    pub fn options(&self, s: &Scenario, file_device: Option<Device>) -> Result<RunOptions, CommandError> {
         let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
         check_trials(trials)?;
         crate::engine::check_threads(self.threads)?;
-        self.device.check().map_err(crate::engine::EngineError::from)?;
+        let device = self.device.or(file_device).unwrap_or_default();
+        device.check().map_err(crate::engine::EngineError::from)?;
         Ok(RunOptions {
             engine: self.engine,
             trials,
             seed: self.seed,
             trials_by_model: self.trials.is_none(),
-            device: self.device,
+            device,
             ..RunOptions::default()
         })
     }

@@ -14,8 +14,9 @@
 //! plan (the verdict stands), or when every planned cell is at another k and no restart hook is
 //! given (those cells are listed, never silently skipped).
 
-use super::fit::{nothing_to_plan, plan, verdict_tables, PlanRequest, VerdictResult};
+use super::plan::{nothing_to_plan, plan, PlanRequest};
 use super::probe::ProbeSpec;
+use super::verdict::{verdict_tables, VerdictResult};
 use super::{CommandError, FitEngineSpec, ScenarioSpec};
 use crate::diagnosis::signature::Signature;
 use crate::probe::{Client, RetryPolicy};
@@ -333,7 +334,7 @@ impl LoopSpec {
                 VerdictResult::Diagnosed { diagnosis, .. } => (
                     diagnosis.call,
                     diagnosis.signatures.clone(),
-                    diagnosis.hypotheses.first().map(|h| h.name.clone()).unwrap_or_default(),
+                    diagnosis.hypotheses.first().map(|h| h.hypothesis.to_string()).unwrap_or_default(),
                 ),
                 _ => return Err(failure("internal: the verdict on the probe's tables is not a diagnosis")),
             };

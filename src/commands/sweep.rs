@@ -26,8 +26,8 @@ pub fn prepare(
     vary: &[String],
     rank: bool,
 ) -> Result<PreparedSweep, CommandError> {
-    let base = spec.resolve()?;
-    let opts = engine.options(&base)?;
+    let (base, device) = spec.resolve_with_device()?;
+    let opts = engine.options(&base, device)?;
     let axes = vary.iter().map(|v| Axis::parse(v)).collect::<Result<Vec<_>, _>>()?;
     let grid = Grid::new(base, axes, rank)?;
     grid.check(&opts)?;

@@ -3,13 +3,76 @@
 //! rule makes from the fit's own signatures ([`super::rule`]), and its text and JSON.
 
 use super::rule;
-use super::signature::{fit_signatures, FitSignatures, Signature};
-use crate::calibrate::output::CalibrationReport;
-use crate::calibrate::CalibError;
+use super::signature::{Signature, CHI2_1_99};
+use crate::calibrate::likelihood::set_field;
+use crate::calibrate::report::CalibrationReport;
+use crate::calibrate::{CalibError, FreeParam, RowChecks};
 use crate::engine::RecallModel;
 use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
-use crate::verdict::{calibrated_verdict_json, verdict_text, VerdictOptions};
+use crate::verdict::{Call, VerdictOptions};
+
+/// The signatures a calibrated fit (`verdict --data --fit`) shows by itself, and the call they
+/// force whatever the fitted numbers would say: rows jointly (or singly) below the
+/// random-indexer floor and a fitted separation significantly below 0 are defects
+/// (implementation-suspect); misses where every candidate is selected are read-limited. The
+/// same rules as [`super::diagnose`] on the same evidence, so that adding `--fit` cannot turn a
+/// defect into a prescription.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitSignatures {
+    /// The signatures found.
+    pub signatures: Vec<Signature>,
+    /// The call they force (None: the fitted numbers decide).
+    pub forced_call: Option<Call>,
+    /// Twice the log-likelihood gain of the fitted dprime over dprime = 0 (the other fitted
+    /// fields refitted there), when the fitted dprime is below 0 and the floor test has not
+    /// already decided.
+    pub random_indexer_lr: Option<f64>,
+}
+
+/// [`FitSignatures`] of a calibration of `data` on `base` with `free` fitted to `fit`.
+pub fn fit_signatures(
+    data: &Dataset,
+    base: &Scenario,
+    free: &[FreeParam],
+    fit: &crate::calibrate::FitResult,
+    checks: Option<&RowChecks>,
+    model: &dyn RecallModel,
+) -> Result<FitSignatures, CalibError> {
+    let mut sig = Vec::new();
+    if checks.is_some_and(RowChecks::any_below_floor) {
+        sig.push(Signature::BelowRandomFloor);
+    }
+    let d = fit.estimates.iter().find(|e| e.field == Field::Dprime).map(|e| e.value);
+    // dprime < 0 is the only side on which the random indexer is the better-ranking null.
+    let mut lr = None;
+    // When the floor test has decided, the likelihood-ratio test would only repeat it (a refit of
+    // every other field at dprime = 0 costs as much as the fit itself).
+    let decided = sig.contains(&Signature::BelowRandomFloor);
+    if d.is_some_and(|d| d < 0.0) && !decided {
+        // The random indexer as the null: dprime = 0, every other fitted field refitted.
+        let base = &crate::calibrate::answer_scenario(data, base);
+        let mut at0 = base.clone();
+        set_field(&mut at0, Field::Dprime, 0.0)?;
+        let rest: Vec<FreeParam> = free.iter().filter(|p| p.field != Field::Dprime).cloned().collect();
+        let problem = crate::calibrate::Problem::new(data, &at0, rest, model)?;
+        let l0 = if problem.dim() == 0 {
+            problem.loglik(&[])?
+        } else {
+            crate::calibrate::fit::fit(&problem, false, false)?.loglik
+        };
+        let stat = 2.0 * (fit.loglik - l0);
+        lr = Some(stat);
+        if stat > CHI2_1_99 {
+            sig.push(Signature::WorseThanRandom);
+        }
+    }
+    if checks.is_some_and(|c| !c.selection_independent_misses().is_empty()) {
+        sig.push(Signature::MissesWhenAllSelected);
+    }
+    let forced_call = rule::overriding_call(&sig);
+    Ok(FitSignatures { signatures: sig, forced_call, random_indexer_lr: lr })
+}
 
 /// A calibrated verdict (`verdict --data --fit`, a calibration experiment's verdict): the
 /// verdict at the fit's estimate and over its 95% region, with the call the fit's own
@@ -50,36 +113,5 @@ impl CalibratedCall {
     pub fn numbers_at(mut self, at: super::NumbersAt) -> Self {
         self.numbers_at = at;
         self
-    }
-
-    /// The verdict's JSON (docs/cli.md#output) with `signatures` and `random_indexer_lr`.
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut j = calibrated_verdict_json(&self.verdict, &self.scenarios[0]);
-        self.signatures.annotate(&mut j);
-        self.numbers_at.annotate(&mut j);
-        j
-    }
-
-    /// The verdict's text: the random-indexer test when it was run, the numbers with their 95%
-    /// ranges and, when the rule overrides them, the signatures that force the call.
-    pub fn to_text(&self) -> String {
-        let mut text = String::new();
-        if let Some(lr) = self.signatures.random_indexer_lr {
-            text.push_str(&format!(
-                "random indexer (dprime = 0) against the fitted dprime: 2·Δloglik = {lr:.2} ({} at level 0.01)\n",
-                if self.signatures.signatures.contains(&Signature::WorseThanRandom) {
-                    "rejected"
-                } else {
-                    "not rejected"
-                }
-            ));
-        }
-        text.push_str(&format!("numbers {}:\n", self.numbers_at.describe(&self.verdict.at_estimate)));
-        text.push_str(&verdict_text(&self.verdict.at_estimate, Some(&self.verdict)));
-        if self.signatures.forced_call.is_some() {
-            text.push_str(&self.signatures.forced_text());
-            text.push_str("`verdict --data` without --fit ranks the defect hypotheses on this table.\n");
-        }
-        text
     }
 }

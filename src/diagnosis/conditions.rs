@@ -20,6 +20,13 @@
 //! (Bonferroni: each p-value times m, capped at 1), and the most significant is reported. A
 //! column is significant when that p-value is below [`CONDITION_ALPHA`].
 //!
+//! **Not ruled out.** A column whose p-value is not significant may still be one the design
+//! cannot settle: with a trial or two a cell, a build that loses every needle it can differs from
+//! one that finds them at p ≈ 0.1–0.4. Such a column is [`ConditionTest::favoured`] when a model
+//! with its own recall per value in each shared cell beats one shared recall per cell by AIC
+//! (likelihood-ratio statistic above twice the extra rates): the data then favour a difference the
+//! test cannot confirm, and no physical call may rest on the condition not mattering.
+//!
 //! Work is bounded: when the convolution would cost more than [`EXACT_WORK_MAX`] multiply-adds
 //! (hundreds of thousands of trials), the p-value is the normal approximation of the same
 //! statistic (mean and variance summed over the cells, continuity-corrected) and
@@ -88,6 +95,10 @@ pub struct ConditionTest {
     /// The column names the workload ([`WORKLOAD_COLUMNS`]): a difference is physics.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub workload: bool,
+    /// A recall per value beats one recall per cell by AIC ([`favours_values`]) on a column that
+    /// is not a workload column: the data favour a difference, significant or not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub favoured: bool,
 }
 
 impl ConditionTest {
@@ -255,7 +266,7 @@ pub fn stratified_test(strata: &[Stratum]) -> (f64, bool, bool) {
 type Cell = (RowKey, Option<String>);
 
 /// One cell's pooled (trials, hits) per value index.
-type CellCounts = HashMap<usize, (u64, u64)>;
+pub type CellCounts = HashMap<usize, (u64, u64)>;
 
 /// Pooled (trials, hits) per cell and value index of one column, cells in order of first
 /// appearance; and the number of rows with an empty value.
@@ -288,6 +299,21 @@ fn tabulate(data: &Dataset, col: usize, values: &mut Vec<String>) -> (Vec<CellCo
     (cells, rows_in, missing)
 }
 
+/// Whether a recall per value in each cell measured under two or more values beats one recall per
+/// cell by AIC: the likelihood-ratio statistic 2 Σ (ℓ(per value) − ℓ(pooled)) exceeds 2 × the
+/// extra rates (one per value beyond the first in each such cell).
+pub fn favours_values(cells: &[CellCounts]) -> bool {
+    // Each value's deviance from the cell's pooled rate is 2(ℓ at its own rate − ℓ at the pooled).
+    let (mut lr, mut extra) = (0.0, 0usize);
+    for cell in cells.iter().filter(|c| c.len() >= 2) {
+        let (t, h) = cell.values().fold((0, 0), |a, &(t, h)| (a.0 + t, a.1 + h));
+        let pooled = h as f64 / t.max(1) as f64;
+        lr += cell.values().map(|&(t, h)| crate::calibrate::likelihood::unit_deviance(h, t, pooled)).sum::<f64>();
+        extra += cell.len() - 1;
+    }
+    extra > 0 && lr > 2.0 * extra as f64 + 1e-9
+}
+
 /// The test of every condition column with two or more distinct non-empty values (docs/model.md#verdict).
 pub fn condition_tests(data: &Dataset) -> Vec<ConditionTest> {
     let mut out = Vec::new();
@@ -299,6 +325,7 @@ pub fn condition_tests(data: &Dataset) -> Vec<ConditionTest> {
             continue;
         }
         let workload = is_workload(name);
+        let favoured = !workload && favours_values(&cells);
         // Side A: value a (two values: the first; more: each in turn); side B: the others.
         let candidates: Vec<usize> = if m == 2 { vec![0] } else { (0..m).collect() };
         let mut best: Option<ConditionTest> = None;
@@ -349,6 +376,7 @@ pub fn condition_tests(data: &Dataset) -> Vec<ConditionTest> {
                 exact,
                 significant: p < CONDITION_ALPHA && !workload,
                 workload,
+                favoured,
             };
             if best.as_ref().is_none_or(|b| t.p_value < b.p_value || (b.shared_cells == 0 && t.shared_cells > 0)) {
                 best = Some(t);
@@ -379,5 +407,25 @@ mod tests {
         let (p, exact, below) = stratified_test(&[Stratum { trials_a: 3, hits_a: 3, trials_b: 3, hits_b: 0 }]);
         assert!(exact && !below);
         assert!((p - 0.1).abs() < 1e-12, "{p}");
+    }
+
+    /// The AIC comparison against the closed form 2·(ℓ(own rates) − ℓ(pooled rate)), with
+    /// ℓ(h, t) = h ln(h/t) + (t − h) ln(1 − h/t): 1/3 against 3/3 in one cell gives
+    /// 2·(−1.9095 + 0 + 3.8191) = 3.82 > 2 (favoured, though Fisher's p is 0.4); 3/3 against 3/3
+    /// and 0/3 against 0/3 give 0; 19/20 against 20/20 gives about 1.03.
+    #[test]
+    fn favoured_by_aic() {
+        let cell = |a: (u64, u64), b: (u64, u64)| -> CellCounts { [(0, a), (1, b)].into_iter().collect() };
+        assert!(favours_values(&[cell((3, 1), (3, 3))]));
+        assert!(!favours_values(&[cell((3, 3), (3, 3))]));
+        assert!(!favours_values(&[cell((3, 3), (3, 3)), cell((3, 0), (3, 0))]));
+        let l = |h: f64, t: f64| if h == 0.0 || h == t { 0.0 } else { h * (h / t).ln() + (t - h) * (1.0 - h / t).ln() };
+        assert!((2.0 * (l(1.0, 3.0) - l(4.0, 6.0)) - 3.8191).abs() < 1e-3);
+        let lr = 2.0 * (l(19.0, 20.0) + l(20.0, 20.0) - l(39.0, 40.0));
+        assert_eq!(favours_values(&[cell((20, 19), (20, 20))]), lr > 2.0, "lr {lr}");
+        assert!(lr < 2.0, "19/20 vs 20/20 is no evidence of a difference: lr {lr}");
+        // A cell measured under one value adds nothing.
+        let one: CellCounts = [(0, (3, 0))].into_iter().collect();
+        assert!(!favours_values(&[one]));
     }
 }

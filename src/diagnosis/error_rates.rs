@@ -24,7 +24,7 @@
 //! maximised likelihood under the working truth). Table i draws only from (seed, i).
 
 use crate::calibrate::likelihood::binom_loglik;
-use crate::calibrate::{HypothesisResult, JointFloor};
+use crate::calibrate::{Family, Hypothesis, HypothesisResult, JointFloor};
 use crate::measured::Dataset;
 use rand::Rng;
 use rand_distr::{ChiSquared, Distribution};
@@ -50,15 +50,15 @@ pub const NESTED_TOLERANCE: f64 = 0.05;
 
 /// Whether a defect's fit is the working indexer it nests (see [`NESTED_TOLERANCE`]).
 pub fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
-    match d.name.as_str() {
-        "broken-fraction" | "length-periodic" => {
+    match d.hypothesis {
+        Hypothesis::BrokenFraction | Hypothesis::LengthPeriodic => {
             d.estimate("broken_fraction").is_some_and(|f| f < 0.2 * NESTED_TOLERANCE)
         }
-        "effective-k" => d.estimate("log10_k_eff").is_some_and(|l| {
+        Hypothesis::EffectiveK => d.estimate("log10_k_eff").is_some_and(|l| {
             let k = 10f64.powf(l);
             data.rows.iter().all(|r| (k / r.index_topk as f64 - 1.0).abs() < NESTED_TOLERANCE)
         }),
-        "positional" => match (d.estimate("dprime_near"), d.estimate("dprime_far")) {
+        Hypothesis::Positional => match (d.estimate("dprime_near"), d.estimate("dprime_far")) {
             (Some(a), Some(b)) => (a - b).abs() < 2.0 * NESTED_TOLERANCE,
             _ => false,
         },
@@ -69,21 +69,19 @@ pub fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
 /// defect counts as ruled out: the 5% a defect call allows a working indexer.
 pub const MAX_DEFECT_P: f64 = 0.05;
 
-/// The hypotheses of a working indexer (the physical calls' explanations, plausible or not).
-pub const PHYSICAL: &[&str] =
-    &["discrimination", "discrimination-with-spread", "hard-negatives", "read-failure", "read-decline"];
-
-/// Whether `h` is a hypothesis of a working indexer: a physical one that ranks the needle at
-/// least as well as a random pick (dprime ≥ 0).
+/// Whether `h` is a hypothesis of a working indexer: a physical one (the physical calls'
+/// explanations, plausible or not: a working indexer's or the model's reading) that ranks the
+/// needle at least as well as a random pick (dprime ≥ 0).
 pub fn working_indexer(h: &HypothesisResult) -> bool {
-    PHYSICAL.contains(&h.name.as_str()) && h.estimate("dprime").is_some_and(|d| d >= 0.0)
+    matches!(h.hypothesis.family(), Family::Working | Family::Read) && h.estimate("dprime").is_some_and(|d| d >= 0.0)
 }
 
 /// One competing defect's simulation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Competitor {
     /// The defect hypothesis.
-    pub name: String,
+    #[serde(rename = "name")]
+    pub hypothesis: Hypothesis,
     /// Its ΔAIC on the table.
     pub delta_aic: f64,
     /// Fraction of its tables that the rule calls implementation-suspect.
@@ -114,11 +112,11 @@ impl Competitor {
 pub struct ErrorRates {
     /// The best working explanation (the null tables' first), or `random-indexer` when none is
     /// plausible.
-    pub physical: String,
+    pub physical: Hypothesis,
     /// Every working explanation the null tables come from, with its weight among them.
-    pub null_weights: Vec<(String, f64)>,
+    pub null_weights: Vec<(Hypothesis, f64)>,
     /// The best defect hypothesis (None when no defect hypothesis was fitted).
-    pub defect: Option<String>,
+    pub defect: Option<Hypothesis>,
     /// Tables simulated per truth.
     pub tables: u64,
     /// Their seed.
@@ -171,7 +169,7 @@ impl ErrorRates {
             if self.null_weights.len() > 1 {
                 self.null_weights.iter().map(|(n, w)| format!("{n} {w:.2}")).collect::<Vec<_>>().join(", ")
             } else {
-                self.physical.clone()
+                self.physical.to_string()
             },
             100.0 * self.false_alarm,
             if self.null_poor_fit { " (from a fit that matches the table badly: this rate supports no call)" } else { "" }
@@ -185,7 +183,7 @@ impl ErrorRates {
         for c in &self.competitors {
             s.push_str(&format!(
                 "; a defect like {} (ΔAIC {:.1}) is found {:.0}% of the time{} and {}",
-                c.name,
+                c.hypothesis,
                 c.delta_aic,
                 100.0 * c.power,
                 if c.distinguishable(self.threshold) { "" } else { " (the design cannot separate it as fitted)" },
@@ -231,7 +229,7 @@ pub fn error_rates(
     let mut null: Vec<&HypothesisResult> =
         hypotheses.iter().zip(explains).filter(|(_, &e)| e).map(|(h, _)| h).collect();
     if null.is_empty() {
-        null.extend(hypotheses.iter().find(|h| h.name == "random-indexer"));
+        null.extend(hypotheses.iter().find(|h| h.hypothesis == Hypothesis::RandomIndexer));
     }
     if null.is_empty() {
         return None;
@@ -327,7 +325,7 @@ pub fn error_rates(
                 .collect();
             let n = TABLES as f64;
             Competitor {
-                name: d.name.clone(),
+                hypothesis: d.hypothesis,
                 delta_aic: d.delta_aic,
                 power: alt.iter().filter(|x| x.0 > threshold || x.1).count() as f64 / n,
                 mean_evidence: alt.iter().map(|x| x.0).sum::<f64>() / n,
@@ -337,9 +335,9 @@ pub fn error_rates(
         })
         .collect();
     Some(ErrorRates {
-        physical: best_null.name.clone(),
-        null_weights: null.iter().zip(&null_w).map(|(h, w)| (h.name.clone(), w / null_total)).collect(),
-        defect: defects.first().map(|d| d.name.clone()),
+        physical: best_null.hypothesis,
+        null_weights: null.iter().zip(&null_w).map(|(h, w)| (h.hypothesis, w / null_total)).collect(),
+        defect: defects.first().map(|d| d.hypothesis),
         tables: TABLES,
         seed: SEED,
         threshold,
@@ -351,4 +349,15 @@ pub fn error_rates(
         competitors,
         null_poor_fit: best_null.gof_p.is_some_and(|p| p < super::plausible::MIN_GOF_P),
     })
+}
+impl From<&ErrorRates> for super::rule::DefectEvidence {
+    fn from(r: &ErrorRates) -> Self {
+        super::rule::DefectEvidence {
+            evidence: r.evidence,
+            threshold: r.threshold,
+            false_alarm: r.false_alarm,
+            defect_not_ruled_out: !r.not_ruled_out().is_empty(),
+            defect_poor_fit: r.competitors.first().is_some_and(|c| c.poor_fit),
+        }
+    }
 }

@@ -9,9 +9,11 @@
 //! procedure is wrong on tables like the user's, and [`rule`] alone turns all of it, with the
 //! verdict's numbers for a working indexer ([`crate::verdict`]), into the call. [`diagnose`]
 //! diagnoses a table (`verdict --data`); [`calibrated_call`] a calibrated fit (`verdict --data
-//! --fit`, calibration experiments); both give their text and JSON here, so the command line,
-//! the Python package and the experiments print one thing. [`plan`] proposes the measurement
-//! that would decide, and simulates how often the rule then calls the truth right.
+//! --fit`, calibration experiments); both return typed results, presented by
+//! [`crate::present::verdict`] alone, so the command line, the Python package and the
+//! experiments print one thing. [`plan`] proposes the measurement that would decide, and
+//! simulates how often the rule (the same [`rule::decide`] and [`rule::named_defect`]) then
+//! calls the truth right.
 
 pub mod calibrated;
 pub mod conditions;
@@ -22,16 +24,18 @@ pub mod rule;
 pub mod signature;
 
 pub use calibrated::{calibrated_call, CalibratedCall};
+pub use calibrated::{fit_signatures, FitSignatures};
 pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
 pub use error_rates::ErrorRates;
-pub use signature::{fit_signatures, worse_than_random, FitSignatures, Signature, CHI2_1_99};
+pub use signature::{worse_than_random, Signature, CHI2_1_99};
 
-use crate::calibrate::output::{hypotheses_json, hypotheses_text};
-use crate::calibrate::{compare_hypotheses, row_checks, CalibError, FreeParam, HypothesisResult, RowChecks};
+use crate::calibrate::{
+    compare_hypotheses, row_checks, CalibError, Family, FreeParam, Hypothesis, HypothesisResult, RowChecks,
+};
 use crate::engine::RecallModel;
 use crate::measured::Dataset;
 use crate::scenario::Scenario;
-use crate::verdict::{verdict, verdict_json, verdict_text, Call, Verdict, VerdictOptions};
+use crate::verdict::{verdict, Call, Verdict, VerdictOptions};
 
 /// Where the verdict's numbers on a measured table are computed (docs/model.md#verdict).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -147,7 +151,7 @@ pub struct Diagnosis {
     /// replaced by the diagnosis's call).
     pub verdict: Verdict,
     /// The hypothesis the numbers come from.
-    pub numbers_from: String,
+    pub numbers_from: Hypothesis,
     /// Where the numbers' context length and k come from (set by the caller that knows:
     /// [`Diagnosis::numbers_at`]).
     pub numbers_at: NumbersAt,
@@ -166,7 +170,7 @@ pub struct Diagnosis {
     /// Why the numbers' "needed" figures are withheld (None: they are shown).
     pub numbers_withheld: Option<String>,
     /// The physical hypotheses that are not working explanations, with why.
-    pub implausible: Vec<(String, String)>,
+    pub implausible: Vec<(Hypothesis, String)>,
 }
 
 /// Diagnoses `data`: row checks, every hypothesis, signatures, the call and the verdict's numbers.
@@ -210,7 +214,7 @@ pub fn diagnose(
     if best.gof_p.is_some_and(|p| p < rule::POOR_FIT_P) {
         sig.push(Signature::PoorFit);
     }
-    sig.extend(Signature::of_hypothesis(&best.name));
+    sig.extend(Signature::of_hypothesis(best.hypothesis));
     let conditions = condition_tests(data);
     if conditions.iter().any(|c| c.significant) {
         sig.push(Signature::ConditionDependent);
@@ -221,7 +225,7 @@ pub fn diagnose(
     // about as well as the best: the floor's premises do not hold for this table.
     let floor_explained =
         hypotheses.iter().zip(&explains).any(|(h, &e)| e && plausible::breaks_floor(h) && fits_as_well(h));
-    if explanation.is_some_and(|h| h.name == "read-decline") && !all_found {
+    if explanation.is_some_and(|h| h.hypothesis == Hypothesis::ReadDecline) && !all_found {
         sig.push(Signature::ReadDecline);
     }
     // The numbers: at the best plausible working explanation that is a plain scenario, else at
@@ -255,15 +259,18 @@ pub fn diagnose(
     let dense = every_row_dense.then(|| {
         // On such a table dprime is not identified (nothing is selected): only the read-decline's
         // shape and the recall at the longest length speak.
-        let decline = hypotheses.iter().find(|h| h.name == "read-decline");
-        // A collapse is called only where the table shows it: a row shorter than the fitted L50
-        // where most needles were read (both sides of the cliff), or needles lost far inside the
+        let decline = hypotheses.iter().find(|h| h.hypothesis == Hypothesis::ReadDecline);
+        // A collapse is called only where the table shows it: rows on both sides of the fitted L50
+        // (most needles read before it, most lost beyond), or needles lost far inside the
         // window often enough that a model reading even half of them is rejected (p < 0.01). One
         // lost needle at one length fits any steepness and says nothing of where reading stopped.
         let collapse = decline.and_then(|h| {
             let l50 = 10f64.powf(h.estimate(crate::calibrate::hypotheses::READ_L50)?);
+            // Both sides of the cliff: a row before L50 where most needles were read and one beyond
+            // it where most were lost (with one side only, the fit puts L50 anywhere past it).
             let read_before =
-                data.rows.iter().any(|r| (r.context_len as f64) < l50 && r.trials > 0 && 2 * r.hits > r.trials);
+                data.rows.iter().any(|r| (r.context_len as f64) < l50 && r.trials > 0 && 2 * r.hits > r.trials)
+                    && data.rows.iter().any(|r| (r.context_len as f64) > l50 && r.trials > 0 && 2 * r.hits < r.trials);
             let inside = (plausible::MIN_L50_OF_WINDOW * facts.trained_window as f64) as u64;
             let (hits, trials) =
                 data.rows.iter().filter(|r| r.context_len < inside).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
@@ -288,9 +295,10 @@ pub fn diagnose(
         signatures: &sig,
         all_found,
         condition_p: conditions.iter().filter(|c| !c.workload).map(|c| c.p_value).reduce(f64::min),
+        condition_open: conditions.iter().any(|c| c.favoured),
         defect_preferred: best.is_implementation(),
         explanation: explanation.map(|h| {
-            if plausible::family(&h.name) == plausible::Family::Read {
+            if h.hypothesis.family() == Family::Read {
                 rule::Explanation::Read
             } else {
                 rule::Explanation::Working
@@ -307,28 +315,18 @@ pub fn diagnose(
         rule::decide(&evidence, v.call)
     };
     v.call = call;
-    // The defect class to check is listed where the call rests on defect evidence (the best
-    // defect's, which need not be the best hypothesis), and no defect class is listed under a
-    // call that says every defect was ruled out.
-    match reason {
-        rule::Reason::DefectEvidence | rule::Reason::DefectUnreliable => {
-            let best_defect = hypotheses.iter().find(|h| plausible::family(&h.name) == plausible::Family::Defect);
-            if let Some(s) = best_defect.and_then(|h| Signature::of_hypothesis(&h.name)) {
-                if !sig.contains(&s) {
-                    sig.push(s);
-                }
-            }
+    // The defect class listed is the one the call names (the rule's [`rule::named_defect`]): the
+    // best hypothesis's, listed with the signatures above, gives way to it.
+    let best_defect = hypotheses.iter().find(|h| h.is_implementation()).map(|h| h.hypothesis);
+    let named = rule::named_defect(call, reason, best.hypothesis, best_defect);
+    if named != Some(best.hypothesis) {
+        let class = Signature::of_hypothesis(best.hypothesis);
+        sig.retain(|s| Some(*s) != class);
+    }
+    if let Some(s) = named.and_then(Signature::of_hypothesis) {
+        if !sig.contains(&s) {
+            sig.push(s);
         }
-        _ if matches!(
-            call,
-            Call::Saturated | Call::CoverageLimited | Call::DiscriminationLimited | Call::ReadLimited
-        ) =>
-        {
-            // The only class listed before the call is the best hypothesis's (above).
-            let class = Signature::of_hypothesis(&best.name);
-            sig.retain(|s| Some(*s) != class)
-        }
-        _ => {}
     }
     let numbers_withheld = if !numbers_plausible {
         Some(format!(
@@ -355,12 +353,12 @@ pub fn diagnose(
     } else {
         None
     };
-    let numbers_from = from.name.clone();
+    let numbers_from = from.hypothesis;
     let implausible = hypotheses
         .iter()
         .zip(&explains)
-        .filter(|(h, &e)| !e && plausible::family(&h.name) != plausible::Family::Defect)
-        .filter_map(|(h, _)| plausible::implausibility(h, &facts).map(|r| (h.name.clone(), r)))
+        .filter(|(h, &e)| !e && !h.is_implementation())
+        .filter_map(|(h, _)| plausible::implausibility(h, &facts).map(|r| (h.hypothesis, r)))
         .collect();
     Ok(Diagnosis {
         checks,
@@ -385,148 +383,5 @@ impl Diagnosis {
     pub fn numbers_at(mut self, at: NumbersAt) -> Self {
         self.numbers_at = at;
         self
-    }
-
-    /// What to do next, in one line.
-    pub fn next_step(&self) -> String {
-        let cols: Vec<String> = self
-            .conditions
-            .iter()
-            .filter(|c| !c.workload && c.p_value < rule::CONDITION_SUGGESTIVE)
-            .map(|c| format!("`{}`", c.column))
-            .collect();
-        match (self.call, self.reason) {
-            (_, rule::Reason::Condition | rule::Reason::ConditionSuggestive) => format!(
-                "rerun the failing cells under each value of {} (same prompts, same weights) and diff the indexer's top-k between them",
-                cols.join(", ")
-            ),
-            (Call::ImplementationSuspect, _) => "check the implementation: the signatures below say what to capture and compare against a reference".into(),
-            (Call::Undecided, _) => "measure the cells below (`dsa-sim plan` with this table as --data proposes them), then run the verdict on both tables".into(),
-            (Call::ReadLimited, _) => "check that a selected needle is read: the signatures below say how; neither k nor the indexer's precision fixes this".into(),
-            (Call::Saturated, _) => "nothing to fix on these cells".into(),
-            (Call::CoverageLimited, _) => "raise index_topk (the numbers below say to what)".into(),
-            (Call::DiscriminationLimited, _) => "improve the indexer's precision (the numbers below say by how much); raising k alone does not reach the target".into(),
-        }
-    }
-
-    /// Plain sentences explaining the call from the signatures.
-    pub fn explanation(&self) -> String {
-        let best = &self.hypotheses[0];
-        let mut s = format!("{}: {}.", self.call, self.reason.sentence());
-        match self.call {
-            Call::ImplementationSuspect | Call::Undecided | Call::ReadLimited => {
-                s.push_str(&format!(" Best-fitting hypothesis: {} (Akaike weight {:.3}).", best.name, best.weight))
-            }
-            _ => s.push_str(&format!(
-                " Best-fitting hypothesis: {} (Akaike weight {:.3}); the numbers come from {}. {}",
-                best.name,
-                best.weight,
-                self.numbers_from,
-                crate::verdict::explain(&self.verdict)
-            )),
-        }
-        if let Some(r) = &self.error_rates {
-            s.push_str(&format!("\n{}.", r.sentence()));
-        }
-        for (name, why) in &self.implausible {
-            s.push_str(&format!("\nnot a working explanation: {name} ({why})."));
-        }
-        for g in &self.signatures {
-            s.push('\n');
-            s.push_str(&g.line(&self.explain(*g)));
-        }
-        s
-    }
-
-    /// A signature's explanation, naming the significant condition columns for
-    /// `condition_dependent`.
-    fn explain(&self, g: Signature) -> String {
-        let cols: Vec<String> =
-            self.conditions.iter().filter(|c| c.significant).map(|c| format!("`{}`", c.column)).collect();
-        if g == Signature::ConditionDependent && !cols.is_empty() {
-            g.explanation().replace("a condition column", &cols.join(", "))
-        } else {
-            g.explanation().to_string()
-        }
-    }
-
-    /// The JSON of the signatures: `[{"name", "explanation", "check"}]`.
-    pub fn signatures_json(&self) -> serde_json::Value {
-        serde_json::Value::Array(self.signatures.iter().map(|g| g.json(&self.explain(*g))).collect())
-    }
-
-    /// The `verdict --data --json` object (docs/cli.md#output): the verdict's numbers at the
-    /// hypothesis they come from, the call, the explanation, signatures, error rates,
-    /// condition tests, row checks and every hypothesis.
-    pub fn to_json(&self, data: &Dataset) -> serde_json::Value {
-        let mut j = verdict_json(&self.verdict, &self.scenario);
-        j["explanation"] = serde_json::json!(self.explanation());
-        j["signatures"] = self.signatures_json();
-        j["error_rates"] = serde_json::json!(self.error_rates);
-        j["conditions"] = serde_json::json!(self.conditions);
-        j["numbers_from"] = serde_json::json!(self.numbers_from);
-        self.numbers_at.annotate(&mut j);
-        j["row_checks"] = serde_json::json!(self.checks);
-        j["hypotheses"] = hypotheses_json(&self.hypotheses);
-        j["warnings"] = serde_json::json!(data.transcribed_warning().into_iter().collect::<Vec<_>>());
-        j["plan"] = self.plan.as_ref().map_or(serde_json::Value::Null, |p| p.json());
-        j["reason"] = serde_json::json!(self.reason);
-        j["reason_text"] = serde_json::json!(self.reason.sentence());
-        j["next_step"] = serde_json::json!(self.next_step());
-        j["not_working_explanations"] = serde_json::Value::Array(
-            self.implausible.iter().map(|(n, w)| serde_json::json!({"name": n, "why": w})).collect(),
-        );
-        j["numbers_withheld"] = serde_json::json!(self.numbers_withheld);
-        if self.numbers_withheld.is_some() {
-            for key in [
-                "k_needed",
-                "dprime_needed_now",
-                "dprime_needed_max_k",
-                "score_noise_allowed_now",
-                "score_noise_allowed_max_k",
-            ] {
-                j[key] = serde_json::Value::Null;
-            }
-        }
-        j
-    }
-
-    /// The text `verdict --data` prints: the call, its reason and what to do next first; then
-    /// the table's warning, the row checks, the condition tests, the hypotheses, the numbers (or
-    /// why they are withheld) and the explanation.
-    pub fn to_text(&self, data: &Dataset) -> String {
-        let mut text = format!("call: {}\nwhy: {}\nnext: {}\n\n", self.call, self.reason.sentence(), self.next_step());
-        if let Some(w) = data.transcribed_warning() {
-            text.push_str(&w);
-            text.push('\n');
-        }
-        text.push_str(&format!("diagnosed {} rows of {}\n", data.rows.len(), data.source));
-        text.push_str(&self.checks.text());
-        text.push_str(&conditions::conditions_text(&self.conditions));
-        text.push_str(&hypotheses_text(&self.hypotheses));
-        text.push_str(&format!(
-            "numbers at the fit of `{}`, {}:\n",
-            self.numbers_from,
-            self.numbers_at.describe(&self.verdict)
-        ));
-        match &self.numbers_withheld {
-            Some(why) => text.push_str(&format!("  withheld: {why}.\n")),
-            None => {
-                let body = verdict_text(&self.verdict, None);
-                // The verdict's own explanation is replaced by the diagnosis's.
-                let body = body.split("\n\n").next().unwrap_or("").to_string();
-                text.push_str(&body);
-                text.push('\n');
-            }
-        }
-        text.push_str(&format!("\n{}\n", self.explanation()));
-        if let Some(p) = &self.plan {
-            text.push_str(&format!(
-                "\nthe cells that would decide (`dsa-sim plan` with this table, budget {}):\n",
-                p.budget
-            ));
-            text.push_str(&p.text());
-        }
-        text
     }
 }

@@ -23,7 +23,7 @@ use super::rule::{self, DefectEvidence, Evidence};
 use super::signature::{worse_than_random, Signature};
 use crate::calibrate::hypotheses::{compare_hypotheses, hypothesis_recall, HypothesisResult};
 use crate::calibrate::likelihood::binom_loglik;
-use crate::calibrate::{row_checks, CalibError, FreeParam, JointFloor};
+use crate::calibrate::{row_checks, CalibError, Family, FreeParam, Hypothesis, JointFloor};
 use crate::engine::RecallModel;
 use crate::measured::{Dataset, Observation};
 use crate::scenario::Scenario;
@@ -73,7 +73,7 @@ pub struct PlanCell {
     /// Trials to run.
     pub trials: u64,
     /// Each leading hypothesis's predicted recall there.
-    pub predicted: Vec<(String, f64)>,
+    pub predicted: Vec<(Hypothesis, f64)>,
     /// Expected information (bits) its chunks add to the plan's, in the order chosen.
     pub information_bits: f64,
 }
@@ -83,14 +83,14 @@ pub struct PlanCell {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RightCall {
     /// The true hypothesis.
-    pub hypothesis: String,
+    pub hypothesis: Hypothesis,
     /// Its prior weight.
     pub prior: f64,
     /// The call it implies: a physical truth's own call (the verdict at its fit), or
     /// implementation-suspect for a defect.
     pub right_call: Call,
     /// The defect class the right call names (defect truths).
-    pub right_class: Option<String>,
+    pub right_class: Option<Hypothesis>,
     /// Fraction of simulated tables on which the call (and class) is right.
     pub p_right: f64,
 }
@@ -103,7 +103,7 @@ pub struct Plan {
     /// The budget.
     pub budget: u64,
     /// The leading hypotheses: name, Akaike weight (over every hypothesis) and prior.
-    pub leading: Vec<(String, f64, f64)>,
+    pub leading: Vec<(Hypothesis, f64, f64)>,
     /// The k values the cells could take (the kernel's).
     pub candidate_k: Vec<u64>,
     /// Entropy of the prior (bits).
@@ -142,24 +142,6 @@ pub struct Restart {
     pub chosen: bool,
 }
 
-impl Restart {
-    /// One line: what a restart would buy, and whether the plan takes it.
-    pub fn text(&self) -> String {
-        let ks = self.other_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-        if self.chosen {
-            format!(
-                "a restart at k = {ks} buys {:.3} bits against {:.3} at the deployment's k = {} alone: planned (cells at another k need the server restarted at that k)",
-                self.restart_bits, self.local_bits, self.deployment_k
-            )
-        } else {
-            format!(
-                "planned at the deployment's k = {} alone ({:.3} bits): a restart at k = {ks} would buy {:.3} bits, not worth a restart (needs {RESTART_WORTH}× as much)",
-                self.deployment_k, self.local_bits, self.restart_bits
-            )
-        }
-    }
-}
-
 impl Plan {
     /// Total trials.
     pub fn total(&self) -> u64 {
@@ -178,114 +160,6 @@ impl Plan {
         s.push_str("context_len,index_topk,depth,repeat,trials\n");
         for c in &self.cells {
             s.push_str(&format!("{},{},{},{},{}\n", c.context_len, c.index_topk, c.depth, c.repeat, c.trials));
-        }
-        s
-    }
-    /// The JSON of `dsa-sim plan --json`.
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "cells": self.cells.iter().map(|c| serde_json::json!({
-                "context_len": c.context_len, "index_topk": c.index_topk, "depth": c.depth,
-                "repeat": c.repeat, "trials": c.trials,
-                "predicted": c.predicted.iter().map(|(n, p)| (n.clone(), serde_json::json!(p))).collect::<serde_json::Map<_, _>>(),
-                "information_bits": c.information_bits,
-            })).collect::<Vec<_>>(),
-            "budget": self.budget,
-            "total_trials": self.total(),
-            "candidate_k": self.candidate_k,
-            "leading_hypotheses": self.leading.iter().map(|(n, w, p)| serde_json::json!({"name": n, "weight": w, "prior": p})).collect::<Vec<_>>(),
-            "information": {
-                "criterion": "mutual_information",
-                "prior_entropy_bits": self.prior_entropy_bits,
-                "posterior_entropy_bits": self.posterior_entropy_bits,
-                "information_bits": self.information_bits(),
-                "samples": self.information_samples,
-            },
-            "right_call": {
-                "seed": self.seed,
-                "tables": self.tables,
-                "threshold": self.threshold,
-                "overall": self.p_right_overall,
-                "hypotheses": self.right_calls.iter().map(|r| serde_json::json!({
-                    "name": r.hypothesis, "prior": r.prior, "right_call": r.right_call.to_string(),
-                    "right_class": r.right_class, "p_right": r.p_right,
-                })).collect::<Vec<_>>(),
-            },
-            "seed": self.seed,
-            "restart": self.restart.as_ref().map(|r| serde_json::json!({
-                "deployment_k": r.deployment_k, "other_k": r.other_k, "local_bits": r.local_bits,
-                "restart_bits": r.restart_bits, "chosen": r.chosen, "text": r.text(),
-            })),
-        })
-    }
-    /// A text table.
-    pub fn text(&self) -> String {
-        let mut s = String::new();
-        let names: Vec<&str> = self.leading.iter().map(|(n, _, _)| n.as_str()).collect();
-        s.push_str(&format!(
-            "leading hypotheses (prior = Akaike weights over them): {}\n",
-            self.leading.iter().map(|(n, _, p)| format!("{n} {p:.3}")).collect::<Vec<_>>().join(", ")
-        ));
-        s.push_str(&format!(
-            "planned cells ({} of {} trials; k from the kernel's {}):\n",
-            self.total(),
-            self.budget,
-            self.candidate_k.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-        ));
-        s.push_str(&format!(
-            "  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6}  predicted recall: {}\n",
-            "L",
-            "k",
-            "depth",
-            "repeat",
-            "trials",
-            "bits",
-            names.join(" / ")
-        ));
-        for c in &self.cells {
-            let p: Vec<String> = c.predicted.iter().map(|(_, p)| format!("{p:.3}")).collect();
-            s.push_str(&format!(
-                "  {:>9} {:>6} {:>6} {:>6} {:>7} {:>6.3}  {}\n",
-                c.context_len,
-                c.index_topk,
-                c.depth,
-                c.repeat,
-                c.trials,
-                c.information_bits,
-                p.join(" / ")
-            ));
-        }
-        if let Some(r) = &self.restart {
-            s.push_str(&format!("  {}\n", r.text()));
-        }
-        if self.total() < self.budget {
-            s.push_str(&format!(
-                "  (the other {} trials would add less than {} bits each chunk under the fitted hypotheses: not planned)\n",
-                self.budget - self.total(),
-                MIN_GAIN_BITS
-            ));
-        }
-        s.push_str(&format!(
-            "expected information about the hypothesis: {:.3} of {:.3} bits (posterior entropy {:.3} bits; {} draws per hypothesis, seed {})\n",
-            self.information_bits(),
-            self.prior_entropy_bits,
-            self.posterior_entropy_bits,
-            self.information_samples,
-            self.seed
-        ));
-        s.push_str(&format!(
-            "right call after these cells (simulated, {} tables per hypothesis, seed {}; hypotheses scored at their fits, not refitted): overall {:.2}\n",
-            self.tables, self.seed, self.p_right_overall
-        ));
-        for r in &self.right_calls {
-            let call = match &r.right_class {
-                Some(c) => format!("{} ({c})", r.right_call),
-                None => r.right_call.to_string(),
-            };
-            s.push_str(&format!(
-                "  if {} is true (prior {:.3}): the call is {call} in {:.2}\n",
-                r.hypothesis, r.prior, r.p_right
-            ));
         }
         s
     }
@@ -498,8 +372,8 @@ pub enum Meaning {
 /// One leading hypothesis as the rule sees it on a simulated table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RuleHypothesis {
-    /// Name.
-    pub name: String,
+    /// Which hypothesis.
+    pub hypothesis: Hypothesis,
     /// AIC on the measured table.
     pub table_aic: f64,
     /// What it means for the call.
@@ -549,7 +423,7 @@ pub struct RuleOnPlan {
 
 impl RuleOnPlan {
     /// The call and the defect class it names on a table whose planned cells found `ys`.
-    pub fn call(&self, ys: &[u64], joined_hits: &mut Vec<u64>) -> (Call, Option<String>) {
+    pub fn call(&self, ys: &[u64], joined_hits: &mut Vec<u64>) -> (Call, Option<Hypothesis>) {
         let aic: Vec<f64> = self
             .hypotheses
             .iter()
@@ -576,8 +450,6 @@ impl RuleOnPlan {
             joined_hits.extend_from_slice(ys);
             f.rejects(joined_hits)
         });
-        let named =
-            |i: Option<usize>| i.filter(|&i| is_defect(&self.hypotheses[i])).map(|i| self.hypotheses[i].name.clone());
         // The evidence as the diagnosis states it, decided by the one rule (a fixed-size list:
         // no allocation per simulated table).
         let mut sig = [Signature::BelowRandomFloor; 3];
@@ -625,6 +497,7 @@ impl RuleOnPlan {
             signatures: &sig[..n],
             all_found: false,
             condition_p: None,
+            condition_open: false,
             defect_preferred: is_defect(&self.hypotheses[best]),
             explanation,
             floor_explained: false,
@@ -632,27 +505,23 @@ impl RuleOnPlan {
             k_matters: self.k_matters,
             dense: None,
         };
-        let (call, _) = rule::decide(&e, physical);
-        let class = match call {
-            Call::ImplementationSuspect | Call::Undecided if floor || self.table_exact => named(Some(best)),
-            Call::ImplementationSuspect | Call::Undecided if evidence > self.threshold => named(best_defect),
-            _ => None,
-        };
-        (call, class)
+        let (call, reason) = rule::decide(&e, physical);
+        let of = |i: usize| self.hypotheses[i].hypothesis;
+        (call, rule::named_defect(call, reason, of(best), best_defect.map(of)))
     }
 
     /// The call a hypothesis implies when it is the truth.
-    pub fn truth_call(h: &RuleHypothesis) -> (Call, Option<String>) {
+    pub fn truth_call(h: &RuleHypothesis) -> (Call, Option<Hypothesis>) {
         match h.meaning {
             Meaning::Physical(c) => (c, None),
             Meaning::WorseThanRandom => (Call::ImplementationSuspect, None),
-            Meaning::Defect => (Call::ImplementationSuspect, Some(h.name.clone())),
+            Meaning::Defect => (Call::ImplementationSuspect, Some(h.hypothesis)),
         }
     }
 
     /// Whether a call is the one a truth implies: the same call, and the same defect class when
     /// the truth names one.
-    pub fn is_right(call: &(Call, Option<String>), truth: &(Call, Option<String>)) -> bool {
+    pub fn is_right(call: &(Call, Option<Hypothesis>), truth: &(Call, Option<Hypothesis>)) -> bool {
         call.0 == truth.0 && (truth.1.is_none() || call.1 == truth.1)
     }
 
@@ -690,7 +559,7 @@ pub struct PlanOptions<'a> {
     /// Seed of the simulations.
     pub seed: u64,
     /// Hypotheses to separate instead of the leading ones.
-    pub only: &'a [String],
+    pub only: &'a [Hypothesis],
     /// The verdict's options (a physical truth's call).
     pub verdict: VerdictOptions,
 }
@@ -703,7 +572,7 @@ pub fn plan(
     model: &dyn RecallModel,
     budget: u64,
     seed: u64,
-    only: &[String],
+    only: &[Hypothesis],
 ) -> Result<Plan, CalibError> {
     let opts = PlanOptions { budget, seed, only, verdict: VerdictOptions { target: 0.9, max_topk: base.max_topk } };
     plan_with(data, base, user_free, model, &opts)
@@ -717,10 +586,7 @@ pub fn plan_with(
     model: &dyn RecallModel,
     opts: &PlanOptions,
 ) -> Result<Plan, CalibError> {
-    let (budget, only) = (opts.budget, opts.only);
-    for n in only {
-        crate::calibrate::hypotheses::check_name(n)?;
-    }
+    let budget = opts.budget;
     if budget == 0 {
         return Err(CalibError::Input("--budget 0: allowed ≥ 1 trial".into()));
     }
@@ -753,17 +619,18 @@ pub fn plan_from(
         leading = hyps.iter().take(2).collect();
     }
     if !only.is_empty() {
-        leading = hyps.iter().filter(|h| only.contains(&h.name)).collect();
+        leading = hyps.iter().filter(|h| only.contains(&h.hypothesis)).collect();
         if leading.len() < 2 {
             let why: Vec<String> = only
                 .iter()
-                .filter(|n| !hyps.iter().any(|h| &h.name == *n))
-                .map(|n| format!("`{n}` does not apply: {}", not_applicable(n, data, base)))
+                .filter(|&&n| !hyps.iter().any(|h| h.hypothesis == n))
+                .map(|&n| format!("`{n}` does not apply: {}", not_applicable(n, data, base)))
                 .collect();
             let why = if why.is_empty() { "name two different hypotheses".to_string() } else { why.join("; ") };
+            let named: Vec<&str> = only.iter().map(|h| h.name()).collect();
             return Err(CalibError::Input(format!(
                 "--hypotheses {}: name at least two hypotheses that apply to this table ({why})",
-                only.join(",")
+                named.join(",")
             )));
         }
     }
@@ -827,7 +694,7 @@ pub fn plan_from(
             depth: cand[c].depth.unwrap_or(base.depth),
             repeat: cand[c].repeat.unwrap_or(base.repeat),
             trials: t,
-            predicted: leading.iter().zip(&preds).map(|(h, p)| (h.name.clone(), p[c])).collect(),
+            predicted: leading.iter().zip(&preds).map(|(h, p)| (h.hypothesis, p[c])).collect(),
             information_bits: g / std::f64::consts::LN_2,
         })
         .collect();
@@ -840,14 +707,14 @@ pub fn plan_from(
         .zip(&p_right)
         .map(|((h, &pr), &p)| {
             let (call, class) = RuleOnPlan::truth_call(h);
-            RightCall { hypothesis: h.name.clone(), prior: pr, right_call: call, right_class: class, p_right: p }
+            RightCall { hypothesis: h.hypothesis, prior: pr, right_call: call, right_class: class, p_right: p }
         })
         .collect();
     let p_right_overall = right_calls.iter().map(|r| r.prior * r.p_right).sum();
     Ok(Plan {
         cells,
         budget,
-        leading: leading.iter().zip(&prior).map(|(h, &p)| (h.name.clone(), h.weight, p)).collect(),
+        leading: leading.iter().zip(&prior).map(|(h, &p)| (h.hypothesis, h.weight, p)).collect(),
         candidate_k,
         prior_entropy_bits: design.prior_entropy / std::f64::consts::LN_2,
         posterior_entropy_bits: design.posterior_entropy / std::f64::consts::LN_2,
@@ -880,10 +747,10 @@ pub fn deployment_k(base: &Scenario, data: &Dataset) -> u64 {
     by.into_iter().max_by_key(|&(k, t)| (t, std::cmp::Reverse(k))).map_or(base.index_topk, |(k, _)| k)
 }
 
-/// Why hypothesis `name` is not fitted to `data` (a name [`compare_hypotheses`] left out).
-pub fn not_applicable(name: &str, data: &Dataset, base: &Scenario) -> String {
-    match name {
-        "length-periodic" => {
+/// Why hypothesis `h` is not fitted to `data` (one [`compare_hypotheses`] left out).
+pub fn not_applicable(h: Hypothesis, data: &Dataset, base: &Scenario) -> String {
+    match h {
+        Hypothesis::LengthPeriodic => {
             let c = data.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio);
             if c <= 1 {
                 "it needs a compression ratio above 1 (a residue of the length modulo c)".to_string()
@@ -897,10 +764,10 @@ pub fn not_applicable(name: &str, data: &Dataset, base: &Scenario) -> String {
                 )
             }
         }
-        "candidate-count-limit" => {
+        Hypothesis::CandidateCountLimit => {
             "every row has the same number of candidates: measure at least two context lengths".to_string()
         }
-        "read-failure" | "read-decline" => {
+        Hypothesis::ReadFailure | Hypothesis::ReadDecline => {
             "a selection table observes selection directly: whether a selected needle is read does not enter"
                 .to_string()
         }
@@ -928,18 +795,18 @@ fn rule_on_plan(
             Meaning::Defect
         } else if h.estimates.iter().any(|(n, v)| n.starts_with("dprime") && *v < 0.0) {
             Meaning::WorseThanRandom
-        } else if super::plausible::family(&h.name) == super::plausible::Family::Read {
+        } else if h.hypothesis.family() == Family::Read {
             Meaning::Physical(Call::ReadLimited)
         } else {
             let s = h
                 .scenario(base)
-                .ok_or_else(|| CalibError::Fit(format!("hypothesis `{}` gives no valid scenario", h.name)))?;
+                .ok_or_else(|| CalibError::Fit(format!("hypothesis `{}` gives no valid scenario", h.hypothesis)))?;
             let v = crate::verdict::verdict(&s, model, opts)?;
             Meaning::Physical(v.call)
         };
-        let working = h.name == "random-indexer" || working_indexer(h);
+        let working = h.hypothesis == Hypothesis::RandomIndexer || working_indexer(h);
         hypotheses.push(RuleHypothesis {
-            name: h.name.clone(),
+            hypothesis: h.hypothesis,
             table_aic: h.aic,
             meaning,
             working,
@@ -949,12 +816,12 @@ fn rule_on_plan(
     if !hypotheses.iter().any(|h| h.working) {
         // The evidence's null when no working indexer leads: the random indexer (as the
         // diagnosis's error rates take it), scored but never a truth of the simulation.
-        if let Some(r) = all.iter().find(|h| h.name == "random-indexer") {
+        if let Some(r) = all.iter().find(|h| h.hypothesis == Hypothesis::RandomIndexer) {
             let cells = Dataset::of_rows("planned", design.chosen.iter().map(|c| cand[c.0].clone()).collect());
             let s = r.scenario(base).ok_or_else(|| CalibError::Fit("random-indexer gives no valid scenario".into()))?;
             let v = crate::verdict::verdict(&s, model, opts)?;
             hypotheses.push(RuleHypothesis {
-                name: r.name.clone(),
+                hypothesis: r.hypothesis,
                 table_aic: r.aic,
                 meaning: Meaning::Physical(v.call),
                 working: true,
@@ -994,14 +861,17 @@ fn rule_on_plan(
         let extended: Vec<HypothesisResult> = hypotheses
             .iter()
             .filter_map(|r| {
-                let mut x = all.iter().find(|h| h.name == r.name)?.clone();
+                let mut x = all.iter().find(|h| h.hypothesis == r.hypothesis)?.clone();
                 x.fitted.extend_from_slice(&r.at_cells);
                 Some(x)
             })
             .collect();
         let explains: Vec<bool> = extended
             .iter()
-            .map(|x| x.name != "random-indexer" && hypotheses.iter().any(|h| h.name == x.name && h.working))
+            .map(|x| {
+                x.hypothesis != Hypothesis::RandomIndexer
+                    && hypotheses.iter().any(|h| h.hypothesis == x.hypothesis && h.working)
+            })
             .collect();
         if let Some(r) = error_rates(&joined, &extended, &explains, floor.as_ref()) {
             threshold = r.threshold;

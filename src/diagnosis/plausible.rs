@@ -9,32 +9,8 @@
 //! arbitrary search bound, or a model that stops reading far inside its trained window with no
 //! row measuring that, explains the table only by assuming a defect under another name.
 
-use crate::calibrate::HypothesisResult;
+use crate::calibrate::{Family, HypothesisResult};
 use crate::scenario::Scenario;
-
-/// What a hypothesis means for the call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Family {
-    /// A working indexer: coverage-, discrimination-limited or saturated by the numbers.
-    Working,
-    /// The model does not read a selected needle: read-limited.
-    Read,
-    /// A broken implementation: implementation-suspect.
-    Defect,
-    /// dprime = 0: no better than chance.
-    Random,
-}
-
-/// The family of a hypothesis by name.
-pub fn family(name: &str) -> Family {
-    match name {
-        "random-indexer" => Family::Random,
-        "read-failure" | "read-decline" => Family::Read,
-        n if crate::calibrate::hypotheses::IMPLEMENTATION_HYPOTHESES.contains(&n) => Family::Defect,
-        _ => Family::Working,
-    }
-}
 
 /// Largest separation (distractor sd) a working indexer is credited with: the seed
 /// investigation's bf16 indexer ranked the needle 1st–3rd of 22K candidates, about dprime 4;
@@ -84,7 +60,7 @@ impl TableFacts {
 /// Why a fitted hypothesis is not a working explanation (None: it is one). Defects and the
 /// random indexer are never working explanations.
 pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String> {
-    match family(&h.name) {
+    match h.hypothesis.family() {
         Family::Defect => return Some("a defect, not a working indexer".into()),
         Family::Random => return Some("the random indexer (dprime = 0) is no better than chance".into()),
         _ => {}
@@ -143,7 +119,7 @@ pub fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Optio
 /// reading (read-failure, read-decline) and look-alikes scoring above the needle (hard negatives
 /// with `hard_mean` above `dprime`, as multi-key tasks have) each break it.
 pub fn breaks_floor(h: &HypothesisResult) -> bool {
-    match family(&h.name) {
+    match h.hypothesis.family() {
         Family::Read => true,
         Family::Working => match (h.estimate("hard_negatives"), h.estimate("hard_mean"), h.estimate("dprime")) {
             (Some(f), Some(m), Some(d)) => f > 0.0 && m > d,
@@ -161,11 +137,11 @@ pub fn is_explanation(h: &HypothesisResult, facts: &TableFacts) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calibrate::Hypothesis::{self, *};
 
-    fn fit(name: &str, est: &[(&str, f64)]) -> HypothesisResult {
+    fn fit(hypothesis: Hypothesis, est: &[(&str, f64)]) -> HypothesisResult {
         HypothesisResult {
-            name: name.into(),
-            description: String::new(),
+            hypothesis,
             fixed: vec![],
             estimates: est.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
             on_bound: vec![],
@@ -186,56 +162,44 @@ mod tests {
     #[test]
     fn each_range_at_its_edges() {
         let ok = |h: &HypothesisResult| implausibility(h, &V32).is_none();
-        assert!(ok(&fit("discrimination", &[("dprime", 2.5)])));
-        assert!(ok(&fit("discrimination", &[("dprime", -0.09)])));
-        assert!(!ok(&fit("discrimination", &[("dprime", -0.11)])));
-        assert!(ok(&fit("discrimination", &[("dprime", 12.0)])));
-        assert!(!ok(&fit("discrimination", &[("dprime", 12.1)])));
-        assert!(!ok(&fit("discrimination-with-spread", &[("dprime", 2.0), ("needle_sd", 3.1)])));
-        assert!(ok(&fit("discrimination-with-spread", &[("dprime", 2.0), ("needle_sd", 2.9)])));
-        assert!(!ok(&fit("hard-negatives", &[("dprime", 2.5), ("hard_negatives", 0.47), ("hard_mean", 11.1)])));
-        assert!(ok(&fit("hard-negatives", &[("dprime", 2.5), ("hard_negatives", 0.2), ("hard_mean", 5.4)])));
-        assert!(!ok(&fit("hard-negatives", &[("dprime", 2.5), ("hard_negatives", 0.6), ("hard_mean", 2.0)])));
-        let mut bound = fit("discrimination", &[("dprime", 2.0)]);
+        assert!(ok(&fit(Discrimination, &[("dprime", 2.5)])));
+        assert!(ok(&fit(Discrimination, &[("dprime", -0.09)])));
+        assert!(!ok(&fit(Discrimination, &[("dprime", -0.11)])));
+        assert!(ok(&fit(Discrimination, &[("dprime", 12.0)])));
+        assert!(!ok(&fit(Discrimination, &[("dprime", 12.1)])));
+        assert!(!ok(&fit(DiscriminationWithSpread, &[("dprime", 2.0), ("needle_sd", 3.1)])));
+        assert!(ok(&fit(DiscriminationWithSpread, &[("dprime", 2.0), ("needle_sd", 2.9)])));
+        assert!(!ok(&fit(HardNegatives, &[("dprime", 2.5), ("hard_negatives", 0.47), ("hard_mean", 11.1)])));
+        assert!(ok(&fit(HardNegatives, &[("dprime", 2.5), ("hard_negatives", 0.2), ("hard_mean", 5.4)])));
+        assert!(!ok(&fit(HardNegatives, &[("dprime", 2.5), ("hard_negatives", 0.6), ("hard_mean", 2.0)])));
+        let mut bound = fit(Discrimination, &[("dprime", 2.0)]);
         bound.on_bound = vec!["needle_sd".into()];
         assert!(!ok(&bound));
-        let mut poor = fit("discrimination", &[("dprime", 2.0)]);
+        let mut poor = fit(Discrimination, &[("dprime", 2.0)]);
         poor.gof_p = Some(0.005);
         assert!(!ok(&poor));
         // A read-rate collapse at 4K on a model trained to 160K is no model's limit; a gradual
         // decline there, or a collapse near the window, is.
         let l = |x: f64| x.log10();
-        assert!(!ok(&fit("read-decline", &[("log10_read_l50", l(4000.0)), ("read_slope", 40.0), ("dprime", 3.0)])));
-        assert!(ok(&fit("read-decline", &[("log10_read_l50", l(4000.0)), ("read_slope", 2.0), ("dprime", 3.0)])));
-        assert!(ok(&fit("read-decline", &[("log10_read_l50", l(150_000.0)), ("read_slope", 40.0), ("dprime", 3.0)])));
+        assert!(!ok(&fit(ReadDecline, &[("log10_read_l50", l(4000.0)), ("read_slope", 40.0), ("dprime", 3.0)])));
+        assert!(ok(&fit(ReadDecline, &[("log10_read_l50", l(4000.0)), ("read_slope", 2.0), ("dprime", 3.0)])));
+        assert!(ok(&fit(ReadDecline, &[("log10_read_l50", l(150_000.0)), ("read_slope", 40.0), ("dprime", 3.0)])));
         // Defects and the random indexer are never working explanations.
-        assert!(!ok(&fit("candidate-count-limit", &[("dprime", 2.0)])));
-        assert!(!ok(&fit("random-indexer", &[])));
+        assert!(!ok(&fit(CandidateCountLimit, &[("dprime", 2.0)])));
+        assert!(!ok(&fit(RandomIndexer, &[])));
     }
 
     /// The floor's premises: a selected needle is read, and nothing outscores it by content.
     #[test]
     fn what_breaks_the_floor() {
-        assert!(breaks_floor(&fit("read-failure", &[("p_read", 0.5), ("dprime", 3.0)])));
-        assert!(breaks_floor(&fit("read-decline", &[("log10_read_l50", 5.0), ("read_slope", 2.0)])));
-        let hard = |m: f64| fit("hard-negatives", &[("dprime", 3.0), ("hard_negatives", 0.05), ("hard_mean", m)]);
+        assert!(breaks_floor(&fit(ReadFailure, &[("p_read", 0.5), ("dprime", 3.0)])));
+        assert!(breaks_floor(&fit(ReadDecline, &[("log10_read_l50", 5.0), ("read_slope", 2.0)])));
+        let hard = |m: f64| fit(HardNegatives, &[("dprime", 3.0), ("hard_negatives", 0.05), ("hard_mean", m)]);
         assert!(breaks_floor(&hard(4.5)));
         assert!(!breaks_floor(&hard(2.5)), "look-alikes below the needle cannot push it below random");
-        assert!(!breaks_floor(&fit("hard-negatives", &[("dprime", 3.0), ("hard_negatives", 0.0), ("hard_mean", 5.0)])));
-        assert!(!breaks_floor(&fit("discrimination", &[("dprime", 0.5)])));
-        assert!(!breaks_floor(&fit("candidate-count-limit", &[("dprime", 3.0)])));
-        assert!(!breaks_floor(&fit("random-indexer", &[])));
-    }
-
-    #[test]
-    fn families() {
-        assert_eq!(family("discrimination"), Family::Working);
-        assert_eq!(family("hard-negatives"), Family::Working);
-        assert_eq!(family("read-decline"), Family::Read);
-        assert_eq!(family("read-failure"), Family::Read);
-        assert_eq!(family("random-indexer"), Family::Random);
-        for d in crate::calibrate::hypotheses::IMPLEMENTATION_HYPOTHESES {
-            assert_eq!(family(d), Family::Defect);
-        }
+        assert!(!breaks_floor(&fit(HardNegatives, &[("dprime", 3.0), ("hard_negatives", 0.0), ("hard_mean", 5.0)])));
+        assert!(!breaks_floor(&fit(Discrimination, &[("dprime", 0.5)])));
+        assert!(!breaks_floor(&fit(CandidateCountLimit, &[("dprime", 3.0)])));
+        assert!(!breaks_floor(&fit(RandomIndexer, &[])));
     }
 }

@@ -6,7 +6,9 @@
 //! 2. **A condition column** (recall differing between its values at identical cells; no
 //!    physical hypothesis depends on the build) with p < [`super::CONDITION_ALPHA`] →
 //!    `implementation-suspect` naming it; with p < [`CONDITION_SUGGESTIVE`] every physical call is
-//!    ruled out and the call is `undecided` unless a defect call stands by itself.
+//!    ruled out and the call is `undecided` unless a defect call stands by itself; so it is when
+//!    the column's values differ on too few trials for its test, the data favouring a difference
+//!    by AIC (a defect of the build is then not ruled out).
 //! 3. **Exact signatures** (rows jointly below the random-indexer floor, a separation
 //!    significantly below 0, a poor fit on a search bound) → `implementation-suspect`, unless a
 //!    plausible explanation that breaks the floor's premises fits about as well: the model not
@@ -23,8 +25,8 @@
 //!
 //! [`decide`] returns the call with its [`Reason`]; the sentences of every reason live here.
 
-use super::error_rates::ErrorRates;
 use super::signature::Signature;
+use crate::calibrate::Hypothesis;
 use crate::verdict::Call;
 
 /// Goodness-of-fit p-value below which the preferred hypothesis fits poorly.
@@ -33,14 +35,14 @@ pub const POOR_FIT_P: f64 = 0.001;
 /// user's) at which an implementation-suspect call is made.
 pub const MAX_FALSE_ALARM: f64 = 0.10;
 /// Smallest power (a defect like the best competitor found on tables like the user's) the
-/// procedure aims at; reported beside the call, see [`ErrorRates::meets_targets`].
+/// procedure aims at; reported beside the call, see `ErrorRates::meets_targets`.
 pub const MIN_POWER: f64 = 0.90;
 /// A condition column's p-value below which no physical call is made (between this and
 /// [`super::CONDITION_ALPHA`] the call is `undecided`).
 pub const CONDITION_SUGGESTIVE: f64 = 0.05;
 
 /// The defect evidence of the hypotheses and what the simulation at the table's design says of
-/// it ([`ErrorRates`]; the plan's simulated tables give their own).
+/// it ([`super::error_rates::ErrorRates`]; the plan's simulated tables give their own).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DefectEvidence {
     /// AIC(best working explanation) − AIC(best defect).
@@ -55,18 +57,6 @@ pub struct DefectEvidence {
     pub defect_poor_fit: bool,
 }
 
-impl From<&ErrorRates> for DefectEvidence {
-    fn from(r: &ErrorRates) -> Self {
-        DefectEvidence {
-            evidence: r.evidence,
-            threshold: r.threshold,
-            false_alarm: r.false_alarm,
-            defect_not_ruled_out: !r.not_ruled_out().is_empty(),
-            defect_poor_fit: r.competitors.first().is_some_and(|c| c.poor_fit),
-        }
-    }
-}
-
 /// What the rule decides from.
 #[derive(Debug, Clone, Copy)]
 pub struct Evidence<'a> {
@@ -76,6 +66,10 @@ pub struct Evidence<'a> {
     pub all_found: bool,
     /// The smallest p-value of the table's condition columns (None without one).
     pub condition_p: Option<f64>,
+    /// A condition column's values differ in a way its test cannot settle: the data favour a
+    /// recall per value by AIC ([`super::ConditionTest::favoured`]), so a defect of the build is
+    /// not ruled out.
+    pub condition_open: bool,
     /// The best hypothesis overall is a defect (a calibrated fit compares none: false).
     pub defect_preferred: bool,
     /// The best plausible explanation ([`super::plausible`]), if any: whether it is the model's
@@ -114,6 +108,7 @@ impl Evidence<'_> {
             signatures,
             all_found: false,
             condition_p: None,
+            condition_open: false,
             defect_preferred: false,
             explanation: Some(Explanation::Working),
             floor_explained: false,
@@ -143,6 +138,8 @@ pub enum Reason {
     Condition,
     /// A condition column differs at p < 0.05 but not below the defect level.
     ConditionSuggestive,
+    /// A condition column's values differ, favoured by AIC, on too few trials for its test.
+    ConditionOpen,
     /// An exact signature.
     Signature,
     /// The defect evidence exceeds τ.
@@ -174,6 +171,7 @@ impl Reason {
             Reason::AllFound => "every needle of the table was found",
             Reason::Condition => "recall differs between the values of a condition column at identical cells, which no property of the indexer explains",
             Reason::ConditionSuggestive => "recall differs between the values of a condition column at identical cells (p < 0.05, not below the defect level 0.01): no physical call can be made while the condition may matter",
+            Reason::ConditionOpen => "recall differs between the values of a condition column at identical cells, too few trials for the test to decide (the data favour a difference): a defect of the build is not ruled out, so no physical call can be made",
             Reason::Signature => "the data show a pattern no working indexer produces (see the signatures)",
             Reason::DefectEvidence => "a defect hypothesis explains the table better than any working indexer, beyond what working indexers reach on tables like this 95% of the time",
             Reason::DefectUnreliable => "a defect hypothesis is preferred, but on this design the procedure cannot separate it from a working indexer reliably enough to act on",
@@ -209,6 +207,9 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     if let Some(d) = e.dense {
         return match d {
             _ if e.condition_p.is_some_and(|p| p < CONDITION_SUGGESTIVE) => (Undecided, Reason::ConditionSuggestive),
+            DenseReading::MeetsTarget | DenseReading::Declines if e.condition_open => {
+                (Undecided, Reason::ConditionOpen)
+            }
             DenseReading::CollapsesInsideWindow => (ImplementationSuspect, Reason::DenseCollapse),
             DenseReading::MeetsTarget => (Saturated, Reason::Dense),
             DenseReading::Declines => (ReadLimited, Reason::Dense),
@@ -232,6 +233,9 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     if e.condition_p.is_some_and(|p| p < CONDITION_SUGGESTIVE) {
         return (Undecided, Reason::ConditionSuggestive);
     }
+    if e.condition_open {
+        return (Undecided, Reason::ConditionOpen);
+    }
     let Some(explanation) = e.explanation else {
         return (Undecided, Reason::NoExplanation);
     };
@@ -245,6 +249,31 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
         return (Undecided, Reason::KNotShown);
     }
     (physical, Reason::Numbers)
+}
+
+/// The call on a scenario given rather than measured (`verdict` without `--data`, a regime
+/// map's cells): nothing but its numbers speaks, so the rule makes the numbers' call
+/// ([`Call::of_numbers`]).
+pub fn on_scenario(physical: Call) -> Call {
+    let known = Evidence { explanation: Some(Explanation::Working), ..Evidence::signatures_only(&[]) };
+    decide(&known, physical).0
+}
+
+/// The defect class a call names: under a call resting on defect evidence the best defect's
+/// (which need not be the best hypothesis), under the other implementation-suspect and
+/// undecided calls the best hypothesis's when it is a defect, and none under a physical call
+/// (every defect was ruled out).
+pub fn named_defect(
+    call: Call,
+    reason: Reason,
+    best: Hypothesis,
+    best_defect: Option<Hypothesis>,
+) -> Option<Hypothesis> {
+    match (call, reason) {
+        (_, Reason::DefectEvidence | Reason::DefectUnreliable) => best_defect,
+        (Call::ImplementationSuspect | Call::Undecided, _) => best.is_implementation().then_some(best),
+        _ => None,
+    }
 }
 
 /// The call a calibrated fit's signatures force whatever its numbers say (None: the numbers'
@@ -266,6 +295,7 @@ mod tests {
             signatures: &[],
             all_found: false,
             condition_p: None,
+            condition_open: false,
             defect_preferred: false,
             explanation: Some(Explanation::Working),
             floor_explained: false,
@@ -302,6 +332,11 @@ mod tests {
         assert_eq!(
             decide(&Evidence { condition_p: Some(0.2), ..e }, CoverageLimited),
             (CoverageLimited, Reason::Numbers)
+        );
+        // A difference the test cannot settle rules the physical calls out too.
+        assert_eq!(
+            decide(&Evidence { condition_p: Some(0.4), condition_open: true, ..e }, CoverageLimited),
+            (Undecided, Reason::ConditionOpen)
         );
         let floor = [Signature::BelowRandomFloor];
         assert_eq!(
@@ -387,6 +422,37 @@ mod tests {
             decide(&Evidence { dense: Some(DenseReading::Declines), condition_p: Some(0.02), ..e }, CoverageLimited),
             (Undecided, Reason::ConditionSuggestive)
         );
+        assert_eq!(
+            decide(&Evidence { dense: Some(DenseReading::Declines), condition_open: true, ..e }, CoverageLimited),
+            (Undecided, Reason::ConditionOpen)
+        );
+        assert_eq!(
+            decide(
+                &Evidence { dense: Some(DenseReading::CollapsesInsideWindow), condition_open: true, ..e },
+                CoverageLimited
+            ),
+            (ImplementationSuspect, Reason::DenseCollapse)
+        );
+    }
+
+    /// A scenario's numbers are its call; the class named follows the reason.
+    #[test]
+    fn scenario_calls_and_named_classes() {
+        use Call::*;
+        for c in [Saturated, CoverageLimited, DiscriminationLimited] {
+            assert_eq!(on_scenario(c), c);
+        }
+        assert_eq!(Call::of_numbers(0.95, 0.99, 0.9), Saturated);
+        assert_eq!(Call::of_numbers(0.5, 0.9, 0.9), CoverageLimited);
+        assert_eq!(Call::of_numbers(0.5, 0.89, 0.9), DiscriminationLimited);
+        let (p, e, d) = (Hypothesis::Positional, Hypothesis::EffectiveK, Hypothesis::Discrimination);
+        assert_eq!(named_defect(ImplementationSuspect, Reason::DefectEvidence, d, Some(e)), Some(e));
+        assert_eq!(named_defect(Undecided, Reason::DefectUnreliable, p, Some(e)), Some(e));
+        assert_eq!(named_defect(ImplementationSuspect, Reason::Signature, p, Some(e)), Some(p));
+        assert_eq!(named_defect(ImplementationSuspect, Reason::Signature, d, Some(e)), None);
+        assert_eq!(named_defect(Undecided, Reason::DefectNotRuledOut, p, Some(p)), Some(p));
+        assert_eq!(named_defect(DiscriminationLimited, Reason::Numbers, p, Some(p)), None);
+        assert_eq!(named_defect(ReadLimited, Reason::Reading, p, Some(p)), None);
     }
 
     /// A calibrated fit's signatures force a call only where the rule's steps say so.
@@ -406,6 +472,7 @@ mod tests {
             AllFound,
             Condition,
             ConditionSuggestive,
+            ConditionOpen,
             Signature,
             DefectEvidence,
             DefectUnreliable,

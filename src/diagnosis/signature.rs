@@ -1,13 +1,8 @@
 //! The signatures: patterns in measured data that point at something other than k or the
-//! indexer's precision, each with what it means and what to check (docs/model.md#signatures),
-//! and the signatures a calibrated fit shows by itself ([`FitSignatures`]).
+//! indexer's precision, each with what it means and what to check (docs/model.md#signatures)
+//! (the signatures a calibrated fit shows by itself are [`super::FitSignatures`]).
 
-use crate::calibrate::likelihood::set_field;
-use crate::calibrate::{CalibError, FreeParam, HypothesisResult, RowChecks};
-use crate::engine::RecallModel;
-use crate::measured::Dataset;
-use crate::scenario::{Field, Scenario};
-use crate::verdict::Call;
+use crate::calibrate::{Hypothesis, HypothesisResult};
 
 /// A pattern in the data that points at something other than k or the indexer's precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -44,15 +39,20 @@ pub enum Signature {
 impl Signature {
     /// The signature a preferred hypothesis shows (the defect classes; None for a hypothesis of
     /// a working indexer).
-    pub fn of_hypothesis(name: &str) -> Option<Signature> {
-        Some(match name {
-            "positional" => Signature::Positional,
-            "effective-k" => Signature::EffectiveK,
-            "length-periodic" => Signature::LengthPeriodic,
-            "broken-fraction" => Signature::BrokenFraction,
-            "candidate-count-limit" => Signature::CandidateCountLimit,
-            "first-k-unscored" => Signature::FirstKUnscored,
-            _ => return None,
+    pub fn of_hypothesis(h: Hypothesis) -> Option<Signature> {
+        Some(match h {
+            Hypothesis::Positional => Signature::Positional,
+            Hypothesis::EffectiveK => Signature::EffectiveK,
+            Hypothesis::LengthPeriodic => Signature::LengthPeriodic,
+            Hypothesis::BrokenFraction => Signature::BrokenFraction,
+            Hypothesis::CandidateCountLimit => Signature::CandidateCountLimit,
+            Hypothesis::FirstKUnscored => Signature::FirstKUnscored,
+            Hypothesis::RandomIndexer
+            | Hypothesis::Discrimination
+            | Hypothesis::DiscriminationWithSpread
+            | Hypothesis::HardNegatives
+            | Hypothesis::ReadFailure
+            | Hypothesis::ReadDecline => return None,
         })
     }
     /// The text line of a signature with its explanation (`explanation`, which may name the
@@ -128,90 +128,8 @@ pub const CHI2_1_99: f64 = 6.634_896_601_021_214;
 /// hypothesis (dprime = 0) is rejected in its favour by the likelihood-ratio test at level
 /// 0.01: an indexer worse than random.
 pub fn worse_than_random(hypotheses: &[HypothesisResult]) -> Option<f64> {
-    let disc = hypotheses.iter().find(|h| h.name == "discrimination")?;
-    let rand = hypotheses.iter().find(|h| h.name == "random-indexer")?;
+    let disc = hypotheses.iter().find(|h| h.hypothesis == Hypothesis::Discrimination)?;
+    let rand = hypotheses.iter().find(|h| h.hypothesis == Hypothesis::RandomIndexer)?;
     let d = disc.estimate("dprime")?;
     (d < 0.0 && 2.0 * (disc.loglik - rand.loglik) > CHI2_1_99).then_some(d)
-}
-
-/// The signatures a calibrated fit (`verdict --data --fit`) shows by itself, and the call they
-/// force whatever the fitted numbers would say: rows jointly (or singly) below the
-/// random-indexer floor and a fitted separation significantly below 0 are defects
-/// (implementation-suspect); misses where every candidate is selected are read-limited. The
-/// same rules as [`super::diagnose`] on the same evidence, so that adding `--fit` cannot turn a
-/// defect into a prescription.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FitSignatures {
-    /// The signatures found.
-    pub signatures: Vec<Signature>,
-    /// The call they force (None: the fitted numbers decide).
-    pub forced_call: Option<Call>,
-    /// Twice the log-likelihood gain of the fitted dprime over dprime = 0 (the other fitted
-    /// fields refitted there), when the fitted dprime is below 0 and the floor test has not
-    /// already decided.
-    pub random_indexer_lr: Option<f64>,
-}
-
-impl FitSignatures {
-    /// Plain lines: one per signature, with what to check.
-    pub fn text(&self) -> String {
-        self.signatures.iter().map(|g| g.line(g.explanation()) + "\n").collect()
-    }
-    /// The lines a calibrated verdict's text ends with when a call is forced (empty otherwise).
-    pub fn forced_text(&self) -> String {
-        if self.forced_call.is_none() {
-            return String::new();
-        }
-        format!("the fitted numbers above describe the data, not a fix: the call is forced by\n{}", self.text())
-    }
-    /// Adds `signatures` (`[{"name", "explanation", "check"}]`) and `random_indexer_lr` to a
-    /// calibrated verdict's JSON.
-    pub fn annotate(&self, j: &mut serde_json::Value) {
-        j["signatures"] = serde_json::Value::Array(self.signatures.iter().map(|g| g.json(g.explanation())).collect());
-        j["random_indexer_lr"] = serde_json::json!(self.random_indexer_lr);
-    }
-}
-
-/// [`FitSignatures`] of a calibration of `data` on `base` with `free` fitted to `fit`.
-pub fn fit_signatures(
-    data: &Dataset,
-    base: &Scenario,
-    free: &[FreeParam],
-    fit: &crate::calibrate::FitResult,
-    checks: Option<&RowChecks>,
-    model: &dyn RecallModel,
-) -> Result<FitSignatures, CalibError> {
-    let mut sig = Vec::new();
-    if checks.is_some_and(RowChecks::any_below_floor) {
-        sig.push(Signature::BelowRandomFloor);
-    }
-    let d = fit.estimates.iter().find(|e| e.field == Field::Dprime).map(|e| e.value);
-    // dprime < 0 is the only side on which the random indexer is the better-ranking null.
-    let mut lr = None;
-    // When the floor test has decided, the likelihood-ratio test would only repeat it (a refit of
-    // every other field at dprime = 0 costs as much as the fit itself).
-    let decided = sig.contains(&Signature::BelowRandomFloor);
-    if d.is_some_and(|d| d < 0.0) && !decided {
-        // The random indexer as the null: dprime = 0, every other fitted field refitted.
-        let base = &crate::calibrate::answer_scenario(data, base);
-        let mut at0 = base.clone();
-        set_field(&mut at0, Field::Dprime, 0.0)?;
-        let rest: Vec<FreeParam> = free.iter().filter(|p| p.field != Field::Dprime).cloned().collect();
-        let problem = crate::calibrate::Problem::new(data, &at0, rest, model)?;
-        let l0 = if problem.dim() == 0 {
-            problem.loglik(&[])?
-        } else {
-            crate::calibrate::fit::fit(&problem, false, false)?.loglik
-        };
-        let stat = 2.0 * (fit.loglik - l0);
-        lr = Some(stat);
-        if stat > CHI2_1_99 {
-            sig.push(Signature::WorseThanRandom);
-        }
-    }
-    if checks.is_some_and(|c| !c.selection_independent_misses().is_empty()) {
-        sig.push(Signature::MissesWhenAllSelected);
-    }
-    let forced_call = super::rule::overriding_call(&sig);
-    Ok(FitSignatures { signatures: sig, forced_call, random_indexer_lr: lr })
 }

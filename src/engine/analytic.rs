@@ -411,7 +411,8 @@ impl OrderTable {
             return self.max_rule(MaxKind { token, n_dist, n_needle, entries }, needle_sd, width);
         }
         if let [(EntryLaw::Gauss { sd, .. }, c)] = *laws {
-            if c >= 1.0 && c <= NEEDLE_SIDE_ENTRIES as f64 && c.fract() == 0.0 && sd >= 2.0 * width {
+            // Any count of entries: the rule is checked on the law's own family for that count.
+            if c >= 1.0 && c <= u32::MAX as f64 && c.fract() == 0.0 && sd >= 2.0 * width {
                 return self.law_rule(c as u32, sd, width);
             }
         }
@@ -631,6 +632,15 @@ impl Analytic {
             p_read: s.p_read,
             p_guess: s.p_guess,
         })
+    }
+
+    /// The same scenario with its needle entries grouped by (pool size, needle tokens) rather
+    /// than by law: the same values, on the slower path (several groups of one law) that a
+    /// needle of several unpooled entries took before; for the tests that compare the two.
+    #[doc(hidden)]
+    pub fn grouped_by_entry_kind(mut self) -> Analytic {
+        self.model.group_by_entry_kind();
+        self
     }
 
     /// The resolved geometry.

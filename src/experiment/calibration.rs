@@ -18,11 +18,13 @@
 //! context_len = 16000
 //! ```
 
-use crate::calibrate::output::{point_value, CalibrationReport, BAND_METHOD};
 use crate::calibrate::predict::{parse_predict_specs, predict_grid};
+use crate::calibrate::report::CalibrationReport;
 use crate::calibrate::{load_csv, parse_fit_spec, run_calibration, CalibError, Problem};
 use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
 use crate::output::{StageOptions, StagedDir};
+use crate::present::calibrate::{point_value, BAND_METHOD};
+use crate::present::verdict as present;
 use crate::report::escape::{md_code, md_line, md_text};
 use crate::scenario::{Field, Scenario};
 use crate::verdict::VerdictOptions;
@@ -214,13 +216,19 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
             .map(|(f, p)| serde_json::json!({"field": f, "points": p.iter().map(|q| serde_json::json!({"value": point_value(&q.point[0].1), "recall": q.recall, "ci_low": q.ci_low, "ci_high": q.ci_high})).collect::<Vec<_>>()}))
             .collect::<Vec<_>>());
         w("calibrate.json", &(serde_json::to_string_pretty(&cal_json).unwrap_or_default() + "\n"))?;
-        w("verdict.json", &(serde_json::to_string_pretty(&call.to_json()).unwrap_or_default() + "\n"))?;
-        let vtext = call.to_text();
+        w(
+            "verdict.json",
+            &(serde_json::to_string_pretty(&present::calibrated_json(&call)).unwrap_or_default() + "\n"),
+        )?;
+        let vtext = present::calibrated_text(&call);
         w("verdict.txt", &vtext)?;
         w("calibrate.txt", &report.to_text())?;
         if let Some(d) = &diagnosis {
-            w("diagnosis.json", &(serde_json::to_string_pretty(&d.to_json(&data)).unwrap_or_default() + "\n"))?;
-            w("diagnosis.txt", &d.to_text(&data))?;
+            w(
+                "diagnosis.json",
+                &(serde_json::to_string_pretty(&present::diagnosis_json(d, &data)).unwrap_or_default() + "\n"),
+            )?;
+            w("diagnosis.txt", &present::diagnosis_text(d, &data))?;
         }
         // The copy of the table keeps its provenance in its own header (`# provenance: …`).
         let mut rows = String::new();
@@ -257,7 +265,7 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
                 let _ = writeln!(
                     t,
                     "{},{},{:.4},{:.4},{:.6},{:.4},{:.4},{},{}",
-                    x.name,
+                    x.hypothesis,
                     x.k,
                     x.aic,
                     x.delta_aic,
@@ -375,7 +383,7 @@ fn markdown(
             let _ = writeln!(
                 s,
                 "| {} | {} | {:.2} | {:.2} | {:.4} | {} | {:.2} | {} |",
-                x.name,
+                x.hypothesis,
                 x.k,
                 x.aic,
                 x.delta_aic,
@@ -388,7 +396,10 @@ fn markdown(
         let _ = writeln!(
             s,
             "\nHypotheses: {}.",
-            h.iter().map(|x| format!("*{}*: {}", x.name, x.description)).collect::<Vec<_>>().join("; ")
+            h.iter()
+                .map(|x| format!("*{}*: {}", x.hypothesis, x.hypothesis.description()))
+                .collect::<Vec<_>>()
+                .join("; ")
         );
     }
     let _ = writeln!(s, "\n## What-if curves\n\nBand: {BAND_METHOD}. Data: `curve-<field>.csv`; figures: `figures/curve-<field>.svg|png`.\n");
@@ -408,7 +419,7 @@ fn markdown(
             s,
             "## Diagnosis: {}\n\nThe call from the row checks and the preferred hypothesis (`dsa-sim verdict --data` without `--fit`; `diagnosis.json`, `diagnosis.txt`).\n\n```\n{}```\n",
             d.call,
-            d.to_text(&report.data)
+            present::diagnosis_text(d, &report.data)
         );
     }
     let _ = writeln!(s, "## Verdict at the `fit` estimate (target {})\n\n```\n{}```", exp.target, vtext);

@@ -3,6 +3,7 @@
 
 use super::report::Spread;
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
+use crate::diagnosis::rule;
 use crate::engine::EngineError;
 use crate::output::{StageOptions, StagedDir, STAGE_MARKER};
 use crate::progress::Progress;
@@ -11,6 +12,7 @@ use crate::report::{
 };
 use crate::scenario::{Field, Scenario, Unit};
 use crate::sweep::{run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
+use crate::verdict::Call;
 use plotters::style::RGBColor;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -581,25 +583,54 @@ fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
     let target = fig.spec.target.unwrap_or(0.9);
     let ks: Vec<&String> = g.axes[2].texts.iter().collect();
     let (nx, ny, nk) = (g.axes[0].values.len(), g.axes[1].values.len(), ks.len());
-    let mut best = vec![vec![nk; nx]; ny];
-    for r in rows {
-        let c = g.coords(r.index);
-        if r.result.recall >= target && c[2] < best[c[1]][c[0]] {
-            best[c[1]][c[0]] = c[2];
-        }
-    }
-    // Coverage-limited means some k ≤ the kernel maximum reaches the target (as in `verdict`):
-    // a k beyond it is marked and coloured with the discrimination-limited cells.
+    // Each cell's call is the rule's on a given scenario (as `verdict` without `--data` makes
+    // it): its numbers at the first k (the configured one) and at the largest k within the
+    // kernel maximum. The map then shows which k of the list first reaches the target.
     let kmax = g.base.max_topk;
     let beyond = |k: &str| k.parse::<u64>().is_ok_and(|k| k > kmax);
+    let mut recall = vec![vec![vec![0.0f64; nk]; nx]; ny];
+    for r in rows {
+        let c = g.coords(r.index);
+        recall[c[1]][c[0]][c[2]] = r.result.recall;
+    }
+    let call_of = |rs: &[f64]| {
+        let within = rs.iter().zip(&ks).filter(|(_, k)| !beyond(k)).map(|(r, _)| *r).fold(0.0, f64::max);
+        let now = if beyond(ks[0]) { 0.0 } else { rs[0] };
+        rule::on_scenario(Call::of_numbers(now, within, target))
+    };
+    // A cell's category: the first k reaching the target (nk: none does), which the call
+    // confirms: saturated at the first k, coverage-limited at a k within the kernel maximum,
+    // discrimination-limited beyond it or where none reaches the target.
+    let best: Vec<Vec<usize>> = recall
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|rs| {
+                    let first = rs.iter().position(|&r| r >= target).unwrap_or(nk);
+                    let call = call_of(rs);
+                    debug_assert_eq!(
+                        call,
+                        match first {
+                            0 if !beyond(ks[0]) => Call::Saturated,
+                            i if i < nk && !beyond(ks[i]) => Call::CoverageLimited,
+                            _ => Call::DiscriminationLimited,
+                        },
+                        "the regime map's category disagrees with the rule's call at recalls {rs:?}"
+                    );
+                    first
+                })
+                .collect()
+        })
+        .collect();
+    // Each category's label names the call the rule makes on a cell of it.
     let mut cats: Vec<(String, RGBColor)> = Vec::new();
     for (i, k) in ks.iter().enumerate() {
-        let text = if beyond(k) {
-            format!("needs k = {k} > kernel max {kmax}: discrimination-limited")
-        } else if i == 0 {
-            format!("k = {k} suffices")
-        } else {
-            format!("needs k = {k}")
+        let mut rs = vec![0.0; nk];
+        rs[i..].iter_mut().for_each(|r| *r = 1.0);
+        let text = match call_of(&rs) {
+            Call::Saturated => format!("k = {k} suffices"),
+            Call::CoverageLimited => format!("needs k = {k}"),
+            c => format!("needs k = {k} > kernel max {kmax}: {c}"),
         };
         let color = if beyond(k) {
             RGBColor(170, 68, 110)

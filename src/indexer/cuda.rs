@@ -42,7 +42,7 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// The kernels; the model's constants are prepended as `#define`s ([`Layout::defines`]).
 /// `gen_score`: one thread per (entry, layer), its key in a padded shared-memory row;
@@ -656,20 +656,34 @@ impl Layout {
         Ok(Layout { n, layers, d, hp, kl, specials, spec, ls, nt, defines: s })
     }
 
-    /// The cos then sin table of every entry's RoPE angles (the CPU model's table, or the same
-    /// values computed when the model keeps none).
-    fn rope_table(&self, m: &VectorModel) -> Vec<f32> {
-        let Some(r) = &m.rope else { return vec![0.0] };
-        let mut t = Vec::with_capacity(2 * self.n * r.pairs);
-        if !r.cos.is_empty() {
-            t.extend_from_slice(&r.cos);
-            t.extend_from_slice(&r.sin);
+    /// The cos then sin table of every entry's RoPE angles on the card: the CPU model's table,
+    /// copied straight from it, or the same values computed when the model keeps none.
+    fn upload_rope(&self, m: &VectorModel, stream: &Arc<CudaStream>) -> Res<CudaSlice<f32>> {
+        let Some(r) = &m.rope else { return stream.alloc_zeros::<f32>(1) };
+        let len = self.n * r.pairs;
+        let computed;
+        let (cos, sin) = if r.cos.is_empty() {
+            computed = super::Rope::tables(&r.freqs, self.n as u64, r.c);
+            (&computed.0, &computed.1)
         } else {
-            let (cos, sin) = super::Rope::tables(&r.freqs, self.n as u64, r.c);
-            t.extend_from_slice(&cos);
-            t.extend_from_slice(&sin);
+            (&r.cos, &r.sin)
+        };
+        // SAFETY: both halves are written below before any kernel reads the table.
+        let mut t = unsafe { stream.alloc::<f32>((2 * len).max(1)) }?;
+        if len > 0 {
+            stream.memcpy_htod(&cos[..len], &mut t.slice_mut(0..len))?;
+            stream.memcpy_htod(&sin[..len], &mut t.slice_mut(len..2 * len))?;
         }
-        t
+        Ok(t)
+    }
+
+    /// Workers (a stream, staging and every layer's scores each) a run holds on one card: every
+    /// thread's, unless their scores would pass 256 MiB (at 1Mi tokens and 30 layers, 31 MiB a
+    /// worker), and 4 at least. Beyond a few workers the card is busy anyway (a trial's kernels
+    /// take far longer than its CPU part at that size); each further one costs setup.
+    fn max_workers(&self) -> usize {
+        let bytes = 4 * self.layers * (self.n.max(1) + self.ls);
+        ((256 << 20) / bytes.max(1)).clamp(4, rayon::current_num_threads().max(4))
     }
 }
 
@@ -695,13 +709,58 @@ fn ptx(defines: &str) -> Result<Ptx, String> {
     Ok(p)
 }
 
-/// One card with one model's kernels and constant buffers (RoPE table, channel scales,
-/// token-built entries, needle entries).
-struct Card {
-    ctx: Arc<CudaContext>,
+/// One model layout's kernels, loaded into a card's context.
+#[derive(Clone)]
+struct Kernels {
     gen: CudaFunction,
     special: CudaFunction,
     count: CudaFunction,
+}
+
+/// A card's context and the kernels of each model layout loaded into it, kept for the rest of
+/// the process, as the CUDA runtime keeps a device's primary context: cudarc releases the
+/// primary context when its last handle drops, and the driver then tears it down, so that each
+/// run would create it again and load (JIT-compile) its module again — about 0.2 s a run on an
+/// H100, paid by every `simulate` of a sweep or a benchmark. Everything a run owns (the model's
+/// RoPE table, the buffers, the streams) is still made and freed per run.
+fn loaded(ordinal: usize, defines: &str) -> Result<(Arc<CudaContext>, Kernels), String> {
+    type Loaded = Vec<(usize, Arc<CudaContext>, HashMap<String, Kernels>)>;
+    static LOADED: Mutex<Loaded> = Mutex::new(Vec::new());
+    let err = |e: cudarc::driver::DriverError| format!("CUDA device {ordinal}: {e}");
+    let mut all = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+    let at = match all.iter().position(|(o, ..)| *o == ordinal) {
+        Some(at) => at,
+        None => {
+            let ctx = CudaContext::new(ordinal).map_err(err)?;
+            // Each worker's buffers live on its own stream and are used only there; a run's
+            // constant buffers are written once and synchronised before any worker reads them.
+            // So stream order is all the synchronisation needed, and cudarc's per-buffer events
+            // (a record or wait per argument per launch) would only cost CPU time.
+            // SAFETY: no buffer of this context is written by one stream while another uses it.
+            unsafe { ctx.disable_event_tracking() };
+            all.push((ordinal, ctx, HashMap::new()));
+            all.len() - 1
+        }
+    };
+    let (_, ctx, modules) = &mut all[at];
+    if let Some(k) = modules.get(defines) {
+        return Ok((ctx.clone(), k.clone()));
+    }
+    let module = ctx.load_module(ptx(defines)?).map_err(err)?;
+    let k = Kernels {
+        gen: module.load_function("gen_score").map_err(err)?,
+        special: module.load_function("score_special").map_err(err)?,
+        count: module.load_function("count_above").map_err(err)?,
+    };
+    modules.insert(defines.to_string(), k.clone());
+    Ok((ctx.clone(), k))
+}
+
+/// One card with one model's kernels and a run's constant buffers (RoPE table, channel scales,
+/// token-built entries, needle entries).
+struct Card {
+    ctx: Arc<CudaContext>,
+    kernels: Kernels,
     rope: CudaSlice<f32>,
     cs: CudaSlice<f32>,
     spec_idx: CudaSlice<u32>,
@@ -711,26 +770,17 @@ struct Card {
 impl Card {
     fn open(ordinal: usize, m: &VectorModel, lay: &Layout) -> Result<Card, String> {
         let err = |e: cudarc::driver::DriverError| format!("CUDA device {ordinal}: {e}");
-        let ctx = CudaContext::new(ordinal).map_err(err)?;
-        // Each worker's buffers live on its own stream and are used only there; the card's
-        // constant buffers are written once and synchronised before any worker reads them. So
-        // stream order is all the synchronisation needed, and cudarc's per-buffer events (a
-        // record or wait per argument per launch) would only cost CPU time.
-        // SAFETY: no buffer of this context is written by one stream while another uses it.
-        unsafe { ctx.disable_event_tracking() };
-        let module = ctx.load_module(ptx(&lay.defines)?).map_err(err)?;
+        let (ctx, kernels) = loaded(ordinal, &lay.defines)?;
         let stream = ctx.default_stream();
         let needles: Vec<u32> = m.geometry.needle_entries.iter().map(|e| e.index as u32).collect();
         let up = |v: &[u32]| if v.is_empty() { stream.alloc_zeros::<u32>(1) } else { stream.clone_htod(v) };
         let card = Card {
-            gen: module.load_function("gen_score").map_err(err)?,
-            special: module.load_function("score_special").map_err(err)?,
-            count: module.load_function("count_above").map_err(err)?,
-            rope: stream.clone_htod(&lay.rope_table(m)).map_err(err)?,
+            rope: lay.upload_rope(m, &stream).map_err(err)?,
             cs: stream.clone_htod(&m.chan_scale).map_err(err)?,
             spec_idx: up(&lay.specials).map_err(err)?,
             needles: up(&needles).map_err(err)?,
-            ctx: ctx.clone(),
+            kernels,
+            ctx,
         };
         stream.synchronize().map_err(err)?;
         Ok(card)
@@ -763,10 +813,13 @@ impl Worker {
         // SAFETY: the staging is written in full (every layer's used part) before it is copied;
         // unused padding is copied but never read by a kernel.
         let stage = unsafe { card.ctx.alloc_pinned::<f32>(len)? };
+        // SAFETY: `params` is written in full by each trial's copy from `stage` before a kernel
+        // reads it; `gen_score` writes each layer's N scores before the other kernels read them.
+        let (params, scores) = unsafe { (stream.alloc::<f32>(len)?, stream.alloc::<f32>(lay.layers * lay.n.max(1))?) };
         Ok(Worker {
-            params: stream.alloc_zeros::<f32>(len)?,
+            params,
             stage,
-            scores: stream.alloc_zeros::<f32>(lay.layers * lay.n.max(1))?,
+            scores,
             counts: stream.alloc_zeros::<u32>(lay.layers)?,
             host_counts: vec![0; lay.layers],
             staged: card.ctx.new_event(None)?,
@@ -821,7 +874,7 @@ impl Worker {
         // form stays within the buffers (sizes from the same Layout).
         unsafe {
             self.stream
-                .launch_builder(&self.card.gen)
+                .launch_builder(&self.card.kernels.gen)
                 .arg(&self.params)
                 .arg(&self.card.rope)
                 .arg(&self.card.cs)
@@ -839,7 +892,7 @@ impl Worker {
             // SAFETY: as above.
             unsafe {
                 self.stream
-                    .launch_builder(&self.card.special)
+                    .launch_builder(&self.card.kernels.special)
                     .arg(&self.params)
                     .arg(&self.card.spec_idx)
                     .arg(&mut self.scores)
@@ -854,7 +907,7 @@ impl Worker {
             // SAFETY: as above; `needles` holds `m_needles` indices below N.
             unsafe {
                 self.stream
-                    .launch_builder(&self.card.count)
+                    .launch_builder(&self.card.kernels.count)
                     .arg(&self.scores)
                     .arg(&self.card.needles)
                     .arg(&m_needles)
@@ -896,13 +949,23 @@ impl Worker {
     }
 }
 
+/// A card's workers in one run: the idle ones and how many were made
+/// ([`Layout::max_workers`] at most), and a signal when one comes back.
+#[derive(Default)]
+struct Pool {
+    workers: Mutex<(Vec<Worker>, usize)>,
+    returned: Condvar,
+}
+
 /// The GPU trial plan: a [`VectorModel`], its cards (one slot per ordinal given, repeats
-/// allowed) and the idle workers of each slot.
+/// allowed: a repeated ordinal shares the card and its pool of workers).
 struct GpuPlan<'a> {
     model: &'a VectorModel,
     layout: Layout,
     cards: Vec<Arc<Card>>,
-    idle: Vec<Mutex<Vec<Worker>>>,
+    /// Slot s's pool: `pools[pool_of[s]]`, one per distinct card.
+    pools: Vec<Pool>,
+    pool_of: Vec<usize>,
     error: Mutex<Option<String>>,
 }
 
@@ -910,6 +973,32 @@ impl GpuPlan<'_> {
     fn fail(&self, what: String) {
         let mut e = self.error.lock().unwrap_or_else(|p| p.into_inner());
         e.get_or_insert(what);
+    }
+
+    /// An idle worker of slot `slot`'s card, a new one while the card has fewer than
+    /// [`Layout::max_workers`], else the next one another thread gives back. A thread holds at
+    /// most one worker, and a trial's CPU part starts no parallel work (so no waiting thread
+    /// can be holding one below it on its stack): every worker comes back.
+    fn take(&self, slot: usize) -> Res<Worker> {
+        let pool = &self.pools[self.pool_of[slot]];
+        let mut g = pool.workers.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(w) = g.0.pop() {
+                return Ok(w);
+            }
+            if g.1 < self.layout.max_workers() {
+                g.1 += 1;
+                drop(g);
+                return Worker::new(self.cards[slot].clone(), &self.layout);
+            }
+            g = pool.returned.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn give_back(&self, slot: usize, w: Worker) {
+        let pool = &self.pools[self.pool_of[slot]];
+        pool.workers.lock().unwrap_or_else(|p| p.into_inner()).0.push(w);
+        pool.returned.notify_one();
     }
 }
 
@@ -927,21 +1016,23 @@ impl TrialPlan for GpuPlan<'_> {
             return;
         }
         let slot = ((range.start / self.chunk()) % self.cards.len() as u64) as usize;
-        let popped = self.idle[slot].lock().ok().and_then(|mut v| v.pop());
-        let mut worker = match popped {
-            Some(w) => w,
-            None => match Worker::new(self.cards[slot].clone(), &self.layout) {
-                Ok(w) => w,
-                Err(e) => return self.fail(format!("CUDA device {}: {e}", self.cards[slot].ctx.ordinal())),
-            },
+        let card = &self.cards[slot];
+        let fail = |e: cudarc::driver::DriverError| self.fail(format!("CUDA device {}: {e}", card.ctx.ordinal()));
+        let mut worker = match self.take(slot) {
+            Ok(w) => w,
+            Err(e) => return fail(e),
         };
+        let mut result = Ok(());
         for i in range {
-            if let Err(e) = worker.trial(self.model, &self.layout, seed, i, scratch, tally) {
-                return self.fail(format!("CUDA device {}: {e}", self.cards[slot].ctx.ordinal()));
+            result = worker.trial(self.model, &self.layout, seed, i, scratch, tally);
+            if result.is_err() {
+                break;
             }
         }
-        if let Ok(mut v) = self.idle[slot].lock() {
-            v.push(worker);
+        // Given back even after a failure, so that no thread waits for it.
+        self.give_back(slot, worker);
+        if let Err(e) = result {
+            fail(e);
         }
     }
 }
@@ -958,19 +1049,25 @@ pub fn simulate(
 ) -> Result<Tally, String> {
     let model = VectorModel::new(s);
     let layout = Layout::new(&model)?;
-    let mut cards: Vec<Arc<Card>> = Vec::new();
+    // A repeated ordinal shares the card and its workers (its own streams and buffers each).
+    let mut distinct: Vec<(u16, Arc<Card>)> = Vec::new();
+    let (mut cards, mut pool_of) = (Vec::new(), Vec::new());
     for &o in ordinals {
-        // A repeated ordinal shares the card (its own streams and buffers per worker).
-        let card = match cards.iter().find(|c| c.ctx.ordinal() == o as usize) {
-            Some(c) => c.clone(),
-            None => Arc::new(Card::open(o as usize, &model, &layout)?),
+        let at = match distinct.iter().position(|(d, _)| *d == o) {
+            Some(at) => at,
+            None => {
+                distinct.push((o, Arc::new(Card::open(o as usize, &model, &layout)?)));
+                distinct.len() - 1
+            }
         };
-        cards.push(card);
+        cards.push(distinct[at].1.clone());
+        pool_of.push(at);
     }
     let plan = GpuPlan {
         model: &model,
         layout,
-        idle: cards.iter().map(|_| Mutex::new(Vec::new())).collect(),
+        pools: distinct.iter().map(|_| Pool::default()).collect(),
+        pool_of,
         cards,
         error: Mutex::new(None),
     };

@@ -8,8 +8,9 @@
 //! One row per measured cell, a header first.
 //!
 //! - Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
-//!   compress_ratio,window,label`; each optional column a row gives overrides the base scenario
-//!   for that row. `needle` or `sample` ([`INFORMATIONAL_COLUMNS`]) names the needle whose
+//!   compress_ratio,window,needle_tokens,label`; each optional column a row gives overrides the
+//!   base scenario for that row (`dsa-sim probe` writes `needle_tokens`: the needle's length as
+//!   counted, so the verdict models the needle that was sent). `needle` or `sample` ([`INFORMATIONAL_COLUMNS`]) names the needle whose
 //!   trials the row counts: calibration then fits needle-level overdispersion. Any other column
 //!   is a **condition** ([`Dataset::condition_columns`], [`Observation::conditions`]): a
 //!   setting the model does not see (`build`, `backend`, `concurrency`, `batch`, `prefix_cache`,
@@ -28,7 +29,7 @@
 //!   naming its line).
 //! - Counts are non-negative integers (`1e3` is accepted as 1000); `trials ≥ 1`, `hits ≤
 //!   trials`, `context_len ≥ 1`, `index_topk ≥ 1`, `depth` in 0..=1, `repeat` in 1..2^32,
-//!   `compress_ratio ≥ 1`; the trials of all rows must sum below 2^64.
+//!   `compress_ratio ≥ 1`, `needle_tokens ≥ 1`; the trials of all rows must sum below 2^64.
 //!
 //! Every error is one line naming the file, the row and its line, and the column. Reading is
 //! linear in the size of the file, which is bounded like every input file
@@ -68,8 +69,14 @@ use std::path::Path;
 /// The columns a table must have.
 pub const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTopk.name(), "trials", "hits"];
 /// The columns a table may have; each overrides the base scenario for its row.
-pub const OPTIONAL_COLUMNS: &[&str] =
-    &[Field::Depth.name(), Field::Repeat.name(), Field::CompressRatio.name(), Field::Window.name(), "label"];
+pub const OPTIONAL_COLUMNS: &[&str] = &[
+    Field::Depth.name(),
+    Field::Repeat.name(),
+    Field::CompressRatio.name(),
+    Field::Window.name(),
+    Field::NeedleTokens.name(),
+    "label",
+];
 
 /// Columns that say which needle (or sample) a row's trials measured (`dsa-sim import niah`
 /// writes `needle`): a row with one is a cluster of correlated trials, and calibration fits a
@@ -129,7 +136,7 @@ pub enum MeasuredError {
     },
     /// A column named as a scenario field that a row cannot set (as a condition, rows differing
     /// in it would be compared as if at the same scenario).
-    #[error("{source_name}: column `{column}` is a scenario field, which a measured row cannot set (a row sets context_len, index_topk, depth, repeat, compress_ratio, window): give it as {flag} with one table per value, or rename the column if it records something else (any other column is a condition)")]
+    #[error("{source_name}: column `{column}` is a scenario field, which a measured row cannot set (a row sets context_len, index_topk, depth, repeat, compress_ratio, window, needle_tokens): give it as {flag} with one table per value, or rename the column if it records something else (any other column is a condition)")]
     FieldColumn {
         /// The file.
         source_name: String,
@@ -182,7 +189,8 @@ pub struct Observation {
     /// with one are clusters of correlated trials, and calibration allows for needle-level
     /// variation between them (docs/model.md#overdispersion).
     pub needle: Option<String>,
-    /// Needle length in tokens, if the table gives it (`import topk`'s selections.csv).
+    /// Needle length in tokens, if the table gives it (`import topk`'s selections.csv, `probe`'s
+    /// measured.csv).
     pub needle_tokens: Option<u64>,
     /// Overlapping compression, if the table gives it (`import topk`'s selections.csv).
     pub overlap: Option<bool>,
@@ -387,6 +395,7 @@ impl Dataset {
             Field::Repeat => r.repeat.is_some(),
             Field::CompressRatio => r.compress_ratio.is_some(),
             Field::Window => r.window.is_some(),
+            Field::NeedleTokens => r.needle_tokens.is_some(),
             Field::ContextLen | Field::IndexTopk => true,
             _ => false,
         })

@@ -16,6 +16,7 @@ const DEPTH: &str = Field::Depth.name();
 const REPEAT: &str = Field::Repeat.name();
 const COMPRESS_RATIO: &str = Field::CompressRatio.name();
 const WINDOW: &str = Field::Window.name();
+const NEEDLE_TOKENS: &str = Field::NeedleTokens.name();
 
 /// Parses CSV text (see the module docs). `source` names it in messages.
 pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
@@ -93,6 +94,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
     let req = |name: &str| col(name).unwrap_or(0);
     let (i_l, i_k, i_t, i_h) = (req(CONTEXT_LEN), req(INDEX_TOPK), req("trials"), req("hits"));
     let (i_d, i_r, i_c, i_w, i_lab) = (col(DEPTH), col(REPEAT), col(COMPRESS_RATIO), col(WINDOW), col("label"));
+    let i_m = col(NEEDLE_TOKENS);
     let i_needle = col("needle").or(col("sample"));
 
     let mut rows = Vec::new();
@@ -129,6 +131,10 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             return Err(cell_err(COMPRESS_RATIO, "0: allowed ≥ 1".into()));
         }
         let window = rec.opt_int(i_w, WINDOW)?;
+        let needle_tokens = rec.opt_int(i_m, NEEDLE_TOKENS)?;
+        if needle_tokens == Some(0) {
+            return Err(cell_err(NEEDLE_TOKENS, "0: allowed ≥ 1".into()));
+        }
         let label = i_lab.map(|i| rec.get(i)).filter(|s| !s.is_empty()).map(str::to_string);
         let needle = i_needle.map(|i| rec.get(i)).filter(|s| !s.is_empty()).map(|s| clip(s, 200));
         let conditions = conditions.iter().map(|&i| clip(rec.get(i), 200)).collect();
@@ -143,7 +149,7 @@ pub fn parse_csv(text: &str, source: &str) -> Result<Dataset, MeasuredError> {
             window,
             label,
             needle,
-            needle_tokens: None,
+            needle_tokens,
             overlap: None,
             layer_counts: None,
             conditions,

@@ -514,7 +514,9 @@ impl Client {
         };
         match self.send("POST", "/tokenize", Some(&body), Reply::Tokenize, &|| false) {
             Ok((v, _, _)) => {
-                let n = v["count"].as_u64().ok_or_else(|| {
+                // No count, or none for a text that has bytes: a /tokenize of other fields (llama.cpp
+                // answers a request without its `content` with no tokens).
+                let n = v["count"].as_u64().filter(|&n| n > 0 || text.is_empty()).ok_or_else(|| {
                     ProbeError::server(format!("{}/tokenize: the reply has no count or tokens", self.shown))
                 })?;
                 if !plausible_count(n, text.len()) {
@@ -578,6 +580,16 @@ impl Client {
                 "{shown}: the reply counts {n} prompt tokens for a prompt of {} bytes: not a count of that prompt",
                 prompt.len()
             )));
+        }
+        if let Some(file) = capture {
+            if v["has_indexer_topk"] != json!(true) {
+                // The request field is SGLang's; another server may ignore it (docs/capture.md
+                // says which formats are checked and which assumed): said at the first reply.
+                let _ = std::fs::remove_file(file);
+                return Err(ProbeError::server(format!(
+                    "{shown}: --capture: the reply carries no indexer_topk (SGLang: meta_info.indexer_topk, vLLM: choices[0].indexer_topk): the server ignored return_indexer_topk (SGLang captures only when launched with --enable-return-indexer-topk); relaunch it so, or drop --capture"
+                )));
+            }
         }
         Ok(Answer { text: self.redact(text), prompt_tokens: tokens, attempts, elapsed })
     }
@@ -746,6 +758,8 @@ impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for First<T> {
 #[serde(default)]
 struct Usage {
     prompt_tokens: Loose,
+    /// SGLang's capture (under `meta_info`): whether it is there, its string skipped unread.
+    indexer_topk: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -759,6 +773,8 @@ struct Message {
 struct Choice {
     text: Loose,
     message: Option<Message>,
+    /// vLLM's capture (under `choices[0]`): whether it is there, its string skipped unread.
+    indexer_topk: Option<serde::de::IgnoredAny>,
 }
 
 /// The parts of a generation reply the probe reads, from a reader, with every other field
@@ -776,7 +792,9 @@ fn light_reply(r: impl std::io::Read) -> serde_json::Result<Value> {
         error: Loose,
     }
     let l: Light = serde_json::from_reader(r)?;
-    let mut v = json!({});
+    let captured = l.meta_info.as_ref().is_some_and(|m| m.indexer_topk.is_some())
+        || l.choices.as_ref().and_then(|c| c.first.as_ref()).is_some_and(|c| c.indexer_topk.is_some());
+    let mut v = json!({"has_indexer_topk": captured});
     if let Some(c) = l.choices.and_then(|c| c.first) {
         v["choices"] = json!([{"text": c.text.text, "message": {"content": c.message.and_then(|m| m.content.text)}}]);
     }
@@ -933,6 +951,11 @@ mod tests {
         let v = light_reply(&r[..]).unwrap();
         assert_eq!(v["text"], " 1234567.");
         assert_eq!(v["meta_info"]["prompt_tokens"], 12);
+        assert_eq!(v["has_indexer_topk"], true);
+        let vllm = br#"{"choices": [{"text": "a", "indexer_topk": "k05VTVBZ"}], "usage": {"prompt_tokens": 3}}"#;
+        assert_eq!(light_reply(&vllm[..]).unwrap()["has_indexer_topk"], true);
+        let none = br#"{"text": "a", "meta_info": {"prompt_tokens": 3, "indexer_topk": null}}"#;
+        assert_eq!(light_reply(&none[..]).unwrap()["has_indexer_topk"], false);
         assert!(light_reply(&br#"{"text": "x""#[..]).is_err());
         // Fields of another type read as absent; only the first choice is kept.
         let v = light_reply(

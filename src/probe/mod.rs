@@ -397,6 +397,9 @@ pub struct Row {
     pub depth: String,
     /// Needle copies.
     pub repeat: u32,
+    /// The needle's length in tokens as counted, the run's median ([`Probed::needle_tokens`]):
+    /// the table carries it, so the verdict models the needle that was sent.
+    pub needle_tokens: u64,
     /// Condition values, in [`Probed::condition_columns`] order.
     pub conditions: Vec<String>,
     /// Requests counted.
@@ -497,8 +500,7 @@ impl Probed {
             self.out.display(),
             if self.captures > 0 { format!(", {} captures and manifest.csv", self.captures) } else { String::new() }
         ));
-        // No --needle-tokens hint: the verdict's fits over a multi-token needle take minutes
-        // where one token takes seconds, for the same call on a recall table.
+        // No --needle-tokens to repeat: each row carries the needle's length as counted.
         s.push_str(&format!(
             "next: dsa-sim verdict --preset NAME --data {} (or probe --until-decided: the verdict, the plan and its cells in one command)\n",
             self.out.join("measured.csv").display(),
@@ -890,7 +892,10 @@ fn mismatch(tok: &LocalTokenizer, api: Api, local: u64, server: u64, what: &str)
 }
 
 /// The measured table's rows from the counted records: one per (cell, the server's count,
-/// depth to 4 decimals, concurrency, prefix cache), in cell order.
+/// depth to 4 decimals, concurrency, prefix cache), in cell order, each with the run's median
+/// needle length (the upper median of an even count): a needle's key words move its length by a token or two
+/// from request to request, which is no property of a row, and one value keeps one model
+/// evaluation per cell.
 pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
     let mut cols: Vec<String> = opts.labels.iter().map(|(k, _)| k.clone()).collect();
     let conc = records.iter().any(|r| r.concurrency.is_some());
@@ -902,6 +907,7 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
         cols.push("prefix_cache".into());
     }
     type Key = (usize, u64, String, u32, Option<u32>, Option<String>);
+    let needle_tokens = median_needle(records).max(1);
     let mut by: BTreeMap<Key, (u64, u64)> = BTreeMap::new();
     for r in records.iter().filter(|r| r.counts()) {
         let e = by
@@ -927,23 +933,40 @@ pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
             if prefix {
                 conditions.push(p.unwrap_or_default());
             }
-            Row { context_len: l, index_topk: opts.index_topk, depth: d, repeat: rep, conditions, trials: t, hits: h }
+            Row {
+                context_len: l,
+                index_topk: opts.index_topk,
+                depth: d,
+                repeat: rep,
+                needle_tokens,
+                conditions,
+                trials: t,
+                hits: h,
+            }
         })
         .collect();
     (cols, rows)
 }
 
+/// The median needle length of the counted records (the upper one of an even count; 0 for
+/// none): the summary's, the provenance's and every row's of the table.
+fn median_needle(records: &[Record]) -> u64 {
+    let mut m: Vec<u64> = records.iter().filter(|r| r.counts()).map(|r| r.needle_tokens).collect();
+    m.sort_unstable();
+    m.get(m.len() / 2).copied().unwrap_or(0)
+}
+
 /// The measured table's text.
 fn csv_text(provenance: &str, cols: &[String], rows: &[Row]) -> String {
     let mut s = format!("# provenance: {}\n", provenance.replace(['\n', '\r'], " "));
-    s.push_str("context_len,index_topk,depth,repeat,");
+    s.push_str("context_len,index_topk,depth,repeat,needle_tokens,");
     for c in cols {
         s.push_str(c);
         s.push(',');
     }
     s.push_str("trials,hits\n");
     for r in rows {
-        s.push_str(&format!("{},{},{},{},", r.context_len, r.index_topk, r.depth, r.repeat));
+        s.push_str(&format!("{},{},{},{},{},", r.context_len, r.index_topk, r.depth, r.repeat, r.needle_tokens));
         for c in &r.conditions {
             s.push_str(c);
             s.push(',');
@@ -1240,8 +1263,6 @@ fn summary(
     notes: Vec<String>,
 ) -> Probed {
     let counted: Vec<&Record> = records.iter().filter(|r| r.counts()).collect();
-    let mut m: Vec<u64> = counted.iter().map(|r| r.needle_tokens).collect();
-    m.sort_unstable();
     let (condition_columns, rows) = table(opts, records);
     Probed {
         out: out.to_path_buf(),
@@ -1253,7 +1274,7 @@ fn summary(
         condition_columns,
         rows,
         captures: counted.iter().filter(|r| r.capture.is_some()).count() as u64,
-        needle_tokens: m.get(m.len() / 2).copied().unwrap_or(0),
+        needle_tokens: median_needle(records),
         seed: opts.seed,
         notes,
     }

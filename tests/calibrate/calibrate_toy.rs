@@ -144,7 +144,7 @@ fn hypotheses_rank_the_true_one_first() {
     let data = simulate(&truth, CELLS, 100, 11);
     let free = parse_fit_spec("dprime", Some(&data)).unwrap();
     let h = compare_hypotheses(&data, &Scenario::default(), &free, &model()).unwrap();
-    let names: Vec<&str> = h.iter().map(|x| x.name.as_str()).collect();
+    let names: Vec<&str> = h.iter().map(|x| x.hypothesis.name()).collect();
     // Eleven hypotheses (no length-periodic: compress_ratio 1; candidate-count-limit: the rows'
     // candidate counts differ; read-decline); renamed coverage-only → random-indexer.
     assert_eq!(h.len(), 11);

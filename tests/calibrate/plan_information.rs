@@ -114,7 +114,7 @@ fn simulated_right_call_matches_the_exact_binomial_sum() {
     // pA)·[D(y) < −τ], P(right | B) = Σ_y Bin(y; n, pB)·[D(y) > τ].
     let (n, pa, pb, aic_a, aic_b, tau) = (40u64, 0.5, 0.35, 10.0, 11.0, 2.5);
     let hyp = |name: &str, aic: f64, meaning: Meaning, working: bool, p: f64| RuleHypothesis {
-        name: name.into(),
+        hypothesis: dsa_sim::calibrate::Hypothesis::from_name(name).unwrap(),
         table_aic: aic,
         meaning,
         working,

@@ -72,6 +72,16 @@ fn cuda_without_a_gpu_is_refused_before_any_work() {
     );
     // A scalar scenario is refused too: the flag asks for a device this machine lacks.
     refused(&["recall", "--context-len", "4096", "--device", "cuda"], why);
+    // A scenario file's `device = "cuda"`, as the flag, for each command that runs trials.
+    let sd = tempfile::tempdir().unwrap();
+    let file = sd.path().join("gpu.toml");
+    std::fs::write(&file, "preset = \"deepseek-v4-flash\"\nmodel = \"vector\"\ncontext_len = \"1Mi\"\nstack = \"csa:30\"\ndevice = \"cuda\"\n")
+        .unwrap();
+    let file = file.to_str().unwrap();
+    for cmd in ["recall", "rank"] {
+        refused(&[cmd, "--scenario", file, "--trials", "2000"], why);
+    }
+    refused(&["sweep", "--scenario", file, "--vary", "context_len=512Ki,1Mi", "--trials", "100"], why);
     // `run`: the flag, and an experiment file's `device` key, before any grid is computed.
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
@@ -111,4 +121,45 @@ fn cpu_is_the_default() {
     let b = dsa(&[&base[..], &["--device", "cpu"]].concat());
     assert!(a.status.success() && b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
     assert_eq!(a.stdout, b.stdout);
+}
+
+/// A scenario file's `device` key: the flag replaces it, a malformed one is refused like the
+/// flag (one line, exit 2, naming the file), and the commands that run no vector trials on a
+/// device (`formats`) ignore it.
+#[test]
+fn a_scenario_files_device() {
+    let d = tempfile::tempdir().unwrap();
+    let write = |name: &str, device: &str| {
+        let p = d.path().join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "preset = \"deepseek-v4-flash\"\nstack = \"none\"\nmodel = \"vector\"\ncontext_len = 4096\n{device}"
+            ),
+        )
+        .unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (plain, cpu, cuda) =
+        (write("plain.toml", ""), write("cpu.toml", "device = \"cpu\"\n"), write("cuda.toml", "device = \"cuda\"\n"));
+    let run = |file: &str, extra: &[&str]| {
+        let out =
+            dsa(&[&["recall", "--scenario", file, "--trials", "12", "--seed", "5", "--json"][..], extra].concat());
+        assert!(out.status.success(), "{file} {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let base = run(&plain, &[]);
+    assert!(!base.is_empty());
+    assert_eq!(run(&cpu, &[]), base, "device = \"cpu\" is the default");
+    assert_eq!(run(&cuda, &["--device", "cpu"]), base, "--device replaces the file's device");
+    for (name, line, needles) in [
+        ("gpu.toml", "device = \"gpu\"\n", &["--scenario", "gpu.toml", "device = \"gpu\": allowed cpu, cuda"][..]),
+        ("one.toml", "device = 1\n", &["--scenario", "one.toml", "device = 1: expected a string"]),
+    ] {
+        let f = write(name, line);
+        refused(&["recall", "--scenario", &f, "--trials", "12"], needles);
+        refused(&["sweep", "--scenario", &f, "--vary", "context_len=1Ki,2Ki", "--trials", "12"], needles);
+    }
+    let out = dsa(&["formats", "--scenario", &cuda, "--format", "fp8-e4m3:128:fp32", "--trials", "4", "--json"]);
+    assert!(out.status.success(), "formats ignores the device: {}", String::from_utf8_lossy(&out.stderr));
 }

@@ -65,6 +65,21 @@ fn wrong_json_no_usage_wrong_layout_are_one_line() {
 }
 
 #[test]
+fn a_server_that_ignores_the_capture_request_is_one_line_at_its_first_reply() {
+    // `return_indexer_topk` is SGLang's field; that vLLM reads the same one is an assumption
+    // (docs/capture.md): a server that ignores it is said at once, not found by `import topk`.
+    for api in [&["--generate"][..], &[]] {
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("run");
+        let srv = start(Config::healthy().bad(Bad::IgnoresCapture));
+        let (c, o, e) = probe(&srv.url, &out, &[api, &["--capture", "--max-inflight", "1"]].concat());
+        fails_cleanly(c, &o, &e, d.path(), "--capture: the reply carries no indexer_topk");
+        assert!(e.contains("ignored return_indexer_topk") && e.contains("--enable-return-indexer-topk"), "{e}");
+        assert_eq!(srv.stats.generate.load(Ordering::Relaxed), 1, "stopped at the first reply");
+    }
+}
+
+#[test]
 fn truncated_replies_and_closed_connections_are_retried_then_one_line() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");

@@ -190,6 +190,25 @@ fn chat_and_usage_only_servers() {
     ]))
     .unwrap();
     assert_eq!((j2["token_count"].as_str(), j2["trials"].as_u64()), (Some("usage"), Some(2)));
+    // llama.cpp's /tokenize reads `content` and answers the probe's fields with no tokens (200):
+    // usage counts too.
+    let srv3 = start(Config::healthy().bad(probe_server::Bad::EmptyTokenize));
+    let j3: serde_json::Value = serde_json::from_str(&ok(&[
+        "probe",
+        "--url",
+        &srv3.url,
+        "--context-len",
+        "2K",
+        "--depth",
+        "0.5",
+        "--trials",
+        "2",
+        "--out",
+        d.path().join("llama").to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!((j3["token_count"].as_str(), j3["trials"].as_u64()), (Some("usage"), Some(2)));
     for r in transcript(&out).iter().filter(|r| r["discarded"].is_null()) {
         let (p, t) = (r["prompt_tokens"].as_u64().unwrap(), r["target_tokens"].as_u64().unwrap());
         assert!(p.abs_diff(t) as f64 <= 0.01 * t as f64, "{r}");
@@ -201,10 +220,12 @@ fn chat_and_usage_only_servers() {
 #[test]
 fn captures_are_read_by_import_topk_as_written() {
     for generate in [true, false] {
-        // k = 128 and a weak needle: at 2K-3K tokens (500-750 candidates) some needles are missed.
+        // k = 128 and a weak needle: at 2K-3K tokens (500-750 candidates) some needles are missed
+        // (the server's needle is as long as its sentence, five entries or so: a needle scored
+        // below a typical distractor still leaves both outcomes).
         let mut cfg = Config::healthy();
         cfg.scenario.index_topk = 128;
-        cfg.scenario.dprime = 1.0;
+        cfg.scenario.dprime = -0.5;
         let srv = start(cfg);
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("caps");
@@ -288,7 +309,7 @@ fn conditions_concurrency_prefix_cache_and_labels() {
     assert!(srv.stats.max_inflight.load(std::sync::atomic::Ordering::SeqCst) >= 2);
     let csv = std::fs::read_to_string(out.join("measured.csv")).unwrap();
     let header = csv.lines().find(|l| !l.starts_with('#')).unwrap();
-    assert_eq!(header, "context_len,index_topk,depth,repeat,build,concurrency,prefix_cache,trials,hits");
+    assert_eq!(header, "context_len,index_topk,depth,repeat,needle_tokens,build,concurrency,prefix_cache,trials,hits");
     // A prompt seen before (the second send) loses its needle on this server.
     for l in csv.lines().filter(|l| l.contains(",hit,")) {
         assert!(l.ends_with(",0"), "{csv}");

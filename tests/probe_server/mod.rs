@@ -2,7 +2,8 @@
 //! reply layouts of an OpenAI-compatible server (`/v1/models`, `/v1/completions`,
 //! `/v1/chat/completions`, vLLM's `/tokenize`) and SGLang's `/generate`. Its "model" answers
 //! from dsa-sim's own simulation of a deployment: the needle's recall at the request's actual
-//! token length and depth (the analytic engine on the deployment's scenario), drawn once per
+//! token length, depth and needle length (the analytic engine on the deployment's scenario,
+//! the needle as long as this server counts its sentence), drawn once per
 //! prompt from a hash of it, so the same prompt gets the same answer; with `return_indexer_topk`
 //! the reply carries a top-k row at the prompt's last token that holds a needle entry exactly
 //! when the needle was found (SGLang: base64 of raw int32; vLLM: base64 of .npy bytes).
@@ -66,6 +67,12 @@ pub enum Bad {
     OtherTokenize,
     /// Generation replies' usage counts this many tokens more than /tokenize does.
     UsageExtra(u64),
+    /// `return_indexer_topk` is ignored: replies carry no capture (a server launched without
+    /// the capture flag, or one whose field has another name).
+    IgnoresCapture,
+    /// /tokenize reads another field (llama.cpp's `content`) and answers a request without it
+    /// with 200 and no tokens: `{"tokens": []}`.
+    EmptyTokenize,
 }
 
 #[derive(Debug, Clone)]
@@ -273,7 +280,11 @@ impl Model {
         // The needle's first token: the tokens of the text before it (BOS and template head
         // included), counted on that text alone.
         let start = head + self.count(&text[..at[0]]);
-        let m = s.needle_tokens;
+        // The needle's length as this server counts its sentence (through the value's period):
+        // the model's needle is the one in the prompt.
+        let end = at[0] + text[at[0]..].find(&format!("{value}.")).map_or(0, |i| i + value.len() + 1);
+        let m = (head + self.count(&text[..end])).saturating_sub(start).max(1);
+        s.needle_tokens = m;
         s.repeat = at.len() as u32;
         s.depth = if p > m { (start as f64 / (p - m) as f64).clamp(0.0, 1.0) } else { 0.0 };
         // The model's needle starts at floor(depth · (L − m)) = start (up to rounding).
@@ -405,6 +416,9 @@ fn handle(mut req: tiny_http::Request, model: &Model, stats: &Stats) {
             );
         }
         "/tokenize" => {
+            if cfg.bad == Bad::EmptyTokenize {
+                return respond(req, 200, json!({"tokens": []}).to_string(), &[]);
+            }
             if cfg.bad == Bad::OtherTokenize {
                 return respond(
                     req,
@@ -496,7 +510,7 @@ fn generate(url: &str, v: &Value, model: &Model, stats: &Stats, inflight: usize,
         Some((_, value, _)) if found => format!(" {value}."),
         _ => " I do not know.".to_string(),
     };
-    let want_topk = v["return_indexer_topk"].as_bool() == Some(true);
+    let want_topk = v["return_indexer_topk"].as_bool() == Some(true) && cfg.bad != Bad::IgnoresCapture;
     if want_topk {
         stats.captured.fetch_add(1, Ordering::Relaxed);
     }

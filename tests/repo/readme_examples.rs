@@ -457,3 +457,42 @@ fn help_examples_paste_at_100_columns() {
     }
     assert!(examples >= 20, "only {examples} help examples found");
 }
+
+/// The paragraphs of a markdown text outside code blocks, each as its lines: a blank line, a
+/// heading, a bullet or a table row starts a new one.
+fn paragraphs(text: &str) -> Vec<Vec<&str>> {
+    let (mut out, mut cur, mut fenced): (Vec<Vec<&str>>, Vec<&str>, bool) = (Vec::new(), Vec::new(), false);
+    for line in text.lines() {
+        let t = line.trim_start();
+        let breaks =
+            t.is_empty() || t.starts_with("```") || t.starts_with('#') || t.starts_with("- ") || t.starts_with('|');
+        if fenced || breaks {
+            out.extend((!cur.is_empty()).then(|| std::mem::take(&mut cur)));
+        }
+        if t.starts_with("```") {
+            fenced = !fenced;
+        } else if t.starts_with('#') && !fenced {
+            out.push(vec![line]);
+        } else if !fenced && !t.is_empty() {
+            cur.push(line);
+        }
+    }
+    out.extend((!cur.is_empty()).then_some(cur));
+    out
+}
+
+#[test]
+// Issue 41: a README a newcomer reads (at most 300 lines) and an ARCHITECTURE.md of short
+// paragraphs (at most 6 lines each; a module's invariants go in bullets).
+fn the_docs_keep_their_shape() {
+    let read = |f: &str| std::fs::read_to_string(root().join(f)).unwrap();
+    let readme = read("README.md");
+    assert!(readme.lines().count() <= 300, "README.md has {} lines", readme.lines().count());
+    let arch = read("ARCHITECTURE.md");
+    let long: Vec<String> =
+        paragraphs(&arch).iter().filter(|p| p.len() > 6).map(|p| format!("{} lines: {}", p.len(), p[0])).collect();
+    assert!(long.is_empty(), "ARCHITECTURE.md paragraphs over 6 lines:\n{}", long.join("\n"));
+    // The splitter itself: a fenced block and a bullet end a paragraph; a continued bullet is one.
+    let p = paragraphs("a\nb\n```\nc\n```\n- d\n  e\n\n# f\ng");
+    assert_eq!(p, vec![vec!["a", "b"], vec!["- d", "  e"], vec!["# f"], vec!["g"]]);
+}

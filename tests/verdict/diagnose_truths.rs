@@ -60,7 +60,7 @@ fn run(data: &Dataset) -> Diagnosis {
 }
 
 fn names(d: &Diagnosis) -> Vec<String> {
-    d.hypotheses.iter().map(|h| format!("{}:{:.3}", h.name, h.weight)).collect()
+    d.hypotheses.iter().map(|h| format!("{}:{:.3}", h.hypothesis, h.weight)).collect()
 }
 
 const TRIALS: u64 = 200;
@@ -69,17 +69,17 @@ const TRIALS: u64 = 200;
 fn discrimination_truth_is_discrimination_limited() {
     let data = simulate(&cells(), TRIALS, 1, &|s| recall(&Scenario { dprime: 0.5, ..s.clone() }));
     let d = run(&data);
-    assert_eq!(d.call, Call::DiscriminationLimited, "{}", d.to_text(&data));
+    assert_eq!(d.call, Call::DiscriminationLimited, "{}", dsa_sim::present::verdict::diagnosis_text(&d, &data));
     assert!(d.signatures.is_empty(), "{:?}", d.signatures);
     assert!(d.checks.below_floor().is_empty() && d.checks.selection_independent_misses().is_empty());
-    assert!(d.hypotheses[0].name.starts_with("discrimination"), "{:?}", names(&d));
+    assert!(d.hypotheses[0].hypothesis.name().starts_with("discrimination"), "{:?}", names(&d));
 }
 
 #[test]
 fn coverage_truth_is_coverage_limited() {
     let data = simulate(&cells(), TRIALS, 2, &|s| recall(&Scenario { dprime: 1.4, ..s.clone() }));
     let d = run(&data);
-    assert_eq!(d.call, Call::CoverageLimited, "{}", d.to_text(&data));
+    assert_eq!(d.call, Call::CoverageLimited, "{}", dsa_sim::present::verdict::diagnosis_text(&d, &data));
     assert!(d.verdict.k_needed.unwrap() <= 1024, "{:?}", d.verdict);
 }
 
@@ -102,7 +102,7 @@ fn positional_truth_is_implementation_suspect() {
     });
     let d = run(&data);
     assert_eq!(d.call, Call::ImplementationSuspect, "{:?} {:?}", d.signatures, names(&d));
-    assert_eq!(d.hypotheses[0].name, "positional", "{:?}", names(&d));
+    assert_eq!(d.hypotheses[0].hypothesis.name(), "positional", "{:?}", names(&d));
     assert!(d.signatures.contains(&Signature::Positional));
 }
 
@@ -112,7 +112,7 @@ fn wrong_k_truth_is_implementation_suspect() {
     let data = simulate(&cells(), TRIALS, 5, &|s| recall(&Scenario { dprime: 2.0, index_topk: 128, ..s.clone() }));
     let d = run(&data);
     assert_eq!(d.call, Call::ImplementationSuspect, "{:?} {:?}", d.signatures, names(&d));
-    assert_eq!(d.hypotheses[0].name, "effective-k", "{:?}", names(&d));
+    assert_eq!(d.hypotheses[0].hypothesis.name(), "effective-k", "{:?}", names(&d));
     let k = 10f64.powf(d.hypotheses[0].estimate("log10_k_eff").unwrap());
     assert!((90.0..180.0).contains(&k), "k′ = {k}");
     assert!(d.signatures.contains(&Signature::EffectiveK));
@@ -124,7 +124,7 @@ fn read_failure_truth_is_read_limited() {
     let d = run(&data);
     assert_eq!(d.call, Call::ReadLimited, "{:?} {:?}", d.signatures, names(&d));
     assert!(d.signatures.contains(&Signature::MissesWhenAllSelected), "{:?}", d.signatures);
-    assert_eq!(d.hypotheses[0].name, "read-failure", "{:?}", names(&d));
+    assert_eq!(d.hypotheses[0].hypothesis.name(), "read-failure", "{:?}", names(&d));
     let p = d.hypotheses[0].estimate("p_read").unwrap();
     assert!((0.6..0.8).contains(&p), "p_read = {p}");
     // Exactly the rows with N = L/4 ≤ k (every candidate selected) are flagged.
@@ -142,7 +142,7 @@ fn broken_fraction_truth_is_implementation_suspect() {
     });
     let d = run(&data);
     assert_eq!(d.call, Call::ImplementationSuspect, "{:?} {:?}", d.signatures, names(&d));
-    assert_eq!(d.hypotheses[0].name, "broken-fraction", "{:?}", names(&d));
+    assert_eq!(d.hypotheses[0].hypothesis.name(), "broken-fraction", "{:?}", names(&d));
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn length_periodic_truth_is_implementation_suspect() {
     });
     let d = run(&data);
     assert_eq!(d.call, Call::ImplementationSuspect, "{:?} {:?}", d.signatures, names(&d));
-    assert_eq!(d.hypotheses[0].name, "length-periodic", "{:?}", names(&d));
+    assert_eq!(d.hypotheses[0].hypothesis.name(), "length-periodic", "{:?}", names(&d));
     assert_eq!(d.hypotheses[0].estimate("residue"), Some(3.0));
     assert!(d.signatures.contains(&Signature::LengthPeriodic));
 }
@@ -221,7 +221,7 @@ fn plan_then_measure_then_the_true_family_wins() {
     let data = simulate(&first, 100, 11, &truth);
     let p = dsa_sim::diagnosis::plan::plan(&data, &v4(), &[], &model(), 1000, 1, &[]).unwrap();
     assert!(p.total() <= 1000 && !p.cells.is_empty(), "{p:?}");
-    assert!(p.leading.iter().any(|(n, _, _)| n == "effective-k"), "{:?}", p.leading);
+    assert!(p.leading.iter().any(|(n, _, _)| n.name() == "effective-k"), "{:?}", p.leading);
     // Plan, measure, diagnose, until decided: each round's cells come from the plan on the table
     // measured so far (a physical hypothesis that mimics the defect on the first cells, such as
     // a gradual read-decline, may need a second round to separate).
@@ -247,8 +247,8 @@ fn plan_then_measure_then_the_true_family_wins() {
         p = dsa_sim::diagnosis::plan::plan(&more, &v4(), &[], &model(), 1000, 1, &[]).unwrap();
     }
     let d = last.unwrap();
-    assert_eq!(d.hypotheses[0].name, "effective-k", "{:?} plan {:?}", names(&d), p.cells);
-    assert_eq!(d.call, Call::ImplementationSuspect, "{}", d.to_text(&more));
+    assert_eq!(d.hypotheses[0].hypothesis.name(), "effective-k", "{:?} plan {:?}", names(&d), p.cells);
+    assert_eq!(d.call, Call::ImplementationSuspect, "{}", dsa_sim::present::verdict::diagnosis_text(&d, &more));
 }
 
 fn dsa(args: &[&str]) -> std::process::Output {

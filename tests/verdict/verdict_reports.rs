@@ -173,3 +173,30 @@ fn a_suggestive_condition_leaves_the_call_undecided() {
     assert!((0.01..0.05).contains(&p), "p = {p}: the table must sit between the two levels");
     assert_eq!(call(&v), "undecided", "{}", v["explanation"]);
 }
+
+#[test]
+// Issue 39 item 3, as reports carry it (found out of sample: a RoPE-scaling defect reported as
+// one greedy probe per build and path): a `build` column at one trial a cell, `before` 1/3 against
+// `after` 3/3, cannot reach significance (Fisher's p = 0.4), yet the data favour a difference by
+// AIC, so a defect of the build is not ruled out and no physical call is made. Two builds that
+// find and lose the same cells leave the physical call standing.
+fn a_condition_too_thin_to_test_rules_the_physical_calls_out() {
+    let thin = "context_len,index_topk,trials,hits,build,attention\n48000,1000000,1,0,before,dense\n48000,1000000,1,1,after,dense\n48000,1000000,1,0,before,dense\n48000,1000000,1,1,after,dense\n48000,1000000,1,1,before,dense\n48000,1000000,1,1,after,dense\n";
+    let v = verdict_on("deepseek-v3.2", thin);
+    let c = &v["conditions"][0];
+    assert!(c["p_value"].as_f64().unwrap() > 0.05 && c["favoured"] == true, "{c}");
+    assert_eq!(call(&v), "undecided", "{}", v["explanation"]);
+    assert_eq!(v["reason"], "condition_open");
+    assert!(v["next_step"].as_str().unwrap().contains("`build`"), "{}", v["next_step"]);
+    let same: String = [(8000, 4), (32000, 3), (64000, 3), (128000, 1)]
+        .iter()
+        .flat_map(|(l, h)| ["a", "b"].map(|b| format!("{l},1000000,4,{h},{b}\n")))
+        .collect();
+    let v = verdict_on("deepseek-v3.2", &format!("context_len,index_topk,trials,hits,build\n{same}"));
+    assert!(v["conditions"][0].get("favoured").is_none(), "{}", v["conditions"]);
+    assert_eq!(call(&v), "read-limited", "{}", v["explanation"]);
+    // One dense row losing some needles shows no collapse: the fitted L50 sits just past it.
+    let one = "context_len,index_topk,trials,hits\n131072,1000000,40,25\n";
+    let v = verdict_on("deepseek-v3.2", one);
+    assert_eq!(call(&v), "read-limited", "{}", v["explanation"]);
+}

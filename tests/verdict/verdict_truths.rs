@@ -59,7 +59,7 @@ fn calls(truth: &dyn Fn(&Scenario) -> f64) -> (Vec<Call>, Vec<Diagnosis>, String
             format!(
                 "{} ({}; {:?})",
                 d.call,
-                d.hypotheses[0].name,
+                d.hypotheses[0].hypothesis.name(),
                 d.signatures.iter().map(|s| s.name()).collect::<Vec<_>>()
             )
         })
@@ -132,7 +132,7 @@ fn candidate_count_cliff_is_found() {
     let found = ds
         .iter()
         .filter(|d| {
-            d.hypotheses[0].name == "candidate-count-limit"
+            d.hypotheses[0].hypothesis.name() == "candidate-count-limit"
                 && d.hypotheses[0].estimate("candidate_limit") == Some(2000.0)
         })
         .count();
@@ -148,7 +148,7 @@ fn first_k_unscored_is_found() {
         recall(&Scenario { dprime: if first { 10.0 } else { -10.0 }, ..s.clone() })
     });
     assert!(count(&c, Call::ImplementationSuspect) >= 9, "{summary}");
-    assert!(ds.iter().filter(|d| d.hypotheses[0].name == "first-k-unscored").count() >= 9, "{summary}");
+    assert!(ds.iter().filter(|d| d.hypotheses[0].hypothesis.name() == "first-k-unscored").count() >= 9, "{summary}");
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn an_undecided_call_comes_with_the_cells_that_would_decide() {
     };
     let data = table_with(200, 5, &truth);
     let d = run(&data);
-    assert_eq!(d.call, Call::Undecided, "{}", d.to_text(&data));
+    assert_eq!(d.call, Call::Undecided, "{}", dsa_sim::present::verdict::diagnosis_text(&d, &data));
     let p = d.plan.as_ref().expect("an undecided call carries the plan");
     assert!(p.total() > 0 && p.total() <= dsa_sim::diagnosis::plan::UNDECIDED_BUDGET);
     let kernel_max = layer().max_topk;
@@ -277,8 +277,8 @@ fn an_undecided_call_comes_with_the_cells_that_would_decide() {
             c.predicted.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, r)| (lo.min(*r), hi.max(*r)));
         assert!(hi - lo > 1e-9, "{c:?}");
     }
-    assert!(d.to_text(&data).contains("the cells that would decide"));
-    assert!(!d.to_json(&data)["plan"]["cells"].as_array().unwrap().is_empty());
+    assert!(dsa_sim::present::verdict::diagnosis_text(&d, &data).contains("the cells that would decide"));
+    assert!(!dsa_sim::present::verdict::diagnosis_json(&d, &data)["plan"]["cells"].as_array().unwrap().is_empty());
     // Measure the planned cells (drawn from the truth) and diagnose both tables together: the
     // measurement decides.
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
@@ -304,6 +304,15 @@ fn an_undecided_call_comes_with_the_cells_that_would_decide() {
         joined.rows.push(row);
     }
     let after = run(&joined);
-    assert_eq!(after.call, Call::ImplementationSuspect, "{}", after.to_text(&joined));
-    assert!(after.signatures.contains(&Signature::Positional), "{}", after.to_text(&joined));
+    assert_eq!(
+        after.call,
+        Call::ImplementationSuspect,
+        "{}",
+        dsa_sim::present::verdict::diagnosis_text(&after, &joined)
+    );
+    assert!(
+        after.signatures.contains(&Signature::Positional),
+        "{}",
+        dsa_sim::present::verdict::diagnosis_text(&after, &joined)
+    );
 }

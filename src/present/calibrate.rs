@@ -1,12 +1,11 @@
-//! A calibration run's complete result and its renderings: one JSON object (docs/cli.md#output keys
-//! and more), human text, and the markdown of an experiment report.
+//! The calibration's presenter: the text and JSON of a [`CalibrationReport`] (`calibrate`, and
+//! inside `verdict --data --fit` and calibration experiments) and of the ranked hypotheses. The
+//! report's `to_json` and `to_text` are implemented here, so that a front end prints it with a
+//! method call while its rendering lives with the other presenters.
 
-use super::fit::FitResult;
-use super::hypotheses::HypothesisResult;
-use super::predict::Prediction;
-use super::FreeParam;
-use crate::measured::Dataset;
-use crate::scenario::{Field, Scenario};
+use crate::calibrate::hypotheses::HypothesisResult;
+use crate::calibrate::report::CalibrationReport;
+use crate::scenario::Field;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 
@@ -14,29 +13,6 @@ use std::fmt::Write as _;
 pub(crate) const BAND_METHOD: &str = "profile likelihood: the range of the predicted recall over the 95% likelihood-ratio region {θ: 2(ℓ̂ − ℓ(θ)) ≤ χ²₁,0.95 = 3.84} of the fit (not a bootstrap)";
 /// How parameter intervals are computed.
 pub(crate) const INTERVAL_METHOD: &str = "95% profile likelihood (other free parameters re-maximised at each point)";
-
-/// Everything a calibration run produced.
-#[derive(Debug, Clone)]
-pub struct CalibrationReport {
-    /// The table.
-    pub data: Dataset,
-    /// The user's scenario (before substituting the fit).
-    pub base: Scenario,
-    /// The free parameters and their ranges.
-    pub free: Vec<FreeParam>,
-    /// The engine(s) used.
-    pub engine: String,
-    /// The fit.
-    pub fit: FitResult,
-    /// Hypotheses, when compared.
-    pub hypotheses: Option<Vec<HypothesisResult>>,
-    /// Row checks (random-indexer floor, selection-independent misses).
-    pub checks: Option<super::row_checks::RowChecks>,
-    /// Predictions.
-    pub predictions: Vec<Prediction>,
-    /// Wall time of the whole calibration, seconds (not written to JSON, which must repeat exactly).
-    pub elapsed_s: f64,
-}
 
 fn num(x: f64) -> Value {
     if x.is_finite() {
@@ -65,38 +41,6 @@ pub(crate) fn point_value(v: &str) -> Value {
 }
 
 impl CalibrationReport {
-    /// Warnings every rendering must carry (transcribed data, unidentifiable parameters,
-    /// rejected fit).
-    pub fn warnings(&self) -> Vec<String> {
-        let mut w: Vec<String> = self.data.transcribed_warning().into_iter().collect();
-        for e in &self.fit.estimates {
-            if e.value_at_bound {
-                w.push(format!(
-                    "{} = {} sits on its search bound [{}, {}]: the likelihood keeps improving beyond it (a ridge, e.g. dprime → −∞ with needle_sd → ∞); read it as a limit, not a value",
-                    e.field, e.value, e.bounds.0, e.bounds.1
-                ));
-            }
-            if !e.identifiable {
-                w.push(format!(
-                    "{} is not identifiable from these data: its profile likelihood is flat across the whole search range [{}, {}]",
-                    e.field, e.bounds.0, e.bounds.1
-                ));
-            }
-        }
-        if let Some(p) = self.fit.gof_p {
-            if p < 0.05 {
-                w.push(format!(
-                    "the model fits poorly (deviance {:.2} on {} df, p = {:.2e}): read the intervals with care",
-                    self.fit.deviance, self.fit.df, p
-                ));
-            }
-        }
-        if self.data.rows.iter().any(|r| r.trials < 20) {
-            w.push("some rows have fewer than 20 trials: the χ² approximation of the deviance p-value is rough".into());
-        }
-        w
-    }
-
     /// The JSON object of `dsa-sim calibrate --json`.
     pub fn to_json(&self) -> Value {
         let mut est = Map::new();
@@ -338,22 +282,13 @@ impl CalibrationReport {
     }
 }
 
-impl CalibrationReport {
-    /// Whether a prediction's point sets index_topk beyond the scenario's kernel maximum.
-    pub fn beyond_kernel_max(&self, p: &Prediction) -> bool {
-        p.point
-            .iter()
-            .any(|(f, v)| *f == Field::IndexTopk && v.parse::<f64>().is_ok_and(|k| k > self.base.max_topk as f64))
-    }
-}
-
 /// The hypotheses as JSON (ranked by AIC).
 pub fn hypotheses_json(h: &[HypothesisResult]) -> Value {
     Value::Array(
         h.iter()
             .map(|x| {
                 json!({
-                    "name": x.name, "description": x.description, "k": x.k,
+                    "name": x.hypothesis, "description": x.hypothesis.description(), "k": x.k,
                     "aic": num(x.aic), "delta_aic": num(x.delta_aic), "weight": num(x.weight),
                     "loglik": num(x.loglik), "deviance": num(x.deviance), "gof_p": opt(x.gof_p),
                     "estimates": x.estimates.iter().map(|(f, v)| (f.clone(), num(*v))).collect::<Map<_, _>>(),
@@ -371,7 +306,7 @@ pub fn hypotheses_text(h: &[HypothesisResult]) -> String {
     let _ = writeln!(
         s,
         "hypotheses (ranked by AIC, those with plausible estimates first within ΔAIC {} of the lowest; `(bound)`: estimate on a search bound, not a value the data support):",
-        super::hypotheses::AIC_TIE
+        crate::calibrate::hypotheses::AIC_TIE
     );
     let _ = writeln!(
         s,
@@ -387,7 +322,7 @@ pub fn hypotheses_text(h: &[HypothesisResult]) -> String {
         let _ = writeln!(
             s,
             "  {:<28} {:>2} {:>10.3} {:>8.3} {:>8.4} {:>9}  {}",
-            x.name,
+            x.hypothesis,
             x.k,
             x.aic,
             x.delta_aic,
