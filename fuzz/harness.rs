@@ -1,5 +1,5 @@
 //! The checks behind every fuzz target, shared by the libFuzzer binaries (fuzz/fuzz_targets/)
-//! and by `tests/fuzz_corpus.rs`, which replays the committed corpus under a plain `cargo test`.
+//! and by `tests/repo/fuzz_corpus.rs`, which replays the committed corpus under a plain `cargo test`.
 //!
 //! Each function takes arbitrary bytes and panics only when dsa-sim breaks a promise: a parser
 //! that panics, an error message that is not one printable line, a value accepted that does not

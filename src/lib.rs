@@ -85,7 +85,7 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 // Modules from the bottom layer up: each imports only modules listed above it (checked by
-// tests/layers.rs). The command line is not part of the library: it is src/cli/, a module of
+// tests/repo/layers.rs). The command line is not part of the library: it is src/cli/, a module of
 // the binary (src/main.rs), over `commands`, which computes each command's result for it and
 // for the Python package (python/).
 pub mod calibrate;

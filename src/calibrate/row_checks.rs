@@ -11,6 +11,7 @@ use super::{CalibError, RecallModel};
 use crate::measured::Dataset;
 use crate::scenario::{Field, Scenario};
 use statrs::distribution::{Binomial, DiscreteCDF};
+use std::sync::OnceLock;
 
 /// Family-wise level of the row tests (Bonferroni over the rows).
 pub const ROW_ALPHA: f64 = 0.01;
@@ -87,15 +88,56 @@ pub struct JointFloor {
     /// Their (trials, floor) at each layer_corr tried.
     #[serde(skip)]
     pub laws: Vec<Vec<(u64, f64)>>,
+    /// `laws`' exact CDFs, tabulated by the first [`rejects`](Self::rejects).
+    #[serde(skip)]
+    cdfs: CdfTables,
 }
 
 impl JointFloor {
     /// Whether the tested rows with these hits (indexed like the table's rows) lie below the
     /// floor at every layer_corr tried: the test's rule, for tables other than the one it was
-    /// computed on (the error-rate simulation).
+    /// computed on (the error-rate simulation and the plan, hundreds of tables each).
+    ///
+    /// P(H ≤ h) at each law is [`sum_of_binomials_cdf`]`(h, law)`, bit for bit: read from the
+    /// law's table (`exact_cdfs`, made once) where the exact convolution applies, computed
+    /// otherwise (and for laws changed since the tables were made).
     pub fn rejects(&self, hits: &[u64]) -> bool {
         let h: u64 = self.tested.iter().map(|&i| hits[i]).sum();
-        self.laws.iter().all(|law| sum_of_binomials_cdf(h, law) < JOINT_ALPHA)
+        let (laws, tables) =
+            self.cdfs.0.get_or_init(|| (self.laws.clone(), self.laws.iter().map(|law| exact_cdfs(law)).collect()));
+        if *laws != self.laws {
+            return self.laws.iter().all(|law| sum_of_binomials_cdf(h, law) < JOINT_ALPHA);
+        }
+        self.laws.iter().zip(tables).all(|(law, table)| {
+            let p = usize::try_from(h).ok().and_then(|h| table.get(h).copied());
+            p.unwrap_or_else(|| sum_of_binomials_cdf(h, law)) < JOINT_ALPHA
+        })
+    }
+}
+
+/// A [`JointFloor`]'s laws and each law's [`exact_cdfs`], made once; not part of the result (a
+/// clone starts empty, and two floors compare equal whatever their tables).
+#[derive(Default)]
+struct CdfTables(OnceLock<(Vec<Law>, Vec<Vec<f64>>)>);
+
+/// (trials, floor) of each tested row.
+type Law = Vec<(u64, f64)>;
+
+impl Clone for CdfTables {
+    fn clone(&self) -> CdfTables {
+        CdfTables::default()
+    }
+}
+
+impl PartialEq for CdfTables {
+    fn eq(&self, _: &CdfTables) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for CdfTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CdfTables")
     }
 }
 
@@ -107,6 +149,11 @@ pub const JOINT_LAYER_CORR: &[f64] = &[0.0, 0.25, 0.5, 0.75, 0.9, 1.0];
 /// normal approximation.
 const JOINT_EXACT_WORK: u64 = 50_000_000;
 
+/// Multiply-adds of the exact law of Σ X_i truncated at h.
+fn exact_work(h: u64, rows: &[(u64, f64)]) -> u64 {
+    rows.iter().map(|&(n, _)| (h + 1).saturating_mul(n.min(h) + 1)).fold(0u64, |a, b| a.saturating_add(b))
+}
+
 /// P(Σ X_i ≤ h), X_i ~ Bin(n_i, p_i) independent: the exact convolution truncated at h, or a
 /// continuity-corrected normal approximation when that would exceed `JOINT_EXACT_WORK`.
 pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
@@ -114,8 +161,7 @@ pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
     if h >= total {
         return 1.0;
     }
-    let work: u64 =
-        rows.iter().map(|&(n, _)| (h + 1).saturating_mul(n.min(h) + 1)).fold(0u64, |a, b| a.saturating_add(b));
+    let work = exact_work(h, rows);
     if work > JOINT_EXACT_WORK {
         let mean: f64 = rows.iter().map(|&(n, p)| n as f64 * p).sum();
         let var: f64 = rows.iter().map(|&(n, p)| n as f64 * p * (1.0 - p)).sum();
@@ -124,7 +170,12 @@ pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
         }
         return crate::stats::norm_cdf((h as f64 + 0.5 - mean) / var.sqrt());
     }
-    let h = h as usize;
+    convolution(h as usize, rows).iter().sum::<f64>().min(1.0)
+}
+
+/// P(Σ X_i = s) for s = 0..=h: the exact convolution truncated at h. Its term s is the same
+/// number whatever h ≥ s it is truncated at (the same products, added in the same order).
+fn convolution(h: usize, rows: &[(u64, f64)]) -> Vec<f64> {
     let mut dist = vec![0.0; h + 1];
     dist[0] = 1.0;
     let mut pmf = Vec::new();
@@ -140,7 +191,30 @@ pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
             dist[s] = v;
         }
     }
-    dist.iter().sum::<f64>().min(1.0)
+    dist
+}
+
+/// [`sum_of_binomials_cdf`]`(h, rows)` for h = 0, 1, … up to the last h it computes exactly (below
+/// the total trials, within `JOINT_EXACT_WORK`), bit for bit, from one convolution truncated
+/// there: its terms up to each h are those of the convolution truncated at h, and their running
+/// sum adds them in the order `sum_of_binomials_cdf` does (from zero; every term is ≥ 0).
+fn exact_cdfs(rows: &[(u64, f64)]) -> Vec<f64> {
+    let total: u64 = rows.iter().map(|r| r.0).sum();
+    let mut reach = None;
+    let mut h = 0u64;
+    while h < total && exact_work(h, rows) <= JOINT_EXACT_WORK {
+        reach = Some(h);
+        h += 1;
+    }
+    let Some(reach) = reach.and_then(|r| usize::try_from(r).ok()) else { return Vec::new() };
+    let mut sum = 0.0;
+    convolution(reach, rows)
+        .into_iter()
+        .map(|d| {
+            sum += d;
+            f64::min(sum, 1.0)
+        })
+        .collect()
 }
 
 impl RowChecks {
@@ -346,9 +420,70 @@ fn joint_floor(
                 below_floor: p < JOINT_ALPHA,
                 tested: Vec::new(),
                 laws: Vec::new(),
+                cdfs: CdfTables::default(),
             });
         }
         laws.push(law);
     }
     Ok(worst.map(|w| JointFloor { tested, laws, ..w }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tables `rejects` reads are `sum_of_binomials_cdf` at every h, bit for bit, up to where
+    /// the exact convolution stops (then the direct computation answers).
+    #[test]
+    fn exact_cdfs_are_sum_of_binomials_cdf_bit_for_bit() {
+        let laws: Vec<Vec<(u64, f64)>> = vec![
+            vec![(200, 0.1)],
+            vec![(40, 0.02), (40, 0.5), (200, 0.3), (7, 0.9), (1, 0.25)],
+            (0..16).map(|i| (200, 0.01 + 0.06 * i as f64)).collect(),
+            vec![(3, 0.0), (5, 1.0), (0, 0.5)],
+            // Past the exact branch's work bound at the larger h.
+            (0..12).map(|i| (4000, 0.2 + 0.05 * i as f64)).collect(),
+        ];
+        for law in &laws {
+            let t = exact_cdfs(law);
+            let total: u64 = law.iter().map(|r| r.0).sum();
+            // Every h to 64, then every 61st, and both sides of the table's end and of the total
+            // (a convolution per h: all of them would take minutes on the largest laws).
+            let end = t.len() as u64;
+            let mut hs: Vec<u64> = (0..64).chain((64..total).step_by(61)).collect();
+            hs.extend((end.saturating_sub(3)..end + 3).chain(total.saturating_sub(2)..total + 3));
+            for h in hs {
+                let direct = sum_of_binomials_cdf(h, law);
+                if let Some(&p) = t.get(h as usize) {
+                    assert_eq!(p.to_bits(), direct.to_bits(), "h {h}, law {law:?}");
+                } else {
+                    assert!(h >= total || exact_work(h, law) > JOINT_EXACT_WORK, "h {h} missing, law {law:?}");
+                }
+            }
+        }
+        // rejects agrees with the rule computed afresh, also after `laws` changes.
+        let mut j = JointFloor {
+            rows: 3,
+            hits: 0,
+            trials: 0,
+            expected: 0.0,
+            layer_corr: f64::NAN,
+            p_value: 0.0,
+            below_floor: false,
+            tested: vec![0, 2, 3],
+            laws: laws[..3].iter().map(|l| l[..3.min(l.len())].to_vec()).collect(),
+            cdfs: CdfTables::default(),
+        };
+        for round in 0..2 {
+            for a in 0..40 {
+                for b in [0, 1, 5, 30] {
+                    let hits = [a, 99, b, a / 2];
+                    let h = a + b + a / 2;
+                    let fresh = j.laws.iter().all(|law| sum_of_binomials_cdf(h, law) < JOINT_ALPHA);
+                    assert_eq!(j.rejects(&hits), fresh, "round {round}, hits {hits:?}");
+                }
+            }
+            j.laws[0][0].1 = 0.4;
+        }
+    }
 }

@@ -10,7 +10,7 @@
 //! hundreds of parameter vectors on the same rows. [`EngineModel`] therefore keeps, per row
 //! scenario up to the needle's parameters, a [`Replay`] of its trials (drawn once; when: see
 //! `Replays`) and answers every later evaluation from it in O(trials × needle tokens), with exactly the counts of the
-//! materialising run (`tests/replay_equivalence.rs`).
+//! materialising run (`tests/engines/replay_equivalence.rs`).
 
 use super::montecarlo::{noise_replay_key, rank_key, replay_key, NoiseReplay, RankRecord, Replay};
 use super::{check_monte_carlo, route, simulate_successes, EngineChoice, EngineError, Route, RunOptions};

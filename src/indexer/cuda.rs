@@ -26,7 +26,7 @@
 //! bit for bit, for finite values, which are all the model makes), and the scoring kernel's
 //! FMA chain and reduction tree ([`super::kernel`]). NVRTC compiles with `--fmad=false` and
 //! every arithmetic operation is an explicitly rounded intrinsic, so nothing is contracted or
-//! reordered: keys, scores and ranks are the CPU's bit for bit (tests/cuda_equivalence.rs
+//! reordered: keys, scores and ranks are the CPU's bit for bit (tests/engines/cuda_equivalence.rs
 //! counts the trials that differ). The model's sizes and switches are compiled in as
 //! constants (one NVRTC compilation per model and process).
 

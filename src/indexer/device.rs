@@ -169,7 +169,7 @@ mod tests {
     }
 
     /// Without the feature every CUDA device is refused, naming the feature (CI checks the
-    /// binary's exit code and line in tests/device.rs).
+    /// binary's exit code and line in tests/cli/device.rs).
     #[cfg(not(feature = "cuda"))]
     #[test]
     fn a_build_without_the_feature_refuses_cuda() {

@@ -51,7 +51,7 @@
 //!
 //! With `head_weights = "fixed"`, `rope_dims = 0`, `key_gain_sd = 0`, `gate_pos_sd = 1` and
 //! `gate_token_sd = 0` the model is the earlier one in law (and was bit for bit until the
-//! sampler changed; tests/vector_mechanisms.rs pins it).
+//! sampler changed; tests/engines/vector_mechanisms.rs pins it).
 //!
 //! **Exact shortcut.** An entry without needle or hard-negative tokens has key Σ_t p_t x_t with
 //! fixed weights p and iid Gaussian x_t, hence exactly Normal(0, D² Σ_t p_t²) per channel,

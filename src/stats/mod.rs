@@ -247,7 +247,7 @@ mod tests {
         assert!((ln_norm_cdf(-29.9) - norm_cdf(-29.9).ln()).abs() < 1e-10);
         assert!((ln_norm_cdf(-30.1) - (-457.329_564_416_382_26)).abs() < 1e-9);
         assert!((norm_sf(8.0) / 6.220_960_574_271_784e-16 - 1.0).abs() < 1e-14, "{}", norm_sf(8.0));
-        // mpmath (40 digits): Q(x) = 1 − Φ(x) (a denser check is tests/normal_tail.rs).
+        // mpmath (40 digits): Q(x) = 1 − Φ(x) (a denser check is tests/engines/normal_tail.rs).
         for (x, q) in [
             (0.3, 0.382_088_577_811_047_37),
             (1.7, 0.044_565_462_758_543_044),

@@ -13,7 +13,7 @@
 //! exact: x = hi + lo with hi holding 26 bits, exp(−x²/2) = exp(−hi²/2) · exp(−lo(x + hi)/2),
 //! the second factor by its series (its argument is below 5e-5). Relative error below 1e-15 on
 //! the upper tail (libm's erfc(x/√2) rounds x/√2 first and loses up to ~x² ulp: 2.8e-14 at
-//! x = 13), checked against 3,867 mpmath values in tests/normal_tail.rs.
+//! x = 13), checked against 3,867 mpmath values in tests/engines/normal_tail.rs.
 
 use super::normal_tail_table::{COEFFS, DEGREE, PIECES, X_TABLE};
 use std::f64::consts::PI;
@@ -78,7 +78,7 @@ fn upper(ax: f64) -> f64 {
 }
 
 /// Standard normal survival Q(x) = 1 − Φ(x): relative error below 1e-15 for x ≥ 0,
-/// absolute error within half an ulp of the result below (tests/normal_tail.rs, against mpmath).
+/// absolute error within half an ulp of the result below (tests/engines/normal_tail.rs, against mpmath).
 /// NaN gives NaN.
 #[inline]
 pub fn norm_sf(x: f64) -> f64 {

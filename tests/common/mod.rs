@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests (`mod common;` in each test file that uses them).
+//! Helpers shared by the integration tests (`mod common;` in the main.rs of each tests/ folder
+//! whose files use them, as `crate::common`).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,5 @@
 """Reference values of the standard normal survival function Q(x) = 1 - Phi(x), from mpmath at
-50 digits, for tests/normal_tail.rs. Run: python3 gen_normal_sf.py > normal_sf.txt
+50 digits, for tests/engines/normal_tail.rs. Run: python3 gen_normal_sf.py > normal_sf.txt
 
 The x values are exact binary64 numbers (written with repr), so the reference is Q of exactly
 the double the test evaluates."""
