@@ -756,10 +756,35 @@ impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for First<T> {
 
 #[derive(serde::Deserialize, Default)]
 #[serde(default)]
-struct Usage {
+struct UsageFields {
     prompt_tokens: Loose,
     /// SGLang's capture (under `meta_info`): whether it is there, its string skipped unread.
     indexer_topk: Option<serde::de::IgnoredAny>,
+}
+
+/// `usage` / `meta_info`: an object only. serde's derive would also read a list as the fields in
+/// order (`[1, 2]` as a count of 1 with a capture), which is no server's reply: a list is refused
+/// as the reply not understood.
+#[derive(Default)]
+struct Usage(UsageFields);
+
+impl<'de> serde::Deserialize<'de> for Usage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{MapAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Usage;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a usage object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Usage, A::Error> {
+                let fields =
+                    <UsageFields as serde::Deserialize>::deserialize(serde::de::value::MapAccessDeserializer::new(a))?;
+                Ok(Usage(fields))
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -792,20 +817,20 @@ fn light_reply(r: impl std::io::Read) -> serde_json::Result<Value> {
         error: Loose,
     }
     let l: Light = serde_json::from_reader(r)?;
-    let captured = l.meta_info.as_ref().is_some_and(|m| m.indexer_topk.is_some())
+    let captured = l.meta_info.as_ref().is_some_and(|m| m.0.indexer_topk.is_some())
         || l.choices.as_ref().and_then(|c| c.first.as_ref()).is_some_and(|c| c.indexer_topk.is_some());
     let mut v = json!({"has_indexer_topk": captured});
     if let Some(c) = l.choices.and_then(|c| c.first) {
         v["choices"] = json!([{"text": c.text.text, "message": {"content": c.message.and_then(|m| m.content.text)}}]);
     }
     if let Some(u) = l.usage {
-        v["usage"] = json!({"prompt_tokens": u.prompt_tokens.num});
+        v["usage"] = json!({"prompt_tokens": u.0.prompt_tokens.num});
     }
     if let Some(t) = l.text.text {
         v["text"] = json!(t);
     }
     if let Some(m) = l.meta_info {
-        v["meta_info"] = json!({"prompt_tokens": m.prompt_tokens.num});
+        v["meta_info"] = json!({"prompt_tokens": m.0.prompt_tokens.num});
     }
     if let Some(e) = l.error.text {
         v["error"] = json!(e);
@@ -957,6 +982,10 @@ mod tests {
         let none = br#"{"text": "a", "meta_info": {"prompt_tokens": 3, "indexer_topk": null}}"#;
         assert_eq!(light_reply(&none[..]).unwrap()["has_indexer_topk"], false);
         assert!(light_reply(&br#"{"text": "x""#[..]).is_err());
+        // A usage that is a list is no usage object (serde's derive would read it field by field).
+        assert!(light_reply(&br#"{"choices": [{"text": "x"}], "usage": [1, 2]}"#[..]).is_err());
+        assert!(light_reply(&br#"{"text": "x", "meta_info": [7]}"#[..]).is_err());
+        assert_eq!(light_reply(&br#"{"text": "x", "usage": null}"#[..]).unwrap()["text"], "x");
         // Fields of another type read as absent; only the first choice is kept.
         let v = light_reply(
             &br#"{"choices": [{"text": "a"}, {"text": "b"}], "usage": {"prompt_tokens": -3}, "text": 5}"#[..],
