@@ -267,16 +267,15 @@ pub fn diagnose(
         // lost needle at one length fits any steepness and says nothing of where reading stopped.
         let collapse = decline.and_then(|h| {
             let l50 = 10f64.powf(h.estimate(crate::calibrate::hypotheses::READ_L50)?);
-            // Both sides of the cliff: a row before L50 where most needles were read and one beyond
-            // it where most were lost (with one side only, the fit puts L50 anywhere past it).
-            let read_before =
+            // With one side only, the fit puts L50 anywhere past it.
+            let both_sides =
                 data.rows.iter().any(|r| (r.context_len as f64) < l50 && r.trials > 0 && 2 * r.hits > r.trials)
                     && data.rows.iter().any(|r| (r.context_len as f64) > l50 && r.trials > 0 && 2 * r.hits < r.trials);
             let inside = (plausible::MIN_L50_OF_WINDOW * facts.trained_window as f64) as u64;
             let (hits, trials) =
                 data.rows.iter().filter(|r| r.context_len < inside).fold((0, 0), |a, r| (a.0 + r.hits, a.1 + r.trials));
             let lost_inside = trials > 0 && crate::stats::binom_cdf(trials, hits, 0.5) < plausible::COLLAPSE_ALPHA;
-            if !(read_before || lost_inside) {
+            if !(both_sides || lost_inside) {
                 return None;
             }
             plausible::collapse_inside_window(l50, h.estimate("read_slope")?, &facts)

@@ -583,46 +583,24 @@ fn regime_map(fig: &PreparedFigure, rows: &[Row]) -> (Heatmap, String) {
     let target = fig.spec.target.unwrap_or(0.9);
     let ks: Vec<&String> = g.axes[2].texts.iter().collect();
     let (nx, ny, nk) = (g.axes[0].values.len(), g.axes[1].values.len(), ks.len());
-    // Each cell's call is the rule's on a given scenario (as `verdict` without `--data` makes
-    // it): its numbers at the first k (the configured one) and at the largest k within the
-    // kernel maximum. The map then shows which k of the list first reaches the target.
-    let kmax = g.base.max_topk;
-    let beyond = |k: &str| k.parse::<u64>().is_ok_and(|k| k > kmax);
-    let mut recall = vec![vec![vec![0.0f64; nk]; nx]; ny];
+    // A cell's category: the first k of the list reaching the target (nk: none does).
+    let mut best = vec![vec![nk; nx]; ny];
     for r in rows {
         let c = g.coords(r.index);
-        recall[c[1]][c[0]][c[2]] = r.result.recall;
+        if r.result.recall >= target && c[2] < best[c[1]][c[0]] {
+            best[c[1]][c[0]] = c[2];
+        }
     }
+    // A category's call is the rule's on a given scenario (as `verdict` without `--data` makes
+    // it) whose recall reaches the target from the category's k on: its numbers at the first k
+    // (the configured one) and at the largest k within the kernel maximum.
+    let kmax = g.base.max_topk;
+    let beyond = |k: &str| k.parse::<u64>().is_ok_and(|k| k > kmax);
     let call_of = |rs: &[f64]| {
         let within = rs.iter().zip(&ks).filter(|(_, k)| !beyond(k)).map(|(r, _)| *r).fold(0.0, f64::max);
         let now = if beyond(ks[0]) { 0.0 } else { rs[0] };
         rule::on_scenario(Call::of_numbers(now, within, target))
     };
-    // A cell's category: the first k reaching the target (nk: none does), which the call
-    // confirms: saturated at the first k, coverage-limited at a k within the kernel maximum,
-    // discrimination-limited beyond it or where none reaches the target.
-    let best: Vec<Vec<usize>> = recall
-        .iter()
-        .map(|row| {
-            row.iter()
-                .map(|rs| {
-                    let first = rs.iter().position(|&r| r >= target).unwrap_or(nk);
-                    let call = call_of(rs);
-                    debug_assert_eq!(
-                        call,
-                        match first {
-                            0 if !beyond(ks[0]) => Call::Saturated,
-                            i if i < nk && !beyond(ks[i]) => Call::CoverageLimited,
-                            _ => Call::DiscriminationLimited,
-                        },
-                        "the regime map's category disagrees with the rule's call at recalls {rs:?}"
-                    );
-                    first
-                })
-                .collect()
-        })
-        .collect();
-    // Each category's label names the call the rule makes on a cell of it.
     let mut cats: Vec<(String, RGBColor)> = Vec::new();
     for (i, k) in ks.iter().enumerate() {
         let mut rs = vec![0.0; nk];
