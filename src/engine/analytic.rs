@@ -148,7 +148,30 @@ struct OrderTable {
     /// Per (distractor token law, n_dist) of a max-pooled needle law, n_dist · ln F_tok at
     /// every node of the refined panels ([`OrderTable::max_table_parts`]).
     max_table_parts: MaxTableParts,
+    /// Per (distractor token law, power p), x ↦ ∫_{−∞}^x f_{T_j}·F_tok^p
+    /// ([`OrderTable::sharp_max_side`]).
+    point_max_cdfs: PointMaxCdfs,
+    /// Per (distractor token law, e·n_dist, e·n_needle), the rule of the needle's law
+    /// [`OrderTable::sharp_max_side`] found.
+    sharp_max_choices: SharpMaxChoices,
 }
+
+/// [`OrderTable::sharp_max_side`]'s rule choices.
+type SharpMaxChoices = Arc<Mutex<Vec<((TokenLaw, u64, u64), Option<usize>)>>>;
+
+/// Most needle tokens whose largest [`OrderTable::sharp_max_side`] integrates over (its law,
+/// [`gauss_rule::max_of_normals`], is a discretisation of step 0.002 on [−12, 12]: the largest
+/// of 64 normals has sd above 0.4, resolved by 200 steps per sd or more).
+const SIDE_MAX_TOKENS: u64 = 64;
+
+/// [`OrderTable::point_max_cdf`]'s kept tables.
+type PointMaxCdfs = Arc<Mutex<Vec<((TokenLaw, u64), Arc<TableCdf>)>>>;
+
+/// Widest panel of [`OrderTable::point_max_cdf`]'s table in units of the scale over which
+/// F_tok^p bends (1 / its log-derivative): Legendre expansions of degree 11 over half of it.
+const POINT_MAX_PANEL_PER_SCALE: f64 = 0.5;
+/// Most subpanels [`OrderTable::point_max_cdf`] splits one of T_j's panels into.
+const POINT_MAX_SPLITS: f64 = 64.0;
 
 /// Panels of T_j's table with their 15 Kronrod nodes each and the weights × f_{T_j} there.
 #[derive(Debug, Clone)]
@@ -394,6 +417,119 @@ impl OrderTable {
         }))?;
         let rule = law.ladder.rule(at);
         Some(rule.integrate(|x| self.cdf().cdf(mean + sd * x)))
+    }
+
+    /// P(rank ≤ j | z) for one max-pooled law whose needle tokens are sharper than T_j's
+    /// table serves a rule for (needle_sd below 4·width, where [`OrderTable::max_rule`] found
+    /// none: a layer correlation near 1), or a point mass (needle_sd = 0), integrated over the
+    /// needle's law; `None` for any other law. The e entries pool e·n_dist distractor tokens
+    /// and e·n_needle needle tokens, all independent given z, so the survival is
+    /// 1 − F_tok(t)^(e·n_dist)·Φ((t − m)/s)^(e·n_needle), and with W(x) = ∫_{−∞}^x
+    /// f_{T_j}·F_tok^(e·n_dist) ([`OrderTable::point_max_cdf`]) and Y = m + s·(the largest of
+    /// e·n_needle standard normals), P(rank ≤ j | z) = M − W(∞) + E[W(Y)], M the table's mass:
+    /// a few nodes of Y's law, W at each (W(m) for a point mass), where the whole table's
+    /// thousand nodes at every z took a Quest verdict minutes. The rule of Y's law is checked,
+    /// once per (token law, powers), at the broadest sd the table serves, as
+    /// [`OrderTable::needle_side`]'s is.
+    fn sharp_max_side(&self, laws: &[(EntryLaw, f64)]) -> Option<f64> {
+        #[cfg(test)]
+        if tests::NO_RULES.with(|c| c.get()) {
+            return None;
+        }
+        let [(EntryLaw::Max { token, n_dist, n_needle, needle_mean, needle_sd }, e)] = *laws else { return None };
+        if n_needle == 0 || !(e >= 1.0 && e <= SIDE_MAX_TOKENS as f64 && e.fract() == 0.0) {
+            return None;
+        }
+        let (power, tokens) = (n_dist.checked_mul(e as u64)?, n_needle.checked_mul(e as u64)?);
+        if tokens > SIDE_MAX_TOKENS {
+            return None;
+        }
+        let weighted = self.point_max_cdf(token, power);
+        let mass: f64 = self.coarse.wf.iter().sum();
+        let above = weighted.cdf(f64::INFINITY);
+        if needle_sd == 0.0 {
+            return Some(mass - (above - weighted.cdf(needle_mean)));
+        }
+        let width = self.width?;
+        if !(needle_sd > 0.0 && needle_sd < 4.0 * width) {
+            return None;
+        }
+        let law = gauss_rule::max_of_normals(tokens as u32);
+        let key = (token, power, tokens);
+        let known =
+            self.sharp_max_choices.lock().ok().and_then(|m| m.iter().find(|(k, _)| *k == key).map(|&(_, at)| at));
+        let at = match known {
+            Some(at) => at,
+            None => {
+                let sd = 4.0 * width;
+                let (lo, hi) = gauss_rule::span(&self.coarse.t);
+                let step = 0.5 * sd.min((hi - lo) / 30.0);
+                let (from, to) = (lo - 6.0 * sd, hi + 6.0 * sd);
+                let count = ((to - from) / step).ceil().clamp(2.0, MAX_CHECK_CENTRES as f64) as usize;
+                let centres = gauss_rule::centres(from, to, count);
+                let at = law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| {
+                    rule.integrate(|y| weighted.cdf(m + sd * y))
+                });
+                if let Ok(mut m) = self.sharp_max_choices.lock() {
+                    m.push((key, at));
+                }
+                at
+            }
+        }?;
+        let rule = law.ladder.rule(at);
+        Some(mass - above + rule.integrate(|y| weighted.cdf(needle_mean + needle_sd * y)))
+    }
+
+    /// x ↦ ∫_{−∞}^x f_{T_j}·F_tok^p as a [`TableCdf`], made at its first use per (token law, p):
+    /// T_j's panels split until F_tok^p bends little over each ([`POINT_MAX_PANEL_PER_SCALE`]
+    /// of 1 / (d/dt) ln F_tok^p at the panel's left edge, where it is largest), the density read
+    /// at the panels' own nodes where a panel stays whole.
+    fn point_max_cdf(&self, token: TokenLaw, power: u64) -> Arc<TableCdf> {
+        if let Ok(m) = self.point_max_cdfs.lock() {
+            if let Some((_, c)) = m.iter().find(|(k, _)| *k == (token, power)) {
+                return Arc::clone(c);
+            }
+        }
+        let p = power as f64;
+        let factor = |t: f64| if power == 0 { 1.0 } else { (p * token.ln_cdf(t)).exp() };
+        let c = &self.coarse;
+        let (mut panels, mut t, mut wf) = (Vec::new(), Vec::new(), Vec::new());
+        let mut nodes = Vec::with_capacity(15);
+        for (i, &(a, b)) in c.panels.iter().enumerate() {
+            // (d/dt) ln F_tok at a, by a forward difference (a bound on the bend, not a value
+            // the result reads).
+            let h = 1e-4 * (b - a).max(1e-9);
+            let slope = (p * (token.ln_cdf(a + h) - token.ln_cdf(a)) / h).abs();
+            let width = POINT_MAX_PANEL_PER_SCALE / slope.max(1e-300);
+            let n = ((b - a) / width).ceil().clamp(1.0, POINT_MAX_SPLITS) as usize;
+            if n == 1 {
+                panels.push((a, b));
+                for (&x, &w) in c.t[15 * i..15 * i + 15].iter().zip(&c.wf[15 * i..15 * i + 15]) {
+                    t.push(x);
+                    wf.push(w * factor(x));
+                }
+                continue;
+            }
+            for k in 0..n {
+                let lo = if k == 0 { a } else { a + (b - a) * k as f64 / n as f64 };
+                let hi = if k + 1 == n { b } else { a + (b - a) * (k + 1) as f64 / n as f64 };
+                panels.push((lo, hi));
+                nodes.clear();
+                kronrod_nodes(lo, hi, &mut nodes);
+                for &(x, w) in &nodes {
+                    t.push(x);
+                    wf.push(w * self.density.at(x) * factor(x));
+                }
+            }
+        }
+        let made = Arc::new(TableCdf::new(&panels, &t, &wf));
+        if let Ok(mut m) = self.point_max_cdfs.lock() {
+            if let Some((_, c)) = m.iter().find(|(k, _)| *k == (token, power)) {
+                return Arc::clone(c);
+            }
+            m.push(((token, power), Arc::clone(&made)));
+        }
+        made
     }
 
     /// The Gauss rule that integrates the needle's survival for `laws` as the whole table does,
@@ -851,6 +987,8 @@ impl Analytic {
             needle_choices: Default::default(),
             max_choices: Default::default(),
             max_table_parts: Default::default(),
+            point_max_cdfs: Default::default(),
+            sharp_max_choices: Default::default(),
         })
     }
 
@@ -871,6 +1009,9 @@ impl Analytic {
             return rule.integrate(laws);
         }
         if let Some(p) = table.needle_side(laws) {
+            return p;
+        }
+        if let Some(p) = table.sharp_max_side(laws) {
             return p;
         }
         if !table.refined {
@@ -1606,6 +1747,104 @@ mod tests {
             );
         }
         assert!(used * 2 > rows, "a max-pooled rule on {used} of {rows} rows");
+    }
+
+    /// A max-pooled needle across pages is one entry pooling all its pages' tokens (the laws'
+    /// product is one law): the same recall and layer-count pmf as the pages integrated as
+    /// separate groups, to 1e-9 (the engine's 1e-6 three orders over), at needles of one to
+    /// forty tokens starting anywhere in a page, with and without a shared component.
+    #[test]
+    fn a_needle_across_pages_is_one_max_pooled_entry() {
+        let mut several = 0;
+        for (needle_tokens, depth, corr, sd, hard) in [
+            (16, 0.5, 0.0, 1.0, 0.0),
+            (16, 0.3137, 0.4, 0.5, 0.0),
+            (9, 0.77, 0.9, 1.0, 0.001),
+            (40, 0.1, 0.2, 2.0, 0.0),
+            (2, 0.5, 0.0, 1.0, 0.0),
+            (17, 0.9, 0.99, 1.0, 0.0),
+        ] {
+            for l in [4000u64, 8191, 20011] {
+                let s = Scenario {
+                    context_len: l,
+                    index_topk: 16,
+                    needle_tokens,
+                    depth,
+                    layer_corr: corr,
+                    needle_sd: sd,
+                    hard_negatives: hard,
+                    dprime: 2.5,
+                    ..Scenario::preset("quest-16").unwrap()
+                };
+                s.validate().unwrap();
+                let merged = Analytic::new(&s).unwrap();
+                assert_eq!(merged.model.needle_groups.len(), 1);
+                let pages = merged.clone().grouped_by_entry_kind();
+                several += (pages.model.needle_groups.len() > 1) as u32;
+                let (a, b) = (merged.recall(), pages.recall());
+                assert!((a - b).abs() <= 1e-9, "{needle_tokens} tokens at {depth} of {l}: {a} against {b}");
+                for (x, y) in merged.layer_count_pmf().iter().zip(pages.layer_count_pmf()) {
+                    assert!((x - y).abs() <= 1e-9, "{needle_tokens} tokens at {depth} of {l}: pmf");
+                }
+            }
+        }
+        // The comparison is between different groupings on most cases, not one path with itself.
+        assert!(several >= 10, "{several}");
+    }
+
+    /// A max-pooled needle too sharp for a rule of T_j's table (layer_corr near 1) or a point
+    /// mass given z (layer_corr 1, or needle_sd 0 with a shared component): P(rank ≤ j | z)
+    /// integrated over the needle's law is the whole table's sum (a jump panel integrated
+    /// adaptively), to 1e-12; across needles spanning one and two pages, hard negatives, Gumbel
+    /// tokens, and needle means anywhere in T_j's support. And it is what those rows ran on.
+    #[test]
+    fn sharp_max_pooled_needles_agree_with_the_whole_table() {
+        let (mut used, mut rows) = (0, 0);
+        for (ctx, k, corr, sd, dprime, needle_tokens, hard, distractor) in [
+            (10000, 4, 1.0, 1.0, 3.0, 16, 0.0, Distractor::Normal),
+            (10000, 16, 1.0, 0.5, 2.0, 9, 0.0, Distractor::Normal),
+            (32000, 64, 0.6, 0.0, 2.5, 16, 0.0, Distractor::Normal),
+            (8000, 8, 1.0, 1.0, 3.5, 20, 0.002, Distractor::Normal),
+            (16000, 32, 1.0, 1.0, 4.0, 5, 0.0, Distractor::Gumbel),
+            (4000, 3, 1.0, 2.0, 1.0, 1, 0.0, Distractor::Normal),
+            (64000, 64, 0.999, 1.0, 3.0, 16, 0.0, Distractor::Normal),
+            (16000, 64, 0.9995, 1.0, 2.5, 17, 0.001, Distractor::Normal),
+            (8000, 16, 0.998, 1.5, 2.0, 2, 0.0, Distractor::Gumbel),
+            (32000, 8, 0.9999, 1.0, 4.0, 40, 0.0, Distractor::Normal),
+        ] {
+            let s = Scenario {
+                context_len: ctx,
+                index_topk: k,
+                layer_corr: corr,
+                needle_sd: sd,
+                dprime,
+                needle_tokens,
+                hard_negatives: hard,
+                distractor,
+                ..Scenario::preset("quest-16").unwrap()
+            };
+            s.validate().unwrap();
+            let a = Analytic::new(&s).unwrap();
+            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+            let table = p.table.as_ref().unwrap();
+            let mut laws = Vec::new();
+            a.needle_laws(Some(0.0), &mut laws);
+            assert!(matches!(laws[..], [(EntryLaw::Max { .. }, _)]), "{laws:?}");
+            used += (table.rule_for(&laws).is_none() && table.sharp_max_side(&laws).is_some()) as u32;
+            rows += 1;
+            let (r, pmf) = (a.recall(), a.layer_count_pmf());
+            NO_RULES.with(|c| c.set(true));
+            let (r0, pmf0) = (a.recall(), a.layer_count_pmf());
+            NO_RULES.with(|c| c.set(false));
+            assert!((r - r0).abs() <= 1e-12, "{ctx} k {k} corr {corr} sd {sd} tokens {needle_tokens}: {r} vs {r0}");
+            assert!(
+                pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12),
+                "{ctx} k {k} corr {corr} sd {sd}: layer-count pmf"
+            );
+            // Not a value at the ends, where any path gives 0 or 1.
+            assert!(r > 1e-6 && r < 1.0 - 1e-6, "{ctx} k {k}: recall {r}");
+        }
+        assert_eq!(used, rows, "the needle's side on {used} of {rows} rows");
     }
 
     /// The max-pooled rule with its kept distractor parts is the rule on `needle_sf`, bit for
