@@ -74,30 +74,6 @@ pub struct NumbersAt {
     pub topk: NumbersTopk,
 }
 
-impl NumbersAt {
-    /// The header of the numbers in text: `at context_len L (…)[, index_topk k (…)]`.
-    pub fn describe(self, v: &crate::verdict::Verdict) -> String {
-        let mut s = format!(
-            "at context_len {} ({})",
-            v.context_len,
-            match self.length {
-                NumbersLength::Given => "as the scenario gives it",
-                NumbersLength::LongestMeasured => "the longest measured; --context-len sets another",
-            }
-        );
-        if self.topk == NumbersTopk::EveryRows {
-            s.push_str(&format!(", index_topk {} (every row's; --index-topk sets another)", v.index_topk));
-        }
-        s
-    }
-
-    /// Adds `numbers_length` and `numbers_topk` to a verdict's JSON.
-    pub fn annotate(self, j: &mut serde_json::Value) {
-        j["numbers_length"] = serde_json::json!(self.length);
-        j["numbers_topk"] = serde_json::json!(self.topk);
-    }
-}
-
 /// What the user gave of the scenario fields the numbers on a table depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GivenFields {

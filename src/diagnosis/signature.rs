@@ -55,15 +55,6 @@ impl Signature {
             | Hypothesis::ReadDecline => return None,
         })
     }
-    /// The text line of a signature with its explanation (`explanation`, which may name the
-    /// table's columns) and what to check: `- name: explanation. Check: ….`
-    pub fn line(self, explanation: &str) -> String {
-        format!("- {}: {explanation}. Check: {}.", self.name(), self.check())
-    }
-    /// The JSON object of a signature: `{"name", "explanation", "check"}`.
-    pub fn json(self, explanation: &str) -> serde_json::Value {
-        serde_json::json!({"name": self.name(), "explanation": explanation, "check": self.check()})
-    }
     /// The JSON name.
     pub fn name(self) -> &'static str {
         match self {

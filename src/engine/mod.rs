@@ -252,13 +252,6 @@ impl RankQuantiles {
     pub fn get(&self, p: f64) -> Option<u64> {
         self.pairs().iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
     }
-
-    /// A JSON object keyed by level ("0.05", "0.5", …); `null` where never reached.
-    pub fn to_json(&self) -> serde_json::Value {
-        let map: serde_json::Map<String, serde_json::Value> =
-            self.pairs().iter().map(|(p, v)| (format!("{p}"), serde_json::json!(v))).collect();
-        serde_json::Value::Object(map)
-    }
 }
 
 /// The needle's rank distribution in one layer.

@@ -3,5 +3,8 @@
 //! reads is built here.
 
 pub mod calibrate;
+pub mod estimate;
+pub mod import;
 pub mod plan;
+pub mod probe;
 pub mod verdict;

@@ -6,7 +6,9 @@
 
 use super::calibrate::{hypotheses_json, hypotheses_text};
 use crate::calibrate::report::CalibrationReport;
-use crate::diagnosis::{conditions, rule, CalibratedCall, Diagnosis, FitSignatures, Signature};
+use crate::diagnosis::{
+    conditions, rule, CalibratedCall, Diagnosis, FitSignatures, NumbersAt, NumbersLength, NumbersTopk, Signature,
+};
 use crate::measured::Dataset;
 use crate::scenario::Scenario;
 use crate::verdict::{CalibratedVerdict, Call, Range, Verdict, DPRIME_SEARCH, NOISE_CAP};
@@ -469,4 +471,40 @@ pub fn calibrated_report_text(report: &CalibrationReport, c: &CalibratedCall, da
     }
     text.push_str(&calibrated_text(c));
     text
+}
+
+impl NumbersAt {
+    /// The header of the numbers in text: `at context_len L (…)[, index_topk k (…)]`.
+    pub fn describe(self, v: &Verdict) -> String {
+        let mut s = format!(
+            "at context_len {} ({})",
+            v.context_len,
+            match self.length {
+                NumbersLength::Given => "as the scenario gives it",
+                NumbersLength::LongestMeasured => "the longest measured; --context-len sets another",
+            }
+        );
+        if self.topk == NumbersTopk::EveryRows {
+            s.push_str(&format!(", index_topk {} (every row's; --index-topk sets another)", v.index_topk));
+        }
+        s
+    }
+
+    /// Adds `numbers_length` and `numbers_topk` to a verdict's JSON.
+    pub fn annotate(self, j: &mut serde_json::Value) {
+        j["numbers_length"] = serde_json::json!(self.length);
+        j["numbers_topk"] = serde_json::json!(self.topk);
+    }
+}
+
+impl Signature {
+    /// The text line of a signature with its explanation (`explanation`, which may name the
+    /// table's columns) and what to check: `- name: explanation. Check: ….`
+    pub fn line(self, explanation: &str) -> String {
+        format!("- {}: {explanation}. Check: {}.", self.name(), self.check())
+    }
+    /// The JSON object of a signature: `{"name", "explanation", "check"}`.
+    pub fn json(self, explanation: &str) -> serde_json::Value {
+        serde_json::json!({"name": self.name(), "explanation": explanation, "check": self.check()})
+    }
 }

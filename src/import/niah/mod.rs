@@ -150,7 +150,7 @@ pub struct Import {
 const SKIPS_SHOWN: usize = 5;
 
 /// One aggregated cell.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Cell {
     /// Context length.
     pub context_len: u64,
@@ -657,38 +657,36 @@ impl Import {
         out
     }
 
-    /// `--json`: format, cells (summed over needles per (context_len, depth)), the cells per
-    /// needle, files.
-    pub fn json(&self) -> serde_json::Value {
-        use serde_json::json;
+    /// Trials and hits per (context_len, depth), summed over needles, in that order.
+    pub fn by_cell(&self) -> Vec<CellTotal> {
         let mut by: BTreeMap<(u64, Option<u64>), (u64, u64)> = BTreeMap::new();
         for c in &self.cells {
             let e = by.entry((c.context_len, c.depth.map(f64::to_bits))).or_default();
             e.0 += c.trials;
             e.1 += c.hits;
         }
-        let cells: Vec<_> = by
-            .iter()
-            .map(|(&(l, d), &(t, h))| json!({"context_len": l, "depth": d.map(f64::from_bits), "trials": t, "hits": h}))
-            .collect();
-        let by_needle: Vec<_> = self
-            .cells
-            .iter()
-            .map(|c| json!({"context_len": c.context_len, "depth": c.depth, "needle": c.needle, "trials": c.trials, "hits": c.hits}))
-            .collect();
-        let files: serde_json::Map<String, serde_json::Value> =
-            self.files.iter().map(|(f, v)| (f.name().to_string(), json!(v.len()))).collect();
-        json!({
-            "format": self.format_name(),
-            "cells": cells,
-            "by_needle": by_needle,
-            "files": files,
-            "skipped_files": self.skipped,
-            "notes": self.notes,
-            "index_topk": self.options.index_topk,
-            "min_score": self.options.min_score,
-        })
+        by.iter()
+            .map(|(&(context_len, d), &(trials, hits))| CellTotal {
+                context_len,
+                depth: d.map(f64::from_bits),
+                trials,
+                hits,
+            })
+            .collect()
     }
+}
+
+/// One (context_len, depth) summed over needles: [`Import::by_cell`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CellTotal {
+    /// Context length.
+    pub context_len: u64,
+    /// Depth, if the results have one.
+    pub depth: Option<f64>,
+    /// Trials.
+    pub trials: u64,
+    /// Hits.
+    pub hits: u64,
 }
 
 #[cfg(test)]

@@ -488,10 +488,8 @@ impl Import {
         Some((p_bar, kappa))
     }
 
-    /// `--json`: requests, by_context, layers (rates with Wilson 95% intervals), per-request
-    /// fractions, agreement, files, warnings.
-    pub fn json(&self) -> serde_json::Value {
-        use serde_json::json;
+    /// Trials and selections per (context_len, layer), in that order.
+    pub fn by_context(&self) -> Vec<ContextLayer> {
         let mut by_ctx: BTreeMap<(u64, usize), (u64, u64)> = BTreeMap::new();
         for s in &self.selections {
             for (l, &hit) in s.selected.iter().enumerate() {
@@ -500,89 +498,84 @@ impl Import {
                 e.1 += u64::from(hit);
             }
         }
-        let by_context: Vec<_> = by_ctx
+        by_ctx
             .iter()
-            .map(|(&(l, layer), &(t, sel))| json!({"context_len": l, "layer": layer, "trials": t, "selected": sel}))
-            .collect();
-        let layers: Vec<_> = self
-            .per_layer()
+            .map(|(&(context_len, layer), &(trials, selected))| ContextLayer { context_len, layer, trials, selected })
+            .collect()
+    }
+
+    /// Each layer's selection rate with its Wilson 95% interval.
+    pub fn layer_rates(&self) -> Vec<LayerRate> {
+        self.per_layer()
             .iter()
             .enumerate()
-            .map(|(l, &(sel, t))| {
-                let (lo, hi) = crate::stats::wilson(sel, t, crate::stats::Z95);
-                json!({"layer": l, "trials": t, "selected": sel, "rate": if t > 0 { sel as f64 / t as f64 } else { 0.0 }, "ci_low": lo, "ci_high": hi})
+            .map(|(layer, &(selected, trials))| {
+                let (ci_low, ci_high) = crate::stats::wilson(selected, trials, crate::stats::Z95);
+                let rate = if trials > 0 { selected as f64 / trials as f64 } else { 0.0 };
+                LayerRate { layer, trials, selected, rate, ci_low, ci_high }
             })
-            .collect();
-        let per_request: Vec<_> = self
-            .selections
+            .collect()
+    }
+
+    /// Each request's fraction of layers that selected the needle, in manifest order.
+    pub fn per_request(&self) -> Vec<RequestFraction> {
+        self.selections
             .iter()
             .map(|s| {
                 let a = s.selected.iter().filter(|&&x| x).count();
-                json!({"request": s.name, "context_len": s.line.context_len, "depth": s.line.depth(),
-                       "layers_selected": a, "fraction": a as f64 / s.selected.len().max(1) as f64})
+                RequestFraction {
+                    request: s.name.clone(),
+                    context_len: s.line.context_len,
+                    depth: s.line.depth(),
+                    layers_selected: a,
+                    fraction: a as f64 / s.selected.len().max(1) as f64,
+                }
             })
-            .collect();
-        let agreement = match self.agreement() {
-            Some((p, k)) => json!({"mean_pairwise": p, "fleiss_kappa": k}),
-            None => json!({"mean_pairwise": null, "fleiss_kappa": null}),
-        };
-        let files: Vec<_> = self
-            .files
-            .iter()
-            .map(|(f, i)| json!({"file": f, "layout": i.layout.name(), "captures": i.rows.len(), "rows": i.rows}))
-            .collect();
-        json!({
-            "manifest": self.manifest,
-            "requests": self.selections.len(),
-            "index_topk": self.options.index_topk,
-            "compress_ratio": self.options.compress_ratio,
-            "overlap": self.options.overlap,
-            "by_context": by_context,
-            "layers": layers,
-            "per_request": per_request,
-            "agreement": agreement,
-            "files": files,
-            "warnings": self.warnings,
-        })
+            .collect()
     }
+}
 
-    /// The human summary.
-    pub fn text(&self) -> String {
-        use std::fmt::Write as _;
-        let mut t = String::new();
-        let _ = writeln!(
-            t,
-            "{} needle queries from {} file(s); {} layers, index_topk {}, compress_ratio {}{}",
-            self.selections.len(),
-            self.files.len(),
-            self.options.layers,
-            self.options.index_topk,
-            self.options.compress_ratio,
-            if self.options.overlap { " with overlap" } else { "" }
-        );
-        let _ = writeln!(t, "layer  selected/trials  rate    95% CI");
-        for (l, &(sel, n)) in self.per_layer().iter().enumerate() {
-            let (lo, hi) = crate::stats::wilson(sel, n, crate::stats::Z95);
-            let _ = writeln!(
-                t,
-                "{l:>5}  {:>15}  {:.4}  [{lo:.4}, {hi:.4}]",
-                format!("{sel}/{n}"),
-                sel as f64 / n.max(1) as f64
-            );
-        }
-        match self.agreement() {
-            Some((p, Some(k))) => {
-                let _ = writeln!(t, "cross-layer agreement: mean pairwise {p:.4}, Fleiss' kappa {k:.4}");
-            }
-            Some((p, None)) => {
-                let _ =
-                    writeln!(t, "cross-layer agreement: mean pairwise {p:.4} (every call the same: kappa undefined)");
-            }
-            None => {}
-        }
-        for w in &self.warnings {
-            let _ = writeln!(t, "note: {w}");
-        }
-        t
-    }
+/// Trials and selections of one (context_len, layer): [`Import::by_context`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ContextLayer {
+    /// The requests' context length.
+    pub context_len: u64,
+    /// The indexer layer.
+    pub layer: usize,
+    /// Requests of that length.
+    pub trials: u64,
+    /// Of them, the ones whose selection pooled the needle.
+    pub selected: u64,
+}
+
+/// One layer's selection rate: [`Import::layer_rates`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LayerRate {
+    /// The indexer layer.
+    pub layer: usize,
+    /// Requests.
+    pub trials: u64,
+    /// Requests whose selection pooled the needle.
+    pub selected: u64,
+    /// selected / trials (0 without trials).
+    pub rate: f64,
+    /// Wilson 95% interval, low end.
+    pub ci_low: f64,
+    /// Wilson 95% interval, high end.
+    pub ci_high: f64,
+}
+
+/// One request's fraction of selecting layers: [`Import::per_request`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RequestFraction {
+    /// The request's (unique) name.
+    pub request: String,
+    /// Its context length.
+    pub context_len: u64,
+    /// The needle's depth.
+    pub depth: f64,
+    /// Layers that selected the needle.
+    pub layers_selected: usize,
+    /// layers_selected / layers.
+    pub fraction: f64,
 }
