@@ -1066,7 +1066,7 @@ impl Analytic {
     }
 
     /// P(needle attended by enough selecting layers for the readout).
-    pub fn p_attended(&self) -> f64 {
+    pub(crate) fn p_attended(&self) -> f64 {
         if self.geometry.always_attended {
             return 1.0;
         }
@@ -1136,7 +1136,7 @@ impl Analytic {
     /// evaluate once. Exact: the evaluation reads nothing the key leaves out (an entry's index
     /// is not read, only its pool and needle tokens), and f64s are compared by their bits
     /// ([`crate::scores::key`]).
-    pub fn evaluation_key(&self) -> String {
+    pub(crate) fn evaluation_key(&self) -> String {
         let mut key = String::with_capacity(512);
         self.model.put_key_without_index(&mut key);
         let g = &self.geometry;
@@ -1393,7 +1393,7 @@ pub fn recall(s: &Scenario) -> Result<f64, NotExact> {
 }
 
 /// Exact P(needle rank ≤ j) in one layer, or why it has none.
-pub fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
+pub(crate) fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
     Ok(Analytic::new(s)?.rank_cdf(j))
 }
 

@@ -8,12 +8,16 @@
 
 pub mod analytic;
 pub mod binomial;
-pub mod gauss_rule;
+pub(crate) mod gauss_rule;
 pub mod montecarlo;
 pub(crate) mod recall_model;
-pub mod table_cdf;
+pub(crate) mod table_cdf;
 
-pub use recall_model::{with_noise, with_topk, EngineModel, FnModel, KCurve, NoiseCurve, RecallModel};
+pub use recall_model::with_noise;
+pub use recall_model::EngineModel;
+pub use recall_model::FnModel;
+pub use recall_model::RecallModel;
+pub(crate) use recall_model::{with_topk, KCurve, NoiseCurve};
 
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Model, Scenario, ScenarioError};
@@ -87,7 +91,7 @@ impl fmt::Display for EngineUsed {
 
 /// How a scenario is evaluated under an engine choice (see [`route`]).
 #[derive(Debug, Clone)]
-pub enum Route {
+pub(crate) enum Route {
     /// Exact quadrature, prepared.
     Analytic(Box<Analytic>),
     /// Monte Carlo.
@@ -104,7 +108,7 @@ const VECTOR_NOT_EXACT: &str = "model = vector: the lightning-indexer model is s
 /// analytic engine where it is exact (never for the vector model), and where it is not, Monte
 /// Carlo under `auto` or an error under `analytic`. [`estimate`], [`check`] and
 /// [`EngineModel`] all decide through it.
-pub fn route(s: &Scenario, choice: EngineChoice) -> Result<Route, EngineError> {
+pub(crate) fn route(s: &Scenario, choice: EngineChoice) -> Result<Route, EngineError> {
     let why = match choice {
         EngineChoice::MonteCarlo => return Ok(Route::MonteCarlo { not_exact: None }),
         _ if s.model == Model::Vector => VECTOR_NOT_EXACT.to_string(),
@@ -127,14 +131,14 @@ pub const MAX_TRIALS: u64 = 1_000_000_000_000;
 pub const MAX_THREADS: usize = 1024;
 
 /// Default Monte Carlo trials for the scalar model (exact sampling: milliseconds).
-pub const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
+pub(crate) const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
 /// Default Monte Carlo trials for the vector model (every key drawn: ~20 ms a trial at 128K).
-pub const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
+pub(crate) const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
 /// Default Monte Carlo trials per model evaluation of a fit (hundreds of evaluations).
 pub const DEFAULT_FIT_TRIALS: u64 = 4_000;
 
 /// The default Monte Carlo trials of a scenario's model.
-pub fn default_trials(model: Model) -> u64 {
+pub(crate) fn default_trials(model: Model) -> u64 {
     match model {
         Model::Scalar => DEFAULT_TRIALS_SCALAR,
         Model::Vector => DEFAULT_TRIALS_VECTOR,
@@ -142,7 +146,7 @@ pub fn default_trials(model: Model) -> u64 {
 }
 
 /// Checks a worker-thread count: 1..=[`MAX_THREADS`] (`None`: the default pool).
-pub fn check_threads(threads: Option<usize>) -> Result<(), EngineError> {
+pub(crate) fn check_threads(threads: Option<usize>) -> Result<(), EngineError> {
     match threads {
         Some(n) if n == 0 || n > MAX_THREADS => Err(EngineError::Threads(n)),
         _ => Ok(()),
@@ -151,7 +155,7 @@ pub fn check_threads(threads: Option<usize>) -> Result<(), EngineError> {
 
 /// Runs `f` on a pool of `threads` workers (`None`: the default pool, all cores). Results never
 /// depend on the count; only the time does.
-pub fn in_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, EngineError> {
+pub(crate) fn in_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, EngineError> {
     check_threads(threads)?;
     match threads {
         None => Ok(f()),
@@ -197,7 +201,7 @@ impl Default for RunOptions {
 
 impl RunOptions {
     /// The trials a Monte Carlo run of `s` draws under these options.
-    pub fn trials_for(&self, s: &Scenario) -> u64 {
+    pub(crate) fn trials_for(&self, s: &Scenario) -> u64 {
         if self.trials_by_model {
             default_trials(s.model)
         } else {
@@ -209,10 +213,10 @@ impl RunOptions {
 /// Most work units a scalar Monte Carlo run may take (token scores drawn, or needle-entry
 /// draws, each counted as 4 units): about two minutes on two cores at this machine's
 /// 5·10^8 scores/s. A larger run is refused before it starts, naming the trials that would fit.
-pub const MAX_WORK_UNITS: u64 = 1 << 36;
+pub(crate) const MAX_WORK_UNITS: u64 = 1 << 36;
 /// The vector model's bound on trials × tokens × head_dim × layers (key components drawn,
 /// about 1 ns each on two cores: some ten minutes).
-pub const MAX_VECTOR_WORK_UNITS: u64 = 1 << 40;
+pub(crate) const MAX_VECTOR_WORK_UNITS: u64 = 1 << 40;
 
 /// The seed used when none is given.
 pub const DEFAULT_SEED: u64 = 20_251_201;
@@ -234,10 +238,10 @@ pub struct RankQuantiles {
 
 impl RankQuantiles {
     /// The levels p, in the order of the fields.
-    pub const LEVELS: [f64; 4] = [0.05, 0.5, 0.9, 0.95];
+    pub(crate) const LEVELS: [f64; 4] = [0.05, 0.5, 0.9, 0.95];
 
     /// The quantiles from a quantile function, evaluated at each level in order.
-    pub fn from_fn(mut quantile: impl FnMut(f64) -> Option<u64>) -> RankQuantiles {
+    pub(crate) fn from_fn(mut quantile: impl FnMut(f64) -> Option<u64>) -> RankQuantiles {
         let [a, b, c, d] = Self::LEVELS;
         RankQuantiles { p05: quantile(a), p50: quantile(b), p90: quantile(c), p95: quantile(d) }
     }
@@ -249,12 +253,12 @@ impl RankQuantiles {
     }
 
     /// The quantile at level `p` (one of [`RankQuantiles::LEVELS`]).
-    pub fn get(&self, p: f64) -> Option<u64> {
+    pub(crate) fn get(&self, p: f64) -> Option<u64> {
         self.pairs().iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
     }
 
     /// A JSON object keyed by level ("0.05", "0.5", …); `null` where never reached.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let map: serde_json::Map<String, serde_json::Value> =
             self.pairs().iter().map(|(p, v)| (format!("{p}"), serde_json::json!(v))).collect();
         serde_json::Value::Object(map)
@@ -454,7 +458,7 @@ fn monte_carlo(
 /// scenario validates, the analytic engine applies when it alone was requested, and a Monte
 /// Carlo run has trials and is within [`montecarlo::MAX_MATERIALISED_CANDIDATES`]. Sweeps call
 /// it on every point before they start, so a refusal never leaves a partial file behind.
-pub fn check(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
+pub(crate) fn check(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
     s.validate()?;
     match route(s, opts.engine)? {
         Route::Analytic(_) => Ok(()),
@@ -469,13 +473,17 @@ pub fn estimate(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError
 
 /// [`estimate`], reporting the progress of Monte Carlo trials to `progress` (an analytic
 /// evaluation reports nothing).
-pub fn estimate_observed(s: &Scenario, opts: &RunOptions, progress: &dyn Progress) -> Result<Estimate, EngineError> {
+pub(crate) fn estimate_observed(
+    s: &Scenario,
+    opts: &RunOptions,
+    progress: &dyn Progress,
+) -> Result<Estimate, EngineError> {
     evaluate(s, opts, true, progress)
 }
 
 /// Recall with its interval only (the rank summary is left empty): the cheap call for sweeps
 /// and fits.
-pub fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError> {
+pub(crate) fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError> {
     evaluate(s, opts, false, &Silent)
 }
 

@@ -34,11 +34,13 @@ mod error;
 mod scale;
 pub mod text;
 
-pub use block::BlockScaled;
-pub use element::ElementFormat;
-pub use error::{FormatError, BLOCK_ELEMENT_NAMES, FORMAT_NAMES, SCALE_NAMES};
-pub use scale::ScaleKind;
-pub use simd::{cap_simd_level, simd_level, SimdLevel};
+pub(crate) use block::BlockScaled;
+pub(crate) use element::ElementFormat;
+pub(crate) use error::{FormatError, BLOCK_ELEMENT_NAMES, FORMAT_NAMES, SCALE_NAMES};
+pub(crate) use scale::ScaleKind;
+pub use simd::cap_simd_level;
+pub use simd::simd_level;
+pub use simd::SimdLevel;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -63,7 +65,7 @@ impl Format {
     /// block and scale (32/e8m0 and 16/e4m3). A scale or floor needs a block; bf16, fp16 and
     /// fp32 take no block. Each violation is a [`FormatError`] naming the value and what is
     /// allowed.
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         name: &str,
         block: Option<usize>,
         scale: Option<ScaleKind>,
@@ -149,7 +151,7 @@ impl Format {
     }
 
     /// Storage bits per value, block scales included (32 for fp32).
-    pub fn bits_per_value(&self) -> f64 {
+    pub(crate) fn bits_per_value(&self) -> f64 {
         match self {
             Format::F32 => 32.0,
             Format::Element(e) => e.bits() as f64,

@@ -10,7 +10,7 @@
 use std::fmt;
 
 /// Most devices one `--device` names (more than a host holds).
-pub const MAX_DEVICES: usize = 16;
+pub(crate) const MAX_DEVICES: usize = 16;
 
 /// The vector model's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,7 +32,7 @@ pub struct Ordinals {
 
 impl Ordinals {
     /// The ordinals, in order.
-    pub fn as_slice(&self) -> &[u16] {
+    pub(crate) fn as_slice(&self) -> &[u16] {
         &self.list[..self.len as usize]
     }
 }
@@ -101,7 +101,7 @@ impl fmt::Display for Device {
 
 impl Device {
     /// Whether the vector model's trials run on the CPU.
-    pub fn is_cpu(&self) -> bool {
+    pub(crate) fn is_cpu(&self) -> bool {
         *self == Device::Cpu
     }
 

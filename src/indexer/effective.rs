@@ -143,7 +143,7 @@ pub struct EffectiveParams {
 impl EffectiveParams {
     /// The scalar scenario these parameters stand for: the same geometry, `pooling = none`,
     /// normal distractors, this dprime and needle_sd, no score noise.
-    pub fn scalar_scenario(&self, s: &Scenario) -> Scenario {
+    pub(crate) fn scalar_scenario(&self, s: &Scenario) -> Scenario {
         Scenario {
             model: Model::Scalar,
             pooling: Pooling::None,
@@ -246,7 +246,7 @@ fn mean_sd(xs: &[f64]) -> (f64, f64) {
 }
 
 /// The formats `dsa-sim formats` compares by default.
-pub fn default_formats() -> Vec<Format> {
+pub(crate) fn default_formats() -> Vec<Format> {
     [
         "fp32",
         "bf16",

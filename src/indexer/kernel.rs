@@ -12,10 +12,10 @@
 //! bit-identical scores, so results do not depend on the CPU's instruction set.
 
 /// Heads per register group (4 × 16 lanes).
-pub const GROUP: usize = 64;
+pub(crate) const GROUP: usize = 64;
 
 /// Pads a head count to a multiple of [`GROUP`].
-pub fn padded_heads(heads: usize) -> usize {
+pub(crate) fn padded_heads(heads: usize) -> usize {
     heads.div_ceil(GROUP) * GROUP
 }
 
@@ -125,7 +125,7 @@ mod avx512_impl {
     const R: usize = 6;
 
     #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn score(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
+    pub(crate) unsafe fn score(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
         let n = out.len();
         let mut i = 0;
         while i + R <= n {

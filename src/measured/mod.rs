@@ -59,7 +59,7 @@ mod records;
 mod selections;
 
 pub use parse::parse_csv;
-pub use selections::{MAX_LAYERS as MAX_SELECTION_LAYERS, SELECTION_COLUMNS};
+pub(crate) use selections::{MAX_LAYERS as MAX_SELECTION_LAYERS, SELECTION_COLUMNS};
 
 use crate::scenario::{Field, Scenario, ScenarioError};
 use std::collections::HashMap;
@@ -67,9 +67,9 @@ use std::fmt;
 use std::path::Path;
 
 /// The columns a table must have.
-pub const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTopk.name(), "trials", "hits"];
+pub(crate) const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTopk.name(), "trials", "hits"];
 /// The columns a table may have; each overrides the base scenario for its row.
-pub const OPTIONAL_COLUMNS: &[&str] = &[
+pub(crate) const OPTIONAL_COLUMNS: &[&str] = &[
     Field::Depth.name(),
     Field::Repeat.name(),
     Field::CompressRatio.name(),
@@ -82,11 +82,11 @@ pub const OPTIONAL_COLUMNS: &[&str] = &[
 /// writes `needle`): a row with one is a cluster of correlated trials, and calibration fits a
 /// needle-level overdispersion for such rows (a beta-binomial per row) instead of treating
 /// every trial as independent (docs/model.md#overdispersion).
-pub const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
+pub(crate) const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
 
 /// Columns computed from a row's counts or from a fit (`calibrate`'s row output): a table read
 /// back from it ignores them (as conditions they would predict the counts they come from).
-pub const DERIVED_COLUMNS: &[&str] = &["observed", "fitted", "pearson_residual", "deviance_residual"];
+pub(crate) const DERIVED_COLUMNS: &[&str] = &["observed", "fitted", "pearson_residual", "deviance_residual"];
 
 /// A table that could not be loaded: one line naming the file, row, column and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -209,7 +209,7 @@ pub struct Observation {
 /// key leaves out the needle and the conditions, which the model does not see: rows that differ
 /// only in them are evaluated once, each with its own counts in the likelihood.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RowKey {
+pub(crate) struct RowKey {
     context_len: u64,
     index_topk: u64,
     depth_bits: Option<u64>,
@@ -261,7 +261,7 @@ impl Observation {
     }
 
     /// The row's scenario overrides (everything [`Observation::apply`] substitutes).
-    pub fn key(&self) -> RowKey {
+    pub(crate) fn key(&self) -> RowKey {
         RowKey {
             context_len: self.context_len,
             index_topk: self.index_topk,
@@ -321,12 +321,12 @@ pub struct Groups {
 
 impl Groups {
     /// Number of distinct groups.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.first_row.len()
     }
 
     /// Whether there are no groups (no rows).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.first_row.is_empty()
     }
 }
@@ -356,7 +356,7 @@ impl Dataset {
     /// rows', then, with the verdict's numbers scenario `at`, its own k and its kernel maximum
     /// at its length. Given to `EngineModel::expecting_topks`, so that one replay serves the rows
     /// of a length at every k.
-    pub fn topks_asked(&self, at: Option<&Scenario>) -> Vec<(u64, u64)> {
+    pub(crate) fn topks_asked(&self, at: Option<&Scenario>) -> Vec<(u64, u64)> {
         let numbers = at.into_iter().flat_map(|s| [(s.context_len, s.index_topk), (s.context_len, s.max_topk)]);
         self.rows.iter().map(|r| (r.context_len, r.index_topk)).chain(numbers).collect()
     }
@@ -377,19 +377,19 @@ impl Dataset {
     /// Whether some row carries a needle (or sample) id: its trials are one needle's, and
     /// calibration allows for needle-level overdispersion (selection data excepted: their
     /// requests are patterns, not trials of one needle).
-    pub fn has_needles(&self) -> bool {
+    pub(crate) fn has_needles(&self) -> bool {
         !self.is_selection() && self.rows.iter().any(|r| r.needle.is_some())
     }
 
     /// Whether the rows are selection data (`dsa-sim import topk`): their likelihood is that of
     /// the layers' patterns ([`Observation::layer_counts`]).
-    pub fn is_selection(&self) -> bool {
+    pub(crate) fn is_selection(&self) -> bool {
         self.rows.first().is_some_and(|r| r.layer_counts.is_some())
     }
 
     /// Whether the table sets `field` per row (context_len and index_topk always; an optional
     /// column when at least one row gives it).
-    pub fn has_column(&self, field: Field) -> bool {
+    pub(crate) fn has_column(&self, field: Field) -> bool {
         self.rows.iter().any(|r| match field {
             Field::Depth => r.depth.is_some(),
             Field::Repeat => r.repeat.is_some(),
@@ -402,7 +402,7 @@ impl Dataset {
     }
 
     /// The warning that must accompany any result computed from a transcribed table.
-    pub fn transcribed_warning(&self) -> Option<String> {
+    pub(crate) fn transcribed_warning(&self) -> Option<String> {
         self.transcribed.then(|| {
             format!(
                 "WARNING: {} is TRANSCRIBED from qualitative statements, not measured: its counts are illustrative, so fits, intervals and verdicts from it are illustrative too",
@@ -433,7 +433,7 @@ impl Dataset {
 
     /// Marks the table as transcribed when `note` says so (`transcribed`, `not measured`,
     /// `illustrative`).
-    pub fn mark_if_transcribed(&mut self, note: &str) {
+    pub(crate) fn mark_if_transcribed(&mut self, note: &str) {
         self.transcribed |= provenance::says_transcribed(note);
     }
 }
@@ -441,7 +441,7 @@ impl Dataset {
 /// Several tables as one (`verdict --data a.csv --data b.csv`): their rows in order, the union
 /// of their condition columns (a row that does not record one has "" there), their notes and
 /// provenance joined; transcribed if any is. Selection tables join only with selection tables.
-pub fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
+pub(crate) fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
     let mut it = tables.into_iter();
     let Some(first) = it.next() else { return Err(MeasuredError::Empty("no table given".into())) };
     let rest: Vec<Dataset> = it.collect();

@@ -26,11 +26,12 @@ mod file;
 mod folder;
 mod lock;
 
-pub use file::{check_regular_target, remove_stale_temporaries, temp_path, write_file_atomic};
-pub use folder::{
-    missing_ancestors, remove_empty_dirs, StageOptions, StagedDir, RESULT_MARKER, RESULT_MARKER_TEXT, STAGE_MARKER,
-};
-pub use lock::OutputLock;
+pub(crate) use file::{check_regular_target, remove_stale_temporaries, temp_path, write_file_atomic};
+pub use folder::StageOptions;
+pub use folder::StagedDir;
+pub use folder::RESULT_MARKER;
+pub(crate) use folder::{missing_ancestors, remove_empty_dirs, RESULT_MARKER_TEXT, STAGE_MARKER};
+pub(crate) use lock::OutputLock;
 
 use std::collections::HashMap;
 
@@ -130,7 +131,7 @@ impl crate::error::Classify for OutputError {
 impl OutputError {
     /// Whether the error is bad input (the output named by the user is refused), as opposed to
     /// a failure while writing.
-    pub fn is_input(&self) -> bool {
+    pub(crate) fn is_input(&self) -> bool {
         !matches!(self, OutputError::Write { .. })
     }
 
@@ -145,7 +146,7 @@ impl OutputError {
 
 /// Checks that no two outputs of a run share a name: `outputs` are (relative path, what writes
 /// it) pairs, in the order they would be written.
-pub fn check_collisions(outputs: impl IntoIterator<Item = (String, String)>) -> Result<(), OutputError> {
+pub(crate) fn check_collisions(outputs: impl IntoIterator<Item = (String, String)>) -> Result<(), OutputError> {
     let mut seen: HashMap<String, String> = HashMap::new();
     for (name, what) in outputs {
         if let Some(first) = seen.get(&name) {

@@ -84,7 +84,7 @@ pub enum TopkKernel {
 
 impl TopkKernel {
     /// The largest k the kernel supports (`None`: no kernel limit).
-    pub fn max_k(self) -> Option<u64> {
+    pub(crate) fn max_k(self) -> Option<u64> {
         match self {
             TopkKernel::Any => None,
             TopkKernel::SglangV1 => Some(1024),
@@ -102,7 +102,7 @@ impl TopkKernel {
     }
 
     /// The k values the kernel supports, in words.
-    pub fn supported_text(self) -> &'static str {
+    pub(crate) fn supported_text(self) -> &'static str {
         match self {
             TopkKernel::Any => "any k",
             TopkKernel::SglangV1 => "k = 512 or 1024",

@@ -28,7 +28,7 @@ impl Axis {
     }
 
     /// Builds an axis from a field name and a value specification (see [`Axis::parse`]).
-    pub fn from_spec(field: &str, spec: &str) -> Result<Axis, SweepError> {
+    pub(crate) fn from_spec(field: &str, spec: &str) -> Result<Axis, SweepError> {
         let field = canonical_field(field)?;
         let texts = parse_values(field, spec)?;
         Axis::from_texts(field, texts)
@@ -40,7 +40,7 @@ impl Axis {
     }
 
     /// Builds an axis of `field` from its values as text, parsing each as the field's type.
-    pub fn from_texts(field: Field, texts: Vec<String>) -> Result<Axis, SweepError> {
+    pub(crate) fn from_texts(field: Field, texts: Vec<String>) -> Result<Axis, SweepError> {
         if texts.is_empty() {
             return Err(SweepError::Input(format!("axis `{field}` has no values")));
         }
@@ -54,21 +54,21 @@ impl Axis {
     }
 
     /// The value at index `i` as a number (count and real fields).
-    pub fn number(&self, i: usize) -> Option<f64> {
+    pub(crate) fn number(&self, i: usize) -> Option<f64> {
         self.values.get(i).and_then(Value::as_f64)
     }
 }
 
 /// The scenario field named `field` (snake or kebab case), or an input error naming the known
 /// fields.
-pub fn canonical_field(field: &str) -> Result<Field, SweepError> {
+pub(crate) fn canonical_field(field: &str) -> Result<Field, SweepError> {
     Field::from_name(field).map_err(|_| {
         SweepError::Input(format!("unknown field `{}` (known fields: {})", field.trim(), field_names().join(", ")))
     })
 }
 
 /// Formats a number for a sweep value: at most 12 significant digits, shortest form.
-pub fn fmt_num(x: f64) -> String {
+pub(crate) fn fmt_num(x: f64) -> String {
     if x == 0.0 {
         return "0".to_string();
     }
@@ -93,7 +93,7 @@ fn parse_num(field: Field, text: &str, what: &str) -> Result<f64, SweepError> {
 }
 
 /// Expands a value specification into its values (ranges expanded, in the order written).
-pub fn parse_values(field: Field, spec: &str) -> Result<Vec<String>, SweepError> {
+pub(crate) fn parse_values(field: Field, spec: &str) -> Result<Vec<String>, SweepError> {
     let mut out = Vec::new();
     for item in spec.split(',') {
         let item = item.trim();
