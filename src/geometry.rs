@@ -195,7 +195,7 @@ impl Geometry {
 
     /// Tokens pooled by every distractor entry when all entries pool alike, else `None`
     /// (overlap with mean / max pooling: entry 0 pools c tokens, the others 2c).
-    pub(crate) fn uniform_pool_size(&self, s: &Scenario) -> Option<u64> {
+    pub fn uniform_pool_size(&self, s: &Scenario) -> Option<u64> {
         match (s.pooling, s.overlap) {
             (Pooling::None, _) => Some(1),
             (_, false) => Some(s.compress_ratio),

@@ -252,7 +252,7 @@ pub(crate) fn integrate_vec(
 }
 
 /// Nodes and weights of the n-point Gauss–Hermite rule for E[g(Z)], Z ~ N(0, 1): Σ w_i g(z_i).
-pub(crate) fn gauss_hermite(n: usize) -> (Vec<f64>, Vec<f64>) {
+pub fn gauss_hermite(n: usize) -> (Vec<f64>, Vec<f64>) {
     // Newton iteration on the orthonormal (physicists') Hermite recurrence, then rescaled to the
     // standard normal weight: z = √2·x, w = w_phys / √π.
     let mut x = vec![0.0; n];
@@ -298,7 +298,7 @@ pub(crate) fn gauss_hermite(n: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// The 64-point standard-normal Gauss–Hermite rule, computed once.
-pub(crate) fn gauss_hermite_64() -> &'static (Vec<f64>, Vec<f64>) {
+pub fn gauss_hermite_64() -> &'static (Vec<f64>, Vec<f64>) {
     static RULE: OnceLock<(Vec<f64>, Vec<f64>)> = OnceLock::new();
     RULE.get_or_init(|| gauss_hermite(64))
 }

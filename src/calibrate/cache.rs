@@ -38,6 +38,7 @@ impl<'a> CachedModel<'a> {
         self
     }
     /// (evaluations of the inner model, lookups).
+    #[cfg(test)]
     pub(crate) fn counts(&self) -> (u64, u64) {
         (self.evaluations.load(Ordering::Relaxed), self.lookups.load(Ordering::Relaxed))
     }

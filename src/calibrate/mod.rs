@@ -27,7 +27,7 @@ pub use likelihood::Problem;
 pub use predict::predict_grid;
 pub(crate) use predict::{parse_predict_specs, Prediction};
 pub use row_checks::row_checks;
-pub(crate) use row_checks::{JointFloor, RowCheck, RowChecks};
+pub(crate) use row_checks::{JointFloor, RowChecks};
 
 use crate::engine::{EngineError, RecallModel};
 use crate::scenario::{field_names, Field, Scenario, ScenarioError};

@@ -144,7 +144,7 @@ pub struct ErrorRates {
 impl ErrorRates {
     /// Whether the best competing defect, as fitted, would be found on this design more often
     /// than not (its mean evidence reaches τ).
-    pub(crate) fn defect_distinguishable(&self) -> bool {
+    pub fn defect_distinguishable(&self) -> bool {
         self.mean_evidence_under_defect.is_some_and(|e| e >= self.threshold)
     }
 

@@ -27,7 +27,7 @@ pub(crate) mod signature;
 pub use calibrated::fit_signatures;
 pub use calibrated::FitSignatures;
 pub(crate) use calibrated::{calibrated_call, CalibratedCall};
-pub(crate) use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
+pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
 pub use error_rates::ErrorRates;
 pub(crate) use signature::worse_than_random;
 pub use signature::Signature;

@@ -1392,11 +1392,6 @@ pub fn recall(s: &Scenario) -> Result<f64, NotExact> {
     Ok(Analytic::new(s)?.recall())
 }
 
-/// Exact P(needle rank ≤ j) in one layer, or why it has none.
-pub(crate) fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
-    Ok(Analytic::new(s)?.rank_cdf(j))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

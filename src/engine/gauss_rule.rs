@@ -24,6 +24,7 @@ pub(crate) struct GaussRule {
 impl GaussRule {
     /// The n-point Gauss rule of the measure Σ w δ(t) (positive weights), or `None` when the
     /// measure has fewer than about n points of support or the recurrence breaks down.
+    #[cfg(test)]
     pub(crate) fn of_measure(t: &[f64], w: &[f64], n: usize) -> Option<GaussRule> {
         Recurrence::new(t, w)?.rule(w, n)
     }

@@ -253,7 +253,7 @@ impl RankQuantiles {
     }
 
     /// The quantile at level `p` (one of [`RankQuantiles::LEVELS`]).
-    pub(crate) fn get(&self, p: f64) -> Option<u64> {
+    pub fn get(&self, p: f64) -> Option<u64> {
         self.pairs().iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
     }
 

@@ -44,7 +44,6 @@ mod shard;
 
 pub use render::run;
 pub use render::RunSettings;
-pub(crate) use render::{scenario_summary, value_label, FIGURE_SIZE};
 
 use crate::engine::{EngineChoice, MAX_TRIALS};
 use crate::scenario::{Field, Scenario};

@@ -75,6 +75,7 @@ impl BlockScaled {
     /// block 128, amax floor 1e-4, scale fp32 (`scale_fmt = None`) or ue8m0
     /// (`scale_fmt = "ue8m0"`, which DeepSeek-V3.2-Exp's `config_671B_v3.2.json` sets, so its
     /// indexer q and k use power-of-two scales).
+    #[cfg(test)]
     pub(crate) fn deepseek_fp8(scale: ScaleKind) -> BlockScaled {
         BlockScaled { element: ElementFormat::Fp8E4m3, block: 128, scale, amax_floor: 1e-4 }
     }
@@ -82,6 +83,7 @@ impl BlockScaled {
     /// DeepSeek-V4's FP4 simulation of the indexer's q and compressed keys,
     /// `fp4_act_quant(x, 32, inplace=True)`: fp4-e2m1, block 32, ue8m0 scale, amax floor
     /// `6·2^-126`.
+    #[cfg(test)]
     pub(crate) fn deepseek_fp4() -> BlockScaled {
         BlockScaled {
             element: ElementFormat::Fp4E2m1,

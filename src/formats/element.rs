@@ -128,6 +128,7 @@ impl ElementFormat {
     }
 
     /// The largest finite value (448 for e4m3, 6 for e2m1, 127 for int8, …).
+    #[cfg(test)]
     pub(crate) fn max_finite(self) -> f32 {
         match self {
             ElementFormat::Bf16 => f32::from_bits(BF16_MAX_BITS),
@@ -169,6 +170,7 @@ impl ElementFormat {
     }
 
     /// Quantize-dequantize one value (see the type's table for NaN and infinities).
+    #[cfg(test)]
     pub(crate) fn quantize_dequantize(self, x: f32) -> Result<f32, FormatError> {
         let mut one = [x];
         self.quantize_dequantize_in_place(&mut one)?;

@@ -36,7 +36,7 @@ pub mod text;
 
 pub(crate) use block::BlockScaled;
 pub(crate) use element::ElementFormat;
-pub(crate) use error::{FormatError, BLOCK_ELEMENT_NAMES, FORMAT_NAMES, SCALE_NAMES};
+pub(crate) use error::{FormatError, FORMAT_NAMES};
 pub(crate) use scale::ScaleKind;
 pub use simd::cap_simd_level;
 pub use simd::simd_level;

@@ -101,7 +101,7 @@ impl fmt::Display for Device {
 
 impl Device {
     /// Whether the vector model's trials run on the CPU.
-    pub(crate) fn is_cpu(&self) -> bool {
+    pub fn is_cpu(&self) -> bool {
         *self == Device::Cpu
     }
 

@@ -143,7 +143,7 @@ pub struct EffectiveParams {
 impl EffectiveParams {
     /// The scalar scenario these parameters stand for: the same geometry, `pooling = none`,
     /// normal distractors, this dprime and needle_sd, no score noise.
-    pub(crate) fn scalar_scenario(&self, s: &Scenario) -> Scenario {
+    pub fn scalar_scenario(&self, s: &Scenario) -> Scenario {
         Scenario {
             model: Model::Scalar,
             pooling: Pooling::None,

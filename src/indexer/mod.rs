@@ -73,6 +73,7 @@ pub mod device;
 pub mod effective;
 pub(crate) mod hadamard;
 pub mod kernel;
+#[cfg(test)]
 pub(crate) mod normal;
 pub(crate) mod philox;
 
@@ -85,9 +86,6 @@ pub(crate) use crate::vector_fields::{HeadWeights, RopeAt};
 pub use philox::Draws;
 use rand::Rng;
 use rand_distr::StandardNormal;
-
-/// The default sd of the compressor's positional gate logits (`gate_pos_sd`).
-pub(crate) const GATE_LOGIT_SD: f64 = 1.0;
 
 /// Seed of the fixed per-head weights.
 pub(crate) const WEIGHT_SEED: u64 = 0x5EED_4EAD_0000_0064;
@@ -420,7 +418,7 @@ impl VectorModel {
     }
 
     /// Indexer heads H.
-    pub(crate) fn heads(&self) -> usize {
+    pub fn heads(&self) -> usize {
         self.heads
     }
 

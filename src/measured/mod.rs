@@ -59,7 +59,7 @@ mod records;
 mod selections;
 
 pub use parse::parse_csv;
-pub(crate) use selections::{MAX_LAYERS as MAX_SELECTION_LAYERS, SELECTION_COLUMNS};
+pub(crate) use selections::MAX_LAYERS as MAX_SELECTION_LAYERS;
 
 use crate::scenario::{Field, Scenario, ScenarioError};
 use std::collections::HashMap;
@@ -326,7 +326,7 @@ impl Groups {
     }
 
     /// Whether there are no groups (no rows).
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.first_row.is_empty()
     }
 }

@@ -75,7 +75,8 @@ impl OutputLock {
     }
 
     /// The lock file.
-    pub(crate) fn path(&self) -> &Path {
+    #[cfg(test)]
+    pub fn path(&self) -> &Path {
         &self.path
     }
 }

@@ -26,7 +26,7 @@ mod file;
 mod folder;
 mod lock;
 
-pub(crate) use file::{check_regular_target, remove_stale_temporaries, temp_path, write_file_atomic};
+pub(crate) use file::{check_regular_target, remove_stale_temporaries, write_file_atomic};
 pub use folder::StageOptions;
 pub use folder::StagedDir;
 pub use folder::RESULT_MARKER;

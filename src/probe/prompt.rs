@@ -48,7 +48,7 @@ impl Needle {
     }
 
     /// The question after the haystack.
-    pub(crate) fn question(&self) -> String {
+    pub fn question(&self) -> String {
         format!(
             "\nWhat is the special magic number for {} mentioned in the provided text? The special magic number for {} mentioned in the provided text is",
             self.key, self.key

@@ -724,7 +724,7 @@ impl Field {
     }
 
     /// Whether the field holds an integer.
-    pub(crate) fn is_integer(self) -> bool {
+    pub fn is_integer(self) -> bool {
         matches!(self.spec().kind, Kind::Count | Kind::SmallCount)
     }
 

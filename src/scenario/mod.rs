@@ -26,9 +26,9 @@ pub use keywords::RepeatLayout;
 pub use keywords::TopkKernel;
 pub use presets::PRESETS;
 pub use presets::PRESET_NAMES;
-pub(crate) use presets::{find_preset, fp4_indexer, fp8_indexer, preset_values, Preset, PresetValue, SOURCES};
-pub use stack::Stack;
-pub(crate) use stack::{LayerKind, StackEntry, HCA_DEFAULT_RATIO, MAX_STACK_ENTRIES};
+pub(crate) use presets::{find_preset, preset_values, SOURCES};
+pub(crate) use stack::LayerKind;
+pub use stack::{Stack, StackEntry, HCA_DEFAULT_RATIO};
 
 use std::fmt;
 

@@ -7,6 +7,7 @@
 //! [`SOURCES`]; a value that no reference code fixes says so.
 
 use super::{Field, Scenario, ScenarioError};
+#[cfg(test)]
 use crate::formats::Format;
 
 /// One value of a preset and where it comes from.
@@ -198,12 +199,14 @@ impl Scenario {
 
 /// DeepSeek's FP8 indexer format: e4m3, blocks of 128, fp32 scale amax / 448 (amax floored at
 /// 1e-4), sglang's default V4 indexer key cache.
+#[cfg(test)]
 pub(crate) fn fp8_indexer() -> Format {
     Format::Block(crate::formats::BlockScaled::deepseek_fp8(crate::formats::ScaleKind::Fp32))
 }
 
 /// DeepSeek-V4's FP4 indexer format: e2m1, blocks of 32, power-of-two (ue8m0) scale
 /// 2^ceil(log2(amax / 6)), as `fp4_act_quant` in V4's reference kernel.
+#[cfg(test)]
 pub(crate) fn fp4_indexer() -> Format {
     Format::Block(crate::formats::BlockScaled::deepseek_fp4())
 }

@@ -37,7 +37,7 @@ fn layer_count(n: u64) -> Option<u32> {
 
 /// The compression ratio of an `hca` entry without an override (DeepSeek-V4's heavily
 /// compressed layers: `compress_ratios` 128 in the released configs).
-pub(crate) const HCA_DEFAULT_RATIO: u64 = 128;
+pub const HCA_DEFAULT_RATIO: u64 = 128;
 
 /// One kind of attention layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -98,7 +98,7 @@ impl FromStr for LayerKind {
 
 /// One entry of a stack: `count` layers of one type, with optional geometry overrides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct StackEntry {
+pub struct StackEntry {
     /// The layers' type.
     pub(crate) kind: LayerKind,
     /// How many layers.
@@ -145,7 +145,7 @@ impl StackEntry {
 
     /// The `hca` entry's compression ratio (its override or [`HCA_DEFAULT_RATIO`]); `None` for
     /// the other types.
-    pub(crate) fn hca_ratio(&self) -> Option<u64> {
+    pub fn hca_ratio(&self) -> Option<u64> {
         (self.kind == LayerKind::Hca).then(|| self.compress_ratio.unwrap_or(HCA_DEFAULT_RATIO))
     }
 }
@@ -244,7 +244,7 @@ impl Stack {
     }
 
     /// Every layer the stack counts.
-    pub(crate) fn total_layers(&self) -> u32 {
+    pub fn total_layers(&self) -> u32 {
         self.entries().iter().map(|e| e.count).sum()
     }
 

@@ -196,7 +196,7 @@ impl EntryLaw {
     }
 
     /// A central location of the law (for bracketing searches).
-    pub(crate) fn location(&self) -> f64 {
+    pub fn location(&self) -> f64 {
         match *self {
             EntryLaw::Gauss { mean, .. } => mean,
             EntryLaw::Token(_) => 0.0,

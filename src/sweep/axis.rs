@@ -54,21 +54,21 @@ impl Axis {
     }
 
     /// The value at index `i` as a number (count and real fields).
-    pub(crate) fn number(&self, i: usize) -> Option<f64> {
+    pub fn number(&self, i: usize) -> Option<f64> {
         self.values.get(i).and_then(Value::as_f64)
     }
 }
 
 /// The scenario field named `field` (snake or kebab case), or an input error naming the known
 /// fields.
-pub(crate) fn canonical_field(field: &str) -> Result<Field, SweepError> {
+pub fn canonical_field(field: &str) -> Result<Field, SweepError> {
     Field::from_name(field).map_err(|_| {
         SweepError::Input(format!("unknown field `{}` (known fields: {})", field.trim(), field_names().join(", ")))
     })
 }
 
 /// Formats a number for a sweep value: at most 12 significant digits, shortest form.
-pub(crate) fn fmt_num(x: f64) -> String {
+pub fn fmt_num(x: f64) -> String {
     if x == 0.0 {
         return "0".to_string();
     }
@@ -93,7 +93,7 @@ fn parse_num(field: Field, text: &str, what: &str) -> Result<f64, SweepError> {
 }
 
 /// Expands a value specification into its values (ranges expanded, in the order written).
-pub(crate) fn parse_values(field: Field, spec: &str) -> Result<Vec<String>, SweepError> {
+pub fn parse_values(field: Field, spec: &str) -> Result<Vec<String>, SweepError> {
     let mut out = Vec::new();
     for item in spec.split(',') {
         let item = item.trim();

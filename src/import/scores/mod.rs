@@ -29,7 +29,7 @@ pub mod top;
 
 use crate::error::{Classify, ErrorKind};
 
-pub(crate) use classes::{ClassChoice, TailClass};
+pub use classes::{ClassChoice, TailClass};
 pub use law::EmpiricalLaw;
 pub use law::EmpiricalModel;
 pub use predict::predict;
@@ -40,10 +40,10 @@ pub use predict::Prediction;
 pub use predict::TailChoice;
 pub use predict::TailModel;
 pub use predict::Validation;
-pub(crate) use predict::{predict_observed, LayerClasses, LayerTail, Report};
+pub use predict::{predict_observed, LayerClasses, LayerTail, Report};
 pub use read::read_file;
-pub(crate) use read::MAX_SCORES;
-pub(crate) use tail::{fit_gpd, Gpd, TailSummary};
+pub use read::MAX_SCORES;
+pub use tail::{fit_gpd, Gpd, TailSummary};
 
 /// Why a capture could not be read or used: always the user's file, so always bad input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -904,7 +904,7 @@ pub fn predict(c: &CapturedScores, cells: &[Scenario], opts: PredictOptions) -> 
 }
 
 /// [`predict`], reporting the bootstrap's resamples to `progress` as they finish.
-pub(crate) fn predict_observed(
+pub fn predict_observed(
     c: &CapturedScores,
     cells: &[Scenario],
     opts: PredictOptions,

@@ -18,7 +18,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// Most scores a capture may hold (all layers): 2^26, half a gigabyte as f64.
-pub(crate) const MAX_SCORES: u64 = 1 << 26;
+pub const MAX_SCORES: u64 = 1 << 26;
 
 /// An array read from the archive: its shape and values.
 struct Array<T> {

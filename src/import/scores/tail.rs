@@ -74,7 +74,7 @@ fn profile(y: &[f64], w: &[f64], wsum: f64, mean: f64, theta: f64) -> Option<(f6
 }
 
 /// The maximum-likelihood GPD of the excesses `y` (all > 0).
-pub(crate) fn fit_gpd(y: &[f64]) -> Result<Gpd, ScoresError> {
+pub fn fit_gpd(y: &[f64]) -> Result<Gpd, ScoresError> {
     fit_gpd_weighted(y, &vec![1.0; y.len()])
 }
 

@@ -122,7 +122,8 @@ impl QueryTop {
     /// x), above u_q the fraction above u_q times the law of the excess, less half the
     /// query's own atom at x (`ties` of its distractors score exactly x: the module's note on
     /// ties), not below 0.
-    pub(crate) fn survival(&self, x: f64, own_above: usize, ties: usize, gpd: &Gpd) -> f64 {
+    #[cfg(test)]
+    pub fn survival(&self, x: f64, own_above: usize, ties: usize, gpd: &Gpd) -> f64 {
         let s = if x <= self.u { own_above } else { self.above };
         self.survival_with(x, ties, gpd, s as f64 / self.n as f64)
     }

@@ -22,7 +22,7 @@ mod manifest;
 pub(crate) mod read;
 
 pub(crate) use manifest::ManifestLine;
-pub(crate) use read::{FileInfo, Layout, Shape};
+pub use read::{FileInfo, Layout, Shape};
 
 use crate::error::{Classify, ErrorKind};
 use std::collections::{BTreeMap, HashMap};

@@ -21,7 +21,7 @@ use std::path::Path;
 
 /// The layout a file was read as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Layout {
+pub enum Layout {
     /// NumPy `.npz` (key `topk_index`).
     Npz,
     /// NumPy `.npy`.
@@ -46,7 +46,7 @@ impl Layout {
 
 /// The shape every array must have: (rows, layers, index_topk).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Shape {
+pub struct Shape {
     /// Indexer layers.
     pub(crate) layers: usize,
     /// Indices per row and layer.
