@@ -18,8 +18,7 @@ pub(crate) mod report;
 pub mod row_checks;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
-pub use crate::measured::Dataset;
-pub use crate::measured::{load_csv, parse_csv, MeasuredError, Observation};
+pub use crate::measured::{load_csv, parse_csv, Dataset, MeasuredError, Observation};
 pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult};
 pub use hypothesis::{Family, Hypothesis};

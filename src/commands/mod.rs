@@ -24,10 +24,9 @@ pub mod sweep;
 pub(crate) mod table;
 pub mod verdict;
 
-/// The defaults of the engine inputs (`--seed`, the calibrating commands' `--trials`).
-pub use crate::engine::DEFAULT_FIT_TRIALS;
-pub use crate::engine::DEFAULT_SEED;
 use crate::engine::{EngineChoice, EngineModel, RunOptions, MAX_TRIALS};
+/// The defaults of the engine inputs (`--seed`, the calibrating commands' `--trials`).
+pub use crate::engine::{DEFAULT_FIT_TRIALS, DEFAULT_SEED};
 use crate::error::{Classify, ErrorKind};
 use crate::indexer::device::Device;
 use crate::scenario::{Field, Scenario};

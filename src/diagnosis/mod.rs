@@ -24,14 +24,12 @@ pub(crate) mod plausible;
 pub(crate) mod rule;
 pub(crate) mod signature;
 
-pub use calibrated::fit_signatures;
-pub use calibrated::FitSignatures;
 pub(crate) use calibrated::{calibrated_call, CalibratedCall};
+pub use calibrated::{fit_signatures, FitSignatures};
 pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
 pub use error_rates::ErrorRates;
 pub(crate) use signature::worse_than_random;
-pub use signature::Signature;
-pub use signature::CHI2_1_99;
+pub use signature::{Signature, CHI2_1_99};
 
 use crate::calibrate::{
     compare_hypotheses, row_checks, CalibError, Family, FreeParam, Hypothesis, HypothesisResult, RowChecks,

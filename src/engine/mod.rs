@@ -13,10 +13,7 @@ pub mod montecarlo;
 pub(crate) mod recall_model;
 pub(crate) mod table_cdf;
 
-pub use recall_model::with_noise;
-pub use recall_model::EngineModel;
-pub use recall_model::FnModel;
-pub use recall_model::RecallModel;
+pub use recall_model::{with_noise, EngineModel, FnModel, RecallModel};
 pub(crate) use recall_model::{with_topk, KCurve, NoiseCurve};
 
 use crate::progress::{Progress, Silent};
@@ -258,7 +255,7 @@ impl RankQuantiles {
     }
 
     /// A JSON object keyed by level ("0.05", "0.5", …); `null` where never reached.
-    pub(crate) fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(self) -> serde_json::Value {
         let map: serde_json::Map<String, serde_json::Value> =
             self.pairs().iter().map(|(p, v)| (format!("{p}"), serde_json::json!(v))).collect();
         serde_json::Value::Object(map)

@@ -42,8 +42,7 @@ mod render;
 mod report;
 mod shard;
 
-pub use render::run;
-pub use render::RunSettings;
+pub use render::{run, RunSettings};
 
 use crate::engine::{EngineChoice, MAX_TRIALS};
 use crate::scenario::{Field, Scenario};

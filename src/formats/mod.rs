@@ -38,9 +38,7 @@ pub(crate) use block::BlockScaled;
 pub(crate) use element::ElementFormat;
 pub(crate) use error::{FormatError, FORMAT_NAMES};
 pub(crate) use scale::ScaleKind;
-pub use simd::cap_simd_level;
-pub use simd::simd_level;
-pub use simd::SimdLevel;
+pub use simd::{cap_simd_level, simd_level, SimdLevel};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -27,10 +27,8 @@ mod folder;
 mod lock;
 
 pub(crate) use file::{check_regular_target, remove_stale_temporaries, write_file_atomic};
-pub use folder::StageOptions;
-pub use folder::StagedDir;
-pub use folder::RESULT_MARKER;
 pub(crate) use folder::{missing_ancestors, remove_empty_dirs, RESULT_MARKER_TEXT, STAGE_MARKER};
+pub use folder::{StageOptions, StagedDir, RESULT_MARKER};
 pub(crate) use lock::OutputLock;
 
 use std::collections::HashMap;

@@ -228,8 +228,8 @@ impl Value {
     }
 
     /// The value as JSON (numbers as numbers, keywords and formats as strings).
-    pub(crate) fn to_json(&self) -> serde_json::Value {
-        match *self {
+    pub(crate) fn to_json(self) -> serde_json::Value {
+        match self {
             Value::Count(x) => serde_json::Value::from(x),
             Value::Real(x) => serde_json::Value::from(x),
             Value::Flag(b) => serde_json::Value::Bool(b),

@@ -14,19 +14,13 @@ mod keywords;
 mod presets;
 mod stack;
 
-pub use fields::Field;
-pub use fields::Scenario;
-pub use fields::{parse_suffixed_count, Bounds, FieldSpec, FitBounds, Kind, Scope, Unit, Value, COUNT_SUFFIXES};
+pub use fields::{
+    parse_suffixed_count, Bounds, Field, FieldSpec, FitBounds, Kind, Scenario, Scope, Unit, Value, COUNT_SUFFIXES,
+};
 pub(crate) use keywords::Compressor;
-pub use keywords::Distractor;
-pub use keywords::Model;
-pub use keywords::Pooling;
-pub use keywords::Readout;
-pub use keywords::RepeatLayout;
-pub use keywords::TopkKernel;
-pub use presets::PRESETS;
-pub use presets::PRESET_NAMES;
+pub use keywords::{Distractor, Model, Pooling, Readout, RepeatLayout, TopkKernel};
 pub(crate) use presets::{find_preset, preset_values, SOURCES};
+pub use presets::{PRESETS, PRESET_NAMES};
 pub(crate) use stack::LayerKind;
 pub use stack::{Stack, StackEntry, HCA_DEFAULT_RATIO};
 

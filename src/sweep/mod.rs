@@ -15,9 +15,7 @@ pub(crate) mod merge;
 mod runner;
 mod shard;
 
-pub use axis::Axis;
-pub use axis::MAX_RANGE_POINTS;
-pub use axis::{canonical_field, fmt_num, parse_values};
+pub use axis::{canonical_field, fmt_num, parse_values, Axis, MAX_RANGE_POINTS};
 pub(crate) use runner::{adopt_finished, partial_path, run_grid, Output, SweepOptions};
 pub use shard::Shard;
 pub(crate) use shard::MAX_SHARDS;

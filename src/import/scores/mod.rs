@@ -30,19 +30,12 @@ pub mod top;
 use crate::error::{Classify, ErrorKind};
 
 pub use classes::{ClassChoice, TailClass};
-pub use law::EmpiricalLaw;
-pub use law::EmpiricalModel;
-pub use predict::predict;
-pub use predict::predict_report;
-pub use predict::tail_classes;
-pub use predict::PredictOptions;
-pub use predict::Prediction;
-pub use predict::TailChoice;
-pub use predict::TailModel;
-pub use predict::Validation;
-pub use predict::{predict_observed, LayerClasses, LayerTail, Report};
-pub use read::read_file;
-pub use read::MAX_SCORES;
+pub use law::{EmpiricalLaw, EmpiricalModel};
+pub use predict::{
+    predict, predict_observed, predict_report, tail_classes, LayerClasses, LayerTail, PredictOptions, Prediction,
+    Report, TailChoice, TailModel, Validation,
+};
+pub use read::{read_file, MAX_SCORES};
 pub use tail::{fit_gpd, Gpd, TailSummary};
 
 /// Why a capture could not be read or used: always the user's file, so always bad input.
