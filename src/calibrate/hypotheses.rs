@@ -56,7 +56,7 @@ const POSITIONAL_WIDTH_DECADES: f64 = 0.1;
 /// A hypothesis's fit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HypothesisResult {
-    /// Which hypothesis (its name and one-line meaning: [`Hypothesis::name`], [`Hypothesis::description`]).
+    /// Which hypothesis (its name and one-line meaning: [`Hypothesis::name`], `Hypothesis::description`).
     pub hypothesis: Hypothesis,
     /// Fields fixed by the hypothesis, with their values.
     pub fixed: Vec<(Field, f64)>,

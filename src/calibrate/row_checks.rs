@@ -98,7 +98,7 @@ impl JointFloor {
     /// floor at every layer_corr tried: the test's rule, for tables other than the one it was
     /// computed on (the error-rate simulation and the plan, hundreds of tables each).
     ///
-    /// P(H ≤ h) at each law is [`sum_of_binomials_cdf`]`(h, law)`, bit for bit: read from the
+    /// P(H ≤ h) at each law is `sum_of_binomials_cdf``(h, law)`, bit for bit: read from the
     /// law's table (`exact_cdfs`, made once) where the exact convolution applies, computed
     /// otherwise (and for laws changed since the tables were made).
     pub fn rejects(&self, hits: &[u64]) -> bool {

@@ -75,7 +75,7 @@ pub struct ScenarioSpec {
     pub preset: Option<String>,
     /// Read scenario fields from a TOML file.
     pub file: Option<PathBuf>,
-    /// Fields with their text. [`ScenarioSpec::resolve`] applies them in table order, so the
+    /// Fields with their text. `ScenarioSpec::resolve` applies them in table order, so the
     /// first bad one in that order is the one reported, however they were given.
     pub fields: Vec<(Field, String)>,
 }
@@ -166,7 +166,7 @@ impl ScenarioSpec {
 pub struct EngineSpec {
     /// auto, analytic or montecarlo.
     pub engine: EngineChoice,
-    /// Monte Carlo trials; `None`: the scenario's model decides ([`crate::engine::default_trials`]).
+    /// Monte Carlo trials; `None`: the scenario's model decides (`crate::engine::default_trials`).
     pub trials: Option<u64>,
     /// Monte Carlo seed.
     pub seed: u64,

@@ -35,7 +35,7 @@ pub struct Planned {
 pub struct PlanRequest<'a> {
     /// The measured table (`--data`).
     pub data: Option<&'a Path>,
-    /// More measured tables joined to it ([`crate::measured::join`]; `probe --until-decided`'s
+    /// More measured tables joined to it (`crate::measured::join`; `probe --until-decided`'s
     /// rounds).
     pub also: &'a [&'a Path],
     /// Total trials to spend (`--budget`).
@@ -111,7 +111,7 @@ impl Planned {
     /// table's condition columns (each with the values the table has, `|`-separated, so that
     /// `probe --cells` measures under the same conditions: `prefix_cache` miss|hit sends each
     /// prompt twice, `concurrency` 1|8 runs each phase, any other a label). When every row of
-    /// the table has one residue of context_len (mod 8, 4 or c: [`Planned::spread`]), each
+    /// the table has one residue of context_len (mod 8, 4 or c: `Planned::spread`), each
     /// cell's trials are spread over L, L + 1, … (every residue mod 4, or mod 8), so that a
     /// length-periodic defect can show.
     pub fn csv(&self) -> String {

@@ -1,5 +1,5 @@
 //! `probe`: the options as text (flags, or the Python package's keyword arguments) to
-//! [`crate::probe::Options`], and the run or the dry run.
+//! `crate::probe::Options`, and the run or the dry run.
 
 use super::CommandError;
 use crate::probe::{self, cells, Api, Haystack, Options, RetryPolicy, TokenCount};

@@ -1158,7 +1158,7 @@ impl Analytic {
     }
 
     /// P(correct answer) = p_u + (p_read − p_u)·P(attended), p_u the answer's probability when
-    /// the selecting layers miss ([`Geometry::answer_probability`]; p_u is p_guess without
+    /// the selecting layers miss (`Geometry::answer_probability`; p_u is p_guess without
     /// non-selecting layers).
     pub fn recall(&self) -> f64 {
         self.geometry.answer_probability(self.p_read, self.p_guess, self.p_attended()).clamp(0.0, 1.0)

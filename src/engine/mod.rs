@@ -2,13 +2,15 @@
 //! model, [`crate::indexer`] for the vector model, both driven by [`crate::trials`]), and
 //! [`estimate`], which picks one and summarises recall and the needle's rank distribution.
 //!
-//! [`route`] is the one decision between the engines. The limits of a run ([`MAX_TRIALS`],
-//! [`MAX_THREADS`], the default trials) and its thread pool ([`in_pool`]) live here, and
+//! `route` is the one decision between the engines. The limits of a run ([`MAX_TRIALS`],
+//! [`MAX_THREADS`], the default trials) and its thread pool (`in_pool`) live here, and
 //! [`RecallModel`] gives calibration and the verdict recall as a function of the scenario.
 
 pub mod analytic;
 pub mod binomial;
 pub(crate) mod gauss_rule;
+// Its docs link to pub(crate) items; it is being split into a folder now.
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod montecarlo;
 pub(crate) mod recall_model;
 pub(crate) mod table_cdf;
@@ -176,7 +178,7 @@ pub struct RunOptions {
     /// Monte Carlo path (exact sampling where possible by default).
     pub mc_path: McPath,
     /// Whether `trials` was left to its default: then each scenario runs its own model's
-    /// default ([`default_trials`]), so a sweep over `model = scalar, vector` gives the vector
+    /// default (`default_trials`), so a sweep over `model = scalar, vector` gives the vector
     /// points 2000 trials, not the scalar 100000.
     pub trials_by_model: bool,
     /// Where the vector model's trials run (the scalar model always runs on the CPU).
@@ -249,7 +251,7 @@ impl RankQuantiles {
         [(a, self.p05), (b, self.p50), (c, self.p90), (d, self.p95)]
     }
 
-    /// The quantile at level `p` (one of [`RankQuantiles::LEVELS`]).
+    /// The quantile at level `p` (one of `RankQuantiles::LEVELS`).
     pub fn get(&self, p: f64) -> Option<u64> {
         self.pairs().iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
     }
@@ -267,7 +269,7 @@ impl RankQuantiles {
 pub struct RankSummary {
     /// Candidate entries N.
     pub n_candidates: u64,
-    /// The quantiles (all `None` from [`estimate_recall`], which does not compute them).
+    /// The quantiles (all `None` from `estimate_recall`, which does not compute them).
     pub quantiles: RankQuantiles,
     /// (j, P(rank ≤ j)) at powers of two, k and the kernel maximum.
     pub cdf: Vec<(u64, f64)>,
@@ -288,7 +290,7 @@ pub struct Estimate {
     pub trials: Option<u64>,
     /// Why the analytic engine was not used, if it was not.
     pub not_exact: Option<String>,
-    /// Rank distribution (empty from [`estimate_recall`]).
+    /// Rank distribution (empty from `estimate_recall`).
     pub rank: RankSummary,
 }
 

@@ -66,7 +66,7 @@ pub trait RecallModel: Sync {
     /// Token or block scores a Monte Carlo noise curve of `s` ([`RecallModel::recall_in_noise`])
     /// draws: trials × one trial's work at positive noise; 0 where the curve costs no Monte
     /// Carlo (closed forms, models that compute rather than draw). The verdict withholds its
-    /// noise figures above [`crate::verdict::NOISE_SEARCH_MAX_DRAWS`].
+    /// noise figures above `crate::verdict::NOISE_SEARCH_MAX_DRAWS`.
     fn noise_curve_draws(&self, s: &Scenario) -> u64 {
         let _ = s;
         0
@@ -106,7 +106,7 @@ fn recall_per_k<'a, M: RecallModel + ?Sized>(model: &'a M, s: &Scenario) -> KCur
 /// Recall as a function of `score_noise`: [`RecallModel::recall_in_noise`].
 pub(crate) type NoiseCurve<'a> = Box<dyn Fn(f64) -> Result<f64, EngineError> + 'a>;
 
-/// `s` at `score_noise` = v (checked as the field is): the scenario a [`NoiseCurve`] evaluates at v.
+/// `s` at `score_noise` = v (checked as the field is): the scenario a `NoiseCurve` evaluates at v.
 pub fn with_noise(s: &Scenario, v: f64) -> Result<Scenario, EngineError> {
     let mut t = s.clone();
     t.set_real(Field::ScoreNoise, v)?;
@@ -597,7 +597,7 @@ impl RecallModel for EngineModel {
         }
     }
 
-    /// The exact engine's [`super::analytic::Analytic::evaluation_key`] where it applies; Monte Carlo keys on
+    /// The exact engine's `super::analytic::Analytic::evaluation_key` where it applies; Monte Carlo keys on
     /// the whole scenario (a trial's draws follow the needle's position).
     fn evaluation_key(&self, s: &Scenario) -> String {
         match route(s, self.choice) {

@@ -1,5 +1,5 @@
 //! Calibration experiments: a TOML file naming a measured table, the fit, hypotheses, what-if
-//! curves and a verdict target; [`run_experiment`] writes the result folder (JSON, CSV, report.md)
+//! curves and a verdict target; `run_experiment` writes the result folder (JSON, CSV, report.md)
 //! atomically (a temporary folder renamed into place, so never a partial result).
 //!
 //! ```toml

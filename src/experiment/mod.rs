@@ -1,4 +1,4 @@
-//! Experiment files: [`run_file`] reads one, tells its kind ([`ExperimentKind`]) and runs it.
+//! Experiment files: [`run_file`] reads one, tells its kind (`ExperimentKind`) and runs it.
 //!
 //! A figures experiment has a base scenario, the figures to draw (each with its own sweep grid)
 //! and optional measured data to overlay. [`run`] computes every grid and writes the result
@@ -434,7 +434,7 @@ pub struct RunSummary {
     pub(crate) seed: Option<u64>,
 }
 
-/// Runs the experiment file at `path`, whichever its kind ([`ExperimentKind::of`]), into `out`
+/// Runs the experiment file at `path`, whichever its kind (`ExperimentKind::of`), into `out`
 /// (default `results/NAME`), on `settings.threads` workers, reporting each figure's grid to
 /// `progress`. A figures experiment checks every grid point with the engine before anything is
 /// computed or written.

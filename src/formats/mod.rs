@@ -13,11 +13,11 @@
 //! assert_eq!(xs[1], 0.5);
 //! ```
 //!
-//! - Element formats ([`ElementFormat`]): bf16, fp16, fp8-e4m3 (e4m3fn), fp8-e5m2, fp4-e2m1,
+//! - Element formats (`ElementFormat`): bf16, fp16, fp8-e4m3 (e4m3fn), fp8-e5m2, fp4-e2m1,
 //!   int8, int4; round to nearest even, finite values saturate to the largest finite value.
-//!   NaN and infinities: see the table on [`ElementFormat`].
-//! - Block-scaled formats ([`BlockScaled`]): fp8, fp4 or integer elements, `block` consecutive
-//!   values sharing one scale of a [`ScaleKind`] (fp32, ue8m0, e8m0, e4m3); `mxfp4` and `nvfp4`
+//!   NaN and infinities: see the table on `ElementFormat`.
+//! - Block-scaled formats (`BlockScaled`): fp8, fp4 or integer elements, `block` consecutive
+//!   values sharing one scale of a `ScaleKind` (fp32, ue8m0, e8m0, e4m3); `mxfp4` and `nvfp4`
 //!   are named instances. Non-finite input is an error.
 //! - `fp32` is the identity (the unquantized reference).
 //!

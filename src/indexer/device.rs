@@ -52,7 +52,7 @@ impl crate::error::Classify for DeviceError {
 impl std::str::FromStr for Device {
     type Err = DeviceError;
 
-    /// `cpu`, `cuda` (= `cuda:0`), `cuda:N` or `cuda:N,M,…` (at most [`MAX_DEVICES`]).
+    /// `cpu`, `cuda` (= `cuda:0`), `cuda:N` or `cuda:N,M,…` (at most `MAX_DEVICES`).
     fn from_str(text: &str) -> Result<Device, DeviceError> {
         let bad = || {
             DeviceError(format!(

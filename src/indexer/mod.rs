@@ -1,6 +1,6 @@
 //! The vector lightning-indexer model (docs/model.md#vector-model), simulated by Monte Carlo.
 //!
-//! One layer of one trial. Every draw is addressed, not streamed ([`philox`]): layer l of trial
+//! One layer of one trial. Every draw is addressed, not streamed (`philox`): layer l of trial
 //! i draws from [`Draws::new`]`(seed, i, l)` at (purpose, row, index), so entry j's key is a pure
 //! function of (seed, i, l, j) and the CPU and a GPU (`cuda.rs`) make the same keys in any order:
 //! 1. **Queries.** H heads q_h ∈ R^d, iid Normal(0, D²) where D scales the first
@@ -10,7 +10,7 @@
 //!    `weights_proj(x) · softmax_scale · H^-1/2` (V4 `inference/model.py`:418) of an RMS-normed
 //!    hidden state; one positive factor common to all heads cannot change a rank, so only the
 //!    sign and spread law matter. `fixed`: w_h = H^-1/2 · d^-1/2 · exp(0.5 z_h − 0.125) from
-//!    [`WEIGHT_SEED`], no draw. The **query direction** is u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ with
+//!    `WEIGHT_SEED`, no draw. The **query direction** is u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ with
 //!    the trial's weights, in the unrotated (content) frame.
 //! 3. **Gate logits** (`compressor = "gated"`): Normal(0, `gate_pos_sd`²) per (position,
 //!    channel), the previous half's c·d then the own half's c·d, position-major — V4's learned
@@ -31,7 +31,7 @@
 //!    i·c; with `hadamard`, the orthonormal Hadamard matrix. Queries get RoPE at position
 //!    L = `context_len` and the Hadamard matrix. RoPE rotates the last `rope_dims` channels in
 //!    pairs (2k, 2k+1) (`rope_at = "last"`, V4) or the first in pairs (k, k + r/2) (`"first"`,
-//!    V3.2) by position · f_k, f_k from [`yarn_freqs`]; the cos/sin table per entry position is
+//!    V3.2) by position · f_k, f_k from `yarn_freqs`; the cos/sin table per entry position is
 //!    built once per model. Every key is rotated (the shortcut's per-channel sds differ within
 //!    a pair), so the needle's match depends on its true distance L − i·c.
 //! 7. **Quantization.** q_h (one head vector at a time) and every entry key are
@@ -46,7 +46,7 @@
 //! with head 0's query (also the planting direction u); no weights, ReLU, key norm, RoPE or
 //! Hadamard, and every page is built from its tokens.
 //!
-//! The normals are Philox4x32-10 + Box–Muller in plain f32 operations ([`philox`]); the head
+//! The normals are Philox4x32-10 + Box–Muller in plain f32 operations (`philox`); the head
 //! weights, gate logits and gains use them in f64. The readout draws from `trial_rng(seed, i)`.
 //!
 //! With `head_weights = "fixed"`, `rope_dims = 0`, `key_gain_sd = 0`, `gate_pos_sd = 1` and
@@ -958,7 +958,7 @@ pub(crate) fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: 
     crate::trials::run(&VectorModel::new(s), trials, seed, progress)
 }
 
-/// [`simulate_observed`] on `device` (checked beforehand by [`device::Device::check`]): the
+/// `simulate_observed` on `device` (checked beforehand by [`device::Device::check`]): the
 /// same trials and counts on a CUDA device (`cuda`). The error is a device's failure mid-run.
 pub fn simulate_on(
     s: &Scenario,

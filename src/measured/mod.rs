@@ -10,7 +10,7 @@
 //! - Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
 //!   compress_ratio,window,needle_tokens,label`; each optional column a row gives overrides the
 //!   base scenario for that row (`dsa-sim probe` writes `needle_tokens`: the needle's length as
-//!   counted, so the verdict models the needle that was sent). `needle` or `sample` ([`INFORMATIONAL_COLUMNS`]) names the needle whose
+//!   counted, so the verdict models the needle that was sent). `needle` or `sample` (`INFORMATIONAL_COLUMNS`) names the needle whose
 //!   trials the row counts: calibration then fits needle-level overdispersion. Any other column
 //!   is a **condition** ([`Dataset::condition_columns`], [`Observation::conditions`]): a
 //!   setting the model does not see (`build`, `backend`, `concurrency`, `batch`, `prefix_cache`,
@@ -18,7 +18,7 @@
 //!   (`diagnosis::conditions`); an empty value is a row that does not record it. A column named
 //!   as a scenario field that a row cannot set (`dprime`, `q_format`, …) is an error: its values
 //!   would be compared as if they changed nothing. The columns dsa-sim's own row output adds
-//!   ([`DERIVED_COLUMNS`]: computed from the counts) are ignored with a note. A table with `request`, `layer` and `selected` columns is selection
+//!   (`DERIVED_COLUMNS`: computed from the counts) are ignored with a note. A table with `request`, `layer` and `selected` columns is selection
 //!   data (`dsa-sim import topk`), read per cell with its layer counts.
 //! - The header may come in any order, with any case, surrounding spaces, `-` or ` ` for `_`.
 //!   A column named twice is an error.
@@ -33,12 +33,12 @@
 //!
 //! Every error is one line naming the file, the row and its line, and the column. Reading is
 //! linear in the size of the file, which is bounded like every input file
-//! ([`crate::input::MAX_INPUT_BYTES`]).
+//! (`crate::input::MAX_INPUT_BYTES`).
 //!
 //! A `# provenance: …` comment line before the header is the table's own provenance, and travels
 //! with every copy; a `README.md` next to a table that names it supplies one too ([`Dataset::provenance`]);
 //! when that says the counts are transcribed or not measured, every output using the table says
-//! so ([`Dataset::transcribed_warning`]). The README is read only if it is a regular file, with
+//! so (`Dataset::transcribed_warning`). The README is read only if it is a regular file, with
 //! the same size bound.
 //!
 //! ```
@@ -309,7 +309,7 @@ impl fmt::Display for Observation {
     }
 }
 
-/// The rows of a table grouped by their scenario overrides ([`Observation::key`]): rows in one
+/// The rows of a table grouped by their scenario overrides (`Observation::key`): rows in one
 /// group have the same scenario for any base, so a model needs evaluating once per group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Groups {
@@ -494,7 +494,7 @@ pub(crate) fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
     Ok(out)
 }
 
-/// Reads a table from a file (bounded: [`crate::input::read_to_string`]), attaching provenance
+/// Reads a table from a file (bounded: `crate::input::read_to_string`), attaching provenance
 /// from a `README.md` in the same folder that mentions the file by name.
 pub fn load_csv(path: &Path) -> Result<Dataset, MeasuredError> {
     let name = path.display().to_string();

@@ -21,16 +21,16 @@ pub struct StageOptions<'a> {
     /// Continue the staging folder of an interrupted run with the same fingerprint, if there is
     /// one, instead of starting empty.
     pub resume: bool,
-    /// Identifies the run (written into [`STAGE_MARKER`]).
+    /// Identifies the run (written into `STAGE_MARKER`).
     pub fingerprint: &'a str,
     /// The run's input files: an output folder holding one of them is never replaced.
     pub inputs: &'a [&'a Path],
 }
 
 /// A result folder being built. [`StagedDir::begin`] checks the output and takes its lock
-/// before any work; files go into [`StagedDir::path`]; [`StagedDir::commit`] swaps the folder
+/// before any work; files go into `StagedDir::path`; `StagedDir::commit` swaps the folder
 /// in. Dropped without a commit (any failure), it removes its staging folder; a process that is
-/// killed leaves it, with [`STAGE_MARKER`], for `--resume` (or for the next run to remove).
+/// killed leaves it, with `STAGE_MARKER`, for `--resume` (or for the next run to remove).
 #[derive(Debug)]
 pub struct StagedDir {
     shown: PathBuf,
@@ -129,7 +129,7 @@ impl StagedDir {
     /// Checks the output folder `out` (see the module rules), takes its lock, removes what
     /// killed runs on it left behind, and prepares the staging folder: the one of an
     /// interrupted run with the same fingerprint when `opts.resume` is set, else a new, empty
-    /// one holding only [`STAGE_MARKER`].
+    /// one holding only `STAGE_MARKER`.
     pub fn begin(out: &Path, opts: &StageOptions) -> Result<StagedDir, OutputError> {
         let (parent, leaf) = split(out)?;
         let target = parent.join(&leaf);

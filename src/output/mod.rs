@@ -8,18 +8,18 @@
 //!   [`RESULT_MARKER`]; an existing output folder is replaced only if it has that marker (or is
 //!   empty), and never when it holds one of the run's own input files. Anything else is refused
 //!   before any work, naming the folder (bad input, exit 2).
-//! - **One writer per output.** An exclusive lock ([`OutputLock`], `.NAME.lock` next to the
+//! - **One writer per output.** An exclusive lock (`OutputLock`, `.NAME.lock` next to the
 //!   output, held with `flock` semantics so that a killed run never leaves a lock that blocks)
 //!   makes a second run on the same output fail at once with one line.
 //! - **Only regular files are written over.** A device, FIFO, socket or folder where a file is to
-//!   be written is refused ([`check_regular_target`]).
-//! - **Output names never collide** ([`check_collisions`], called before any work).
+//!   be written is refused (`check_regular_target`).
+//! - **Output names never collide** (`check_collisions`, called before any work).
 //! - **No stray temporaries.** Every temporary is removed on every failure path; a run that was
 //!   killed leaves only recognisable temporaries (`.NAME.partial/` staging folders, carrying
-//!   [`STAGE_MARKER`], and `.NAME.tmp-PID` files), which the next run on the same output resumes
+//!   `STAGE_MARKER`, and `.NAME.tmp-PID` files), which the next run on the same output resumes
 //!   (`--resume`) or removes.
 //!
-//! This module imports nothing else of the crate but [`crate::input`]: every writer above it
+//! This module imports nothing else of the crate but `crate::input`: every writer above it
 //! (sweep, experiment, calibrate, report) may use it.
 
 mod file;

@@ -11,7 +11,7 @@ use std::str::FromStr;
 pub enum Distractor {
     /// Standard normal.
     Normal,
-    /// Student's t with 2 < `df` ≤ [`MAX_STUDENT_T_DF`] degrees of freedom, scaled to unit
+    /// Student's t with 2 < `df` ≤ `MAX_STUDENT_T_DF` degrees of freedom, scaled to unit
     /// variance (heavy tails).
     StudentT(f64),
     /// Gumbel (max-type extreme value), shifted and scaled to mean 0, variance 1.

@@ -188,7 +188,7 @@ impl ScoreModel {
         needle_token(self.dprime, self.needle_sd, self.rho, z)
     }
 
-    /// The law of a needle entry's score given z (see [`ScoreModel::needle_token`]).
+    /// The law of a needle entry's score given z (see `ScoreModel::needle_token`).
     pub fn needle_law(&self, entry: &NeedleEntry, z: Option<f64>) -> EntryLaw {
         let (mu, sd) = self.needle_token(z);
         let s2 = self.noise * self.noise;

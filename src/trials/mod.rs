@@ -1,7 +1,7 @@
 //! Monte Carlo trials, shared by the scalar engine ([`crate::engine::montecarlo`]) and the vector
-//! model ([`crate::indexer`]): the generator of each trial ([`trial_rng`]), the counts a run
+//! model ([`crate::indexer`]): the generator of each trial (`trial_rng`), the counts a run
 //! accumulates ([`Tally`]), the readout rule that turns a trial's layers into an answer
-//! ([`ReadoutRule`]), and the one driver ([`run`]) that runs any [`TrialPlan`]'s trials in
+//! (`ReadoutRule`), and the one driver ([`run`]) that runs any [`TrialPlan`]'s trials in
 //! parallel and reports their progress.
 //!
 //! Trial i draws only from its own generator, seeded from (seed, i) with the portable
@@ -66,7 +66,7 @@ pub trait TrialPlan: Sync {
     type Scratch: Default + Send;
     /// Trials per parallel work item (scheduling only: never the results).
     fn chunk(&self) -> u64;
-    /// Runs trials `range`, trial i drawing only from [`trial_rng`]`(seed, i)`, and adds their
+    /// Runs trials `range`, trial i drawing only from `trial_rng``(seed, i)`, and adds their
     /// successes, attendance and first-layer ranks to `tally` (not `tally.trials`: the driver
     /// counts those).
     fn run_trials(&self, seed: u64, range: Range<u64>, scratch: &mut Self::Scratch, tally: &mut Tally);
