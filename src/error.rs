@@ -50,7 +50,7 @@ fn printable_line(message: &str) -> String {
 /// file whose content cannot be read as what it should be (`InvalidData`: not UTF-8, or past
 /// the 64 MiB bound of [`crate::input::read_to_string`]; `UnexpectedEof`: truncated); anything
 /// else (a full disk, a device error) is a failure.
-pub fn io_kind(e: &io::Error) -> ErrorKind {
+pub(crate) fn io_kind(e: &io::Error) -> ErrorKind {
     use io::ErrorKind as K;
     match e.kind() {
         K::NotFound

@@ -53,7 +53,13 @@ pub(crate) fn entry_tokens(i: u64, compress_ratio: u64, overlap: bool) -> (u64, 
 /// overlap entry β + 1 too (it pools blocks β and β + 1, 2c tokens: the V4 CSA layout of
 /// `entry_tokens`). Used by `capture` to map a measured needle's tokens to the entries an
 /// indexer's top-k indices name, with the same convention [`Geometry::new`] uses.
-pub fn covering_entries(start: u64, end: u64, compress_ratio: u64, overlap: bool, n: u64) -> std::ops::Range<u64> {
+pub(crate) fn covering_entries(
+    start: u64,
+    end: u64,
+    compress_ratio: u64,
+    overlap: bool,
+    n: u64,
+) -> std::ops::Range<u64> {
     debug_assert!(start < end && compress_ratio >= 1);
     let first = start / compress_ratio;
     let last = (end - 1) / compress_ratio + u64::from(overlap);
@@ -169,7 +175,7 @@ impl Geometry {
     /// P(correct answer | the selecting layers miss the needle): a non-selecting layer may still
     /// deliver it ([`Geometry::delivered`]), else the model guesses. Recall is then
     /// p_unselected + (p_read − p_unselected)·P(selecting layers attend).
-    pub fn p_unselected(&self, p_read: f64, p_guess: f64) -> f64 {
+    pub(crate) fn p_unselected(&self, p_read: f64, p_guess: f64) -> f64 {
         p_guess + (p_read - p_guess) * self.delivered
     }
 
@@ -177,13 +183,13 @@ impl Geometry {
     /// `attended`: p_u + (p_read − p_u)·attended, p_u = [`Geometry::p_unselected`]. The one
     /// formula of every exact recall (the analytic engine, the captured-score law and its
     /// predictions); Monte Carlo draws it through the readout rule.
-    pub fn answer_probability(&self, p_read: f64, p_guess: f64, attended: f64) -> f64 {
+    pub(crate) fn answer_probability(&self, p_read: f64, p_guess: f64, attended: f64) -> f64 {
         let p_u = self.p_unselected(p_read, p_guess);
         p_u + (p_read - p_u) * attended
     }
 
     /// The needle's tokens as sorted, disjoint [start, end) spans (copies merged).
-    pub fn needle_spans(&self, needle_tokens: u64) -> Vec<(u64, u64)> {
+    pub(crate) fn needle_spans(&self, needle_tokens: u64) -> Vec<(u64, u64)> {
         merge_spans(&self.copy_starts, needle_tokens)
     }
 

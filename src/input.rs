@@ -6,18 +6,18 @@ use std::io::Read;
 use std::path::Path;
 
 /// Largest input file accepted: 64 MiB (a measured table of a million rows is ~30 MB).
-pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_INPUT_BYTES: u64 = 64 << 20;
 
 /// The whole text of `path`, like [`std::fs::read_to_string`], but an error past
 /// [`MAX_INPUT_BYTES`].
-pub fn read_to_string(path: &Path) -> std::io::Result<String> {
+pub(crate) fn read_to_string(path: &Path) -> std::io::Result<String> {
     read_bounded(std::fs::File::open(path)?, "larger than the 64 MiB input-file bound")
 }
 
 /// The whole text of standard input (the numbers of `dsa-sim quantize`), bounded like
 /// [`read_to_string`]: at most [`MAX_INPUT_BYTES`] + 1 bytes are read, so an endless stream
 /// (`< /dev/zero`) is refused after 64 MiB instead of filling memory.
-pub fn read_stdin_to_string() -> std::io::Result<String> {
+pub(crate) fn read_stdin_to_string() -> std::io::Result<String> {
     read_bounded(
         std::io::stdin().lock(),
         "larger than the 64 MiB input bound: give at most 64 MiB of numbers (split the input)",
@@ -39,7 +39,7 @@ fn read_bounded(reader: impl Read, too_large: &'static str) -> std::io::Result<S
 /// file): `Ok(None)` when there is none or it is not a regular file (a FIFO would block the
 /// open, a device never ends), otherwise bounded like [`read_to_string`]. The file type is
 /// checked before opening and again on the opened handle.
-pub fn read_regular_file(path: &Path) -> std::io::Result<Option<String>> {
+pub(crate) fn read_regular_file(path: &Path) -> std::io::Result<Option<String>> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Ok(None),
@@ -59,15 +59,15 @@ pub fn read_regular_file(path: &Path) -> std::io::Result<Option<String>> {
 }
 
 /// Most characters of a user's value that an error message echoes ([`echo`]).
-pub const ECHO_MAX: usize = 200;
+pub(crate) const ECHO_MAX: usize = 200;
 
 /// Most characters of a whole error line ([`cap_line`]).
-pub const LINE_MAX: usize = 800;
+pub(crate) const LINE_MAX: usize = 800;
 
 /// A user's value as an error message echoes it: whole when at most [`ECHO_MAX`] characters,
 /// otherwise its first [`ECHO_MAX`] characters and `…(N bytes)`, so a 10 MB value gives a short
 /// line.
-pub fn echo(value: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn echo(value: &str) -> std::borrow::Cow<'_, str> {
     match value.char_indices().nth(ECHO_MAX) {
         None => std::borrow::Cow::Borrowed(value),
         Some((i, _)) => std::borrow::Cow::Owned(format!("{}…({} bytes)", &value[..i], value.len())),
@@ -75,7 +75,7 @@ pub fn echo(value: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// [`echo`] in quotes, as `{:?}` shows a string: `"abc"`, or `"abc…"…(N bytes)` when cut.
-pub fn echo_quoted(value: &str) -> String {
+pub(crate) fn echo_quoted(value: &str) -> String {
     match value.char_indices().nth(ECHO_MAX) {
         None => format!("{value:?}"),
         Some((i, _)) => format!("{:?}…({} bytes)", &value[..i], value.len()),
@@ -86,7 +86,7 @@ pub fn echo_quoted(value: &str) -> String {
 /// as [`echo`] cuts a value (the margin leaves a value [`echo`] already cut, with its quotes and
 /// size, as it is), and the whole line cut to about [`LINE_MAX`] characters (its start and end
 /// kept, `…(N bytes)…` between): the final guard of every message that may quote user input.
-pub fn cap_line(line: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn cap_line(line: &str) -> std::borrow::Cow<'_, str> {
     let too_long = |w: &str| w.len() > ECHO_MAX + 40 && w.chars().count() > ECHO_MAX + 40;
     if !line.split(' ').any(too_long) && line.len() <= LINE_MAX {
         return std::borrow::Cow::Borrowed(line);

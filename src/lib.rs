@@ -39,8 +39,8 @@
 //! assert!(e2.recall > e.recall);
 //! ```
 //!
-//! Calibration fits scenario fields to measured recall ([`calibrate`]; tables in the format of
-//! [`measured`]); the verdict ([`verdict`]) says whether some k within the kernel's limit
+//! Calibration fits scenario fields to measured recall ([`mod@calibrate`]; tables in the format of
+//! [`measured`]); the verdict ([`mod@verdict`]) says whether some k within the kernel's limit
 //! reaches a target:
 //!
 //! ```
@@ -79,6 +79,31 @@
 //! s.dprime = 0.5;
 //! assert_eq!(verdict(&s, &model, opts).unwrap().call, Call::DiscriminationLimited);
 //! ```
+//!
+//! # The public API
+//!
+//! The main entry points are re-exported at the crate root:
+//!
+//! - [`Scenario`] (and [`ScenarioError`]): the model's parameters, from a preset, TOML or fields;
+//!   [`scenario`] has the field table ([`scenario::Field`]), presets and keywords.
+//! - [`estimate`], [`Estimate`], [`RunOptions`]: recall and rank of one scenario, by the engine
+//!   that fits it; [`Analytic`] and [`engine::montecarlo`] are the two engines, [`EngineModel`]
+//!   (a [`RecallModel`]) the engine choice that calibration, verdict and diagnosis evaluate.
+//! - [`calibrate()`](calibrate::calibrate), [`FitResult`]: scenario fields fitted to a measured
+//!   table ([`Dataset`], read by [`parse_csv`] or [`load_csv`]; format in [`measured`]).
+//! - [`verdict()`](verdict::verdict), [`Verdict`], [`Call`], [`VerdictOptions`]: coverage- or
+//!   discrimination-limited, for a scenario.
+//! - [`diagnose`], [`Diagnosis`]: the verdict of a measured table (fit, hypotheses, error rates,
+//!   next measurement); the plan and condition checks are in [`diagnosis`].
+//! - Imports of measured data: [`import::niah`] (harness outputs), [`import::topk`] (captured
+//!   selections), [`import::scores`] (captured indexer scores).
+//! - [`indexer::VectorModel`]: the vector model; [`formats::Format`]: number formats.
+//! - [`commands`]: each command's request and result, as the command line and the Python
+//!   package run them; [`CommandError`] carries the exit kind ([`error::ErrorKind`]).
+//!
+//! Everything else is `pub(crate)`: what stays public is what those users (the binary, the
+//! Python package, benches, fuzz targets, integration tests) need, so the internals can change
+//! without a breaking release.
 #![deny(missing_docs)]
 // `!(x > 0.0)` is how this crate rejects NaN together with the out-of-range values; the
 // partial_cmp spelling clippy suggests would hide that.
@@ -90,22 +115,27 @@
 // for the Python package (python/).
 pub mod calibrate;
 pub mod commands;
+// Docs of modules others are editing now link to items that are pub(crate): unlinked once settled.
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod diagnosis;
 pub mod engine;
 pub mod error;
 pub mod experiment;
 pub mod formats;
 pub mod geometry;
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod import;
 pub mod indexer;
-pub mod input;
+pub(crate) mod input;
 pub mod measured;
 pub mod output;
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod present;
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod probe;
 pub mod progress;
 pub mod quadrature;
-pub mod report;
+pub(crate) mod report;
 pub mod scenario;
 pub mod scores;
 pub mod stats;
@@ -114,5 +144,11 @@ pub mod trials;
 pub mod vector_fields;
 pub mod verdict;
 
-pub use engine::{estimate, Estimate, RunOptions};
+pub use calibrate::{FitResult, ParamEstimate};
+pub use commands::CommandError;
+pub use diagnosis::{diagnose, Diagnosis};
+pub use engine::analytic::Analytic;
+pub use engine::{estimate, EngineChoice, EngineModel, Estimate, RecallModel, RunOptions};
+pub use measured::{load_csv, parse_csv, Dataset, Observation};
 pub use scenario::{Scenario, ScenarioError};
+pub use verdict::{Call, Verdict, VerdictOptions};

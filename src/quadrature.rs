@@ -88,7 +88,7 @@ pub fn integrate(f: impl FnMut(f64) -> f64, a: f64, b: f64, breakpoints: &[f64],
 /// subdivision on which every panel's 15-point Kronrod rule resolves `f` (see
 /// [`kronrod_nodes`]). For integrands f·g evaluated many times with the same f and a g that is
 /// smooth on the panels' scale: f is evaluated at the panels' nodes once.
-pub fn adaptive_panels(
+pub(crate) fn adaptive_panels(
     f: impl FnMut(f64) -> f64,
     a: f64,
     b: f64,
@@ -103,7 +103,7 @@ pub fn adaptive_panels(
 
 /// Appends the 15 Kronrod nodes of [a, b] with their weights, (x, w), to `out`: Σ w·f(x) is the
 /// panel's estimate in [`integrate`].
-pub fn kronrod_nodes(a: f64, b: f64, out: &mut Vec<(f64, f64)>) {
+pub(crate) fn kronrod_nodes(a: f64, b: f64, out: &mut Vec<(f64, f64)>) {
     let c = 0.5 * (a + b);
     let h = 0.5 * (b - a);
     out.push((c, WGK[7] * h));
@@ -171,7 +171,7 @@ fn subdivide(
 /// components share an expensive inner quantity (the layer-count probabilities of one needle).
 /// The scalar [`integrate`] stays separate: it runs in the analytic engine's innermost loop,
 /// where this one's per-panel vectors would be an allocation per panel.
-pub fn integrate_vec(
+pub(crate) fn integrate_vec(
     mut f: impl FnMut(f64, &mut [f64]),
     n: usize,
     a: f64,

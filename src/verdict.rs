@@ -70,7 +70,7 @@ impl Call {
     /// recall at the configured k meets the target, `coverage-limited` when it does at the
     /// kernel's maximum k, `discrimination-limited` otherwise. The input of
     /// `diagnosis::rule::decide` (its `physical` call), which alone turns evidence into a call.
-    pub fn of_numbers(recall_now: f64, recall_max_k: f64, target: f64) -> Call {
+    pub(crate) fn of_numbers(recall_now: f64, recall_max_k: f64, target: f64) -> Call {
         if recall_now >= target {
             Call::Saturated
         } else if recall_max_k >= target {
@@ -82,16 +82,16 @@ impl Call {
 }
 
 /// Largest dprime searched; a target not met there is reported unreachable by dprime.
-pub const DPRIME_SEARCH: (f64, f64) = (-10.0, 50.0);
+pub(crate) const DPRIME_SEARCH: (f64, f64) = (-10.0, 50.0);
 /// Largest score noise searched; if the target holds there, noise does not matter and this cap
 /// is reported.
-pub const NOISE_CAP: f64 = 100.0;
+pub(crate) const NOISE_CAP: f64 = 100.0;
 /// Most token or block scores the noise search may draw ([`RecallModel::noise_curve_draws`]):
 /// about 20 s of one core. Beyond it (page pooling over 30 layers at 128K tokens, at 4,000
 /// trials, draws 1.5·10^10) the two "score noise allowed" figures are not searched and the
 /// verdict says so: they are the only figures that need a Monte Carlo run of their own, and a
 /// verdict that answers in minutes for two figures is one nobody waits for.
-pub const NOISE_SEARCH_MAX_DRAWS: u64 = 4_000_000_000;
+pub(crate) const NOISE_SEARCH_MAX_DRAWS: u64 = 4_000_000_000;
 
 /// Options of [`verdict`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -104,7 +104,7 @@ pub struct VerdictOptions {
 
 impl VerdictOptions {
     /// Checks the target and the kernel maximum.
-    pub fn validate(&self) -> Result<(), VerdictError> {
+    pub(crate) fn validate(&self) -> Result<(), VerdictError> {
         if !(self.target > 0.0 && self.target < 1.0) {
             return Err(VerdictError::Input(format!("--target {}: allowed 0 < target < 1", self.target)));
         }
@@ -300,25 +300,25 @@ pub fn verdict(s: &Scenario, model: &dyn RecallModel, opts: VerdictOptions) -> R
 #[derive(Debug, Clone, PartialEq)]
 pub struct CalibratedVerdict {
     /// At the estimate.
-    pub at_estimate: Verdict,
+    pub(crate) at_estimate: Verdict,
     /// At every boundary point of the 95% region.
-    pub region: Vec<Verdict>,
+    pub(crate) region: Vec<Verdict>,
 }
 
 /// A 95% range over the region: (low, high); `None` ends mean unbounded/unreachable.
-pub type Range = (Option<f64>, Option<f64>);
+pub(crate) type Range = (Option<f64>, Option<f64>);
 
 impl CalibratedVerdict {
     fn all(&self) -> impl Iterator<Item = &Verdict> {
         std::iter::once(&self.at_estimate).chain(self.region.iter())
     }
     /// Range of a numeric quantity over the region.
-    pub fn range(&self, f: impl Fn(&Verdict) -> f64) -> Range {
+    pub(crate) fn range(&self, f: impl Fn(&Verdict) -> f64) -> Range {
         let v: Vec<f64> = self.all().map(f).collect();
         (v.iter().cloned().reduce(f64::min), v.iter().cloned().reduce(f64::max))
     }
     /// Range of an optional quantity where None means +∞ (k_needed, dprime_needed).
-    pub fn range_inf_high(&self, f: impl Fn(&Verdict) -> Option<f64>) -> Range {
+    pub(crate) fn range_inf_high(&self, f: impl Fn(&Verdict) -> Option<f64>) -> Range {
         let v: Vec<Option<f64>> = self.all().map(f).collect();
         let some: Vec<f64> = v.iter().flatten().cloned().collect();
         let lo = some.iter().cloned().reduce(f64::min);
@@ -326,14 +326,14 @@ impl CalibratedVerdict {
         (lo, hi)
     }
     /// Range of an optional quantity where None means "not even 0" (score_noise_allowed).
-    pub fn range_none_low(&self, f: impl Fn(&Verdict) -> Option<f64>) -> Range {
+    pub(crate) fn range_none_low(&self, f: impl Fn(&Verdict) -> Option<f64>) -> Range {
         let v: Vec<Option<f64>> = self.all().map(f).collect();
         let some: Vec<f64> = v.iter().flatten().cloned().collect();
         let lo = if v.iter().any(Option::is_none) { None } else { some.iter().cloned().reduce(f64::min) };
         (lo, some.iter().cloned().reduce(f64::max))
     }
     /// The calls reached anywhere in the region.
-    pub fn calls(&self) -> Vec<Call> {
+    pub(crate) fn calls(&self) -> Vec<Call> {
         let mut c: Vec<Call> = Vec::new();
         for v in self.all() {
             if !c.contains(&v.call) {
@@ -345,7 +345,7 @@ impl CalibratedVerdict {
 }
 
 /// The verdict at each of `scenarios` (the estimate first, then the region's points), in parallel.
-pub fn calibrated_verdict(
+pub(crate) fn calibrated_verdict(
     scenarios: &[Scenario],
     model: &dyn RecallModel,
     opts: VerdictOptions,

@@ -33,12 +33,13 @@ impl<'a> CachedModel<'a> {
         }
     }
     /// Calls `f(evaluations so far)` after every evaluation of the inner model.
-    pub fn with_observer(mut self, f: impl Fn(u64) + Send + Sync + 'a) -> Self {
+    pub(crate) fn with_observer(mut self, f: impl Fn(u64) + Send + Sync + 'a) -> Self {
         self.on_evaluation = Some(Box::new(f));
         self
     }
     /// (evaluations of the inner model, lookups).
-    pub fn counts(&self) -> (u64, u64) {
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u64, u64) {
         (self.evaluations.load(Ordering::Relaxed), self.lookups.load(Ordering::Relaxed))
     }
 }

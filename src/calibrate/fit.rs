@@ -40,14 +40,14 @@ pub struct ParamEstimate {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowFit {
     /// The row.
-    pub obs: Observation,
+    pub(crate) obs: Observation,
     /// Model recall at the estimate.
-    pub fitted: f64,
+    pub(crate) fitted: f64,
     /// Pearson residual (y − n p) / sqrt(n p (1 − p)); NaN where the model's recall is 0 or 1
     /// and the row disagrees (a selection-independent miss, not a residual).
-    pub pearson: f64,
+    pub(crate) pearson: f64,
     /// Signed deviance residual.
-    pub deviance_residual: f64,
+    pub(crate) deviance_residual: f64,
 }
 
 /// A completed fit.
@@ -315,7 +315,7 @@ fn directions(n: usize) -> Vec<Vec<f64>> {
 /// profile-likelihood 95% interval of g; the region is traced along fixed directions from the
 /// estimate in coordinates scaled by each parameter's profile interval, and the profile
 /// interval endpoints (which lie on the boundary) are added.
-pub fn likelihood_region(
+pub(crate) fn likelihood_region(
     problem: &Problem,
     theta: &[f64],
     ll_hat: f64,
@@ -428,7 +428,7 @@ pub(crate) fn chi2_sf(x: f64, df: i64) -> Option<f64> {
 
 /// Fits, and when `intervals` is set computes profile intervals and (if `region` is set) the
 /// likelihood-ratio region.
-pub fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult, CalibError> {
+pub(crate) fn fit(problem: &Problem, intervals: bool, region: bool) -> Result<FitResult, CalibError> {
     let (mut theta, mut ll, mut evals) = fit_mle(problem)?;
     let mut estimates = Vec::new();
     let mut ends = Vec::new();

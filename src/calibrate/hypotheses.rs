@@ -17,26 +17,26 @@ use rayon::prelude::*;
 
 /// The fields the named hypotheses are about; any other `--fit` field (score_noise, …) is a
 /// nuisance parameter, free in every hypothesis.
-pub const HYPOTHESIS_FIELDS: &[Field] =
+pub(crate) const HYPOTHESIS_FIELDS: &[Field] =
     &[Field::Dprime, Field::NeedleSd, Field::HardNegatives, Field::HardMean, Field::PRead];
 
 /// The name of the needle-level overdispersion among a hypothesis's estimates (rows with needle
 /// ids: free in every hypothesis).
-pub const OVERDISPERSION: &str = "overdispersion";
+pub(crate) const OVERDISPERSION: &str = "overdispersion";
 
 /// The name of `candidate-count-limit`'s threshold N0 among its estimates (candidates).
-pub const CANDIDATE_LIMIT: &str = "candidate_limit";
+pub(crate) const CANDIDATE_LIMIT: &str = "candidate_limit";
 
 /// The dprime used for "the indexer never selects the needle" (the bottom of the search range:
 /// below every distractor, so only the window, the sink or N ≤ k bring it in).
-pub const NEVER_SELECTED_DPRIME: f64 = -10.0;
+pub(crate) const NEVER_SELECTED_DPRIME: f64 = -10.0;
 
 /// The name of `read-decline`'s log10 L50 among its estimates (tokens).
-pub const READ_L50: &str = "log10_read_l50";
+pub(crate) const READ_L50: &str = "log10_read_l50";
 
 /// The steepest fall of `read-decline`'s read rate searched: at s = 40 the rate is above 0.99
 /// at 0.89·L50 and below 0.01 at 1.12·L50, a step between any two lengths a report measures.
-pub const READ_SLOPE_MAX: f64 = 40.0;
+pub(crate) const READ_SLOPE_MAX: f64 = 40.0;
 
 /// `read-decline`'s factor on the read rate at context length `l`: 1 / (1 + (l/L50)^s).
 fn read_factor(l: u64, log10_l50: f64, slope: f64) -> f64 {
@@ -56,7 +56,7 @@ const POSITIONAL_WIDTH_DECADES: f64 = 0.1;
 /// A hypothesis's fit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HypothesisResult {
-    /// Which hypothesis (its name and one-line meaning: [`Hypothesis::name`], [`Hypothesis::description`]).
+    /// Which hypothesis (its name and one-line meaning: [`Hypothesis::name`], `Hypothesis::description`).
     pub hypothesis: Hypothesis,
     /// Fields fixed by the hypothesis, with their values.
     pub fixed: Vec<(Field, f64)>,
@@ -90,12 +90,12 @@ impl HypothesisResult {
         self.estimates.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
     /// Whether the hypothesis points to a broken implementation.
-    pub fn is_implementation(&self) -> bool {
+    pub(crate) fn is_implementation(&self) -> bool {
         self.hypothesis.is_implementation()
     }
     /// The scenario this hypothesis's fit describes, when it is a plain scenario (its parameters
     /// are scenario fields): `base` with the fixed values and the estimates substituted.
-    pub fn scenario(&self, base: &Scenario) -> Option<Scenario> {
+    pub(crate) fn scenario(&self, base: &Scenario) -> Option<Scenario> {
         if self.is_implementation() {
             // A defect is not a scenario, whatever its estimates are named.
             return None;
@@ -259,7 +259,7 @@ fn bounds_of(p: Param, user_free: &[FreeParam]) -> Result<(f64, f64), CalibError
 }
 
 /// The needle's distance from the query in tokens: (1 − depth) · context_len (at least 1).
-pub fn distance_from_query(s: &Scenario) -> f64 {
+pub(crate) fn distance_from_query(s: &Scenario) -> f64 {
     ((1.0 - s.depth) * s.context_len as f64).max(1.0)
 }
 
@@ -562,7 +562,7 @@ fn nested_start(
 
 /// The recall a fitted hypothesis predicts for every row of `cells` (which need no hits: only
 /// their geometry is used), for planning what to measure next.
-pub fn hypothesis_recall(
+pub(crate) fn hypothesis_recall(
     h: &HypothesisResult,
     cells: &Dataset,
     base: &Scenario,
@@ -956,7 +956,7 @@ fn branch_and_bound(
 
 /// ΔAIC within which hypotheses are equally supported by the data (Burnham & Anderson's
 /// "substantial support"): among them the order follows plausibility, not the last digits of AIC.
-pub const AIC_TIE: f64 = 2.0;
+pub(crate) const AIC_TIE: f64 = 2.0;
 
 /// Whether a fit's estimates are values the data could come from: none on a search bound, and no
 /// separation below 0 (an indexer ranking the needle below a typical distractor is a defect of

@@ -49,7 +49,7 @@ pub enum Family {
 
 impl Hypothesis {
     /// Every hypothesis, in the order `--compare` lists them when their AIC ties.
-    pub const ALL: [Hypothesis; 12] = [
+    pub(crate) const ALL: [Hypothesis; 12] = [
         Hypothesis::RandomIndexer,
         Hypothesis::Discrimination,
         Hypothesis::DiscriminationWithSpread,
@@ -88,7 +88,7 @@ impl Hypothesis {
     }
 
     /// The one-line meaning printed by `--compare`.
-    pub fn description(self) -> &'static str {
+    pub(crate) fn description(self) -> &'static str {
         match self {
             Hypothesis::RandomIndexer => "dprime = 0: the indexer selects the needle no better than a random pick; only k/N, the copies and the window matter (not the raise-k hypothesis)",
             Hypothesis::Discrimination => "dprime free: the needle scores dprime distractor-sd above (or below) a typical distractor",
@@ -106,7 +106,7 @@ impl Hypothesis {
     }
 
     /// What a preferred fit of the hypothesis means for the call.
-    pub fn family(self) -> Family {
+    pub(crate) fn family(self) -> Family {
         match self {
             Hypothesis::RandomIndexer => Family::Random,
             Hypothesis::ReadFailure | Hypothesis::ReadDecline => Family::Read,
@@ -124,7 +124,7 @@ impl Hypothesis {
 
     /// Whether a preferred fit points to a broken implementation rather than to the indexer's
     /// precision, the budget or the model's reading.
-    pub fn is_implementation(self) -> bool {
+    pub(crate) fn is_implementation(self) -> bool {
         self.family() == Family::Defect
     }
 }

@@ -43,29 +43,29 @@ pub(crate) fn unit_deviance(y: u64, n: u64, p: f64) -> f64 {
 /// its degrees of freedom (rows − parameters) and the residuals are per row, as in the file.
 pub struct Problem<'a> {
     /// The table.
-    pub data: &'a Dataset,
+    pub(crate) data: &'a Dataset,
     /// The free parameters, in order.
-    pub free: Vec<FreeParam>,
+    pub(crate) free: Vec<FreeParam>,
     /// Per distinct row (group): the base scenario with the row's own columns substituted.
-    pub row_base: Vec<Scenario>,
+    pub(crate) row_base: Vec<Scenario>,
     /// For each row of the table, its index in `row_base`.
-    pub group_of_row: Vec<usize>,
+    pub(crate) group_of_row: Vec<usize>,
     /// The scenario given by the user (for predictions and verdicts).
-    pub base: Scenario,
+    pub(crate) base: Scenario,
     /// The recall model.
-    pub model: &'a dyn RecallModel,
+    pub(crate) model: &'a dyn RecallModel,
     /// The rows carry a needle (or sample) id: the trials of one row are one needle's, and a
     /// needle-level overdispersion ρ (the intra-needle correlation of trials, a beta-binomial
     /// per row) is one more parameter, after the free fields ([`Problem::dim`]).
-    pub overdispersed: bool,
+    pub(crate) overdispersed: bool,
 }
 
 /// Largest needle-level overdispersion the fit searches (ρ = 1 would make every needle's trials
 /// identical).
-pub const MAX_OVERDISPERSION: f64 = 0.95;
+pub(crate) const MAX_OVERDISPERSION: f64 = 0.95;
 
 /// Where the overdispersion's search starts: inside the box, so the simplex can move either way.
-pub const START_OVERDISPERSION: f64 = 0.05;
+pub(crate) const START_OVERDISPERSION: f64 = 0.05;
 
 /// ln P(y of n | p, ρ) for the beta-binomial with mean p and intra-cluster correlation ρ
 /// (a = p(1 − ρ)/ρ, b = (1 − p)(1 − ρ)/ρ), the binomial at ρ = 0. With γ = ρ/(1 − ρ) the ratio
@@ -129,12 +129,12 @@ impl<'a> Problem<'a> {
 
     /// Number of parameters: the free fields, and the overdispersion last when the rows carry
     /// needle ids.
-    pub fn dim(&self) -> usize {
+    pub(crate) fn dim(&self) -> usize {
         self.free.len() + usize::from(self.overdispersed)
     }
 
     /// Lower and upper bounds.
-    pub fn bounds(&self) -> (Vec<f64>, Vec<f64>) {
+    pub(crate) fn bounds(&self) -> (Vec<f64>, Vec<f64>) {
         let (mut lo, mut hi): (Vec<f64>, Vec<f64>) =
             (self.free.iter().map(|p| p.lo).collect(), self.free.iter().map(|p| p.hi).collect());
         if self.overdispersed {
@@ -145,7 +145,7 @@ impl<'a> Problem<'a> {
     }
 
     /// The overdispersion at `theta` (0 when the rows carry no needle ids).
-    pub fn rho(&self, theta: &[f64]) -> f64 {
+    pub(crate) fn rho(&self, theta: &[f64]) -> f64 {
         if self.overdispersed {
             theta.get(self.free.len()).copied().unwrap_or(0.0)
         } else {
@@ -154,7 +154,7 @@ impl<'a> Problem<'a> {
     }
 
     /// The scenario of distinct row (group) `i` at parameters `theta`.
-    pub fn row_scenario(&self, i: usize, theta: &[f64]) -> Result<Scenario, CalibError> {
+    pub(crate) fn row_scenario(&self, i: usize, theta: &[f64]) -> Result<Scenario, CalibError> {
         let mut s = self.row_base[i].clone();
         for (p, &v) in self.free.iter().zip(theta) {
             set_field(&mut s, p.field, v)?;
@@ -163,7 +163,7 @@ impl<'a> Problem<'a> {
     }
 
     /// `base` (or any scenario) with the free parameters set to `theta`.
-    pub fn with_theta(&self, s: &Scenario, theta: &[f64]) -> Result<Scenario, CalibError> {
+    pub(crate) fn with_theta(&self, s: &Scenario, theta: &[f64]) -> Result<Scenario, CalibError> {
         let mut s = s.clone();
         for (p, &v) in self.free.iter().zip(theta) {
             set_field(&mut s, p.field, v)?;
@@ -179,7 +179,7 @@ impl<'a> Problem<'a> {
 
     /// Model recall of every row at `theta` (evaluated once per result the model tells apart:
     /// `evaluate_distinct`).
-    pub fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
+    pub(crate) fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {
         let one = |i: usize| -> Result<f64, CalibError> {
             let s = self.row_scenario(i, theta)?;
             self.model.recall(&s).map_err(CalibError::Model)
@@ -218,7 +218,7 @@ impl<'a> Problem<'a> {
     }
 
     /// Per distinct row, P(exactly m layers select the needle) at `theta` (selection data).
-    pub fn layer_pmfs(&self, theta: &[f64]) -> Result<Vec<Vec<f64>>, CalibError> {
+    pub(crate) fn layer_pmfs(&self, theta: &[f64]) -> Result<Vec<Vec<f64>>, CalibError> {
         let one = |i: usize| -> Result<Vec<f64>, CalibError> {
             let s = self.row_scenario(i, theta)?;
             self.model.layer_count_pmf(&s).map_err(CalibError::Model)
@@ -228,7 +228,7 @@ impl<'a> Problem<'a> {
 
     /// Log-likelihood of the saturated model (each row its own recall; for selection data,
     /// each cell its own distribution of the number of selecting layers).
-    pub fn saturated_loglik(&self) -> f64 {
+    pub(crate) fn saturated_loglik(&self) -> f64 {
         if self.data.is_selection() {
             return saturated_pattern_loglik(self.data);
         }
@@ -238,7 +238,7 @@ impl<'a> Problem<'a> {
     /// Residual degrees of freedom at `k` parameters: rows − k, or for selection data cells ×
     /// layers − k (each cell's distribution of the number of selecting layers has `layers` free
     /// probabilities).
-    pub fn residual_df(&self, k: usize) -> i64 {
+    pub(crate) fn residual_df(&self, k: usize) -> i64 {
         observations(self.data) - k as i64
     }
 }
@@ -269,7 +269,7 @@ pub(crate) fn saturated_pattern_loglik(data: &Dataset) -> f64 {
 
 /// A selection row's scenario: `layers` indexer layers whose own selections were observed, so
 /// the window, sink, read and guess probabilities do not enter (recall = P(some layer selects)).
-pub fn selection_scenario(s: &mut Scenario, layers: usize) -> Result<(), CalibError> {
+pub(crate) fn selection_scenario(s: &mut Scenario, layers: usize) -> Result<(), CalibError> {
     // The captured layers are the selecting ones: the stack's other layers do not enter.
     s.stack = crate::scenario::Stack::default();
     s.layers = u32::try_from(layers).map_err(|_| CalibError::Input(format!("{layers} layers: too many")))?;
@@ -296,7 +296,7 @@ pub(crate) fn pattern_loglik(counts: &[u64], pmf: &[f64]) -> f64 {
 }
 
 /// Sets a real field to a parameter value.
-pub fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), CalibError> {
+pub(crate) fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), CalibError> {
     s.set_real(field, v).map_err(|e| CalibError::Input(e.to_string()))
 }
 

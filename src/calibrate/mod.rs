@@ -8,13 +8,13 @@
 //! tests may plug in closed-form models ([`crate::engine::FnModel`]).
 
 pub mod cache;
-pub mod fit;
-pub mod hypotheses;
-pub mod hypothesis;
-pub mod likelihood;
+pub(crate) mod fit;
+pub(crate) mod hypotheses;
+pub(crate) mod hypothesis;
+pub(crate) mod likelihood;
 pub(crate) mod optimize;
-pub mod predict;
-pub mod report;
+pub(crate) mod predict;
+pub(crate) mod report;
 pub mod row_checks;
 
 /// The measured-data types, re-exported from [`crate::measured`] (their one home).
@@ -23,8 +23,10 @@ pub use fit::{FitResult, ParamEstimate, RowFit};
 pub use hypotheses::{check_name, compare_hypotheses, HypothesisResult};
 pub use hypothesis::{Family, Hypothesis};
 pub use likelihood::Problem;
-pub use predict::{parse_predict_specs, predict_grid, Prediction};
-pub use row_checks::{row_checks, JointFloor, RowCheck, RowChecks};
+pub use predict::predict_grid;
+pub(crate) use predict::{parse_predict_specs, Prediction};
+pub use row_checks::row_checks;
+pub(crate) use row_checks::{JointFloor, RowChecks};
 
 use crate::engine::{EngineError, RecallModel};
 use crate::scenario::{field_names, Field, Scenario, ScenarioError};
@@ -83,11 +85,11 @@ impl From<ScenarioError> for CalibError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct FreeParam {
     /// Scenario field (a real field with fit bounds in the field table).
-    pub field: Field,
+    pub(crate) field: Field,
     /// Lower bound.
-    pub lo: f64,
+    pub(crate) lo: f64,
     /// Upper bound.
-    pub hi: f64,
+    pub(crate) hi: f64,
 }
 
 // The fields that can be fitted, their default search ranges and which ends are physical
@@ -155,7 +157,7 @@ pub fn parse_fit_spec(spec: &str, data: Option<&Dataset>) -> Result<Vec<FreePara
 }
 
 /// The default search range of a field, if it can be fitted.
-pub fn default_param(field: Field) -> Option<FreeParam> {
+pub(crate) fn default_param(field: Field) -> Option<FreeParam> {
     field.spec().fit.map(|b| FreeParam { field, lo: b.lo, hi: b.hi })
 }
 
@@ -207,7 +209,7 @@ pub fn run_calibration(
 /// The scenario whose answer-level recall predictions and verdicts describe: `base`, and for
 /// selection data (captured per-layer selections) with its selecting layers set to the number of
 /// captured indexer layers (the stack's other layers kept), the readout as given.
-pub fn answer_scenario(data: &Dataset, base: &Scenario) -> Scenario {
+pub(crate) fn answer_scenario(data: &Dataset, base: &Scenario) -> Scenario {
     let mut s = base.clone();
     if let Some(c) = data.rows.first().and_then(|r| r.layer_counts.as_ref()) {
         s.set_selecting_layers((c.len() - 1) as u32);
@@ -217,7 +219,7 @@ pub fn answer_scenario(data: &Dataset, base: &Scenario) -> Scenario {
 
 /// The scenarios at the estimate (first) and at every point of the fit's 95% likelihood region:
 /// the inputs of a calibrated verdict.
-pub fn fitted_scenarios(
+pub(crate) fn fitted_scenarios(
     data: &Dataset,
     base: &Scenario,
     report: &report::CalibrationReport,

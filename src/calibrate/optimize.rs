@@ -19,24 +19,24 @@
 
 /// Result of a minimisation.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Minimum {
+pub(crate) struct Minimum {
     /// Arg-min found.
-    pub x: Vec<f64>,
+    pub(crate) x: Vec<f64>,
     /// Objective there.
-    pub fx: f64,
+    pub(crate) fx: f64,
     /// Objective evaluations used.
-    pub evals: usize,
+    pub(crate) evals: usize,
 }
 
 /// Options of [`nelder_mead`].
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NmOptions {
+pub(crate) struct NmOptions {
     /// Stop when the simplex's objective values span less than this.
-    pub ftol: f64,
+    pub(crate) ftol: f64,
     /// ... and its vertices lie within this fraction of the box width of the best one.
-    pub xtol: f64,
+    pub(crate) xtol: f64,
     /// Evaluation budget (restarts included).
-    pub max_evals: usize,
+    pub(crate) max_evals: usize,
 }
 
 impl Default for NmOptions {
@@ -53,7 +53,7 @@ fn clamp_into(x: &mut [f64], lo: &[f64], hi: &[f64]) {
 
 /// Minimises `f` over the box `[lo, hi]` from `x0` with initial steps `step` (per coordinate; a
 /// step that would leave the box is reflected inward). Non-finite objective values count as +∞.
-pub fn nelder_mead(
+pub(crate) fn nelder_mead(
     f: &mut dyn FnMut(&[f64]) -> f64,
     x0: &[f64],
     step: &[f64],
@@ -442,7 +442,7 @@ fn newton_polish(
 }
 
 /// Screening points over the box: a full grid for up to 4 parameters, a Halton design beyond.
-pub fn screening_design(lo: &[f64], hi: &[f64]) -> Vec<Vec<f64>> {
+pub(crate) fn screening_design(lo: &[f64], hi: &[f64]) -> Vec<Vec<f64>> {
     let n = lo.len();
     let fracs: &[f64] = match n {
         0 => return vec![vec![]],
@@ -487,7 +487,7 @@ pub fn screening_design(lo: &[f64], hi: &[f64]) -> Vec<Vec<f64>> {
 
 /// Global bounded minimisation: screen the design (plus `extra` starting points), run
 /// [`nelder_mead`] from the best `starts` distinct screening points, keep the best.
-pub fn minimize_bounded(
+pub(crate) fn minimize_bounded(
     f: &mut dyn FnMut(&[f64]) -> f64,
     lo: &[f64],
     hi: &[f64],
@@ -717,7 +717,7 @@ mod tests {
 /// apart, expanding the step while the minimum is not bracketed, and stopping when the parabola
 /// predicts less than `ftol` further improvement. Warm-started along a smooth profile path it
 /// needs a handful of evaluations.
-pub fn min_1d(
+pub(crate) fn min_1d(
     f: &mut dyn FnMut(f64) -> f64,
     x0: f64,
     h0: f64,

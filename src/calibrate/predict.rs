@@ -28,7 +28,7 @@ pub struct Prediction {
 /// Parses `--predict` arguments (and calibration experiments' `curves`), each a sweep axis
 /// `FIELD=V1,V2,…` or a range (`A..B:xF`, `A..B:N`, `A..B:+S`, see [`Axis::parse`]); a field
 /// may be given once.
-pub fn parse_predict_specs(args: &[String]) -> Result<Vec<Axis>, CalibError> {
+pub(crate) fn parse_predict_specs(args: &[String]) -> Result<Vec<Axis>, CalibError> {
     let mut out: Vec<Axis> = Vec::new();
     for a in args {
         let axis = Axis::parse(a).map_err(|e| CalibError::Input(format!("--predict {a}: {e}")))?;
@@ -49,11 +49,11 @@ pub fn parse_predict_specs(args: &[String]) -> Result<Vec<Axis>, CalibError> {
 
 /// Most points a what-if grid may have (every point costs one model evaluation per point of
 /// the fit's 95% region, dozens to hundreds).
-pub const MAX_PREDICT_POINTS: usize = 100_000;
+pub(crate) const MAX_PREDICT_POINTS: usize = 100_000;
 
 /// Every grid point of the specs (cartesian product, first spec varying slowest), as the
 /// index of each spec's value.
-pub fn grid_points(specs: &[Axis]) -> Vec<Vec<usize>> {
+pub(crate) fn grid_points(specs: &[Axis]) -> Vec<Vec<usize>> {
     let mut pts: Vec<Vec<usize>> = vec![vec![]];
     for s in specs {
         pts = pts
@@ -71,7 +71,7 @@ pub fn grid_points(specs: &[Axis]) -> Vec<Vec<usize>> {
 }
 
 /// The scenario at parameters `theta` and grid point `point` (one value index per spec).
-pub fn point_scenario(
+pub(crate) fn point_scenario(
     problem: &Problem,
     base: &Scenario,
     theta: &[f64],
@@ -87,7 +87,7 @@ pub fn point_scenario(
 
 /// `s` with the what-if grid's `point` (one value index per axis) substituted, validated; an
 /// invalid point is refused naming its values.
-pub fn at_point(mut s: Scenario, specs: &[Axis], point: &[usize]) -> Result<Scenario, CalibError> {
+pub(crate) fn at_point(mut s: Scenario, specs: &[Axis], point: &[usize]) -> Result<Scenario, CalibError> {
     for (a, &i) in specs.iter().zip(point) {
         s.set(a.field, a.values[i])?;
     }

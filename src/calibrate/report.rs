@@ -35,7 +35,7 @@ pub struct CalibrationReport {
 impl CalibrationReport {
     /// Warnings every rendering must carry (transcribed data, unidentifiable parameters,
     /// rejected fit).
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let mut w: Vec<String> = self.data.transcribed_warning().into_iter().collect();
         for e in &self.fit.estimates {
             if e.value_at_bound {
@@ -68,7 +68,7 @@ impl CalibrationReport {
 
 impl CalibrationReport {
     /// Whether a prediction's point sets index_topk beyond the scenario's kernel maximum.
-    pub fn beyond_kernel_max(&self, p: &Prediction) -> bool {
+    pub(crate) fn beyond_kernel_max(&self, p: &Prediction) -> bool {
         p.point
             .iter()
             .any(|(f, v)| *f == Field::IndexTopk && v.parse::<f64>().is_ok_and(|k| k > self.base.max_topk as f64))

@@ -14,7 +14,7 @@ use statrs::distribution::{Binomial, DiscreteCDF};
 use std::sync::OnceLock;
 
 /// Family-wise level of the row tests (Bonferroni over the rows).
-pub const ROW_ALPHA: f64 = 0.01;
+pub(crate) const ROW_ALPHA: f64 = 0.01;
 
 /// The checks of one measured row.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -69,25 +69,25 @@ pub struct RowChecks {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct JointFloor {
     /// Rows tested.
-    pub rows: usize,
+    pub(crate) rows: usize,
     /// Their hits.
-    pub hits: u64,
+    pub(crate) hits: u64,
     /// Their trials.
-    pub trials: u64,
+    pub(crate) trials: u64,
     /// Expected hits at the floor, at the worst-case ρ.
-    pub expected: f64,
+    pub(crate) expected: f64,
     /// The worst-case layer_corr (the one giving the largest p-value).
-    pub layer_corr: f64,
+    pub(crate) layer_corr: f64,
     /// P(H ≤ hits) at the floor, at the worst case: the one-sided joint p-value.
-    pub p_value: f64,
+    pub(crate) p_value: f64,
     /// p_value < [`JOINT_ALPHA`].
-    pub below_floor: bool,
+    pub(crate) below_floor: bool,
     /// The rows tested (indices into the table).
     #[serde(skip)]
-    pub tested: Vec<usize>,
+    pub(crate) tested: Vec<usize>,
     /// Their (trials, floor) at each layer_corr tried.
     #[serde(skip)]
-    pub laws: Vec<Vec<(u64, f64)>>,
+    pub(crate) laws: Vec<Vec<(u64, f64)>>,
     /// `laws`' exact CDFs, tabulated by the first [`rejects`](Self::rejects).
     #[serde(skip)]
     cdfs: CdfTables,
@@ -98,7 +98,7 @@ impl JointFloor {
     /// floor at every layer_corr tried: the test's rule, for tables other than the one it was
     /// computed on (the error-rate simulation and the plan, hundreds of tables each).
     ///
-    /// P(H ≤ h) at each law is [`sum_of_binomials_cdf`]`(h, law)`, bit for bit: read from the
+    /// P(H ≤ h) at each law is `sum_of_binomials_cdf``(h, law)`, bit for bit: read from the
     /// law's table (`exact_cdfs`, made once) where the exact convolution applies, computed
     /// otherwise (and for laws changed since the tables were made).
     pub fn rejects(&self, hits: &[u64]) -> bool {
@@ -142,9 +142,9 @@ impl std::fmt::Debug for CdfTables {
 }
 
 /// Level of the joint floor test.
-pub const JOINT_ALPHA: f64 = 0.01;
+pub(crate) const JOINT_ALPHA: f64 = 0.01;
 /// The layer_corr values the joint floor test tries (with several selecting layers).
-pub const JOINT_LAYER_CORR: &[f64] = &[0.0, 0.25, 0.5, 0.75, 0.9, 1.0];
+pub(crate) const JOINT_LAYER_CORR: &[f64] = &[0.0, 0.25, 0.5, 0.75, 0.9, 1.0];
 /// Most multiply-adds the exact law of the total hits may take; beyond, a continuity-corrected
 /// normal approximation.
 const JOINT_EXACT_WORK: u64 = 50_000_000;
@@ -156,7 +156,7 @@ fn exact_work(h: u64, rows: &[(u64, f64)]) -> u64 {
 
 /// P(Σ X_i ≤ h), X_i ~ Bin(n_i, p_i) independent: the exact convolution truncated at h, or a
 /// continuity-corrected normal approximation when that would exceed `JOINT_EXACT_WORK`.
-pub fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
+pub(crate) fn sum_of_binomials_cdf(h: u64, rows: &[(u64, f64)]) -> f64 {
     let total: u64 = rows.iter().map(|r| r.0).sum();
     if h >= total {
         return 1.0;
@@ -219,7 +219,7 @@ fn exact_cdfs(rows: &[(u64, f64)]) -> Vec<f64> {
 
 impl RowChecks {
     /// Whether the table shows `below_random_floor`: a row below the floor, or the rows jointly.
-    pub fn any_below_floor(&self) -> bool {
+    pub(crate) fn any_below_floor(&self) -> bool {
         !self.below_floor().is_empty() || self.joint.as_ref().is_some_and(|j| j.below_floor)
     }
     /// Rows below the random-indexer floor.
@@ -231,7 +231,7 @@ impl RowChecks {
         self.rows.iter().filter(|r| r.selection_independent_miss).collect()
     }
     /// Plain-text summary (one line per finding, with the row numbers).
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut s = String::new();
         let nums = |v: &[&RowCheck]| v.iter().map(|r| r.row.to_string()).collect::<Vec<_>>().join(", ");
         if let Some(j) = &self.joint {

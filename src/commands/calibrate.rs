@@ -24,7 +24,7 @@ pub struct CalibrateRequest<'a> {
 }
 
 /// Fits the scenario's fields to the measured table: the report `calibrate` prints
-/// ([`CalibrationReport::to_json`], [`CalibrationReport::to_text`]).
+/// (`CalibrationReport::to_json`, `CalibrationReport::to_text`).
 pub fn calibrate(
     spec: &ScenarioSpec,
     engine: &FitEngineSpec,

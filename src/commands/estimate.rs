@@ -27,7 +27,7 @@ pub fn estimate(spec: &ScenarioSpec, engine: &EngineSpec, progress: &dyn Progres
 }
 
 /// What the rank of one layer leaves out and recall adds (docs/model.md#rank-and-recall).
-pub const NOT_IN_RANK: [&str; 5] = ["window", "sink", "p_read", "p_guess", "readout"];
+pub(crate) const NOT_IN_RANK: [&str; 5] = ["window", "sink", "p_read", "p_guess", "readout"];
 
 /// The line `rank` prints on which layer it reports and what the rank leaves out.
 fn rank_scope(s: &Scenario) -> String {
@@ -42,7 +42,7 @@ fn rank_text(v: Option<u64>) -> String {
 }
 
 /// One line on where the needle stands relative to the window, for the summaries.
-pub fn placement_note(s: &Scenario) -> Option<String> {
+pub(crate) fn placement_note(s: &Scenario) -> Option<String> {
     let g = Geometry::new(s);
     if g.always_attended {
         Some("the needle lies inside the sliding window or sink: always attended".into())

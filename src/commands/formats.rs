@@ -8,7 +8,7 @@ use crate::scenario::{Field, Model, Scenario};
 use serde_json::json;
 
 /// Most trials `formats` accepts (it keeps a summary of every trial).
-pub const MAX_FORMATS_TRIALS: u64 = 100_000;
+pub(crate) const MAX_FORMATS_TRIALS: u64 = 100_000;
 
 /// Trials per format by default (`--trials`).
 pub const DEFAULT_FORMATS_TRIALS: u64 = 40;
@@ -30,17 +30,17 @@ pub struct FormatsRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct FormatsReport {
     /// One per format, in the order given.
-    pub rows: Vec<FormatReport>,
+    pub(crate) rows: Vec<FormatReport>,
     /// fp32's effective scalar parameters.
-    pub fp32: EffectiveParams,
+    pub(crate) fp32: EffectiveParams,
     /// k of the top-k overlap (the scenario's index_topk).
-    pub top_k: usize,
+    pub(crate) top_k: usize,
     /// Trials per format.
-    pub trials: u64,
+    pub(crate) trials: u64,
     /// Seed.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// The vector-model scenario compared at.
-    pub scenario: Scenario,
+    pub(crate) scenario: Scenario,
 }
 
 /// The scenario `formats` compares at: deepseek-v4-flash at 131072 tokens unless a preset or a

@@ -20,7 +20,7 @@ pub use crate::import::scores::TailChoice;
 pub const MAX_TAIL_CLASSES: usize = cs::classes::MAX_CLASSES;
 
 /// Most bootstrap resamples of `import scores`.
-pub const MAX_RESAMPLES: usize = 100_000;
+pub(crate) const MAX_RESAMPLES: usize = 100_000;
 
 fn output_error(e: OutputError) -> CommandError {
     if e.is_input() {
@@ -83,11 +83,11 @@ pub struct TopkRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct TopkImported {
     /// The selections.
-    pub import: crate::import::topk::Import,
+    pub(crate) import: crate::import::topk::Import,
     /// The file written.
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Indexer layers per selection.
-    pub layers: u64,
+    pub(crate) layers: u64,
 }
 
 /// Imports captured top-k indices and writes selections.csv (read back with the measured
@@ -143,11 +143,11 @@ pub struct NiahRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct NiahImported {
     /// The trials per cell.
-    pub import: crate::import::niah::Import,
+    pub(crate) import: crate::import::niah::Import,
     /// The measured table, checked with the measured reader.
-    pub csv: String,
+    pub(crate) csv: String,
     /// The file written, if any.
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
 }
 
 /// Imports needle-in-a-haystack results as a measured table, written to `out` when given.
@@ -233,29 +233,29 @@ pub fn tail_choice(name: &str) -> Result<TailChoice, CommandError> {
 #[derive(Debug, Clone)]
 pub struct ScoresReport {
     /// The capture file.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Queries in the capture.
-    pub queries: usize,
+    pub(crate) queries: usize,
     /// Layers in the capture.
-    pub layers: usize,
+    pub(crate) layers: usize,
     /// The needle's rank per layer.
-    pub ranks: Vec<cs::RankSummary>,
+    pub(crate) ranks: Vec<cs::RankSummary>,
     /// The distractors' tail per layer.
-    pub tails: Vec<cs::TailSummary>,
+    pub(crate) tails: Vec<cs::TailSummary>,
     /// One per cell of the grid (none without `predict`).
-    pub predictions: Vec<cs::Prediction>,
+    pub(crate) predictions: Vec<cs::Prediction>,
     /// The tail classes of each layer that used them.
-    pub classes: Vec<cs::LayerClasses>,
+    pub(crate) classes: Vec<cs::LayerClasses>,
     /// The tail model each layer used and why.
-    pub tail_models: Vec<cs::LayerTail>,
+    pub(crate) tail_models: Vec<cs::LayerTail>,
     /// The request's most tail classes.
-    pub max_tail_classes: usize,
+    pub(crate) max_tail_classes: usize,
     /// Bootstrap resamples.
-    pub resamples: usize,
+    pub(crate) resamples: usize,
     /// Bootstrap seed.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// The resolved scenario.
-    pub scenario: Scenario,
+    pub(crate) scenario: Scenario,
 }
 
 /// Reads a capture of indexer scores and summarises it: ranks, tail and, for every cell of the

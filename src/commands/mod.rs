@@ -21,7 +21,7 @@ pub mod probe_loop;
 pub mod quantize;
 pub mod run;
 pub mod sweep;
-pub mod table;
+pub(crate) mod table;
 pub mod verdict;
 
 use crate::engine::{EngineChoice, EngineModel, RunOptions, MAX_TRIALS};
@@ -75,7 +75,7 @@ pub struct ScenarioSpec {
     pub preset: Option<String>,
     /// Read scenario fields from a TOML file.
     pub file: Option<PathBuf>,
-    /// Fields with their text. [`ScenarioSpec::resolve`] applies them in table order, so the
+    /// Fields with their text. `ScenarioSpec::resolve` applies them in table order, so the
     /// first bad one in that order is the one reported, however they were given.
     pub fields: Vec<(Field, String)>,
 }
@@ -84,14 +84,14 @@ impl ScenarioSpec {
     /// Builds the validated scenario: defaults, then the preset, then the file, then the fields.
     /// A field's error names it as its command-line flag (`--depth: …`), as the command line
     /// reports it.
-    pub fn resolve(&self) -> Result<Scenario, CommandError> {
+    pub(crate) fn resolve(&self) -> Result<Scenario, CommandError> {
         self.resolve_given().map(|(s, _)| s)
     }
 
     /// [`ScenarioSpec::resolve`], with the fields the user gave: as flags (keywords) or in the
     /// scenario file, not the preset's. The verdict on a table answers at the table's own length
     /// and k where the user gave none ([`crate::diagnosis::numbers_scenario`]).
-    pub fn resolve_given(&self) -> Result<(Scenario, Vec<Field>), CommandError> {
+    pub(crate) fn resolve_given(&self) -> Result<(Scenario, Vec<Field>), CommandError> {
         self.resolve_all().map(|(s, given, _)| (s, given))
     }
 
@@ -99,7 +99,7 @@ impl ScenarioSpec {
     /// where `recall`, `rank` and `sweep` run the vector model's trials unless the engine names
     /// a device; see [`EngineSpec::options`]). Every command checks the key's syntax; only these
     /// three use it.
-    pub fn resolve_with_device(&self) -> Result<(Scenario, Option<Device>), CommandError> {
+    pub(crate) fn resolve_with_device(&self) -> Result<(Scenario, Option<Device>), CommandError> {
         self.resolve_all().map(|(s, _, device)| (s, device))
     }
 
@@ -166,7 +166,7 @@ impl ScenarioSpec {
 pub struct EngineSpec {
     /// auto, analytic or montecarlo.
     pub engine: EngineChoice,
-    /// Monte Carlo trials; `None`: the scenario's model decides ([`crate::engine::default_trials`]).
+    /// Monte Carlo trials; `None`: the scenario's model decides (`crate::engine::default_trials`).
     pub trials: Option<u64>,
     /// Monte Carlo seed.
     pub seed: u64,
@@ -188,7 +188,7 @@ impl EngineSpec {
     /// Engine options for a scenario (whose model sets the default trials) and its file's
     /// `device` key ([`ScenarioSpec::resolve_with_device`]): the device is the engine's, else
     /// the file's, else the CPU, checked here before any work.
-    pub fn options(&self, s: &Scenario, file_device: Option<Device>) -> Result<RunOptions, CommandError> {
+    pub(crate) fn options(&self, s: &Scenario, file_device: Option<Device>) -> Result<RunOptions, CommandError> {
         let trials = self.trials.unwrap_or(crate::engine::default_trials(s.model));
         check_trials(trials)?;
         crate::engine::check_threads(self.threads)?;
@@ -205,7 +205,7 @@ impl EngineSpec {
     }
 
     /// Runs `f` on a pool of `threads` workers (or the default pool).
-    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CommandError> {
+    pub(crate) fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CommandError> {
         Ok(crate::engine::in_pool(self.threads, f)?)
     }
 }
@@ -233,11 +233,11 @@ impl Default for FitEngineSpec {
 
 /// Observes a fit's progress: called with the number of model evaluations so far (the command
 /// line draws a spinner from it).
-pub type Evaluations<'a> = &'a (dyn Fn(u64) + Send + Sync);
+pub(crate) type Evaluations<'a> = &'a (dyn Fn(u64) + Send + Sync);
 
 impl FitEngineSpec {
     /// The engine-backed recall model.
-    pub fn model(&self) -> Result<EngineModel, CommandError> {
+    pub(crate) fn model(&self) -> Result<EngineModel, CommandError> {
         check_trials(self.trials)?;
         crate::engine::check_threads(self.threads)?;
         Ok(EngineModel::new(self.engine, self.trials, self.seed))
@@ -246,14 +246,14 @@ impl FitEngineSpec {
     /// Checks that the engine accepts `s` (an analytic-only request on a scenario without a
     /// closed form, a Monte Carlo scenario too large to draw) before any fitting starts, so that
     /// such input is refused as bad input rather than failing mid-way.
-    pub fn check(&self, s: &Scenario) -> Result<(), CommandError> {
+    pub(crate) fn check(&self, s: &Scenario) -> Result<(), CommandError> {
         let opts = RunOptions { engine: self.engine, trials: self.trials, seed: self.seed, ..Default::default() };
         Ok(crate::engine::check(s, &opts)?)
     }
 
     /// The model behind a memo (each distinct scenario evaluated once: exact, the engines being
     /// deterministic), reporting its evaluations to `observe`.
-    pub fn cached<'a>(
+    pub(crate) fn cached<'a>(
         &self,
         model: &'a EngineModel,
         observe: Evaluations<'a>,
@@ -262,13 +262,13 @@ impl FitEngineSpec {
     }
 
     /// Runs `f` on `threads` workers.
-    pub fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CommandError> {
+    pub(crate) fn in_pool<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, CommandError> {
         Ok(crate::engine::in_pool(self.threads, f)?)
     }
 }
 
 /// Checks a `--trials` value: 1..=[`MAX_TRIALS`].
-pub fn check_trials(trials: u64) -> Result<(), CommandError> {
+pub(crate) fn check_trials(trials: u64) -> Result<(), CommandError> {
     if trials == 0 || trials > MAX_TRIALS {
         return Err(CommandError::input(format!("--trials {trials}: allowed 1..={MAX_TRIALS}")));
     }
@@ -287,7 +287,7 @@ pub fn write_file(path: &std::path::Path, text: &str) -> Result<(), CommandError
 }
 
 /// The scenario as a JSON object.
-pub fn scenario_json(s: &Scenario) -> serde_json::Value {
+pub(crate) fn scenario_json(s: &Scenario) -> serde_json::Value {
     serde_json::to_value(s).unwrap_or(serde_json::Value::Null)
 }
 

@@ -25,9 +25,9 @@ pub fn nothing_to_plan_json(line: &str) -> serde_json::Value {
 #[derive(Debug, Clone)]
 pub struct Planned {
     /// The cells and what they separate.
-    pub plan: Plan,
+    pub(crate) plan: Plan,
     /// The measured table.
-    pub data: Dataset,
+    pub(crate) data: Dataset,
 }
 
 /// What `plan` asks for besides the scenario and the engine.
@@ -35,7 +35,7 @@ pub struct Planned {
 pub struct PlanRequest<'a> {
     /// The measured table (`--data`).
     pub data: Option<&'a Path>,
-    /// More measured tables joined to it ([`crate::measured::join`]; `probe --until-decided`'s
+    /// More measured tables joined to it (`crate::measured::join`; `probe --until-decided`'s
     /// rounds).
     pub also: &'a [&'a Path],
     /// Total trials to spend (`--budget`).
@@ -111,7 +111,7 @@ impl Planned {
     /// table's condition columns (each with the values the table has, `|`-separated, so that
     /// `probe --cells` measures under the same conditions: `prefix_cache` miss|hit sends each
     /// prompt twice, `concurrency` 1|8 runs each phase, any other a label). When every row of
-    /// the table has one residue of context_len (mod 8, 4 or c: [`Planned::spread`]), each
+    /// the table has one residue of context_len (mod 8, 4 or c: `Planned::spread`), each
     /// cell's trials are spread over L, L + 1, … (every residue mod 4, or mod 8), so that a
     /// length-periodic defect can show.
     pub fn csv(&self) -> String {
@@ -147,7 +147,7 @@ impl Planned {
     }
 
     /// The table's condition columns with their distinct non-empty values, in the table's order.
-    pub fn conditions(&self) -> Vec<(String, Vec<String>)> {
+    pub(crate) fn conditions(&self) -> Vec<(String, Vec<String>)> {
         self.data
             .condition_columns
             .iter()
@@ -170,7 +170,7 @@ impl Planned {
     /// Consecutive lengths each planned cell's trials spread over, for a recall table whose rows
     /// share one residue of context_len: 8 when they share one mod 8 (so also mod 64: a
     /// `1Ki..64Ki:x2` grid), 4 when they share one mod 4 or mod the compression ratio, else 1.
-    pub fn spread(&self) -> u64 {
+    pub(crate) fn spread(&self) -> u64 {
         if self.data.is_selection() {
             return 1;
         }

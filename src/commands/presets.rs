@@ -8,7 +8,7 @@ const WIDTH: usize = 100;
 
 /// A field's value as `presets` shows it: the canonical text, less a number format's internal
 /// `:floor=F` (the amax floor of its scale; `--json` keeps the whole spec).
-pub fn shown(s: &Scenario, f: Field) -> String {
+pub(crate) fn shown(s: &Scenario, f: Field) -> String {
     let text = s.text(f);
     match (s.get(f), text.split_once(":floor=")) {
         (Value::Format(_), Some((spec, _))) => spec.to_string(),

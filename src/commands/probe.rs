@@ -1,5 +1,5 @@
 //! `probe`: the options as text (flags, or the Python package's keyword arguments) to
-//! [`crate::probe::Options`], and the run or the dry run.
+//! `crate::probe::Options`, and the run or the dry run.
 
 use super::CommandError;
 use crate::probe::{self, cells, Api, Haystack, Options, RetryPolicy, TokenCount};
@@ -105,15 +105,15 @@ impl Default for ProbeSpec {
 }
 
 /// Default trials per cell of a `--context-len` grid.
-pub const DEFAULT_TRIALS: u64 = 20;
+pub(crate) const DEFAULT_TRIALS: u64 = 20;
 /// Default `--spread` of a `--context-len` grid: trial t at the cell's length + t mod 4 (every
 /// residue mod 4, and mod the compression ratio of the presets' models).
-pub const DEFAULT_SPREAD: u64 = 4;
+pub(crate) const DEFAULT_SPREAD: u64 = 4;
 
 impl ProbeSpec {
     /// The probe's options, checked (reads `--cells` and `--haystack`; sends nothing). Also the
     /// notes on planned cells left out.
-    pub fn options(&self) -> Result<(Options, Vec<String>), CommandError> {
+    pub(crate) fn options(&self) -> Result<(Options, Vec<String>), CommandError> {
         let mut notes = Vec::new();
         let mut file_conditions: Vec<(String, Vec<String>)> = Vec::new();
         let api = match (self.chat, self.generate) {

@@ -26,17 +26,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The design of the first round when none is given.
-pub const DEFAULT_GRID: &str = "2K..64K:x2";
+pub(crate) const DEFAULT_GRID: &str = "2K..64K:x2";
 /// Default `--budget` of the loop: requests in all, every round's.
 pub const DEFAULT_BUDGET: u64 = 3000;
 /// Most trials one round's plan spends.
-pub const ROUND_TRIALS: u64 = 1000;
+pub(crate) const ROUND_TRIALS: u64 = 1000;
 /// Fewest trials a planned round is worth.
-pub const MIN_ROUND_TRIALS: u64 = 50;
+pub(crate) const MIN_ROUND_TRIALS: u64 = 50;
 /// Default most rounds.
 pub const DEFAULT_ROUNDS: u32 = 6;
 /// The loop folder's own record: its options' fingerprint.
-pub const LOOP_FILE: &str = ".probe-loop.json";
+pub(crate) const LOOP_FILE: &str = ".probe-loop.json";
 
 /// What `probe --until-decided` takes.
 #[derive(Debug, Clone)]
@@ -77,7 +77,7 @@ impl Default for LoopSpec {
 /// Why the loop stopped.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The call is decided.
     Decided,
     /// The budget cannot pay for another round.
@@ -92,69 +92,69 @@ pub enum Stop {
 
 /// One round.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Round {
+pub(crate) struct Round {
     /// 1, 2, …
-    pub number: u32,
+    pub(crate) number: u32,
     /// The folders measured in this round (relative to the loop's folder) with their k.
-    pub folders: Vec<(String, u64)>,
+    pub(crate) folders: Vec<(String, u64)>,
     /// Rows of the round's tables.
-    pub rows: usize,
+    pub(crate) rows: usize,
     /// Requests counted in this round's tables.
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// Hits among them.
-    pub hits: u64,
+    pub(crate) hits: u64,
     /// The call on every table so far.
-    pub call: String,
+    pub(crate) call: String,
     /// The preferred hypothesis.
-    pub preferred: String,
+    pub(crate) preferred: String,
     /// The signatures found.
-    pub signatures: Vec<String>,
+    pub(crate) signatures: Vec<String>,
     /// The plan made after it (its one-line summary), if any.
-    pub plan: Option<String>,
+    pub(crate) plan: Option<String>,
 }
 
 /// Planned cells left for after a restart.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Pending {
+pub(crate) struct Pending {
     /// The k they need.
-    pub k: u64,
+    pub(crate) k: u64,
     /// Their trials.
-    pub trials: u64,
+    pub(crate) trials: u64,
     /// The cells file.
-    pub cells: PathBuf,
+    pub(crate) cells: PathBuf,
     /// The command that measures them once the server runs at k.
-    pub command: String,
+    pub(crate) command: String,
 }
 
 /// A finished loop.
 #[derive(Debug, Clone)]
 pub struct Looped {
     /// The folder.
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The server as named in outputs.
-    pub server: String,
+    pub(crate) server: String,
     /// The final call.
-    pub call: Call,
+    pub(crate) call: Call,
     /// Why, and what next (the verdict's first lines).
-    pub why: String,
+    pub(crate) why: String,
     /// What to do next.
-    pub next: String,
+    pub(crate) next: String,
     /// Whether the call is decided.
-    pub decided: bool,
+    pub(crate) decided: bool,
     /// Why the loop stopped.
-    pub stop: Stop,
+    pub(crate) stop: Stop,
     /// The line saying so.
-    pub stop_line: String,
+    pub(crate) stop_line: String,
     /// The rounds.
-    pub rounds: Vec<Round>,
+    pub(crate) rounds: Vec<Round>,
     /// Cells at another k not measured.
-    pub pending: Vec<Pending>,
+    pub(crate) pending: Vec<Pending>,
     /// Requests counted in all.
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// The budget.
-    pub budget: u64,
+    pub(crate) budget: u64,
     /// Notes (restarts, resumed rounds).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// Signatures that leave the defect's class unnamed: an implementation-suspect call on them
@@ -163,7 +163,7 @@ const UNNAMED: &[Signature] =
     &[Signature::BelowRandomFloor, Signature::WorseThanRandom, Signature::PoorFit, Signature::ParameterOnBound];
 
 /// Whether a call is decided: physical, or implementation-suspect with a defect class named.
-pub fn is_decided(call: Call, signatures: &[Signature]) -> bool {
+pub(crate) fn is_decided(call: Call, signatures: &[Signature]) -> bool {
     match call {
         Call::Undecided => false,
         Call::ImplementationSuspect => signatures.iter().any(|s| !UNNAMED.contains(s)),
@@ -550,7 +550,7 @@ fn restart(cmd: &str, k: u64, url: &str, ready_timeout: f64, out: &Path) -> Resu
 
 /// Waits until the server answers `/v1/models` (any HTTP reply: a server without the endpoint
 /// is up too), polling each second, at most `timeout`.
-pub fn wait_ready(url: &str, timeout: Duration) -> Result<(), CommandError> {
+pub(crate) fn wait_ready(url: &str, timeout: Duration) -> Result<(), CommandError> {
     let client = Client::new(
         url,
         Duration::from_secs(5),

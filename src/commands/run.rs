@@ -32,13 +32,13 @@ pub struct RunRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct RunDone {
     /// The experiment file.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// What was written.
-    pub summary: RunSummary,
+    pub(crate) summary: RunSummary,
     /// The shard computed, if any.
-    pub shard: Option<Shard>,
+    pub(crate) shard: Option<Shard>,
     /// Whether the run resumed.
-    pub resumed: bool,
+    pub(crate) resumed: bool,
 }
 
 /// Runs an experiment file (every grid point reported to `progress`).

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone)]
 pub struct PreparedSweep {
     /// The grid.
-    pub grid: Grid,
+    pub(crate) grid: Grid,
     /// Engine options of every point.
-    pub opts: RunOptions,
+    pub(crate) opts: RunOptions,
     /// The `run` metadata (engine, trials, seed, rank) every output of the sweep records.
-    pub meta: serde_json::Value,
+    pub(crate) meta: serde_json::Value,
 }
 
 /// Resolves the base scenario, parses the axes (`FIELD=VALUES`, as `--vary` takes them) and
@@ -84,17 +84,17 @@ pub struct SweepRequest<'a> {
 #[derive(Debug, Clone)]
 pub struct SweepDone {
     /// Points written.
-    pub rows: usize,
+    pub(crate) rows: usize,
     /// Whether the sweep (or its shard) is complete.
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// Points of the whole grid.
-    pub grid_len: usize,
+    pub(crate) grid_len: usize,
     /// The shard computed ([`Shard::WHOLE`] when none was asked for).
-    pub shard: Shard,
+    pub(crate) shard: Shard,
     /// Whether a shard was asked for.
-    pub sharded: bool,
+    pub(crate) sharded: bool,
     /// The file written, if any.
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
 }
 
 /// Runs the sweep into `req.out` (or stdout), points reported to `progress`; an existing file is
@@ -203,9 +203,9 @@ impl SweepDone {
 #[derive(Debug, Clone)]
 pub struct MergeDone {
     /// What the merge read and wrote.
-    pub merged: merge::Merged,
+    pub(crate) merged: merge::Merged,
     /// The file written.
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
 /// Joins the parts of a sharded sweep into the file an unsharded sweep writes.

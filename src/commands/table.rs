@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// Checks every row of a table, applied to the base scenario, with the engine (see
 /// [`FitEngineSpec::check`]); rows that do not apply are left to the fit's own message.
-pub fn check_rows(data: &Dataset, base: &Scenario, engine: &FitEngineSpec) -> Result<(), CommandError> {
+pub(crate) fn check_rows(data: &Dataset, base: &Scenario, engine: &FitEngineSpec) -> Result<(), CommandError> {
     for r in &data.rows {
         if let Ok(s) = r.apply(base) {
             engine
@@ -40,7 +40,7 @@ pub(super) fn load_all(paths: &[&Path]) -> Result<Dataset, CommandError> {
 /// geometry measured: a selection table's value where every row shares it, a recall table's
 /// needle_tokens as the lower median over its rows weighted by their trials (the shared value
 /// when they share one). A table without these columns is returned unchanged.
-pub fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> Result<Scenario, CommandError> {
+pub(crate) fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> Result<Scenario, CommandError> {
     let selection = data.is_selection();
     type Fact = fn(&crate::measured::Observation) -> Option<String>;
     let facts: [(Field, Fact); 3] = [

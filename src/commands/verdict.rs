@@ -56,7 +56,7 @@ pub fn verdict(
 }
 
 /// [`verdict`] on several measured tables joined into one (`verdict --data a.csv --data b.csv`:
-/// rows in order, condition columns united; [`crate::measured::join`]).
+/// rows in order, condition columns united; `crate::measured::join`).
 pub fn verdict_tables(
     spec: &ScenarioSpec,
     engine: &FitEngineSpec,

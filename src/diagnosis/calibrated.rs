@@ -80,17 +80,17 @@ pub fn fit_signatures(
 #[derive(Debug, Clone)]
 pub struct CalibratedCall {
     /// The verdict at the estimate and over the region (calls replaced by a forced call).
-    pub verdict: crate::verdict::CalibratedVerdict,
+    pub(crate) verdict: crate::verdict::CalibratedVerdict,
     /// The scenarios at the estimate (first) and the region's points.
-    pub scenarios: Vec<Scenario>,
+    pub(crate) scenarios: Vec<Scenario>,
     /// The signatures and the call they force.
-    pub signatures: FitSignatures,
+    pub(crate) signatures: FitSignatures,
     /// Where the numbers' context length and k come from ([`CalibratedCall::numbers_at`]).
-    pub numbers_at: super::NumbersAt,
+    pub(crate) numbers_at: super::NumbersAt,
 }
 
 /// [`CalibratedCall`] of a calibration `report` of `data` on `base`.
-pub fn calibrated_call(
+pub(crate) fn calibrated_call(
     data: &Dataset,
     base: &Scenario,
     report: &CalibrationReport,
@@ -110,7 +110,7 @@ pub fn calibrated_call(
 
 impl CalibratedCall {
     /// The call with its numbers named as at `at` ([`super::numbers_scenario`]).
-    pub fn numbers_at(mut self, at: super::NumbersAt) -> Self {
+    pub(crate) fn numbers_at(mut self, at: super::NumbersAt) -> Self {
         self.numbers_at = at;
         self
     }

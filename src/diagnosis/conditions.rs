@@ -41,17 +41,17 @@ pub const CONDITION_ALPHA: f64 = 0.01;
 
 /// Multiply-adds beyond which the null distribution is approximated (normal, continuity-corrected)
 /// instead of convolved exactly.
-pub const EXACT_WORK_MAX: f64 = 2e8;
+pub(crate) const EXACT_WORK_MAX: f64 = 2e8;
 
 /// Condition columns that name the workload — the task, its dataset, benchmark or prompt — not the
 /// build: tasks differ in difficulty (a multi-key task is harder than a single needle), so recall
 /// differing between them is the model's physics, not a defect signature. Their test is reported
 /// but never significant.
-pub const WORKLOAD_COLUMNS: &[&str] =
+pub(crate) const WORKLOAD_COLUMNS: &[&str] =
     &["task", "dataset", "benchmark", "needle_type", "question", "prompt", "template"];
 
 /// Whether `column` names the workload ([`WORKLOAD_COLUMNS`], case-insensitive).
-pub fn is_workload(column: &str) -> bool {
+pub(crate) fn is_workload(column: &str) -> bool {
     WORKLOAD_COLUMNS.iter().any(|w| w.eq_ignore_ascii_case(column.trim()))
 }
 
@@ -161,7 +161,7 @@ impl ConditionTest {
 }
 
 /// The text of every test, one line each ("" without condition columns).
-pub fn conditions_text(tests: &[ConditionTest]) -> String {
+pub(crate) fn conditions_text(tests: &[ConditionTest]) -> String {
     tests.iter().map(ConditionTest::text).collect()
 }
 
@@ -266,7 +266,7 @@ pub fn stratified_test(strata: &[Stratum]) -> (f64, bool, bool) {
 type Cell = (RowKey, Option<String>);
 
 /// One cell's pooled (trials, hits) per value index.
-pub type CellCounts = HashMap<usize, (u64, u64)>;
+pub(crate) type CellCounts = HashMap<usize, (u64, u64)>;
 
 /// Pooled (trials, hits) per cell and value index of one column, cells in order of first
 /// appearance; and the number of rows with an empty value.
@@ -302,7 +302,7 @@ fn tabulate(data: &Dataset, col: usize, values: &mut Vec<String>) -> (Vec<CellCo
 /// Whether a recall per value in each cell measured under two or more values beats one recall per
 /// cell by AIC: the likelihood-ratio statistic 2 Σ (ℓ(per value) − ℓ(pooled)) exceeds 2 × the
 /// extra rates (one per value beyond the first in each such cell).
-pub fn favours_values(cells: &[CellCounts]) -> bool {
+pub(crate) fn favours_values(cells: &[CellCounts]) -> bool {
     // Each value's deviance from the cell's pooled rate is 2(ℓ at its own rate − ℓ at the pooled).
     let (mut lr, mut extra) = (0.0, 0usize);
     for cell in cells.iter().filter(|c| c.len() >= 2) {

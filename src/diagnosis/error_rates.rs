@@ -31,25 +31,25 @@ use rand_distr::{ChiSquared, Distribution};
 use rayon::prelude::*;
 
 /// Simulated tables per truth.
-pub const TABLES: u64 = 400;
+pub(crate) const TABLES: u64 = 400;
 /// The seed of the simulation (recorded in every output).
-pub const SEED: u64 = 20_261_201;
+pub(crate) const SEED: u64 = 20_261_201;
 /// The quantile of D on working tables that sets τ.
 const TAU_QUANTILE: f64 = 0.95;
 /// Competing defects simulated at most (the best by AIC among those that predict the measured
 /// cells otherwise than the best working explanation).
-pub const MAX_COMPETITORS: usize = 3;
+pub(crate) const MAX_COMPETITORS: usize = 3;
 /// A defect competes when its fitted recall differs from the best working explanation's by at
 /// least this at some measured row.
-pub const MATERIAL_DIFFERENCE: f64 = 0.05;
+pub(crate) const MATERIAL_DIFFERENCE: f64 = 0.05;
 
 /// A defect fit whose defect parameter is this close to the value that nests a working indexer
 /// (a broken fraction of 1%, a kernel k within 5% of every row's, near and far separations
 /// within 0.1) is the working indexer, not a competing cause.
-pub const NESTED_TOLERANCE: f64 = 0.05;
+pub(crate) const NESTED_TOLERANCE: f64 = 0.05;
 
 /// Whether a defect's fit is the working indexer it nests (see [`NESTED_TOLERANCE`]).
-pub fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
+pub(crate) fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
     match d.hypothesis {
         Hypothesis::BrokenFraction | Hypothesis::LengthPeriodic => {
             d.estimate("broken_fraction").is_some_and(|f| f < 0.2 * NESTED_TOLERANCE)
@@ -67,12 +67,12 @@ pub fn nests_working(d: &HypothesisResult, data: &Dataset) -> bool {
 }
 /// Largest share of a competing defect's tables whose evidence is at most the data's at which the
 /// defect counts as ruled out: the 5% a defect call allows a working indexer.
-pub const MAX_DEFECT_P: f64 = 0.05;
+pub(crate) const MAX_DEFECT_P: f64 = 0.05;
 
 /// Whether `h` is a hypothesis of a working indexer: a physical one (the physical calls'
 /// explanations, plausible or not: a working indexer's or the model's reading) that ranks the
 /// needle at least as well as a random pick (dprime ≥ 0).
-pub fn working_indexer(h: &HypothesisResult) -> bool {
+pub(crate) fn working_indexer(h: &HypothesisResult) -> bool {
     matches!(h.hypothesis.family(), Family::Working | Family::Read) && h.estimate("dprime").is_some_and(|d| d >= 0.0)
 }
 
@@ -81,28 +81,28 @@ pub fn working_indexer(h: &HypothesisResult) -> bool {
 pub struct Competitor {
     /// The defect hypothesis.
     #[serde(rename = "name")]
-    pub hypothesis: Hypothesis,
+    pub(crate) hypothesis: Hypothesis,
     /// Its ΔAIC on the table.
-    pub delta_aic: f64,
+    pub(crate) delta_aic: f64,
     /// Fraction of its tables that the rule calls implementation-suspect.
-    pub power: f64,
+    pub(crate) power: f64,
     /// Mean defect evidence on its tables (below τ: the design cannot find it as fitted).
-    pub mean_evidence: f64,
+    pub(crate) mean_evidence: f64,
     /// Fraction of its tables whose evidence is at most the data's: below [`MAX_DEFECT_P`] the
     /// defect is ruled out.
-    pub defect_p: f64,
+    pub(crate) defect_p: f64,
     /// Its fit's goodness-of-fit p-value is below [`super::plausible::MIN_GOF_P`]: its rates
     /// come from a model of the table that fits it badly.
-    pub poor_fit: bool,
+    pub(crate) poor_fit: bool,
 }
 
 impl Competitor {
     /// Whether the data rule this defect out at the standard a defect call must meet.
-    pub fn ruled_out(&self) -> bool {
+    pub(crate) fn ruled_out(&self) -> bool {
         self.defect_p < MAX_DEFECT_P
     }
     /// Whether the design could find it as fitted (its mean evidence reaches τ).
-    pub fn distinguishable(&self, threshold: f64) -> bool {
+    pub(crate) fn distinguishable(&self, threshold: f64) -> bool {
         self.mean_evidence >= threshold
     }
 }
@@ -149,19 +149,19 @@ impl ErrorRates {
     }
 
     /// The competing defects the data do not rule out (at the standard a defect call meets).
-    pub fn not_ruled_out(&self) -> Vec<&Competitor> {
+    pub(crate) fn not_ruled_out(&self) -> Vec<&Competitor> {
         self.competitors.iter().filter(|c| !c.ruled_out()).collect()
     }
 
     /// Whether the procedure meets both targets on this design: a working indexer called
     /// implementation-suspect in at most [`super::rule::MAX_FALSE_ALARM`] of tables, a defect like
     /// the best competitor found in at least [`super::rule::MIN_POWER`].
-    pub fn meets_targets(&self) -> bool {
+    pub(crate) fn meets_targets(&self) -> bool {
         self.false_alarm <= super::rule::MAX_FALSE_ALARM && self.power.is_some_and(|p| p >= super::rule::MIN_POWER)
     }
 
     /// One sentence for the text output.
-    pub fn sentence(&self) -> String {
+    pub(crate) fn sentence(&self) -> String {
         let mut s = format!(
             "error rates (simulated, {} tables per truth, seed {}): on tables like yours this procedure calls a working indexer ({}) implementation-suspect {:.0}% of the time{}",
             self.tables,
@@ -215,7 +215,7 @@ fn loglik(data: &Dataset, hits: &[u64], p: &[f64]) -> f64 {
 /// The rule's error rates on `data`'s design, from its fitted `hypotheses` (recall tables;
 /// `None` for selection tables, whose likelihood is per pattern), which of them are working
 /// explanations (`explains`, per hypothesis) and the joint floor test's law.
-pub fn error_rates(
+pub(crate) fn error_rates(
     data: &Dataset,
     hypotheses: &[HypothesisResult],
     explains: &[bool],

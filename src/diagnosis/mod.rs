@@ -15,20 +15,21 @@
 //! simulates how often the rule (the same [`rule::decide`] and [`rule::named_defect`]) then
 //! calls the truth right.
 
-pub mod calibrated;
+pub(crate) mod calibrated;
 pub mod conditions;
-pub mod error_rates;
-pub mod pipeline;
+pub(crate) mod error_rates;
+pub(crate) mod pipeline;
 pub mod plan;
-pub mod plausible;
-pub mod rule;
-pub mod signature;
+pub(crate) mod plausible;
+pub(crate) mod rule;
+pub(crate) mod signature;
 
-pub use calibrated::{calibrated_call, CalibratedCall};
+pub(crate) use calibrated::{calibrated_call, CalibratedCall};
 pub use calibrated::{fit_signatures, FitSignatures};
 pub use conditions::{condition_tests, ConditionTest, CONDITION_ALPHA};
 pub use error_rates::ErrorRates;
-pub use signature::{worse_than_random, Signature, CHI2_1_99};
+pub(crate) use signature::worse_than_random;
+pub use signature::{Signature, CHI2_1_99};
 
 use crate::calibrate::{
     compare_hypotheses, row_checks, CalibError, Family, FreeParam, Hypothesis, HypothesisResult, RowChecks,
@@ -41,7 +42,7 @@ use crate::verdict::{verdict, Call, Verdict, VerdictOptions};
 /// Where the verdict's numbers on a measured table are computed (docs/model.md#verdict).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum NumbersLength {
+pub(crate) enum NumbersLength {
     /// The context length the scenario gives (`--context-len`, a scenario file's or a
     /// calibration experiment's `context_len`): the user's own question.
     #[default]
@@ -55,7 +56,7 @@ pub enum NumbersLength {
 /// Where the k of the verdict's "recall now" on a measured table comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum NumbersTopk {
+pub(crate) enum NumbersTopk {
     /// The scenario's index_topk (given by the user, or the preset's when the table's rows
     /// measured several k).
     #[default]
@@ -69,24 +70,24 @@ pub enum NumbersTopk {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NumbersAt {
     /// Where the context length comes from.
-    pub length: NumbersLength,
+    pub(crate) length: NumbersLength,
     /// Where the current k comes from.
-    pub topk: NumbersTopk,
+    pub(crate) topk: NumbersTopk,
 }
 
 /// What the user gave of the scenario fields the numbers on a table depend on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GivenFields {
+pub(crate) struct GivenFields {
     /// `context_len` was given (`--context-len`, a scenario file, an experiment's `[scenario]`).
-    pub context_len: bool,
+    pub(crate) context_len: bool,
     /// `index_topk` was given.
-    pub index_topk: bool,
+    pub(crate) index_topk: bool,
 }
 
 /// The scenario the verdict's numbers on `data` are computed at: `base` at the table's longest
 /// measured context length unless the user gave one, and at the one index_topk every row shares
 /// unless the user gave one (several k in the table: the scenario's).
-pub fn numbers_scenario(
+pub(crate) fn numbers_scenario(
     data: &Dataset,
     base: &Scenario,
     given: GivenFields,
@@ -356,7 +357,7 @@ pub fn diagnose(
 
 impl Diagnosis {
     /// The diagnosis with its numbers named as at `at` ([`numbers_scenario`]).
-    pub fn numbers_at(mut self, at: NumbersAt) -> Self {
+    pub(crate) fn numbers_at(mut self, at: NumbersAt) -> Self {
         self.numbers_at = at;
         self
     }

@@ -16,7 +16,7 @@ use crate::verdict::VerdictOptions;
 
 /// `verdict --data`: the table diagnosed at the numbers' scenario `at` (`user_free`: nuisance
 /// parameters free in every hypothesis).
-pub fn diagnosed(
+pub(crate) fn diagnosed(
     data: &Dataset,
     (at, length): (&Scenario, NumbersAt),
     user_free: &[FreeParam],
@@ -28,17 +28,17 @@ pub fn diagnosed(
 
 /// What a calibrated call is asked for besides the table, the scenarios and the model.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct FitRequest<'a> {
+pub(crate) struct FitRequest<'a> {
     /// Also fit and rank the named hypotheses.
-    pub compare: bool,
+    pub(crate) compare: bool,
     /// What-if axes predicted with their bands.
-    pub predict: &'a [Axis],
+    pub(crate) predict: &'a [Axis],
 }
 
 /// `verdict --data --fit` and a calibration experiment, first step: `free` fitted on `base` (with
 /// the hypotheses and predictions `req` asks for) and the fit's 95% likelihood region, refitted
 /// with it when the calibration did not need one (the verdict's ranges do).
-pub fn fit(
+pub(crate) fn fit(
     data: &Dataset,
     base: &Scenario,
     free: Vec<FreeParam>,
@@ -56,7 +56,7 @@ pub fn fit(
 
 /// The second step: the call at the numbers' scenario `at` from a [`fit`]'s report (a
 /// calibration experiment predicts its curves in between).
-pub fn call(
+pub(crate) fn call(
     data: &Dataset,
     (at, length): (&Scenario, NumbersAt),
     report: &CalibrationReport,

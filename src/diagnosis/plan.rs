@@ -32,29 +32,29 @@ use rayon::prelude::*;
 use std::collections::BTreeMap;
 
 /// Draws of the earlier chunks' outcomes per leading hypothesis in the information estimate.
-pub const INFORMATION_SAMPLES: usize = 256;
+pub(crate) const INFORMATION_SAMPLES: usize = 256;
 /// Simulated tables per leading hypothesis in the right-call estimate.
 pub const RIGHT_CALL_TABLES: u64 = 400;
 /// Predictions closer than this at a cell count as agreeing (no information there).
-pub const AGREE: f64 = 1e-9;
+pub(crate) const AGREE: f64 = 1e-9;
 /// Smallest prior a leading hypothesis is given (before renormalising).
-pub const PRIOR_FLOOR: f64 = 0.01;
+pub(crate) const PRIOR_FLOOR: f64 = 0.01;
 /// Expected information (bits) below which a further chunk buys nothing the fitted hypotheses can
 /// tell apart: the plan stops there, under budget.
-pub const MIN_GAIN_BITS: f64 = 1e-3;
+pub(crate) const MIN_GAIN_BITS: f64 = 1e-3;
 /// Longest context length proposed (see [`candidates`]).
-pub const MAX_PLANNED_CONTEXT: u64 = 64_000;
+pub(crate) const MAX_PLANNED_CONTEXT: u64 = 64_000;
 /// The budget of the plan an undecided diagnosis comes with (`plan`'s default `--budget`).
 pub const UNDECIDED_BUDGET: u64 = 1000;
 
 /// Whether a planning error is "nothing to plan" (no cell the kernel can run separates the
 /// leading hypotheses): a result, under which the verdict stands, not bad input.
-pub fn is_nothing_to_plan(message: &str) -> bool {
+pub(crate) fn is_nothing_to_plan(message: &str) -> bool {
     message.contains("nothing to plan")
 }
 
 /// The reason of a "nothing to plan" message, without the words themselves.
-pub fn nothing_to_plan_reason(message: &str) -> String {
+pub(crate) fn nothing_to_plan_reason(message: &str) -> String {
     let m = message.trim_end_matches(": nothing to plan from").trim_end_matches(": nothing to plan");
     m.to_string()
 }
@@ -83,16 +83,16 @@ pub struct PlanCell {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RightCall {
     /// The true hypothesis.
-    pub hypothesis: Hypothesis,
+    pub(crate) hypothesis: Hypothesis,
     /// Its prior weight.
-    pub prior: f64,
+    pub(crate) prior: f64,
     /// The call it implies: a physical truth's own call (the verdict at its fit), or
     /// implementation-suspect for a defect.
-    pub right_call: Call,
+    pub(crate) right_call: Call,
     /// The defect class the right call names (defect truths).
-    pub right_class: Option<Hypothesis>,
+    pub(crate) right_class: Option<Hypothesis>,
     /// Fraction of simulated tables on which the call (and class) is right.
-    pub p_right: f64,
+    pub(crate) p_right: f64,
 }
 
 /// A plan.
@@ -131,15 +131,15 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Restart {
     /// The k the deployment runs now.
-    pub deployment_k: u64,
+    pub(crate) deployment_k: u64,
     /// The other k the unrestricted plan measures at.
-    pub other_k: Vec<u64>,
+    pub(crate) other_k: Vec<u64>,
     /// Expected information (bits) of the best plan at the deployment's k alone.
-    pub local_bits: f64,
+    pub(crate) local_bits: f64,
     /// Expected information (bits) of the best plan at any k.
-    pub restart_bits: f64,
+    pub(crate) restart_bits: f64,
     /// Whether the plan takes the restart (it tells more than [`RESTART_WORTH`] times as much).
-    pub chosen: bool,
+    pub(crate) chosen: bool,
 }
 
 impl Plan {
@@ -148,11 +148,11 @@ impl Plan {
         self.cells.iter().map(|c| c.trials).sum()
     }
     /// Expected information of the plan about the hypothesis (bits).
-    pub fn information_bits(&self) -> f64 {
+    pub(crate) fn information_bits(&self) -> f64 {
         self.prior_entropy_bits - self.posterior_entropy_bits
     }
     /// The CSV a harness can run (with a provenance header).
-    pub fn csv(&self, source: &str) -> String {
+    pub(crate) fn csv(&self, source: &str) -> String {
         let mut s = format!(
             "# provenance: planned by dsa-sim plan from {source} (budget {}); cells to measure, no results yet: add a hits column\n",
             self.budget
@@ -218,7 +218,7 @@ pub fn candidates(base: &Scenario, data: &Dataset) -> Vec<Observation> {
 
 /// Trials per chunk and number of chunks: up to 8 equal chunks of at least 50 trials (one chunk
 /// of the whole budget below 100), so the total never exceeds the budget.
-pub fn chunking(budget: u64) -> (u64, u64) {
+pub(crate) fn chunking(budget: u64) -> (u64, u64) {
     let chunks = (budget / 50).clamp(1, 8);
     (chunks, budget / chunks)
 }
@@ -423,7 +423,7 @@ pub struct RuleOnPlan {
 
 impl RuleOnPlan {
     /// The call and the defect class it names on a table whose planned cells found `ys`.
-    pub fn call(&self, ys: &[u64], joined_hits: &mut Vec<u64>) -> (Call, Option<Hypothesis>) {
+    pub(crate) fn call(&self, ys: &[u64], joined_hits: &mut Vec<u64>) -> (Call, Option<Hypothesis>) {
         let aic: Vec<f64> = self
             .hypotheses
             .iter()
@@ -511,7 +511,7 @@ impl RuleOnPlan {
     }
 
     /// The call a hypothesis implies when it is the truth.
-    pub fn truth_call(h: &RuleHypothesis) -> (Call, Option<Hypothesis>) {
+    pub(crate) fn truth_call(h: &RuleHypothesis) -> (Call, Option<Hypothesis>) {
         match h.meaning {
             Meaning::Physical(c) => (c, None),
             Meaning::WorseThanRandom => (Call::ImplementationSuspect, None),
@@ -521,7 +521,7 @@ impl RuleOnPlan {
 
     /// Whether a call is the one a truth implies: the same call, and the same defect class when
     /// the truth names one.
-    pub fn is_right(call: &(Call, Option<Hypothesis>), truth: &(Call, Option<Hypothesis>)) -> bool {
+    pub(crate) fn is_right(call: &(Call, Option<Hypothesis>), truth: &(Call, Option<Hypothesis>)) -> bool {
         call.0 == truth.0 && (truth.1.is_none() || call.1 == truth.1)
     }
 
@@ -553,15 +553,15 @@ impl RuleOnPlan {
 
 /// The verdict's options for the physical calls: target recall, the kernel maximum.
 #[derive(Debug, Clone)]
-pub struct PlanOptions<'a> {
+pub(crate) struct PlanOptions<'a> {
     /// Trials to spend.
-    pub budget: u64,
+    pub(crate) budget: u64,
     /// Seed of the simulations.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Hypotheses to separate instead of the leading ones.
-    pub only: &'a [Hypothesis],
+    pub(crate) only: &'a [Hypothesis],
     /// The verdict's options (a physical truth's call).
-    pub verdict: VerdictOptions,
+    pub(crate) verdict: VerdictOptions,
 }
 
 /// Plans the next measurements with the verdict's default target (0.9).
@@ -579,7 +579,7 @@ pub fn plan(
 }
 
 /// Plans the next measurements.
-pub fn plan_with(
+pub(crate) fn plan_with(
     data: &Dataset,
     base: &Scenario,
     user_free: &[FreeParam],
@@ -597,7 +597,7 @@ pub fn plan_with(
 
 /// [`plan_with`] from hypotheses already fitted to `data` on `base` (the answer scenario), as
 /// the diagnosis has them: an undecided call comes with the cells that would decide it.
-pub fn plan_from(
+pub(crate) fn plan_from(
     data: &Dataset,
     base: &Scenario,
     hyps: &[HypothesisResult],
@@ -730,13 +730,13 @@ pub fn plan_from(
 
 /// A plan at another k must tell this many times as much as one at the deployment's k alone
 /// (plus [`RESTART_MIN_BITS`]) to be worth restarting the server.
-pub const RESTART_WORTH: f64 = 1.5;
+pub(crate) const RESTART_WORTH: f64 = 1.5;
 /// See [`RESTART_WORTH`].
-pub const RESTART_MIN_BITS: f64 = 0.05;
+pub(crate) const RESTART_MIN_BITS: f64 = 0.05;
 
 /// The k the deployment runs now: the scenario's index_topk when the table has rows at it, else
 /// the k of most of the table's trials.
-pub fn deployment_k(base: &Scenario, data: &Dataset) -> u64 {
+pub(crate) fn deployment_k(base: &Scenario, data: &Dataset) -> u64 {
     if data.rows.iter().any(|r| r.index_topk == base.index_topk) || data.rows.is_empty() {
         return base.index_topk;
     }
@@ -748,7 +748,7 @@ pub fn deployment_k(base: &Scenario, data: &Dataset) -> u64 {
 }
 
 /// Why hypothesis `h` is not fitted to `data` (one [`compare_hypotheses`] left out).
-pub fn not_applicable(h: Hypothesis, data: &Dataset, base: &Scenario) -> String {
+pub(crate) fn not_applicable(h: Hypothesis, data: &Dataset, base: &Scenario) -> String {
     match h {
         Hypothesis::LengthPeriodic => {
             let c = data.rows.iter().find_map(|r| r.compress_ratio).unwrap_or(base.compress_ratio);

@@ -15,43 +15,43 @@ use crate::scenario::Scenario;
 /// Largest separation (distractor sd) a working indexer is credited with: the seed
 /// investigation's bf16 indexer ranked the needle 1st–3rd of 22K candidates, about dprime 4;
 /// beyond 12 every needle would rank first at any length a model serves.
-pub const MAX_DPRIME: f64 = 12.0;
+pub(crate) const MAX_DPRIME: f64 = 12.0;
 /// Largest query-to-query spread of the needle's separation (distractor sd).
-pub const MAX_NEEDLE_SD: f64 = 3.0;
+pub(crate) const MAX_NEEDLE_SD: f64 = 3.0;
 /// Largest fraction of look-alike distractors: beyond half, the "needle" is not distinguishable
 /// from the haystack by any content.
-pub const MAX_HARD_FRACTION: f64 = 0.5;
+pub(crate) const MAX_HARD_FRACTION: f64 = 0.5;
 /// How far above the needle's own separation a look-alike may score: a "look-alike" scoring far
 /// above the needle is a better match, not a hard negative.
-pub const MAX_HARD_ABOVE_NEEDLE: f64 = 3.0;
+pub(crate) const MAX_HARD_ABOVE_NEEDLE: f64 = 3.0;
 /// A fitted separation this far below 0 is the random indexer's within the fit's resolution
 /// (one trial a cell moves dprime by more); below it the fit ranks the needle below a typical
 /// distractor.
-pub const DPRIME_RESOLUTION: f64 = 0.1;
+pub(crate) const DPRIME_RESOLUTION: f64 = 0.1;
 /// Goodness-of-fit p-value below which an explanation fits the table too badly to support a
 /// prescription (or an error rate simulated from it).
-pub const MIN_GOF_P: f64 = 0.01;
+pub(crate) const MIN_GOF_P: f64 = 0.01;
 /// A model's read rate collapses only near the end of its trained window: a steep read-decline
 /// whose L50 lies below this fraction of the trained window is not an explanation (a model
 /// trained to 128K that stops reading at 4K is broken, not long-context-limited).
-pub const MIN_L50_OF_WINDOW: f64 = 0.5;
+pub(crate) const MIN_L50_OF_WINDOW: f64 = 0.5;
 /// Significance at which a dense table's needles lost far inside the trained window reject a
 /// model that reads even half of them (the evidence a collapse there needs besides its fit).
-pub const COLLAPSE_ALPHA: f64 = 0.01;
+pub(crate) const COLLAPSE_ALPHA: f64 = 0.01;
 /// A read-decline this steep is a collapse: the read rate falls from 0.9 to 0.1 within a factor
 /// 81^(1/8) ≈ 1.73 of context length.
-pub const STEEP_FALL: f64 = 8.0;
+pub(crate) const STEEP_FALL: f64 = 8.0;
 
 /// What the plausibility of a fit depends on besides its estimates.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TableFacts {
+pub(crate) struct TableFacts {
     /// The context window the model was trained to (rope_orig_len × rope_factor of the scenario).
-    pub trained_window: u64,
+    pub(crate) trained_window: u64,
 }
 
 impl TableFacts {
     /// The facts of the scenario a table is diagnosed on.
-    pub fn of(base: &Scenario) -> Self {
+    pub(crate) fn of(base: &Scenario) -> Self {
         let trained_window = (base.rope_orig_len as f64 * base.rope_factor.max(1.0)).round() as u64;
         TableFacts { trained_window }
     }
@@ -59,7 +59,7 @@ impl TableFacts {
 
 /// Why a fitted hypothesis is not a working explanation (None: it is one). Defects and the
 /// random indexer are never working explanations.
-pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String> {
+pub(crate) fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String> {
     match h.hypothesis.family() {
         Family::Defect => return Some("a defect, not a working indexer".into()),
         Family::Random => return Some("the random indexer (dprime = 0) is no better than chance".into()),
@@ -104,7 +104,7 @@ pub fn implausibility(h: &HypothesisResult, facts: &TableFacts) -> Option<String
 /// Why a read rate halving at `l50` with steepness `slope` is no model's own limit: a collapse
 /// (slope ≥ [`STEEP_FALL`]) far inside the trained window ([`MIN_L50_OF_WINDOW`]). A gradual
 /// decline is what models do on hard tasks well inside their window; a cliff there is a bug.
-pub fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Option<String> {
+pub(crate) fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Option<String> {
     let window = facts.trained_window as f64;
     (slope >= STEEP_FALL && l50 < MIN_L50_OF_WINDOW * window).then(|| {
         format!(
@@ -118,7 +118,7 @@ pub fn collapse_inside_window(l50: f64, slope: f64, facts: &TableFacts) -> Optio
 /// a selected needle is read and nothing outscores the needle by content, so the model's own
 /// reading (read-failure, read-decline) and look-alikes scoring above the needle (hard negatives
 /// with `hard_mean` above `dprime`, as multi-key tasks have) each break it.
-pub fn breaks_floor(h: &HypothesisResult) -> bool {
+pub(crate) fn breaks_floor(h: &HypothesisResult) -> bool {
     match h.hypothesis.family() {
         Family::Read => true,
         Family::Working => match (h.estimate("hard_negatives"), h.estimate("hard_mean"), h.estimate("dprime")) {
@@ -130,7 +130,7 @@ pub fn breaks_floor(h: &HypothesisResult) -> bool {
 }
 
 /// Whether `h` is a working explanation (a working indexer or the model's reading, plausible).
-pub fn is_explanation(h: &HypothesisResult, facts: &TableFacts) -> bool {
+pub(crate) fn is_explanation(h: &HypothesisResult, facts: &TableFacts) -> bool {
     implausibility(h, facts).is_none()
 }
 

@@ -30,68 +30,68 @@ use crate::calibrate::Hypothesis;
 use crate::verdict::Call;
 
 /// Goodness-of-fit p-value below which the preferred hypothesis fits poorly.
-pub const POOR_FIT_P: f64 = 0.001;
+pub(crate) const POOR_FIT_P: f64 = 0.001;
 /// Largest false-alarm rate (a working indexer called implementation-suspect on tables like the
 /// user's) at which an implementation-suspect call is made.
-pub const MAX_FALSE_ALARM: f64 = 0.10;
+pub(crate) const MAX_FALSE_ALARM: f64 = 0.10;
 /// Smallest power (a defect like the best competitor found on tables like the user's) the
 /// procedure aims at; reported beside the call, see `ErrorRates::meets_targets`.
-pub const MIN_POWER: f64 = 0.90;
+pub(crate) const MIN_POWER: f64 = 0.90;
 /// A condition column's p-value below which no physical call is made (between this and
 /// [`super::CONDITION_ALPHA`] the call is `undecided`).
-pub const CONDITION_SUGGESTIVE: f64 = 0.05;
+pub(crate) const CONDITION_SUGGESTIVE: f64 = 0.05;
 
 /// The defect evidence of the hypotheses and what the simulation at the table's design says of
 /// it ([`super::error_rates::ErrorRates`]; the plan's simulated tables give their own).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DefectEvidence {
+pub(crate) struct DefectEvidence {
     /// AIC(best working explanation) − AIC(best defect).
-    pub evidence: f64,
+    pub(crate) evidence: f64,
     /// τ: the evidence a defect call needs.
-    pub threshold: f64,
+    pub(crate) threshold: f64,
     /// The rule's false-alarm rate at the design.
-    pub false_alarm: f64,
+    pub(crate) false_alarm: f64,
     /// Some competing defect is not ruled out at the standard a defect call meets.
-    pub defect_not_ruled_out: bool,
+    pub(crate) defect_not_ruled_out: bool,
     /// The best defect's fit matches the table badly: its evidence supports no call.
-    pub defect_poor_fit: bool,
+    pub(crate) defect_poor_fit: bool,
 }
 
 /// What the rule decides from.
 #[derive(Debug, Clone, Copy)]
-pub struct Evidence<'a> {
+pub(crate) struct Evidence<'a> {
     /// The signatures found.
-    pub signatures: &'a [Signature],
+    pub(crate) signatures: &'a [Signature],
     /// Every needle of the table was found.
-    pub all_found: bool,
+    pub(crate) all_found: bool,
     /// The smallest p-value of the table's condition columns (None without one).
-    pub condition_p: Option<f64>,
+    pub(crate) condition_p: Option<f64>,
     /// A condition column's values differ in a way its test cannot settle: the data favour a
     /// recall per value by AIC ([`super::ConditionTest::favoured`]), so a defect of the build is
     /// not ruled out.
-    pub condition_open: bool,
+    pub(crate) condition_open: bool,
     /// The best hypothesis overall is a defect (a calibrated fit compares none: false).
-    pub defect_preferred: bool,
+    pub(crate) defect_preferred: bool,
     /// The best plausible explanation ([`super::plausible`]), if any: whether it is the model's
     /// reading (read-limited) rather than a working indexer's numbers.
-    pub explanation: Option<Explanation>,
+    pub(crate) explanation: Option<Explanation>,
     /// A plausible explanation that puts the needle below the floor without a defect (the
     /// model's reading, or look-alikes scoring above the needle: [`super::plausible::breaks_floor`])
     /// fits about as well as the best hypothesis: the floor's premises may not hold.
-    pub floor_explained: bool,
+    pub(crate) floor_explained: bool,
     /// The defect evidence with its simulated thresholds (recall tables; None without).
-    pub error_rates: Option<DefectEvidence>,
+    pub(crate) error_rates: Option<DefectEvidence>,
     /// The table shows that k matters (several k measured, or captured selections).
-    pub k_matters: bool,
+    pub(crate) k_matters: bool,
     /// Every row selects every candidate (dense attention, k ≥ N): what the table says of the
     /// model's own reading (None: some row tests selection).
-    pub dense: Option<DenseReading>,
+    pub(crate) dense: Option<DenseReading>,
 }
 
 /// What a table whose every row selects every candidate says: it measures the model's own
 /// reading and nothing of sparse attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DenseReading {
+pub(crate) enum DenseReading {
     /// The recall at the longest measured length meets the target.
     MeetsTarget,
     /// It does not, and the read rate falls as models' do (gradually, or near the trained window).
@@ -103,7 +103,7 @@ pub enum DenseReading {
 impl Evidence<'_> {
     /// Evidence that is only signatures (a calibrated fit's: no hypotheses compared, a plausible
     /// working fit assumed, k's effect taken from the fit).
-    pub fn signatures_only(signatures: &[Signature]) -> Evidence<'_> {
+    pub(crate) fn signatures_only(signatures: &[Signature]) -> Evidence<'_> {
         Evidence {
             signatures,
             all_found: false,
@@ -121,7 +121,7 @@ impl Evidence<'_> {
 
 /// The kind of the best plausible explanation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Explanation {
+pub(crate) enum Explanation {
     /// A working indexer: the numbers' call.
     Working,
     /// The model's own reading: read-limited.
@@ -166,7 +166,7 @@ pub enum Reason {
 
 impl Reason {
     /// The one-line reason printed under the call.
-    pub fn sentence(self) -> &'static str {
+    pub(crate) fn sentence(self) -> &'static str {
         match self {
             Reason::AllFound => "every needle of the table was found",
             Reason::Condition => "recall differs between the values of a condition column at identical cells, which no property of the indexer explains",
@@ -196,7 +196,7 @@ fn exact(sig: &[Signature]) -> bool {
 
 /// The call and its reason: the evidence's, or else `physical` (the call of the best plausible
 /// working explanation's numbers).
-pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
+pub(crate) fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
     use Call::*;
     if e.all_found {
         return (Saturated, Reason::AllFound);
@@ -254,7 +254,7 @@ pub fn decide(e: &Evidence, physical: Call) -> (Call, Reason) {
 /// The call on a scenario given rather than measured (`verdict` without `--data`, a regime
 /// map's cells): nothing but its numbers speaks, so the rule makes the numbers' call
 /// ([`Call::of_numbers`]).
-pub fn on_scenario(physical: Call) -> Call {
+pub(crate) fn on_scenario(physical: Call) -> Call {
     let known = Evidence { explanation: Some(Explanation::Working), ..Evidence::signatures_only(&[]) };
     decide(&known, physical).0
 }
@@ -263,7 +263,7 @@ pub fn on_scenario(physical: Call) -> Call {
 /// (which need not be the best hypothesis), under the other implementation-suspect and
 /// undecided calls the best hypothesis's when it is a defect, and none under a physical call
 /// (every defect was ruled out).
-pub fn named_defect(
+pub(crate) fn named_defect(
     call: Call,
     reason: Reason,
     best: Hypothesis,
@@ -278,7 +278,7 @@ pub fn named_defect(
 
 /// The call a calibrated fit's signatures force whatever its numbers say (None: the numbers'
 /// call stands).
-pub fn overriding_call(signatures: &[Signature]) -> Option<Call> {
+pub(crate) fn overriding_call(signatures: &[Signature]) -> Option<Call> {
     let e = Evidence::signatures_only(signatures);
     match decide(&e, Call::Saturated) {
         (Call::Saturated, Reason::Numbers) => None,

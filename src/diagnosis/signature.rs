@@ -39,7 +39,7 @@ pub enum Signature {
 impl Signature {
     /// The signature a preferred hypothesis shows (the defect classes; None for a hypothesis of
     /// a working indexer).
-    pub fn of_hypothesis(h: Hypothesis) -> Option<Signature> {
+    pub(crate) fn of_hypothesis(h: Hypothesis) -> Option<Signature> {
         Some(match h {
             Hypothesis::Positional => Signature::Positional,
             Hypothesis::EffectiveK => Signature::EffectiveK,
@@ -74,7 +74,7 @@ impl Signature {
         }
     }
     /// What it means.
-    pub fn explanation(self) -> &'static str {
+    pub(crate) fn explanation(self) -> &'static str {
         match self {
             Signature::BelowRandomFloor => "the needle is found less often than a random indexer (dprime 0) would find it on the same geometry: the indexer ranks it below a typical distractor, which an imprecise but working indexer does not do",
             Signature::MissesWhenAllSelected => "the needle is missed in rows where every candidate is selected (N ≤ k, or the needle in the window or sink): no selection explains these misses",
@@ -92,7 +92,7 @@ impl Signature {
         }
     }
     /// What to check next.
-    pub fn check(self) -> &'static str {
+    pub(crate) fn check(self) -> &'static str {
         match self {
             Signature::BelowRandomFloor => "compare the indexer's top-k against a reference implementation at a failing length (same prompt, same weights); capture the top-k and read the needle's rank",
             Signature::MissesWhenAllSelected => "check that the selected needle is read: capture the top-k at a short failing prompt and confirm the needle is in it; then check the attention over the selected entries (masking, cache layout)",
@@ -118,7 +118,7 @@ pub const CHI2_1_99: f64 = 6.634_896_601_021_214;
 /// The fitted separation of `discrimination` when it lies below 0 and the random-indexer
 /// hypothesis (dprime = 0) is rejected in its favour by the likelihood-ratio test at level
 /// 0.01: an indexer worse than random.
-pub fn worse_than_random(hypotheses: &[HypothesisResult]) -> Option<f64> {
+pub(crate) fn worse_than_random(hypotheses: &[HypothesisResult]) -> Option<f64> {
     let disc = hypotheses.iter().find(|h| h.hypothesis == Hypothesis::Discrimination)?;
     let rand = hypotheses.iter().find(|h| h.hypothesis == Hypothesis::RandomIndexer)?;
     let d = disc.estimate("dprime")?;

@@ -1207,7 +1207,7 @@ impl Analytic {
     }
 
     /// P(needle attended by enough selecting layers for the readout).
-    pub fn p_attended(&self) -> f64 {
+    pub(crate) fn p_attended(&self) -> f64 {
         if self.geometry.always_attended {
             return 1.0;
         }
@@ -1277,7 +1277,7 @@ impl Analytic {
     /// evaluate once. Exact: the evaluation reads nothing the key leaves out (an entry's index
     /// is not read, only its pool and needle tokens), and f64s are compared by their bits
     /// ([`crate::scores::key`]).
-    pub fn evaluation_key(&self) -> String {
+    pub(crate) fn evaluation_key(&self) -> String {
         let mut key = String::with_capacity(512);
         self.model.put_key_without_index(&mut key);
         let g = &self.geometry;
@@ -1299,7 +1299,7 @@ impl Analytic {
     }
 
     /// P(correct answer) = p_u + (p_read − p_u)·P(attended), p_u the answer's probability when
-    /// the selecting layers miss ([`Geometry::answer_probability`]; p_u is p_guess without
+    /// the selecting layers miss (`Geometry::answer_probability`; p_u is p_guess without
     /// non-selecting layers).
     pub fn recall(&self) -> f64 {
         self.geometry.answer_probability(self.p_read, self.p_guess, self.p_attended()).clamp(0.0, 1.0)
@@ -1531,11 +1531,6 @@ pub(crate) fn readout_probability(a: f64, n: u32, readout: Readout) -> f64 {
 /// Exact recall of a validated scenario, or why it has none.
 pub fn recall(s: &Scenario) -> Result<f64, NotExact> {
     Ok(Analytic::new(s)?.recall())
-}
-
-/// Exact P(needle rank ≤ j) in one layer, or why it has none.
-pub fn rank_cdf(s: &Scenario, j: u64) -> Result<f64, NotExact> {
-    Ok(Analytic::new(s)?.rank_cdf(j))
 }
 
 #[cfg(test)]

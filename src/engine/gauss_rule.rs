@@ -14,17 +14,18 @@
 
 /// An n-point quadrature rule: Σ weight · f(node).
 #[derive(Debug, Clone, PartialEq)]
-pub struct GaussRule {
+pub(crate) struct GaussRule {
     /// Nodes, increasing.
-    pub nodes: Vec<f64>,
+    pub(crate) nodes: Vec<f64>,
     /// Positive weights, summing to the measure's mass.
-    pub weights: Vec<f64>,
+    pub(crate) weights: Vec<f64>,
 }
 
 impl GaussRule {
     /// The n-point Gauss rule of the measure Σ w δ(t) (positive weights), or `None` when the
     /// measure has fewer than about n points of support or the recurrence breaks down.
-    pub fn of_measure(t: &[f64], w: &[f64], n: usize) -> Option<GaussRule> {
+    #[cfg(test)]
+    pub(crate) fn of_measure(t: &[f64], w: &[f64], n: usize) -> Option<GaussRule> {
         Recurrence::new(t, w)?.rule(w, n)
     }
 
@@ -42,7 +43,7 @@ impl GaussRule {
 
     /// Σ weight · f(node).
     #[inline]
-    pub fn integrate(&self, mut f: impl FnMut(f64) -> f64) -> f64 {
+    pub(crate) fn integrate(&self, mut f: impl FnMut(f64) -> f64) -> f64 {
         self.nodes.iter().zip(&self.weights).map(|(&t, &w)| w * f(t)).sum()
     }
 }
@@ -249,7 +250,7 @@ const MAX_CENTRES: usize = 200;
 
 /// The Gauss rules of one discrete measure, built as they are asked for.
 #[derive(Debug, Default)]
-pub struct Ladder {
+pub(crate) struct Ladder {
     rules: Vec<std::sync::OnceLock<Option<GaussRule>>>,
     /// The measure's recurrence, run as far as the largest rule built so far.
     recurrence: std::sync::Mutex<Option<Option<Recurrence>>>,
@@ -264,7 +265,7 @@ impl Clone for Ladder {
 
 impl Ladder {
     /// The ladder of a measure (no rule built yet).
-    pub fn new() -> Ladder {
+    pub(crate) fn new() -> Ladder {
         Ladder { rules: SIZES.iter().map(|_| std::sync::OnceLock::new()).collect(), recurrence: Default::default() }
     }
 
@@ -288,7 +289,7 @@ impl Ladder {
     /// scale; a broader one is smoother and a rule integrates it at least as well. The kernel
     /// centres run `CENTRES_PER_SCALE` per sd over the support and `CENTRES_BEYOND` sd past
     /// it (see [`Ladder::choose_by`]).
-    pub fn choose(&self, t: &[f64], w: &[f64], scale: f64, tol: f64) -> Option<usize> {
+    pub(crate) fn choose(&self, t: &[f64], w: &[f64], scale: f64, tol: f64) -> Option<usize> {
         let centres = kernel_centres(t, scale)?;
         self.choose_by(t, w, &centres, tol, |rule, m| rule.integrate(|x| crate::stats::norm_sf((x - m) / scale)))
     }
@@ -298,7 +299,7 @@ impl Ladder {
     /// smooth integrands, so the larger one is the more exact by orders of magnitude) at every
     /// centre, the central ones first (where a too-small rule fails); `None` when no size
     /// passes.
-    pub fn choose_by(
+    pub(crate) fn choose_by(
         &self,
         t: &[f64],
         w: &[f64],
@@ -313,7 +314,7 @@ impl Ladder {
     }
 
     /// The rule at a position [`Ladder::choose`] returned (built by it).
-    pub fn rule(&self, at: usize) -> &GaussRule {
+    pub(crate) fn rule(&self, at: usize) -> &GaussRule {
         self.rules[at]
             .get()
             .and_then(Option::as_ref)
@@ -325,7 +326,7 @@ impl Ladder {
 /// points `t` ([`Ladder::choose`]): `CENTRES_PER_SCALE` per sd, `CENTRES_BEYOND` sd past
 /// either end, the middle ones first; `None` when more than `MAX_CENTRES` would be needed
 /// (the kernel is too sharp for a rule over that support) or there is no support.
-pub fn kernel_centres(t: &[f64], scale: f64) -> Option<Vec<f64>> {
+pub(crate) fn kernel_centres(t: &[f64], scale: f64) -> Option<Vec<f64>> {
     if !(scale > 0.0 && scale.is_finite()) || t.is_empty() {
         return None;
     }
@@ -339,12 +340,12 @@ pub fn kernel_centres(t: &[f64], scale: f64) -> Option<Vec<f64>> {
 }
 
 /// The smallest and largest of `t` (a table's nodes come panel by panel, not in order).
-pub fn span(t: &[f64]) -> (f64, f64) {
+pub(crate) fn span(t: &[f64]) -> (f64, f64) {
     t.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
 }
 
 /// `count` points from `from` to `to`, the middle ones first.
-pub fn centres(from: f64, to: f64, count: usize) -> Vec<f64> {
+pub(crate) fn centres(from: f64, to: f64, count: usize) -> Vec<f64> {
     let count = count.max(2);
     let mid = 0.5 * (from + to);
     let mut c: Vec<f64> = (0..count).map(|i| from + (to - from) * i as f64 / (count - 1) as f64).collect();
@@ -354,13 +355,13 @@ pub fn centres(from: f64, to: f64, count: usize) -> Vec<f64> {
 
 /// A discrete measure with its ladder of Gauss rules.
 #[derive(Debug)]
-pub struct Measure {
+pub(crate) struct Measure {
     /// Points.
-    pub t: Vec<f64>,
+    pub(crate) t: Vec<f64>,
     /// Their weights.
-    pub w: Vec<f64>,
+    pub(crate) w: Vec<f64>,
     /// Its rules.
-    pub ladder: Ladder,
+    pub(crate) ladder: Ladder,
 }
 
 /// Grid step of [`max_of_normals`]: the trapezoid rule of a smooth density decaying at both ends
@@ -370,7 +371,7 @@ const MAX_LAW_STEP: f64 = 0.002;
 /// The law of the largest of `c` independent standard normals (density c·φ·Φ^{c−1}) as a fine
 /// discrete measure on [−12, 12], with its ladder: the needle's score when it lies in `c` entries
 /// of one law. Kept per c.
-pub fn max_of_normals(c: u32) -> std::sync::Arc<Measure> {
+pub(crate) fn max_of_normals(c: u32) -> std::sync::Arc<Measure> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
     static LAWS: OnceLock<Mutex<HashMap<u32, Arc<Measure>>>> = OnceLock::new();

@@ -2,18 +2,21 @@
 //! model, [`crate::indexer`] for the vector model, both driven by [`crate::trials`]), and
 //! [`estimate`], which picks one and summarises recall and the needle's rank distribution.
 //!
-//! [`route`] is the one decision between the engines. The limits of a run ([`MAX_TRIALS`],
-//! [`MAX_THREADS`], the default trials) and its thread pool ([`in_pool`]) live here, and
+//! `route` is the one decision between the engines. The limits of a run ([`MAX_TRIALS`],
+//! [`MAX_THREADS`], the default trials) and its thread pool (`in_pool`) live here, and
 //! [`RecallModel`] gives calibration and the verdict recall as a function of the scenario.
 
 pub mod analytic;
 pub mod binomial;
-pub mod gauss_rule;
+pub(crate) mod gauss_rule;
+// Its docs link to pub(crate) items; it is being split into a folder now.
+#[allow(rustdoc::private_intra_doc_links)]
 pub mod montecarlo;
 pub(crate) mod recall_model;
-pub mod table_cdf;
+pub(crate) mod table_cdf;
 
-pub use recall_model::{with_noise, with_topk, EngineModel, FnModel, KCurve, NoiseCurve, RecallModel};
+pub use recall_model::{with_noise, EngineModel, FnModel, RecallModel};
+pub(crate) use recall_model::{with_topk, KCurve, NoiseCurve};
 
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Model, Scenario, ScenarioError};
@@ -87,7 +90,7 @@ impl fmt::Display for EngineUsed {
 
 /// How a scenario is evaluated under an engine choice (see [`route`]).
 #[derive(Debug, Clone)]
-pub enum Route {
+pub(crate) enum Route {
     /// Exact quadrature, prepared.
     Analytic(Box<Analytic>),
     /// Monte Carlo.
@@ -104,7 +107,7 @@ const VECTOR_NOT_EXACT: &str = "model = vector: the lightning-indexer model is s
 /// analytic engine where it is exact (never for the vector model), and where it is not, Monte
 /// Carlo under `auto` or an error under `analytic`. [`estimate`], [`check`] and
 /// [`EngineModel`] all decide through it.
-pub fn route(s: &Scenario, choice: EngineChoice) -> Result<Route, EngineError> {
+pub(crate) fn route(s: &Scenario, choice: EngineChoice) -> Result<Route, EngineError> {
     let why = match choice {
         EngineChoice::MonteCarlo => return Ok(Route::MonteCarlo { not_exact: None }),
         _ if s.model == Model::Vector => VECTOR_NOT_EXACT.to_string(),
@@ -127,14 +130,14 @@ pub const MAX_TRIALS: u64 = 1_000_000_000_000;
 pub const MAX_THREADS: usize = 1024;
 
 /// Default Monte Carlo trials for the scalar model (exact sampling: milliseconds).
-pub const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
+pub(crate) const DEFAULT_TRIALS_SCALAR: u64 = 100_000;
 /// Default Monte Carlo trials for the vector model (every key drawn: ~20 ms a trial at 128K).
-pub const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
+pub(crate) const DEFAULT_TRIALS_VECTOR: u64 = 2_000;
 /// Default Monte Carlo trials per model evaluation of a fit (hundreds of evaluations).
 pub const DEFAULT_FIT_TRIALS: u64 = 4_000;
 
 /// The default Monte Carlo trials of a scenario's model.
-pub fn default_trials(model: Model) -> u64 {
+pub(crate) fn default_trials(model: Model) -> u64 {
     match model {
         Model::Scalar => DEFAULT_TRIALS_SCALAR,
         Model::Vector => DEFAULT_TRIALS_VECTOR,
@@ -142,7 +145,7 @@ pub fn default_trials(model: Model) -> u64 {
 }
 
 /// Checks a worker-thread count: 1..=[`MAX_THREADS`] (`None`: the default pool).
-pub fn check_threads(threads: Option<usize>) -> Result<(), EngineError> {
+pub(crate) fn check_threads(threads: Option<usize>) -> Result<(), EngineError> {
     match threads {
         Some(n) if n == 0 || n > MAX_THREADS => Err(EngineError::Threads(n)),
         _ => Ok(()),
@@ -151,7 +154,7 @@ pub fn check_threads(threads: Option<usize>) -> Result<(), EngineError> {
 
 /// Runs `f` on a pool of `threads` workers (`None`: the default pool, all cores). Results never
 /// depend on the count; only the time does.
-pub fn in_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, EngineError> {
+pub(crate) fn in_pool<T: Send>(threads: Option<usize>, f: impl FnOnce() -> T + Send) -> Result<T, EngineError> {
     check_threads(threads)?;
     match threads {
         None => Ok(f()),
@@ -175,7 +178,7 @@ pub struct RunOptions {
     /// Monte Carlo path (exact sampling where possible by default).
     pub mc_path: McPath,
     /// Whether `trials` was left to its default: then each scenario runs its own model's
-    /// default ([`default_trials`]), so a sweep over `model = scalar, vector` gives the vector
+    /// default (`default_trials`), so a sweep over `model = scalar, vector` gives the vector
     /// points 2000 trials, not the scalar 100000.
     pub trials_by_model: bool,
     /// Where the vector model's trials run (the scalar model always runs on the CPU).
@@ -197,7 +200,7 @@ impl Default for RunOptions {
 
 impl RunOptions {
     /// The trials a Monte Carlo run of `s` draws under these options.
-    pub fn trials_for(&self, s: &Scenario) -> u64 {
+    pub(crate) fn trials_for(&self, s: &Scenario) -> u64 {
         if self.trials_by_model {
             default_trials(s.model)
         } else {
@@ -209,10 +212,10 @@ impl RunOptions {
 /// Most work units a scalar Monte Carlo run may take (token scores drawn, or needle-entry
 /// draws, each counted as 4 units): about two minutes on two cores at this machine's
 /// 5·10^8 scores/s. A larger run is refused before it starts, naming the trials that would fit.
-pub const MAX_WORK_UNITS: u64 = 1 << 36;
+pub(crate) const MAX_WORK_UNITS: u64 = 1 << 36;
 /// The vector model's bound on trials × tokens × head_dim × layers (key components drawn,
 /// about 1 ns each on two cores: some ten minutes).
-pub const MAX_VECTOR_WORK_UNITS: u64 = 1 << 40;
+pub(crate) const MAX_VECTOR_WORK_UNITS: u64 = 1 << 40;
 
 /// The seed used when none is given.
 pub const DEFAULT_SEED: u64 = 20_251_201;
@@ -234,10 +237,10 @@ pub struct RankQuantiles {
 
 impl RankQuantiles {
     /// The levels p, in the order of the fields.
-    pub const LEVELS: [f64; 4] = [0.05, 0.5, 0.9, 0.95];
+    pub(crate) const LEVELS: [f64; 4] = [0.05, 0.5, 0.9, 0.95];
 
     /// The quantiles from a quantile function, evaluated at each level in order.
-    pub fn from_fn(mut quantile: impl FnMut(f64) -> Option<u64>) -> RankQuantiles {
+    pub(crate) fn from_fn(mut quantile: impl FnMut(f64) -> Option<u64>) -> RankQuantiles {
         let [a, b, c, d] = Self::LEVELS;
         RankQuantiles { p05: quantile(a), p50: quantile(b), p90: quantile(c), p95: quantile(d) }
     }
@@ -248,7 +251,7 @@ impl RankQuantiles {
         [(a, self.p05), (b, self.p50), (c, self.p90), (d, self.p95)]
     }
 
-    /// The quantile at level `p` (one of [`RankQuantiles::LEVELS`]).
+    /// The quantile at level `p` (one of `RankQuantiles::LEVELS`).
     pub fn get(&self, p: f64) -> Option<u64> {
         self.pairs().iter().find(|(q, _)| (q - p).abs() < 1e-12).and_then(|(_, v)| *v)
     }
@@ -259,7 +262,7 @@ impl RankQuantiles {
 pub struct RankSummary {
     /// Candidate entries N.
     pub n_candidates: u64,
-    /// The quantiles (all `None` from [`estimate_recall`], which does not compute them).
+    /// The quantiles (all `None` from `estimate_recall`, which does not compute them).
     pub quantiles: RankQuantiles,
     /// (j, P(rank ≤ j)) at powers of two, k and the kernel maximum.
     pub cdf: Vec<(u64, f64)>,
@@ -280,7 +283,7 @@ pub struct Estimate {
     pub trials: Option<u64>,
     /// Why the analytic engine was not used, if it was not.
     pub not_exact: Option<String>,
-    /// Rank distribution (empty from [`estimate_recall`]).
+    /// Rank distribution (empty from `estimate_recall`).
     pub rank: RankSummary,
 }
 
@@ -447,7 +450,7 @@ fn monte_carlo(
 /// scenario validates, the analytic engine applies when it alone was requested, and a Monte
 /// Carlo run has trials and is within [`montecarlo::MAX_MATERIALISED_CANDIDATES`]. Sweeps call
 /// it on every point before they start, so a refusal never leaves a partial file behind.
-pub fn check(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
+pub(crate) fn check(s: &Scenario, opts: &RunOptions) -> Result<(), EngineError> {
     s.validate()?;
     match route(s, opts.engine)? {
         Route::Analytic(_) => Ok(()),
@@ -462,13 +465,17 @@ pub fn estimate(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError
 
 /// [`estimate`], reporting the progress of Monte Carlo trials to `progress` (an analytic
 /// evaluation reports nothing).
-pub fn estimate_observed(s: &Scenario, opts: &RunOptions, progress: &dyn Progress) -> Result<Estimate, EngineError> {
+pub(crate) fn estimate_observed(
+    s: &Scenario,
+    opts: &RunOptions,
+    progress: &dyn Progress,
+) -> Result<Estimate, EngineError> {
     evaluate(s, opts, true, progress)
 }
 
 /// Recall with its interval only (the rank summary is left empty): the cheap call for sweeps
 /// and fits.
-pub fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError> {
+pub(crate) fn estimate_recall(s: &Scenario, opts: &RunOptions) -> Result<Estimate, EngineError> {
     evaluate(s, opts, false, &Silent)
 }
 

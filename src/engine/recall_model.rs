@@ -66,7 +66,7 @@ pub trait RecallModel: Sync {
     /// Token or block scores a Monte Carlo noise curve of `s` ([`RecallModel::recall_in_noise`])
     /// draws: trials × one trial's work at positive noise; 0 where the curve costs no Monte
     /// Carlo (closed forms, models that compute rather than draw). The verdict withholds its
-    /// noise figures above [`crate::verdict::NOISE_SEARCH_MAX_DRAWS`].
+    /// noise figures above `crate::verdict::NOISE_SEARCH_MAX_DRAWS`.
     fn noise_curve_draws(&self, s: &Scenario) -> u64 {
         let _ = s;
         0
@@ -90,10 +90,10 @@ pub trait RecallModel: Sync {
 }
 
 /// Recall as a function of `index_topk`: [`RecallModel::recall_in_k`].
-pub type KCurve<'a> = Box<dyn Fn(u64) -> Result<f64, EngineError> + 'a>;
+pub(crate) type KCurve<'a> = Box<dyn Fn(u64) -> Result<f64, EngineError> + 'a>;
 
 /// `s` at `index_topk` = k (k < 1 read as 1): the scenario a [`KCurve`] evaluates at k.
-pub fn with_topk(s: &Scenario, k: u64) -> Scenario {
+pub(crate) fn with_topk(s: &Scenario, k: u64) -> Scenario {
     Scenario { index_topk: k.max(1), ..s.clone() }
 }
 
@@ -104,9 +104,9 @@ fn recall_per_k<'a, M: RecallModel + ?Sized>(model: &'a M, s: &Scenario) -> KCur
 }
 
 /// Recall as a function of `score_noise`: [`RecallModel::recall_in_noise`].
-pub type NoiseCurve<'a> = Box<dyn Fn(f64) -> Result<f64, EngineError> + 'a>;
+pub(crate) type NoiseCurve<'a> = Box<dyn Fn(f64) -> Result<f64, EngineError> + 'a>;
 
-/// `s` at `score_noise` = v (checked as the field is): the scenario a [`NoiseCurve`] evaluates at v.
+/// `s` at `score_noise` = v (checked as the field is): the scenario a `NoiseCurve` evaluates at v.
 pub fn with_noise(s: &Scenario, v: f64) -> Result<Scenario, EngineError> {
     let mut t = s.clone();
     t.set_real(Field::ScoreNoise, v)?;
@@ -138,7 +138,7 @@ impl<F: Fn(&Scenario) -> f64 + Sync> RecallModel for FnModel<F> {
 /// trials a V4-Flash row's replay holds some 10^5, so a table's rows fit many times over; a
 /// replay larger than this is not built (its evaluations run the materialising path), and
 /// when a new one does not fit the memo is emptied first.
-pub const MAX_REPLAY_VALUES: u64 = 1 << 25;
+pub(crate) const MAX_REPLAY_VALUES: u64 = 1 << 25;
 
 /// The replays of an [`EngineModel`], by [`replay_key`], and what decides when to build one.
 ///
@@ -250,11 +250,11 @@ impl Replays {
 #[derive(Debug)]
 pub struct EngineModel {
     /// Which engine.
-    pub choice: EngineChoice,
+    pub(crate) choice: EngineChoice,
     /// Monte Carlo trials per evaluation (when Monte Carlo is used).
-    pub trials: u64,
+    pub(crate) trials: u64,
     /// Monte Carlo seed (common random numbers across parameter values).
-    pub seed: u64,
+    pub(crate) seed: u64,
     analytic_calls: AtomicU64,
     mc_calls: AtomicU64,
     replays: Mutex<Replays>,
@@ -271,7 +271,7 @@ pub struct EngineModel {
 
 /// Most `index_topk`s a replay keeps besides its scenario's own: each adds one value per layer
 /// record and a selection among a layer's largest scores.
-pub const MAX_EXPECTED_TOPKS: usize = 7;
+pub(crate) const MAX_EXPECTED_TOPKS: usize = 7;
 
 /// A rank record being built or built, shared by every k-curve of its scenario.
 type RankCell = Arc<OnceLock<Result<Arc<RankRecord>, EngineError>>>;
@@ -597,7 +597,7 @@ impl RecallModel for EngineModel {
         }
     }
 
-    /// The exact engine's [`super::analytic::Analytic::evaluation_key`] where it applies; Monte Carlo keys on
+    /// The exact engine's `super::analytic::Analytic::evaluation_key` where it applies; Monte Carlo keys on
     /// the whole scenario (a trial's draws follow the needle's position).
     fn evaluation_key(&self, s: &Scenario) -> String {
         match route(s, self.choice) {

@@ -14,7 +14,7 @@ const DEGREE: usize = 11;
 
 /// F of T_j from its table: panels with their cumulative mass and expansion coefficients.
 #[derive(Debug, Clone)]
-pub struct TableCdf {
+pub(crate) struct TableCdf {
     /// Left edges, increasing.
     a: Vec<f64>,
     /// Right edges.
@@ -30,7 +30,7 @@ pub struct TableCdf {
 impl TableCdf {
     /// From panels (increasing, disjoint) with their 15 nodes each, `t` and `wf` (weight ×
     /// density) panel by panel.
-    pub fn new(panels: &[(f64, f64)], t: &[f64], wf: &[f64]) -> TableCdf {
+    pub(crate) fn new(panels: &[(f64, f64)], t: &[f64], wf: &[f64]) -> TableCdf {
         let mut out = TableCdf {
             a: Vec::with_capacity(panels.len()),
             b: Vec::with_capacity(panels.len()),
@@ -62,7 +62,7 @@ impl TableCdf {
     }
 
     /// P(T_j ≤ x).
-    pub fn cdf(&self, x: f64) -> f64 {
+    pub(crate) fn cdf(&self, x: f64) -> f64 {
         // The first panel whose right edge lies above x.
         let i = self.b.partition_point(|&b| b <= x);
         if i == self.a.len() {

@@ -1,5 +1,5 @@
 //! Calibration experiments: a TOML file naming a measured table, the fit, hypotheses, what-if
-//! curves and a verdict target; [`run_experiment`] writes the result folder (JSON, CSV, report.md)
+//! curves and a verdict target; `run_experiment` writes the result folder (JSON, CSV, report.md)
 //! atomically (a temporary folder renamed into place, so never a partial result).
 //!
 //! ```toml
@@ -35,44 +35,44 @@ use std::path::{Path, PathBuf};
 /// A calibration experiment file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CalibrationExperiment {
+pub(crate) struct CalibrationExperiment {
     /// Result folder name.
     #[serde(default)]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// Report title.
     #[serde(default)]
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
     /// Report description.
     #[serde(default)]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// The measured table, relative to the experiment file.
-    pub data: String,
+    pub(crate) data: String,
     /// Provenance of the table; containing "transcribed" or "not measured" marks every output.
     #[serde(default)]
-    pub data_note: Option<String>,
+    pub(crate) data_note: Option<String>,
     /// Fields to fit (`--fit` syntax).
-    pub fit: String,
+    pub(crate) fit: String,
     /// Compare the named hypotheses.
     #[serde(default)]
-    pub compare: bool,
+    pub(crate) compare: bool,
     /// What-if curves, one `FIELD=V1,V2,…` each.
     #[serde(default)]
-    pub curves: Vec<String>,
+    pub(crate) curves: Vec<String>,
     /// Verdict target.
     #[serde(default = "default_target")]
-    pub target: f64,
+    pub(crate) target: f64,
     /// Engine choice (default auto).
     #[serde(default)]
-    pub engine: EngineChoice,
+    pub(crate) engine: EngineChoice,
     /// Monte Carlo trials per evaluation.
     #[serde(default)]
-    pub trials: Option<u64>,
+    pub(crate) trials: Option<u64>,
     /// Monte Carlo seed.
     #[serde(default)]
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// Base scenario (a preset plus overrides).
     #[serde(default)]
-    pub scenario: Option<toml::Table>,
+    pub(crate) scenario: Option<toml::Table>,
 }
 
 fn default_target() -> f64 {
@@ -86,7 +86,7 @@ pub fn is_calibration_experiment(text: &str) -> bool {
 
 /// Runs the experiment at `path`, writing into `out` (default `results/<name>`). Returns the
 /// folder written.
-pub fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibError> {
+pub(crate) fn run_experiment(path: &Path, out: Option<&Path>) -> Result<PathBuf, CalibError> {
     let text = crate::input::read_to_string(path)
         .map_err(|e| CalibError::Input(format!("{}: cannot read: {e}", path.display())))?;
     run_experiment_text(path, &text, out)

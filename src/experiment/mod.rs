@@ -1,4 +1,4 @@
-//! Experiment files: [`run_file`] reads one, tells its kind ([`ExperimentKind`]) and runs it.
+//! Experiment files: [`run_file`] reads one, tells its kind (`ExperimentKind`) and runs it.
 //!
 //! A figures experiment has a base scenario, the figures to draw (each with its own sweep grid)
 //! and optional measured data to overlay. [`run`] computes every grid and writes the result
@@ -42,7 +42,7 @@ mod render;
 mod report;
 mod shard;
 
-pub use render::{run, scenario_summary, value_label, RunSettings, FIGURE_SIZE};
+pub use render::{run, RunSettings};
 
 use crate::engine::{EngineChoice, MAX_TRIALS};
 use crate::scenario::{Field, Scenario};
@@ -371,7 +371,7 @@ impl Experiment {
 
 /// What an experiment file asks for, told apart by its top-level keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExperimentKind {
+pub(crate) enum ExperimentKind {
     /// Figures over sweep grids ([`Experiment`]).
     Figures,
     /// A calibration against a measured table: fit, hypotheses, what-if curves and a verdict
@@ -382,7 +382,7 @@ pub enum ExperimentKind {
 impl ExperimentKind {
     /// The kind of the experiment file whose text is `source` (figures when it does not parse:
     /// the figures parser then names the error).
-    pub fn of(source: &str) -> ExperimentKind {
+    pub(crate) fn of(source: &str) -> ExperimentKind {
         if calibration::is_calibration_experiment(source) {
             ExperimentKind::Calibration
         } else {
@@ -419,22 +419,22 @@ impl crate::error::Classify for ExperimentError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSummary {
     /// The kind of experiment.
-    pub kind: ExperimentKind,
+    pub(crate) kind: ExperimentKind,
     /// The experiment's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The result folder.
-    pub folder: PathBuf,
+    pub(crate) folder: PathBuf,
     /// Figures computed (figures experiments; 0 for a calibration).
-    pub figures: usize,
+    pub(crate) figures: usize,
     /// Grid points computed (figures experiments; 0 for a calibration).
-    pub points: usize,
+    pub(crate) points: usize,
     /// Files written (figures experiments; 0 for a calibration).
-    pub files: usize,
+    pub(crate) files: usize,
     /// The seed the grids ran with (figures experiments; None for a calibration).
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
 }
 
-/// Runs the experiment file at `path`, whichever its kind ([`ExperimentKind::of`]), into `out`
+/// Runs the experiment file at `path`, whichever its kind (`ExperimentKind::of`), into `out`
 /// (default `results/NAME`), on `settings.threads` workers, reporting each figure's grid to
 /// `progress`. A figures experiment checks every grid point with the engine before anything is
 /// computed or written.

@@ -37,7 +37,7 @@ pub struct RunSettings {
 }
 
 /// Figure size in pixels (SVG and PNG).
-pub const FIGURE_SIZE: (u32, u32) = (1000, 640);
+pub(crate) const FIGURE_SIZE: (u32, u32) = (1000, 640);
 
 /// Before a resume: keeps only the rows (data/*.csv and data/*.csv.partial) and the marker of
 /// a staging folder. Figures, JSON and report are rewritten from the rows, and the temporary
@@ -213,7 +213,7 @@ fn write_all(
 }
 
 /// A short label for a field's value: `k = 512`, `repeat = 8`, `L = 64K`.
-pub fn value_label(field: Field, text: &str) -> String {
+pub(crate) fn value_label(field: Field, text: &str) -> String {
     let v = match text.parse::<f64>() {
         Ok(x) if field.spec().unit == Unit::TokenSpan && x >= 1024.0 && x % 1024.0 == 0.0 => binary_label(x),
         _ => text.to_string(),
@@ -247,7 +247,7 @@ fn axis_title(field: Field, scale: Scale) -> String {
 }
 
 /// One-line summary of the scenario fields that shape the figure (not the varied ones).
-pub fn scenario_summary(grid: &Grid) -> String {
+pub(crate) fn scenario_summary(grid: &Grid) -> String {
     let s = &grid.base;
     let d = Scenario::default();
     let varied = |f: Field| grid.axes.iter().any(|a| a.field == f);
@@ -468,7 +468,7 @@ fn fmt3(x: f64) -> String {
 }
 
 /// The [`Spread`] of a recall-curves figure with at least two curves (first largest wins ties).
-pub fn largest_spread(fig: &PreparedFigure, rows: &[Row]) -> Option<Spread> {
+pub(crate) fn largest_spread(fig: &PreparedFigure, rows: &[Row]) -> Option<Spread> {
     if fig.spec.kind != FigureKind::RecallCurves {
         return None;
     }

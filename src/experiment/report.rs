@@ -8,21 +8,21 @@ use std::fmt::Write as _;
 /// The largest difference in recall between two curves of a figure at one x: how much the
 /// figure's series (a modelling choice, a format, a field) move the answer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Spread {
+pub(crate) struct Spread {
     /// max − min recall over the curves, at `x`.
-    pub delta: f64,
+    pub(crate) delta: f64,
     /// The x value, as its axis shows it.
-    pub x: String,
+    pub(crate) x: String,
     /// The higher curve's label, recall and 95% interval.
-    pub high: (String, f64, f64, f64),
+    pub(crate) high: (String, f64, f64, f64),
     /// The lower curve's label, recall and 95% interval.
-    pub low: (String, f64, f64, f64),
+    pub(crate) low: (String, f64, f64, f64),
 }
 
 impl Spread {
     /// Whether the two curves' 95% intervals are disjoint (the difference is not sampling noise
     /// of the Monte Carlo points).
-    pub fn disjoint(&self) -> bool {
+    pub(crate) fn disjoint(&self) -> bool {
         self.low.3 < self.high.2
     }
 }
@@ -37,7 +37,7 @@ fn kind_text(k: FigureKind) -> &'static str {
 }
 
 /// The report section of one figure: image, links, axes, overrides, and a table.
-pub fn figure_section(
+pub(crate) fn figure_section(
     exp: &Experiment,
     fig: &PreparedFigure,
     data: Option<&Dataset>,
@@ -120,7 +120,7 @@ fn fields_table(s: &Scenario) -> String {
 
 /// The whole report; `spreads` (figure title, x field, spread) rank the figures by how much
 /// their curves differ.
-pub fn report_md(exp: &Experiment, sections: &[String], spreads: &[(String, Field, Spread)]) -> String {
+pub(crate) fn report_md(exp: &Experiment, sections: &[String], spreads: &[(String, Field, Spread)]) -> String {
     let mut t = String::new();
     let title = md_line(if exp.title.is_empty() { &exp.name } else { &exp.title });
     let _ = writeln!(t, "# {title}\n");

@@ -41,7 +41,7 @@ impl BlockScaled {
     /// A block-scaled format with no amax floor.
     ///
     /// Fails for a block of 0 and for element formats that are not block-scaled (bf16, fp16).
-    pub fn new(element: ElementFormat, block: usize, scale: ScaleKind) -> Result<BlockScaled, FormatError> {
+    pub(crate) fn new(element: ElementFormat, block: usize, scale: ScaleKind) -> Result<BlockScaled, FormatError> {
         if !element.is_block_element() {
             return Err(FormatError::NotBlockScalable { format: element.name().into() });
         }
@@ -54,7 +54,7 @@ impl BlockScaled {
     /// The same format with each block's amax raised to at least `floor` before its scale is
     /// computed (DeepSeek: `amax.clamp(min=1e-4)` in `act_quant`, `6·2^-126` in
     /// `fp4_act_quant`). Fails unless `floor` is finite and ≥ 0.
-    pub fn with_amax_floor(self, floor: f32) -> Result<BlockScaled, FormatError> {
+    pub(crate) fn with_amax_floor(self, floor: f32) -> Result<BlockScaled, FormatError> {
         if !(floor.is_finite() && floor >= 0.0) {
             return Err(FormatError::BadAmaxFloor { value: floor.to_string() });
         }
@@ -62,12 +62,12 @@ impl BlockScaled {
     }
 
     /// OCP MXFP4: fp4-e2m1, block 32, e8m0 scale `2^(floor(log2 amax) − 2)`.
-    pub fn mxfp4() -> BlockScaled {
+    pub(crate) fn mxfp4() -> BlockScaled {
         BlockScaled { element: ElementFormat::Fp4E2m1, block: 32, scale: ScaleKind::E8m0, amax_floor: 0.0 }
     }
 
     /// NVIDIA NVFP4: fp4-e2m1, block 16, e4m3 block scale under an f32 tensor scale.
-    pub fn nvfp4() -> BlockScaled {
+    pub(crate) fn nvfp4() -> BlockScaled {
         BlockScaled { element: ElementFormat::Fp4E2m1, block: 16, scale: ScaleKind::E4m3, amax_floor: 0.0 }
     }
 
@@ -75,14 +75,16 @@ impl BlockScaled {
     /// block 128, amax floor 1e-4, scale fp32 (`scale_fmt = None`) or ue8m0
     /// (`scale_fmt = "ue8m0"`, which DeepSeek-V3.2-Exp's `config_671B_v3.2.json` sets, so its
     /// indexer q and k use power-of-two scales).
-    pub fn deepseek_fp8(scale: ScaleKind) -> BlockScaled {
+    #[cfg(test)]
+    pub(crate) fn deepseek_fp8(scale: ScaleKind) -> BlockScaled {
         BlockScaled { element: ElementFormat::Fp8E4m3, block: 128, scale, amax_floor: 1e-4 }
     }
 
     /// DeepSeek-V4's FP4 simulation of the indexer's q and compressed keys,
     /// `fp4_act_quant(x, 32, inplace=True)`: fp4-e2m1, block 32, ue8m0 scale, amax floor
     /// `6·2^-126`.
-    pub fn deepseek_fp4() -> BlockScaled {
+    #[cfg(test)]
+    pub(crate) fn deepseek_fp4() -> BlockScaled {
         BlockScaled {
             element: ElementFormat::Fp4E2m1,
             block: 32,
@@ -92,28 +94,28 @@ impl BlockScaled {
     }
 
     /// The element format.
-    pub fn element(&self) -> ElementFormat {
+    pub(crate) fn element(&self) -> ElementFormat {
         self.element
     }
 
     /// The number of consecutive values sharing one scale.
-    pub fn block(&self) -> usize {
+    pub(crate) fn block(&self) -> usize {
         self.block
     }
 
     /// The scale kind.
-    pub fn scale(&self) -> ScaleKind {
+    pub(crate) fn scale(&self) -> ScaleKind {
         self.scale
     }
 
     /// The amax floor (0 when none).
-    pub fn amax_floor(&self) -> f32 {
+    pub(crate) fn amax_floor(&self) -> f32 {
         self.amax_floor
     }
 
     /// Storage bits per value, the block's scale included (the e4m3 kind's per-slice scale
     /// is not counted).
-    pub fn bits_per_value(&self) -> f64 {
+    pub(crate) fn bits_per_value(&self) -> f64 {
         self.element.bits() as f64 + self.scale.bits() as f64 / self.block as f64
     }
 
@@ -123,7 +125,7 @@ impl BlockScaled {
     /// ([`FormatError::BlockDoesNotDivide`]), or a value is NaN or infinite
     /// ([`FormatError::NonFinite`], naming the first one). For the e4m3 kind the whole slice is
     /// the tensor whose amax sets the tensor scale.
-    pub fn quantize_dequantize_in_place(&self, xs: &mut [f32]) -> Result<(), FormatError> {
+    pub(crate) fn quantize_dequantize_in_place(&self, xs: &mut [f32]) -> Result<(), FormatError> {
         if !xs.len().is_multiple_of(self.block) {
             return Err(FormatError::BlockDoesNotDivide { block: self.block, len: xs.len() });
         }

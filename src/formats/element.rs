@@ -90,7 +90,7 @@ pub(crate) const E4M3_GRID: Grid = E4M3;
 
 impl ElementFormat {
     /// Every element format, in the order of the names list.
-    pub const ALL: [ElementFormat; 7] = [
+    pub(crate) const ALL: [ElementFormat; 7] = [
         ElementFormat::Bf16,
         ElementFormat::Fp16,
         ElementFormat::Fp8E4m3,
@@ -101,7 +101,7 @@ impl ElementFormat {
     ];
 
     /// The format's name as the command line spells it (`fp8-e4m3`, `int8`, …).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ElementFormat::Bf16 => "bf16",
             ElementFormat::Fp16 => "fp16",
@@ -114,12 +114,12 @@ impl ElementFormat {
     }
 
     /// The format with this name (exact, lower case), if any.
-    pub fn from_name(name: &str) -> Option<ElementFormat> {
+    pub(crate) fn from_name(name: &str) -> Option<ElementFormat> {
         ElementFormat::ALL.into_iter().find(|f| f.name() == name)
     }
 
     /// Bits of storage per value.
-    pub fn bits(self) -> u32 {
+    pub(crate) fn bits(self) -> u32 {
         match self {
             ElementFormat::Bf16 | ElementFormat::Fp16 => 16,
             ElementFormat::Fp8E4m3 | ElementFormat::Fp8E5m2 | ElementFormat::Int8 => 8,
@@ -128,7 +128,8 @@ impl ElementFormat {
     }
 
     /// The largest finite value (448 for e4m3, 6 for e2m1, 127 for int8, …).
-    pub fn max_finite(self) -> f32 {
+    #[cfg(test)]
+    pub(crate) fn max_finite(self) -> f32 {
         match self {
             ElementFormat::Bf16 => f32::from_bits(BF16_MAX_BITS),
             _ => self.grid().max,
@@ -137,7 +138,7 @@ impl ElementFormat {
 
     /// `floor(log2(max_finite))`: the exponent of the largest binade (`emax` of the OCP MX
     /// specification: 2 for e2m1, 8 for e4m3, 15 for e5m2; 6 and 2 for int8 and int4).
-    pub fn max_exponent(self) -> i32 {
+    pub(crate) fn max_exponent(self) -> i32 {
         match self {
             ElementFormat::Bf16 => 127,
             ElementFormat::Fp16 | ElementFormat::Fp8E5m2 => 15,
@@ -148,28 +149,29 @@ impl ElementFormat {
     }
 
     /// Whether the format is a symmetric integer.
-    pub fn is_integer(self) -> bool {
+    pub(crate) fn is_integer(self) -> bool {
         matches!(self, ElementFormat::Int8 | ElementFormat::Int4)
     }
 
     /// Whether the format can be the element of a block-scaled format (fp8, fp4 and the
     /// integers; bf16 and fp16 have range enough not to need it).
-    pub fn is_block_element(self) -> bool {
+    pub(crate) fn is_block_element(self) -> bool {
         !matches!(self, ElementFormat::Bf16 | ElementFormat::Fp16)
     }
 
     /// Whether the format has a NaN encoding (otherwise NaN input is an error).
-    pub fn has_nan(self) -> bool {
+    pub(crate) fn has_nan(self) -> bool {
         matches!(self, ElementFormat::Bf16 | ElementFormat::Fp16 | ElementFormat::Fp8E4m3 | ElementFormat::Fp8E5m2)
     }
 
     /// Whether the format has infinities.
-    pub fn has_inf(self) -> bool {
+    pub(crate) fn has_inf(self) -> bool {
         matches!(self, ElementFormat::Bf16 | ElementFormat::Fp16 | ElementFormat::Fp8E5m2)
     }
 
     /// Quantize-dequantize one value (see the type's table for NaN and infinities).
-    pub fn quantize_dequantize(self, x: f32) -> Result<f32, FormatError> {
+    #[cfg(test)]
+    pub(crate) fn quantize_dequantize(self, x: f32) -> Result<f32, FormatError> {
         let mut one = [x];
         self.quantize_dequantize_in_place(&mut one)?;
         Ok(one[0])
@@ -179,7 +181,7 @@ impl ElementFormat {
     ///
     /// Fails only for a NaN given to a format without NaN (fp4-e2m1, int8, int4); then `xs` is
     /// left unchanged and the error names the first NaN's index.
-    pub fn quantize_dequantize_in_place(self, xs: &mut [f32]) -> Result<(), FormatError> {
+    pub(crate) fn quantize_dequantize_in_place(self, xs: &mut [f32]) -> Result<(), FormatError> {
         match self {
             ElementFormat::Bf16 => bf16_slice(xs),
             _ => {

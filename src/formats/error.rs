@@ -3,13 +3,13 @@
 use thiserror::Error;
 
 /// The format names [`crate::formats::Format`] accepts, as listed in error messages.
-pub const FORMAT_NAMES: &str = "fp32, bf16, fp16, fp8-e4m3, fp8-e5m2, fp4-e2m1, int8, int4, mxfp4, nvfp4";
+pub(crate) const FORMAT_NAMES: &str = "fp32, bf16, fp16, fp8-e4m3, fp8-e5m2, fp4-e2m1, int8, int4, mxfp4, nvfp4";
 
 /// The scale kinds [`crate::formats::ScaleKind`] accepts, as listed in error messages.
-pub const SCALE_NAMES: &str = "fp32, ue8m0, e8m0, e4m3";
+pub(crate) const SCALE_NAMES: &str = "fp32, ue8m0, e8m0, e4m3";
 
 /// The element formats that can be block-scaled, as listed in error messages.
-pub const BLOCK_ELEMENT_NAMES: &str = "fp8-e4m3, fp8-e5m2, fp4-e2m1, int8, int4";
+pub(crate) const BLOCK_ELEMENT_NAMES: &str = "fp8-e4m3, fp8-e5m2, fp4-e2m1, int8, int4";
 
 /// Everything that can go wrong when naming a format or quantizing with it.
 ///

@@ -13,11 +13,11 @@
 //! assert_eq!(xs[1], 0.5);
 //! ```
 //!
-//! - Element formats ([`ElementFormat`]): bf16, fp16, fp8-e4m3 (e4m3fn), fp8-e5m2, fp4-e2m1,
+//! - Element formats (`ElementFormat`): bf16, fp16, fp8-e4m3 (e4m3fn), fp8-e5m2, fp4-e2m1,
 //!   int8, int4; round to nearest even, finite values saturate to the largest finite value.
-//!   NaN and infinities: see the table on [`ElementFormat`].
-//! - Block-scaled formats ([`BlockScaled`]): fp8, fp4 or integer elements, `block` consecutive
-//!   values sharing one scale of a [`ScaleKind`] (fp32, ue8m0, e8m0, e4m3); `mxfp4` and `nvfp4`
+//!   NaN and infinities: see the table on `ElementFormat`.
+//! - Block-scaled formats (`BlockScaled`): fp8, fp4 or integer elements, `block` consecutive
+//!   values sharing one scale of a `ScaleKind` (fp32, ue8m0, e8m0, e4m3); `mxfp4` and `nvfp4`
 //!   are named instances. Non-finite input is an error.
 //! - `fp32` is the identity (the unquantized reference).
 //!
@@ -34,10 +34,10 @@ mod error;
 mod scale;
 pub mod text;
 
-pub use block::BlockScaled;
-pub use element::ElementFormat;
-pub use error::{FormatError, BLOCK_ELEMENT_NAMES, FORMAT_NAMES, SCALE_NAMES};
-pub use scale::ScaleKind;
+pub(crate) use block::BlockScaled;
+pub(crate) use element::ElementFormat;
+pub(crate) use error::{FormatError, FORMAT_NAMES};
+pub(crate) use scale::ScaleKind;
 pub use simd::{cap_simd_level, simd_level, SimdLevel};
 
 use serde::{Deserialize, Serialize};
@@ -63,7 +63,7 @@ impl Format {
     /// block and scale (32/e8m0 and 16/e4m3). A scale or floor needs a block; bf16, fp16 and
     /// fp32 take no block. Each violation is a [`FormatError`] naming the value and what is
     /// allowed.
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         name: &str,
         block: Option<usize>,
         scale: Option<ScaleKind>,
@@ -149,7 +149,7 @@ impl Format {
     }
 
     /// Storage bits per value, block scales included (32 for fp32).
-    pub fn bits_per_value(&self) -> f64 {
+    pub(crate) fn bits_per_value(&self) -> f64 {
         match self {
             Format::F32 => 32.0,
             Format::Element(e) => e.bits() as f64,

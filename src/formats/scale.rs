@@ -11,7 +11,7 @@ use super::error::FormatError;
 /// rounded to f32 (DeepSeek's kernels multiply by the reciprocal rather than divide:
 /// `fp8_max_inv = 1 / fp8_max`, `fp4_max_inv = 1.0 / fp4_max`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScaleKind {
+pub(crate) enum ScaleKind {
     /// `s = amax · inv` in f32 (DeepSeek `act_quant` with `scale_fmt = None`); values are
     /// stored as `element(x / s)` and dequantized as `element · s`.
     Fp32,
@@ -31,10 +31,10 @@ pub enum ScaleKind {
 
 impl ScaleKind {
     /// Every scale kind.
-    pub const ALL: [ScaleKind; 4] = [ScaleKind::Fp32, ScaleKind::Ue8m0, ScaleKind::E8m0, ScaleKind::E4m3];
+    pub(crate) const ALL: [ScaleKind; 4] = [ScaleKind::Fp32, ScaleKind::Ue8m0, ScaleKind::E8m0, ScaleKind::E4m3];
 
     /// The kind's name as the command line spells it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ScaleKind::Fp32 => "fp32",
             ScaleKind::Ue8m0 => "ue8m0",
@@ -44,7 +44,7 @@ impl ScaleKind {
     }
 
     /// Bits of storage per scale (the e4m3 kind's per-slice f32 scale is not counted).
-    pub fn bits(self) -> u32 {
+    pub(crate) fn bits(self) -> u32 {
         match self {
             ScaleKind::Fp32 => 32,
             _ => 8,

@@ -90,7 +90,7 @@ pub fn quantize_text(args: &QuantizeRequest, text: &str) -> Result<String, Quant
 /// Quantize-dequantizes `values` in place as `dsa-sim quantize` does the numbers on its stdin
 /// (the same checks, in the same order, with the same messages), and returns the format used:
 /// the Python package's `quantize`, which has its numbers as f32 already.
-pub fn quantize_values(args: &QuantizeRequest, values: &mut [f32]) -> Result<Format, QuantizeError> {
+pub(crate) fn quantize_values(args: &QuantizeRequest, values: &mut [f32]) -> Result<Format, QuantizeError> {
     let plan = plan(args)?;
     if values.is_empty() {
         return Err(empty_input());
@@ -117,7 +117,7 @@ fn empty_input() -> QuantizeError {
 }
 
 /// Checks the request alone (before any input is read).
-pub fn check_request(args: &QuantizeRequest) -> Result<(), QuantizeError> {
+pub(crate) fn check_request(args: &QuantizeRequest) -> Result<(), QuantizeError> {
     plan(args).map(|_| ())
 }
 

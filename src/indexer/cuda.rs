@@ -1040,7 +1040,7 @@ impl TrialPlan for GpuPlan<'_> {
 /// Runs `trials` vector-model trials of a validated scenario on the CUDA devices `ordinals`
 /// (checked by [`super::device::Device::check`]); the counts of [`super::simulate`] (see the
 /// module docs). An error is a failure of the device mid-run.
-pub fn simulate(
+pub(crate) fn simulate(
     s: &Scenario,
     trials: u64,
     seed: u64,

@@ -10,7 +10,7 @@
 use std::fmt;
 
 /// Most devices one `--device` names (more than a host holds).
-pub const MAX_DEVICES: usize = 16;
+pub(crate) const MAX_DEVICES: usize = 16;
 
 /// The vector model's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,7 +32,7 @@ pub struct Ordinals {
 
 impl Ordinals {
     /// The ordinals, in order.
-    pub fn as_slice(&self) -> &[u16] {
+    pub(crate) fn as_slice(&self) -> &[u16] {
         &self.list[..self.len as usize]
     }
 }
@@ -52,7 +52,7 @@ impl crate::error::Classify for DeviceError {
 impl std::str::FromStr for Device {
     type Err = DeviceError;
 
-    /// `cpu`, `cuda` (= `cuda:0`), `cuda:N` or `cuda:N,M,…` (at most [`MAX_DEVICES`]).
+    /// `cpu`, `cuda` (= `cuda:0`), `cuda:N` or `cuda:N,M,…` (at most `MAX_DEVICES`).
     fn from_str(text: &str) -> Result<Device, DeviceError> {
         let bad = || {
             DeviceError(format!(

@@ -246,7 +246,7 @@ fn mean_sd(xs: &[f64]) -> (f64, f64) {
 }
 
 /// The formats `dsa-sim formats` compares by default.
-pub fn default_formats() -> Vec<Format> {
+pub(crate) fn default_formats() -> Vec<Format> {
     [
         "fp32",
         "bf16",

@@ -5,7 +5,7 @@
 /// orthonormal (and its own inverse). `x.len()` must be a power of two.
 ///
 /// The butterflies run in a fixed order (stride 1, 2, 4, …), so the result is deterministic.
-pub fn fwht_orthonormal(x: &mut [f32]) {
+pub(crate) fn fwht_orthonormal(x: &mut [f32]) {
     if let Ok(a) = <&mut [f32; 128]>::try_from(&mut *x) {
         return fwht128(a);
     }

@@ -1,7 +1,7 @@
 //! The indexer's scoring kernel: for every key k, I(q, k) = Σ_h w_h · ReLU(q_h · k).
 //!
 //! Layout: the queries transposed, `qt[j * hp + h]` = q_h\[j\] for j < d and h < hp, with the
-//! heads padded with zero queries and zero weights to a multiple of [`GROUP`] (a padded head
+//! heads padded with zero queries and zero weights to a multiple of `GROUP` (a padded head
 //! adds exactly +0 to the score). Keys are rows of d values.
 //!
 //! Arithmetic, identical in every version: per group of 64 heads, acc_h = fma(q_h\[j\], k\[j\],
@@ -12,10 +12,10 @@
 //! bit-identical scores, so results do not depend on the CPU's instruction set.
 
 /// Heads per register group (4 × 16 lanes).
-pub const GROUP: usize = 64;
+pub(crate) const GROUP: usize = 64;
 
 /// Pads a head count to a multiple of [`GROUP`].
-pub fn padded_heads(heads: usize) -> usize {
+pub(crate) fn padded_heads(heads: usize) -> usize {
     heads.div_ceil(GROUP) * GROUP
 }
 
@@ -45,7 +45,7 @@ fn fma() -> bool {
 
 /// Scores every key: `out[i] = Σ_h w[h] · max(0, Σ_j qt[j·hp + h] · keys[i·d + j])`.
 ///
-/// `hp` must be a multiple of [`GROUP`], `qt.len() == d·hp`, `w.len() == hp`,
+/// `hp` must be a multiple of `GROUP`, `qt.len() == d·hp`, `w.len() == hp`,
 /// `keys.len() == out.len()·d`.
 pub fn score(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
     assert!(hp.is_multiple_of(GROUP) && qt.len() == d * hp && w.len() == hp && keys.len() == out.len() * d);
@@ -125,7 +125,7 @@ mod avx512_impl {
     const R: usize = 6;
 
     #[target_feature(enable = "avx512f,avx512dq")]
-    pub unsafe fn score(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
+    pub(crate) unsafe fn score(qt: &[f32], w: &[f32], hp: usize, d: usize, keys: &[f32], out: &mut [f32]) {
         let n = out.len();
         let mut i = 0;
         while i + R <= n {

@@ -1,6 +1,6 @@
 //! The vector lightning-indexer model (docs/model.md#vector-model), simulated by Monte Carlo.
 //!
-//! One layer of one trial. Every draw is addressed, not streamed ([`philox`]): layer l of trial
+//! One layer of one trial. Every draw is addressed, not streamed (`philox`): layer l of trial
 //! i draws from [`Draws::new`]`(seed, i, l)` at (purpose, row, index), so entry j's key is a pure
 //! function of (seed, i, l, j) and the CPU and a GPU (`cuda.rs`) make the same keys in any order:
 //! 1. **Queries.** H heads q_h ∈ R^d, iid Normal(0, D²) where D scales the first
@@ -10,7 +10,7 @@
 //!    `weights_proj(x) · softmax_scale · H^-1/2` (V4 `inference/model.py`:418) of an RMS-normed
 //!    hidden state; one positive factor common to all heads cannot change a rank, so only the
 //!    sign and spread law matter. `fixed`: w_h = H^-1/2 · d^-1/2 · exp(0.5 z_h − 0.125) from
-//!    [`WEIGHT_SEED`], no draw. The **query direction** is u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ with
+//!    `WEIGHT_SEED`, no draw. The **query direction** is u = Σ_h w_h q_h / ‖Σ_h w_h q_h‖ with
 //!    the trial's weights, in the unrotated (content) frame.
 //! 3. **Gate logits** (`compressor = "gated"`): Normal(0, `gate_pos_sd`²) per (position,
 //!    channel), the previous half's c·d then the own half's c·d, position-major — V4's learned
@@ -31,7 +31,7 @@
 //!    i·c; with `hadamard`, the orthonormal Hadamard matrix. Queries get RoPE at position
 //!    L = `context_len` and the Hadamard matrix. RoPE rotates the last `rope_dims` channels in
 //!    pairs (2k, 2k+1) (`rope_at = "last"`, V4) or the first in pairs (k, k + r/2) (`"first"`,
-//!    V3.2) by position · f_k, f_k from [`yarn_freqs`]; the cos/sin table per entry position is
+//!    V3.2) by position · f_k, f_k from `yarn_freqs`; the cos/sin table per entry position is
 //!    built once per model. Every key is rotated (the shortcut's per-channel sds differ within
 //!    a pair), so the needle's match depends on its true distance L − i·c.
 //! 7. **Quantization.** q_h (one head vector at a time) and every entry key are
@@ -46,7 +46,7 @@
 //! with head 0's query (also the planting direction u); no weights, ReLU, key norm, RoPE or
 //! Hadamard, and every page is built from its tokens.
 //!
-//! The normals are Philox4x32-10 + Box–Muller in plain f32 operations ([`philox`]); the head
+//! The normals are Philox4x32-10 + Box–Muller in plain f32 operations (`philox`); the head
 //! weights, gate logits and gains use them in f64. The readout draws from `trial_rng(seed, i)`.
 //!
 //! With `head_weights = "fixed"`, `rope_dims = 0`, `key_gain_sd = 0`, `gate_pos_sd = 1` and
@@ -71,26 +71,24 @@
 pub mod cuda;
 pub mod device;
 pub mod effective;
-pub mod hadamard;
+pub(crate) mod hadamard;
 pub mod kernel;
-pub mod normal;
-pub mod philox;
+#[cfg(test)]
+pub(crate) mod normal;
+pub(crate) mod philox;
 
 use crate::formats::Format;
 use crate::geometry::Geometry;
 use crate::progress::{Progress, Silent};
 use crate::scenario::{Compressor, Scenario};
 use crate::trials::{trial_rng, ReadoutRule, Tally, TrialPlan};
-pub use crate::vector_fields::{HeadWeights, RopeAt};
+pub(crate) use crate::vector_fields::{HeadWeights, RopeAt};
 pub use philox::Draws;
 use rand::Rng;
 use rand_distr::StandardNormal;
 
-/// The default sd of the compressor's positional gate logits (`gate_pos_sd`).
-pub const GATE_LOGIT_SD: f64 = 1.0;
-
 /// Seed of the fixed per-head weights.
-pub const WEIGHT_SEED: u64 = 0x5EED_4EAD_0000_0064;
+pub(crate) const WEIGHT_SEED: u64 = 0x5EED_4EAD_0000_0064;
 
 /// Trials per parallel work item (vector trials are expensive; chunks only affect scheduling).
 const CHUNK: u64 = 4;
@@ -99,17 +97,17 @@ const CHUNK: u64 = 4;
 pub const KEY_BLOCK: usize = 1024;
 
 /// YaRN's `beta_fast` (V4-Flash `inference/config.json`; V3.2 `ModelArgs.beta_fast`).
-pub const YARN_BETA_FAST: f64 = 32.0;
+pub(crate) const YARN_BETA_FAST: f64 = 32.0;
 
 /// YaRN's `beta_slow` (same sources).
-pub const YARN_BETA_SLOW: f64 = 1.0;
+pub(crate) const YARN_BETA_SLOW: f64 = 1.0;
 
 /// RoPE frequencies f_k (k < dims/2) with YaRN, in f64: a port of V4's `precompute_freqs_cis`
 /// (DeepSeek-V4-Flash `inference/model.py`:199–228; V3.2's is the same formula). f_k =
 /// θ^(−2k/dims); with `original_len` > 0, f_k ← f_k/factor · (1 − s_k) + f_k · s_k where s_k =
 /// 1 − clamp((k − low)/(high − low), 0, 1), low = ⌊D(β_fast)⌋ ≥ 0, high = ⌈D(β_slow)⌉ ≤ dims − 1,
 /// D(β) = dims · ln(original_len / (2π β)) / (2 ln θ) (high += 0.001 when low = high).
-pub fn yarn_freqs(dims: usize, theta: f64, factor: f64, original_len: u64) -> Vec<f64> {
+pub(crate) fn yarn_freqs(dims: usize, theta: f64, factor: f64, original_len: u64) -> Vec<f64> {
     let half = dims / 2;
     let mut f: Vec<f64> = (0..half).map(|k| 1.0 / libm::pow(theta, (2 * k) as f64 / dims as f64)).collect();
     if original_len > 0 {
@@ -154,7 +152,7 @@ struct Rope {
 
 /// The largest RoPE table (entries × pairs, 2^25: 256 MiB of cos and sin) a model precomputes;
 /// beyond it each entry's angles are computed when its key is finished (slower, same values).
-pub const ROPE_TABLE_MAX: usize = 1 << 25;
+pub(crate) const ROPE_TABLE_MAX: usize = 1 << 25;
 
 impl Rope {
     /// cos and sin of position · f_k in f64 (the portable `libm`, so the same on every
@@ -425,12 +423,12 @@ impl VectorModel {
     }
 
     /// Whether entry `i` pools a hard-negative token.
-    pub fn is_hard_entry(&self, i: u64) -> bool {
+    pub(crate) fn is_hard_entry(&self, i: u64) -> bool {
         self.hard_entries.binary_search(&i).is_ok()
     }
 
     /// Whether entry `i` covers the needle.
-    pub fn is_needle_entry(&self, i: u64) -> bool {
+    pub(crate) fn is_needle_entry(&self, i: u64) -> bool {
         self.geometry.needle_entries.iter().any(|e| e.index == i)
     }
 
@@ -835,7 +833,7 @@ impl VectorModel {
     }
 
     /// The needle's best covering entry score, if it is in any entry.
-    pub fn needle_score(&self, scores: &[f32]) -> Option<f32> {
+    pub(crate) fn needle_score(&self, scores: &[f32]) -> Option<f32> {
         self.geometry.needle_entries.iter().map(|e| scores[e.index as usize]).reduce(f32::max)
     }
 
@@ -956,11 +954,11 @@ pub fn simulate(s: &Scenario, trials: u64, seed: u64) -> Tally {
 }
 
 /// [`simulate`], reporting each finished chunk of trials to `progress`.
-pub fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Progress) -> Tally {
+pub(crate) fn simulate_observed(s: &Scenario, trials: u64, seed: u64, progress: &dyn Progress) -> Tally {
     crate::trials::run(&VectorModel::new(s), trials, seed, progress)
 }
 
-/// [`simulate_observed`] on `device` (checked beforehand by [`device::Device::check`]): the
+/// `simulate_observed` on `device` (checked beforehand by [`device::Device::check`]): the
 /// same trials and counts on a CUDA device (`cuda`). The error is a device's failure mid-run.
 pub fn simulate_on(
     s: &Scenario,

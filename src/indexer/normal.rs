@@ -109,7 +109,7 @@ fn slow<G: RngCore>(t: &Tables, mut bits: u32, rng: &mut G) -> f32 {
 }
 
 /// Fills `out` with iid standard normals.
-pub fn fill<G: RngCore>(rng: &mut G, out: &mut [f32]) {
+pub(crate) fn fill<G: RngCore>(rng: &mut G, out: &mut [f32]) {
     let t = tables();
     let mut words = [0u32; CHUNK];
     let mut ok = [0u16; CHUNK / 16];

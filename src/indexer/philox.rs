@@ -27,20 +27,20 @@
 //! r₁sin).
 
 /// Draw purposes (the counter's last word).
-pub const QUERY: u32 = 1;
+pub(crate) const QUERY: u32 = 1;
 /// Signed head weights (row 0, value h).
-pub const WEIGHT: u32 = 2;
+pub(crate) const WEIGHT: u32 = 2;
 /// Positional gate logits (row 0: previous half, row 1: own half; value pos·d + channel).
-pub const GATE_POS: u32 = 3;
+pub(crate) const GATE_POS: u32 = 3;
 /// Key-norm gains (row 0, value channel).
-pub const GAIN: u32 = 4;
+pub(crate) const GAIN: u32 = 4;
 /// A shortcut entry's key (row = entry, value channel).
-pub const KEY: u32 = 5;
+pub(crate) const KEY: u32 = 5;
 /// A token-built entry's tokens (row = entry, value slot·4⌈d/4⌉ + channel; slot p < c is the
 /// own block's p-th token, c + p the previous block's through the second projection).
-pub const TOKEN: u32 = 6;
+pub(crate) const TOKEN: u32 = 6;
 /// The token-dependent gate logits of an entry (row = entry; see [`gate_block`]).
-pub const GATE_TOKEN: u32 = 7;
+pub(crate) const GATE_TOKEN: u32 = 7;
 
 const M0: u64 = 0xD251_1F53;
 const M1: u64 = 0xCD9E_8D57;
@@ -49,7 +49,7 @@ const W1: u32 = 0xBB67_AE85;
 
 /// Philox4x32-10 of `ctr` under `key` (Random123's `philox4x32_R(10, ctr, key)`).
 #[inline(always)]
-pub fn philox4x32_10(ctr: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+pub(crate) fn philox4x32_10(ctr: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     let (mut c, mut k) = (ctr, key);
     for r in 0..10 {
         if r > 0 {
@@ -72,7 +72,7 @@ fn splitmix64(mut x: u64) -> u64 {
 }
 
 /// The Philox key of trial `i` of `seed`.
-pub fn trial_key(seed: u64, i: u64) -> [u32; 2] {
+pub(crate) fn trial_key(seed: u64, i: u64) -> [u32; 2] {
     let k = splitmix64(splitmix64(seed) ^ i);
     [k as u32, (k >> 32) as u32]
 }
@@ -82,9 +82,9 @@ pub fn trial_key(seed: u64, i: u64) -> [u32; 2] {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Draws {
     /// The trial's Philox key.
-    pub key: [u32; 2],
+    pub(crate) key: [u32; 2],
     /// The layer.
-    pub layer: u32,
+    pub(crate) layer: u32,
 }
 
 impl Draws {
@@ -95,7 +95,7 @@ impl Draws {
 
     /// Normals `4b .. 4b + 4` of row `a` of `purpose`.
     #[inline(always)]
-    pub fn normals4(&self, purpose: u32, a: u32, b: u32) -> [f32; 4] {
+    pub(crate) fn normals4(&self, purpose: u32, a: u32, b: u32) -> [f32; 4] {
         let w = philox4x32_10([a, b, self.layer, purpose], self.key);
         let (z0, z1) = box_muller(w[0], w[1]);
         let (z2, z3) = box_muller(w[2], w[3]);
@@ -104,7 +104,7 @@ impl Draws {
 
     /// Normals `4·first ..` of row `a` of `purpose` into `out` (a multiple of 4 long, or the
     /// last block's unused values dropped).
-    pub fn fill(&self, purpose: u32, a: u32, first: u32, out: &mut [f32]) {
+    pub(crate) fn fill(&self, purpose: u32, a: u32, first: u32, out: &mut [f32]) {
         fill_dispatch(self, purpose, a, first, out);
     }
 }
@@ -113,7 +113,7 @@ impl Draws {
 /// j and position p give block (half·d + j)·⌈c/4⌉ + p/4, value p mod 4; so that one channel's
 /// logits come from its own blocks (the GPU computes an entry channel by channel).
 #[inline(always)]
-pub fn gate_block(half: u32, j: u32, d: u32, c: u32, p: u32) -> (u32, usize) {
+pub(crate) fn gate_block(half: u32, j: u32, d: u32, c: u32, p: u32) -> (u32, usize) {
     ((half * d + j) * c.div_ceil(4) + p / 4, (p % 4) as usize)
 }
 
@@ -127,7 +127,7 @@ const TWO_M33: f32 = 0.5 / 4_294_967_296.0;
 /// polynomial in m − 1, and e·ln 2 in two parts.
 #[inline(always)]
 #[allow(clippy::excessive_precision)]
-pub fn ln(x: f32) -> f32 {
+pub(crate) fn ln(x: f32) -> f32 {
     let bits = x.to_bits();
     let m = f32::from_bits((bits & 0x007F_FFFF) | 0x3F00_0000);
     // Branch-free (selects), so that the batched fill vectorises.
@@ -155,7 +155,7 @@ pub fn ln(x: f32) -> f32 {
 /// (sin a, cos a) for |a| ≤ π/4 (Cephes `sinf` / `cosf` polynomials).
 #[inline(always)]
 #[allow(clippy::excessive_precision)]
-pub fn sincos(a: f32) -> (f32, f32) {
+pub(crate) fn sincos(a: f32) -> (f32, f32) {
     let z = a * a;
     let mut s = -1.951_529_589_1E-4_f32 * z;
     s += 8.332_160_873_6E-3;
@@ -180,7 +180,7 @@ pub fn sincos(a: f32) -> (f32, f32) {
 /// gate's softmax, whose arguments are ≤ 0.
 #[inline(always)]
 #[allow(clippy::excessive_precision)]
-pub fn exp_neg(x: f32) -> f32 {
+pub(crate) fn exp_neg(x: f32) -> f32 {
     if x < -103.0 {
         return 0.0;
     }
@@ -214,7 +214,7 @@ pub fn exp_neg(x: f32) -> f32 {
 
 /// Two standard normals from two words (module docs).
 #[inline(always)]
-pub fn box_muller(w0: u32, w1: u32) -> (f32, f32) {
+pub(crate) fn box_muller(w0: u32, w1: u32) -> (f32, f32) {
     let u = (w0 as f32) * TWO_M32 + TWO_M33;
     let r = (ln(u) * -2.0).sqrt();
     let f = ((w1 & 0x3FFF_FFFF) as f32) * TWO_M30;

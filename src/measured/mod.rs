@@ -10,7 +10,7 @@
 //! - Required columns: `context_len,index_topk,trials,hits`. Optional: `depth,repeat,
 //!   compress_ratio,window,needle_tokens,label`; each optional column a row gives overrides the
 //!   base scenario for that row (`dsa-sim probe` writes `needle_tokens`: the needle's length as
-//!   counted, so the verdict models the needle that was sent). `needle` or `sample` ([`INFORMATIONAL_COLUMNS`]) names the needle whose
+//!   counted, so the verdict models the needle that was sent). `needle` or `sample` (`INFORMATIONAL_COLUMNS`) names the needle whose
 //!   trials the row counts: calibration then fits needle-level overdispersion. Any other column
 //!   is a **condition** ([`Dataset::condition_columns`], [`Observation::conditions`]): a
 //!   setting the model does not see (`build`, `backend`, `concurrency`, `batch`, `prefix_cache`,
@@ -18,7 +18,7 @@
 //!   (`diagnosis::conditions`); an empty value is a row that does not record it. A column named
 //!   as a scenario field that a row cannot set (`dprime`, `q_format`, …) is an error: its values
 //!   would be compared as if they changed nothing. The columns dsa-sim's own row output adds
-//!   ([`DERIVED_COLUMNS`]: computed from the counts) are ignored with a note. A table with `request`, `layer` and `selected` columns is selection
+//!   (`DERIVED_COLUMNS`: computed from the counts) are ignored with a note. A table with `request`, `layer` and `selected` columns is selection
 //!   data (`dsa-sim import topk`), read per cell with its layer counts.
 //! - The header may come in any order, with any case, surrounding spaces, `-` or ` ` for `_`.
 //!   A column named twice is an error.
@@ -33,12 +33,12 @@
 //!
 //! Every error is one line naming the file, the row and its line, and the column. Reading is
 //! linear in the size of the file, which is bounded like every input file
-//! ([`crate::input::MAX_INPUT_BYTES`]).
+//! (`crate::input::MAX_INPUT_BYTES`).
 //!
 //! A `# provenance: …` comment line before the header is the table's own provenance, and travels
 //! with every copy; a `README.md` next to a table that names it supplies one too ([`Dataset::provenance`]);
 //! when that says the counts are transcribed or not measured, every output using the table says
-//! so ([`Dataset::transcribed_warning`]). The README is read only if it is a regular file, with
+//! so (`Dataset::transcribed_warning`). The README is read only if it is a regular file, with
 //! the same size bound.
 //!
 //! ```
@@ -59,7 +59,7 @@ mod records;
 mod selections;
 
 pub use parse::parse_csv;
-pub use selections::{MAX_LAYERS as MAX_SELECTION_LAYERS, SELECTION_COLUMNS};
+pub(crate) use selections::MAX_LAYERS as MAX_SELECTION_LAYERS;
 
 use crate::scenario::{Field, Scenario, ScenarioError};
 use std::collections::HashMap;
@@ -67,9 +67,9 @@ use std::fmt;
 use std::path::Path;
 
 /// The columns a table must have.
-pub const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTopk.name(), "trials", "hits"];
+pub(crate) const REQUIRED_COLUMNS: &[&str] = &[Field::ContextLen.name(), Field::IndexTopk.name(), "trials", "hits"];
 /// The columns a table may have; each overrides the base scenario for its row.
-pub const OPTIONAL_COLUMNS: &[&str] = &[
+pub(crate) const OPTIONAL_COLUMNS: &[&str] = &[
     Field::Depth.name(),
     Field::Repeat.name(),
     Field::CompressRatio.name(),
@@ -82,11 +82,11 @@ pub const OPTIONAL_COLUMNS: &[&str] = &[
 /// writes `needle`): a row with one is a cluster of correlated trials, and calibration fits a
 /// needle-level overdispersion for such rows (a beta-binomial per row) instead of treating
 /// every trial as independent (docs/model.md#overdispersion).
-pub const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
+pub(crate) const INFORMATIONAL_COLUMNS: &[&str] = &["needle", "sample"];
 
 /// Columns computed from a row's counts or from a fit (`calibrate`'s row output): a table read
 /// back from it ignores them (as conditions they would predict the counts they come from).
-pub const DERIVED_COLUMNS: &[&str] = &["observed", "fitted", "pearson_residual", "deviance_residual"];
+pub(crate) const DERIVED_COLUMNS: &[&str] = &["observed", "fitted", "pearson_residual", "deviance_residual"];
 
 /// A table that could not be loaded: one line naming the file, row, column and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -209,7 +209,7 @@ pub struct Observation {
 /// key leaves out the needle and the conditions, which the model does not see: rows that differ
 /// only in them are evaluated once, each with its own counts in the likelihood.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RowKey {
+pub(crate) struct RowKey {
     context_len: u64,
     index_topk: u64,
     depth_bits: Option<u64>,
@@ -261,7 +261,7 @@ impl Observation {
     }
 
     /// The row's scenario overrides (everything [`Observation::apply`] substitutes).
-    pub fn key(&self) -> RowKey {
+    pub(crate) fn key(&self) -> RowKey {
         RowKey {
             context_len: self.context_len,
             index_topk: self.index_topk,
@@ -309,7 +309,7 @@ impl fmt::Display for Observation {
     }
 }
 
-/// The rows of a table grouped by their scenario overrides ([`Observation::key`]): rows in one
+/// The rows of a table grouped by their scenario overrides (`Observation::key`): rows in one
 /// group have the same scenario for any base, so a model needs evaluating once per group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Groups {
@@ -321,7 +321,7 @@ pub struct Groups {
 
 impl Groups {
     /// Number of distinct groups.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.first_row.len()
     }
 
@@ -356,7 +356,7 @@ impl Dataset {
     /// rows', then, with the verdict's numbers scenario `at`, its own k and its kernel maximum
     /// at its length. Given to `EngineModel::expecting_topks`, so that one replay serves the rows
     /// of a length at every k.
-    pub fn topks_asked(&self, at: Option<&Scenario>) -> Vec<(u64, u64)> {
+    pub(crate) fn topks_asked(&self, at: Option<&Scenario>) -> Vec<(u64, u64)> {
         let numbers = at.into_iter().flat_map(|s| [(s.context_len, s.index_topk), (s.context_len, s.max_topk)]);
         self.rows.iter().map(|r| (r.context_len, r.index_topk)).chain(numbers).collect()
     }
@@ -377,19 +377,19 @@ impl Dataset {
     /// Whether some row carries a needle (or sample) id: its trials are one needle's, and
     /// calibration allows for needle-level overdispersion (selection data excepted: their
     /// requests are patterns, not trials of one needle).
-    pub fn has_needles(&self) -> bool {
+    pub(crate) fn has_needles(&self) -> bool {
         !self.is_selection() && self.rows.iter().any(|r| r.needle.is_some())
     }
 
     /// Whether the rows are selection data (`dsa-sim import topk`): their likelihood is that of
     /// the layers' patterns ([`Observation::layer_counts`]).
-    pub fn is_selection(&self) -> bool {
+    pub(crate) fn is_selection(&self) -> bool {
         self.rows.first().is_some_and(|r| r.layer_counts.is_some())
     }
 
     /// Whether the table sets `field` per row (context_len and index_topk always; an optional
     /// column when at least one row gives it).
-    pub fn has_column(&self, field: Field) -> bool {
+    pub(crate) fn has_column(&self, field: Field) -> bool {
         self.rows.iter().any(|r| match field {
             Field::Depth => r.depth.is_some(),
             Field::Repeat => r.repeat.is_some(),
@@ -402,7 +402,7 @@ impl Dataset {
     }
 
     /// The warning that must accompany any result computed from a transcribed table.
-    pub fn transcribed_warning(&self) -> Option<String> {
+    pub(crate) fn transcribed_warning(&self) -> Option<String> {
         self.transcribed.then(|| {
             format!(
                 "WARNING: {} is TRANSCRIBED from qualitative statements, not measured: its counts are illustrative, so fits, intervals and verdicts from it are illustrative too",
@@ -433,7 +433,7 @@ impl Dataset {
 
     /// Marks the table as transcribed when `note` says so (`transcribed`, `not measured`,
     /// `illustrative`).
-    pub fn mark_if_transcribed(&mut self, note: &str) {
+    pub(crate) fn mark_if_transcribed(&mut self, note: &str) {
         self.transcribed |= provenance::says_transcribed(note);
     }
 }
@@ -441,7 +441,7 @@ impl Dataset {
 /// Several tables as one (`verdict --data a.csv --data b.csv`): their rows in order, the union
 /// of their condition columns (a row that does not record one has "" there), their notes and
 /// provenance joined; transcribed if any is. Selection tables join only with selection tables.
-pub fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
+pub(crate) fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
     let mut it = tables.into_iter();
     let Some(first) = it.next() else { return Err(MeasuredError::Empty("no table given".into())) };
     let rest: Vec<Dataset> = it.collect();
@@ -494,7 +494,7 @@ pub fn join(tables: Vec<Dataset>) -> Result<Dataset, MeasuredError> {
     Ok(out)
 }
 
-/// Reads a table from a file (bounded: [`crate::input::read_to_string`]), attaching provenance
+/// Reads a table from a file (bounded: `crate::input::read_to_string`), attaching provenance
 /// from a `README.md` in the same folder that mentions the file by name.
 pub fn load_csv(path: &Path) -> Result<Dataset, MeasuredError> {
     let name = path.display().to_string();

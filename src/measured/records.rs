@@ -114,20 +114,20 @@ pub(super) fn parse_int(v: &str) -> Result<u64, String> {
 pub(super) struct Record<'r> {
     src: &'r str,
     /// 1-based among the records.
-    pub row: usize,
+    pub(crate) row: usize,
     /// The record's line in the file.
-    pub line: u64,
+    pub(crate) line: u64,
     fields: &'r csv::StringRecord,
 }
 
 impl Record<'_> {
     /// The field at `i` ("" when absent).
-    pub fn get(&self, i: usize) -> &str {
+    pub(crate) fn get(&self, i: usize) -> &str {
         self.fields.get(i).unwrap_or("")
     }
 
     /// A bad cell in `column`.
-    pub fn err(&self, column: &str, message: String) -> MeasuredError {
+    pub(crate) fn err(&self, column: &str, message: String) -> MeasuredError {
         MeasuredError::Cell {
             source_name: self.src.to_string(),
             row: self.row,
@@ -138,7 +138,7 @@ impl Record<'_> {
     }
 
     /// A required non-negative integer.
-    pub fn int(&self, i: usize, name: &str) -> Result<u64, MeasuredError> {
+    pub(crate) fn int(&self, i: usize, name: &str) -> Result<u64, MeasuredError> {
         let v = self.get(i);
         if v.is_empty() {
             return Err(self.err(name, "empty: a non-negative integer is required".into()));
@@ -147,7 +147,7 @@ impl Record<'_> {
     }
 
     /// An optional non-negative integer (an absent column or an empty cell: None).
-    pub fn opt_int(&self, i: Option<usize>, name: &str) -> Result<Option<u64>, MeasuredError> {
+    pub(crate) fn opt_int(&self, i: Option<usize>, name: &str) -> Result<Option<u64>, MeasuredError> {
         match i.map(|i| self.get(i)) {
             None | Some("") => Ok(None),
             Some(v) => parse_int(v).map(Some).map_err(|m| self.err(name, m)),
@@ -155,7 +155,7 @@ impl Record<'_> {
     }
 
     /// An optional depth in [0, 1].
-    pub fn depth(&self, i: Option<usize>) -> Result<Option<f64>, MeasuredError> {
+    pub(crate) fn depth(&self, i: Option<usize>) -> Result<Option<f64>, MeasuredError> {
         match i.map(|i| self.get(i)) {
             None | Some("") => Ok(None),
             Some(v) => {

@@ -18,16 +18,16 @@ use crate::scenario::Field;
 use std::collections::HashMap;
 
 /// The columns a selection table must have.
-pub const SELECTION_COLUMNS: &[&str] =
+pub(crate) const SELECTION_COLUMNS: &[&str] =
     &["request", Field::ContextLen.name(), Field::IndexTopk.name(), "layer", "selected"];
 
 /// Most layers a selection table may have (DeepSeek-V3.2 has 61 indexer layers).
-pub const MAX_LAYERS: u64 = 1024;
+pub(crate) const MAX_LAYERS: u64 = 1024;
 
 /// The depth d whose placement floor(d · (L − m)) (docs/model.md#geometry, as
 /// `geometry::copy_starts` computes it in f64) is exactly `start`: start / room, moved by
 /// one ulp at a time when the division rounded it to the other side of the integer.
-pub fn exact_depth(start: u64, room: u64) -> f64 {
+pub(crate) fn exact_depth(start: u64, room: u64) -> f64 {
     if room == 0 {
         return 0.0;
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// Refuses a target that exists and is not a regular file (following a symbolic link): a
 /// device, FIFO, socket or folder is never replaced or written through.
-pub fn check_regular_target(path: &Path) -> Result<(), OutputError> {
+pub(crate) fn check_regular_target(path: &Path) -> Result<(), OutputError> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => Ok(()),
         Ok(m) => Err(OutputError::NotRegular { path: path.display().to_string(), kind: kind_of(m.file_type()) }),
@@ -16,7 +16,7 @@ pub fn check_regular_target(path: &Path) -> Result<(), OutputError> {
 }
 
 /// The temporary that [`write_file_atomic`] writes `path` through: `.NAME.tmp-PID` beside it.
-pub fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
@@ -24,7 +24,7 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// Writes `bytes` to `path` through a temporary file in the same folder ([`temp_path`]), then
 /// renames it over `path`, so `path` is never half-written. `path` must be absent or a regular
 /// file; the temporary is removed on every failure.
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+pub(crate) fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
     check_regular_target(path)?;
     let tmp = temp_path(path);
     // A temporary of a dead process with our PID: ours to remove, if it is a plain file.
@@ -53,7 +53,7 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
 
 /// Removes the temporaries that writes of `path` by killed processes left beside it
 /// (`.NAME.tmp-PID`, regular files only). Call it while holding the output's lock.
-pub fn remove_stale_temporaries(path: &Path) {
+pub(crate) fn remove_stale_temporaries(path: &Path) {
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else { return };
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let prefix = format!(".{name}.tmp-");

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 /// dsa-sim).
 pub const RESULT_MARKER: &str = ".dsa-sim-result";
 /// The content of [`RESULT_MARKER`] (fixed, so that result folders reproduce byte for byte).
-pub const RESULT_MARKER_TEXT: &str =
+pub(crate) const RESULT_MARKER_TEXT: &str =
     "This folder was written by dsa-sim. dsa-sim replaces a folder only when it holds this file.\n";
 /// The file in a staging folder that says which run (experiment text and dsa-sim version) it
 /// belongs to, so that `--resume` continues only the same run.
-pub const STAGE_MARKER: &str = ".experiment-fingerprint";
+pub(crate) const STAGE_MARKER: &str = ".experiment-fingerprint";
 
 /// How to begin a staged folder.
 #[derive(Debug, Clone, Copy)]
@@ -21,16 +21,16 @@ pub struct StageOptions<'a> {
     /// Continue the staging folder of an interrupted run with the same fingerprint, if there is
     /// one, instead of starting empty.
     pub resume: bool,
-    /// Identifies the run (written into [`STAGE_MARKER`]).
+    /// Identifies the run (written into `STAGE_MARKER`).
     pub fingerprint: &'a str,
     /// The run's input files: an output folder holding one of them is never replaced.
     pub inputs: &'a [&'a Path],
 }
 
 /// A result folder being built. [`StagedDir::begin`] checks the output and takes its lock
-/// before any work; files go into [`StagedDir::path`]; [`StagedDir::commit`] swaps the folder
+/// before any work; files go into `StagedDir::path`; `StagedDir::commit` swaps the folder
 /// in. Dropped without a commit (any failure), it removes its staging folder; a process that is
-/// killed leaves it, with [`STAGE_MARKER`], for `--resume` (or for the next run to remove).
+/// killed leaves it, with `STAGE_MARKER`, for `--resume` (or for the next run to remove).
 #[derive(Debug)]
 pub struct StagedDir {
     shown: PathBuf,
@@ -75,7 +75,7 @@ fn split(out: &Path) -> Result<(PathBuf, OsString), OutputError> {
 /// The ancestors of `dir` (itself included) that do not exist yet, deepest first: what
 /// `create_dir_all(dir)` creates, and what a refused output removes again
 /// ([`remove_empty_dirs`]).
-pub fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
     dir.ancestors()
         .filter(|a| !a.as_os_str().is_empty())
         .take_while(|a| std::fs::symlink_metadata(a).is_err())
@@ -85,7 +85,7 @@ pub fn missing_ancestors(dir: &Path) -> Vec<PathBuf> {
 
 /// Removes the folders `dirs` (deepest first, as [`missing_ancestors`] lists them) that are still
 /// empty: those a refused output created and left nothing in.
-pub fn remove_empty_dirs(dirs: &[PathBuf]) {
+pub(crate) fn remove_empty_dirs(dirs: &[PathBuf]) {
     for d in dirs {
         let _ = std::fs::remove_dir(d); // fails, and keeps it, unless empty
     }
@@ -129,7 +129,7 @@ impl StagedDir {
     /// Checks the output folder `out` (see the module rules), takes its lock, removes what
     /// killed runs on it left behind, and prepares the staging folder: the one of an
     /// interrupted run with the same fingerprint when `opts.resume` is set, else a new, empty
-    /// one holding only [`STAGE_MARKER`].
+    /// one holding only `STAGE_MARKER`.
     pub fn begin(out: &Path, opts: &StageOptions) -> Result<StagedDir, OutputError> {
         let (parent, leaf) = split(out)?;
         let target = parent.join(&leaf);
@@ -216,24 +216,24 @@ impl StagedDir {
     }
 
     /// The staging folder, where the run writes its files.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.stage
     }
 
     /// Whether the staging folder of an interrupted run is being continued.
-    pub fn resumed(&self) -> bool {
+    pub(crate) fn resumed(&self) -> bool {
         self.resumed
     }
 
     /// Leaves the staging folder in place, unlocked, as a killed run would (`dsa-sim probe`
     /// keeps the requests it made for `--resume` when the server fails).
-    pub fn keep(mut self) {
+    pub(crate) fn keep(mut self) {
         self.committed = true;
     }
 
     /// Marks the staging folder as a result ([`RESULT_MARKER`]) and moves it into place: the
     /// previous result moves aside first, so that a failed rename puts it back.
-    pub fn commit(mut self) -> Result<(), OutputError> {
+    pub(crate) fn commit(mut self) -> Result<(), OutputError> {
         let _ = std::fs::remove_file(self.stage.join(STAGE_MARKER));
         let marker = self.stage.join(RESULT_MARKER);
         std::fs::write(&marker, RESULT_MARKER_TEXT).map_err(|e| OutputError::write(&marker, e))?;

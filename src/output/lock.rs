@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// process, so a killed run never blocks the next one; the file is removed when the lock is
 /// dropped.
 #[derive(Debug)]
-pub struct OutputLock {
+pub(crate) struct OutputLock {
     file: File,
     path: PathBuf,
 }
@@ -35,7 +35,7 @@ impl OutputLock {
     /// Takes the lock of `target` (whose folder must exist), or fails at once with
     /// [`OutputError::Locked`] when another process holds it. `shown` is the output as the user
     /// gave it, for messages.
-    pub fn acquire(target: &Path, shown: &Path) -> Result<OutputLock, OutputError> {
+    pub(crate) fn acquire(target: &Path, shown: &Path) -> Result<OutputLock, OutputError> {
         let path = lock_path(target);
         // A lock file whose path another run removed (and maybe re-created) between our open and
         // our lock is not the lock: try again on the current file.
@@ -75,6 +75,7 @@ impl OutputLock {
     }
 
     /// The lock file.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -8,29 +8,28 @@
 //!   [`RESULT_MARKER`]; an existing output folder is replaced only if it has that marker (or is
 //!   empty), and never when it holds one of the run's own input files. Anything else is refused
 //!   before any work, naming the folder (bad input, exit 2).
-//! - **One writer per output.** An exclusive lock ([`OutputLock`], `.NAME.lock` next to the
+//! - **One writer per output.** An exclusive lock (`OutputLock`, `.NAME.lock` next to the
 //!   output, held with `flock` semantics so that a killed run never leaves a lock that blocks)
 //!   makes a second run on the same output fail at once with one line.
 //! - **Only regular files are written over.** A device, FIFO, socket or folder where a file is to
-//!   be written is refused ([`check_regular_target`]).
-//! - **Output names never collide** ([`check_collisions`], called before any work).
+//!   be written is refused (`check_regular_target`).
+//! - **Output names never collide** (`check_collisions`, called before any work).
 //! - **No stray temporaries.** Every temporary is removed on every failure path; a run that was
 //!   killed leaves only recognisable temporaries (`.NAME.partial/` staging folders, carrying
-//!   [`STAGE_MARKER`], and `.NAME.tmp-PID` files), which the next run on the same output resumes
+//!   `STAGE_MARKER`, and `.NAME.tmp-PID` files), which the next run on the same output resumes
 //!   (`--resume`) or removes.
 //!
-//! This module imports nothing else of the crate but [`crate::input`]: every writer above it
+//! This module imports nothing else of the crate but `crate::input`: every writer above it
 //! (sweep, experiment, calibrate, report) may use it.
 
 mod file;
 mod folder;
 mod lock;
 
-pub use file::{check_regular_target, remove_stale_temporaries, temp_path, write_file_atomic};
-pub use folder::{
-    missing_ancestors, remove_empty_dirs, StageOptions, StagedDir, RESULT_MARKER, RESULT_MARKER_TEXT, STAGE_MARKER,
-};
-pub use lock::OutputLock;
+pub(crate) use file::{check_regular_target, remove_stale_temporaries, write_file_atomic};
+pub(crate) use folder::{missing_ancestors, remove_empty_dirs, RESULT_MARKER_TEXT, STAGE_MARKER};
+pub use folder::{StageOptions, StagedDir, RESULT_MARKER};
+pub(crate) use lock::OutputLock;
 
 use std::collections::HashMap;
 
@@ -130,7 +129,7 @@ impl crate::error::Classify for OutputError {
 impl OutputError {
     /// Whether the error is bad input (the output named by the user is refused), as opposed to
     /// a failure while writing.
-    pub fn is_input(&self) -> bool {
+    pub(crate) fn is_input(&self) -> bool {
         !matches!(self, OutputError::Write { .. })
     }
 
@@ -145,7 +144,7 @@ impl OutputError {
 
 /// Checks that no two outputs of a run share a name: `outputs` are (relative path, what writes
 /// it) pairs, in the order they would be written.
-pub fn check_collisions(outputs: impl IntoIterator<Item = (String, String)>) -> Result<(), OutputError> {
+pub(crate) fn check_collisions(outputs: impl IntoIterator<Item = (String, String)>) -> Result<(), OutputError> {
     let mut seen: HashMap<String, String> = HashMap::new();
     for (name, what) in outputs {
         if let Some(first) = seen.get(&name) {

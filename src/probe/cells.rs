@@ -21,15 +21,15 @@ pub struct Cell {
 }
 
 /// Fewest tokens a cell may ask for (the question and the needle alone take about 60).
-pub const MIN_CONTEXT: u64 = 256;
+pub(crate) const MIN_CONTEXT: u64 = 256;
 /// Most tokens a cell may ask for.
-pub const MAX_CONTEXT: u64 = 1 << 24;
+pub(crate) const MAX_CONTEXT: u64 = 1 << 24;
 /// Most trials per cell.
-pub const MAX_TRIALS: u64 = 1_000_000;
+pub(crate) const MAX_TRIALS: u64 = 1_000_000;
 /// Most needle copies.
-pub const MAX_REPEAT: u32 = 64;
+pub(crate) const MAX_REPEAT: u32 = 64;
 /// Most cells.
-pub const MAX_CELLS: usize = 100_000;
+pub(crate) const MAX_CELLS: usize = 100_000;
 
 fn check_len(flag: &str, l: u64) -> Result<u64, ProbeError> {
     if !(MIN_CONTEXT..=MAX_CONTEXT).contains(&l) {
@@ -225,7 +225,7 @@ pub fn parse_cells_csv(text: &str, name: &str, default_trials: Option<u64>) -> R
 /// trials): the table's conditions `plan --out` carries over, each with the union of its rows'
 /// `|`-separated values, in column order (`prefix_cache` miss|hit, `concurrency` 1|8, `build`
 /// fork). Columns without a value are left out.
-pub fn parse_cells_conditions(text: &str, name: &str) -> Result<Vec<(String, Vec<String>)>, ProbeError> {
+pub(crate) fn parse_cells_conditions(text: &str, name: &str) -> Result<Vec<(String, Vec<String>)>, ProbeError> {
     let (mut r, header) = cells_reader(text, name)?;
     const OWN: &[&str] = &["context_len", "index_topk", "depth", "repeat", "trials"];
     let cols: Vec<usize> = (0..header.len()).filter(|&i| !OWN.contains(&header[i].as_str())).collect();

@@ -14,16 +14,16 @@ use std::time::{Duration, Instant};
 /// tokens (`--max-tokens`), well under 1 MiB of JSON, so a larger reply is not one. With at
 /// most 256 requests in flight, replies in memory stay under 1 GiB in all whatever
 /// `--max-inflight` (docs/capture.md, "Limits").
-pub const MAX_REPLY_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_REPLY_BYTES: u64 = 4 << 20;
 
 /// Largest `/tokenize` or `/v1/models` reply: read as a stream that keeps only the count or
 /// the first model id (constant memory), so this bound is on time, not memory; it is above the
 /// token ids of the longest prompt a cell may ask for (2^24 tokens, ~140 MB).
-pub const MAX_LIST_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_LIST_BYTES: u64 = 256 << 20;
 
 /// Largest capture (`--capture`), streamed to its file, never held: a 64K-token capture is
 /// ~3.7 GB; an endless one stops here instead of filling the disk.
-pub const MAX_CAPTURE_BYTES: u64 = 64 << 30;
+pub(crate) const MAX_CAPTURE_BYTES: u64 = 64 << 30;
 
 /// What the API key is replaced with wherever a server echoes it back (an error message, an
 /// answer, a model id, a capture): it is never written to a file or a message.
@@ -32,7 +32,7 @@ pub const KEY_SHOWN: &str = "[API key]";
 /// Which endpoint generates the answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Api {
+pub(crate) enum Api {
     /// `/v1/completions` (the prompt as text).
     Completions,
     /// `/v1/chat/completions` (the prompt as one user message).
@@ -43,7 +43,7 @@ pub enum Api {
 
 impl Api {
     /// The endpoint's path.
-    pub fn path(self) -> &'static str {
+    pub(crate) fn path(self) -> &'static str {
         match self {
             Api::Completions => "/v1/completions",
             Api::Chat => "/v1/chat/completions",
@@ -87,7 +87,7 @@ pub fn parse_retry_after(v: &str) -> Option<Duration> {
 }
 
 /// [`parse_retry_after`] with the clock given (an HTTP-date's delay is `date − now`).
-pub fn parse_retry_after_at(v: &str, now: std::time::SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after_at(v: &str, now: std::time::SystemTime) -> Option<Duration> {
     let v = v.trim();
     if let Ok(s) = v.parse::<u64>() {
         return Some(Duration::from_secs(s));
@@ -102,15 +102,15 @@ pub fn parse_retry_after_at(v: &str, now: std::time::SystemTime) -> Option<Durat
 
 /// One generated answer.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The answer's text.
-    pub text: String,
+    pub(crate) text: String,
     /// The server's count of the prompt's tokens, when the reply has one.
-    pub prompt_tokens: Option<u64>,
+    pub(crate) prompt_tokens: Option<u64>,
     /// Attempts it took.
-    pub attempts: u32,
+    pub(crate) attempts: u32,
     /// Wall time of the successful attempt.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 /// What one attempt's failure means.
@@ -136,7 +136,7 @@ enum Reply<'a> {
 
 /// A client of one server.
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(crate) struct Client {
     agent: ureq::Agent,
     base: String,
     shown: String,
@@ -147,7 +147,7 @@ pub struct Client {
 }
 
 /// The server's address without credentials, query or fragment (what outputs may name).
-pub fn shown_url(url: &str) -> String {
+pub(crate) fn shown_url(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
     let rest = rest.split(['?', '#']).next().unwrap_or("");
     let rest = match rest.split_once('/') {
@@ -237,7 +237,12 @@ impl Client {
     /// reply, so a server that drips its reply is cut off), retried by `retry`, sent with
     /// `Authorization: Bearer KEY` when a key is given. Redirects are not followed: the
     /// requests, and the key, go only to `url`.
-    pub fn new(url: &str, timeout: Duration, retry: RetryPolicy, key: Option<String>) -> Result<Client, ProbeError> {
+    pub(crate) fn new(
+        url: &str,
+        timeout: Duration,
+        retry: RetryPolicy,
+        key: Option<String>,
+    ) -> Result<Client, ProbeError> {
         let u = url.trim();
         let scheme_ok = u.starts_with("http://") || u.starts_with("https://");
         if !scheme_ok || u.len() <= "https://".len() {
@@ -272,18 +277,18 @@ impl Client {
     }
 
     /// The server as outputs name it (no credentials).
-    pub fn shown(&self) -> &str {
+    pub(crate) fn shown(&self) -> &str {
         &self.shown
     }
 
     /// Notes for the summary: a server's Retry-After above the cap, once each.
-    pub fn notes(&self) -> Vec<String> {
+    pub(crate) fn notes(&self) -> Vec<String> {
         self.notes.lock().map(|n| n.iter().cloned().collect()).unwrap_or_default()
     }
 
     /// `s` with the API key replaced by [`KEY_SHOWN`]: every text that came from the server goes
     /// through here before it reaches a message, a transcript or a table.
-    pub fn redact(&self, s: &str) -> String {
+    pub(crate) fn redact(&self, s: &str) -> String {
         match &self.key {
             Some(k) if s.contains(k.as_str()) => s.replace(k.as_str(), KEY_SHOWN),
             _ => s.to_string(),
@@ -491,7 +496,7 @@ impl Client {
     }
 
     /// The first model id `/v1/models` lists.
-    pub fn model_id(&self) -> Result<String, ProbeError> {
+    pub(crate) fn model_id(&self) -> Result<String, ProbeError> {
         let (v, _, _) = self.send("GET", "/v1/models", None, Reply::Models, &|| false)?;
         v["data"][0]["id"].as_str().filter(|id| !id.is_empty()).map(|id| self.redact(id)).ok_or_else(|| {
             ProbeError::server(format!(
@@ -505,7 +510,7 @@ impl Client {
     /// applied in chat mode), or `None` when the server has none (404, 405, 501). A count that
     /// cannot be this text's (none for a text, or more tokens than the text has bytes, beyond a
     /// template's) is refused.
-    pub fn tokenize(&self, model: &str, api: Api, text: &str) -> Result<Option<u64>, ProbeError> {
+    pub(crate) fn tokenize(&self, model: &str, api: Api, text: &str) -> Result<Option<u64>, ProbeError> {
         let body = match api {
             Api::Chat => {
                 json!({"model": model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": true})
@@ -535,7 +540,7 @@ impl Client {
 
     /// Generates the answer to `prompt`: temperature 0, at most `max_tokens`; with `capture`,
     /// asks for the indexer's top-k and streams the whole reply into that file.
-    pub fn generate(
+    pub(crate) fn generate(
         &self,
         api: Api,
         model: &str,
@@ -597,7 +602,7 @@ impl Client {
 
 /// Whether `n` tokens can be a count of a text of `bytes` bytes: at least one token, and at
 /// most one a byte (byte-level tokenizers' worst case) plus room for a chat template.
-pub fn plausible_count(n: u64, bytes: usize) -> bool {
+pub(crate) fn plausible_count(n: u64, bytes: usize) -> bool {
     n >= 1 && n <= bytes as u64 + 65_536
 }
 

@@ -16,14 +16,14 @@
 pub mod cells;
 pub mod client;
 pub mod prompt;
-pub mod tokenizer;
+pub(crate) mod tokenizer;
 pub mod transcript;
 
-pub use cells::Cell;
-pub use client::{Api, Client, RetryPolicy};
-pub use prompt::{Haystack, Needle, Template};
-pub use tokenizer::LocalTokenizer;
-pub use transcript::Record;
+pub(crate) use cells::Cell;
+pub(crate) use client::{Api, Client, RetryPolicy};
+pub(crate) use prompt::{Haystack, Needle, Template};
+pub(crate) use tokenizer::LocalTokenizer;
+pub(crate) use transcript::Record;
 
 use crate::error::{Classify, ErrorKind};
 use crate::output::{StageOptions, StagedDir};
@@ -46,15 +46,15 @@ pub struct ProbeError {
 
 impl ProbeError {
     /// Bad input.
-    pub fn input(m: impl Into<String>) -> ProbeError {
+    pub(crate) fn input(m: impl Into<String>) -> ProbeError {
         ProbeError { kind: ErrorKind::Input, message: m.into() }
     }
     /// A failure (computing or writing).
-    pub fn failure(m: impl Into<String>) -> ProbeError {
+    pub(crate) fn failure(m: impl Into<String>) -> ProbeError {
         ProbeError { kind: ErrorKind::Failure, message: m.into() }
     }
     /// The server failed or refused (a failure: exit 1).
-    pub fn server(m: impl Into<String>) -> ProbeError {
+    pub(crate) fn server(m: impl Into<String>) -> ProbeError {
         ProbeError::failure(m)
     }
 }
@@ -74,7 +74,7 @@ impl From<crate::output::OutputError> for ProbeError {
 /// How prompt tokens are counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum TokenCount {
+pub(crate) enum TokenCount {
     /// `/tokenize` when the server has it, else each reply's usage.
     Auto,
     /// The server's `/tokenize` (vLLM's; exact positions).
@@ -86,7 +86,7 @@ pub enum TokenCount {
 
 impl TokenCount {
     /// Parses `auto`, `tokenize` or `usage`.
-    pub fn parse(t: &str) -> Result<TokenCount, ProbeError> {
+    pub(crate) fn parse(t: &str) -> Result<TokenCount, ProbeError> {
         match t.trim() {
             "auto" => Ok(TokenCount::Auto),
             "tokenize" => Ok(TokenCount::Tokenize),
@@ -98,52 +98,52 @@ impl TokenCount {
 
 /// Everything a probe needs.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// The server (`http://host:port`).
-    pub url: String,
+    pub(crate) url: String,
     /// The generating endpoint.
-    pub api: Api,
+    pub(crate) api: Api,
     /// The model id to send; `None`: the first `/v1/models` lists.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The cells.
-    pub cells: Vec<Cell>,
+    pub(crate) cells: Vec<Cell>,
     /// The deployment's k (the table's index_topk column).
-    pub index_topk: u64,
+    pub(crate) index_topk: u64,
     /// Condition columns given as `--label NAME=VALUE`.
-    pub labels: Vec<(String, String)>,
+    pub(crate) labels: Vec<(String, String)>,
     /// Run each cell at each of these concurrencies (requests in flight) and record it.
-    pub concurrency: Vec<u32>,
+    pub(crate) concurrency: Vec<u32>,
     /// Send each prompt twice and record `prefix_cache=miss|hit`.
-    pub prefix_cache_twice: bool,
+    pub(crate) prefix_cache_twice: bool,
     /// Needle i of every cell is drawn from (seed, i).
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Requests in flight at most.
-    pub max_inflight: u32,
+    pub(crate) max_inflight: u32,
     /// Per-request timeout.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Retries and backoff.
-    pub retry: RetryPolicy,
+    pub(crate) retry: RetryPolicy,
     /// Answer tokens to generate.
-    pub max_tokens: u32,
+    pub(crate) max_tokens: u32,
     /// The haystack.
-    pub haystack: Haystack,
+    pub(crate) haystack: Haystack,
     /// The API key (from an environment variable; never written anywhere).
-    pub api_key: Option<String>,
+    pub(crate) api_key: Option<String>,
     /// Ask for the indexer's top-k and save each reply.
-    pub capture: bool,
+    pub(crate) capture: bool,
     /// How tokens are counted.
-    pub token_count: TokenCount,
+    pub(crate) token_count: TokenCount,
     /// The served model's tokenizer (`--tokenizer tokenizer.json`): the length search and the
     /// needle's position counted locally, checked against the server's count.
-    pub tokenizer: Option<Arc<LocalTokenizer>>,
+    pub(crate) tokenizer: Option<Arc<LocalTokenizer>>,
     /// Consecutive lengths each cell's trials spread over (`--spread`): trial t aims at the
     /// cell's length + t mod spread, so that a grid of lengths ≡ 0 mod 4 still covers every
     /// residue mod 4 (a length-periodic defect shows); 1: every trial at the cell's length.
-    pub spread: u64,
+    pub(crate) spread: u64,
 }
 
 /// Most consecutive lengths `--spread` takes.
-pub const MAX_SPREAD: u64 = 64;
+pub(crate) const MAX_SPREAD: u64 = 64;
 
 /// Names a `--label` may not take: the measured table's own columns and the probe's conditions.
 const RESERVED: &[&str] = &[
@@ -169,7 +169,7 @@ const RESERVED: &[&str] = &[
 
 /// Parses `--label NAME=VALUE`: NAME a lowercase identifier that is not a table column or a
 /// scenario field, VALUE letters, digits and `._:/+-`.
-pub fn parse_label(t: &str) -> Result<(String, String), ProbeError> {
+pub(crate) fn parse_label(t: &str) -> Result<(String, String), ProbeError> {
     let (k, v) = t
         .split_once('=')
         .ok_or_else(|| ProbeError::input(format!("--label {t}: expected NAME=VALUE, e.g. build=fork")))?;
@@ -193,18 +193,18 @@ pub fn parse_label(t: &str) -> Result<(String, String), ProbeError> {
 
 /// One unit of work: a trial of a cell in a phase, sent once or twice (prefix cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Job {
+pub(crate) struct Job {
     /// Index into the cells.
-    pub cell: usize,
+    pub(crate) cell: usize,
     /// Trial within the cell.
-    pub trial: u64,
+    pub(crate) trial: u64,
     /// The phase's concurrency, when `--concurrency` is given.
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
 }
 
 impl Job {
     /// The id of pass `pass` (0: first send; 1: the second with `--prefix-cache-twice`).
-    pub fn id(&self, twice: bool, pass: usize) -> String {
+    pub(crate) fn id(&self, twice: bool, pass: usize) -> String {
         let mut s = format!("c{}-t{}", self.cell, self.trial);
         if let Some(n) = self.concurrency {
             s.push_str(&format!("-n{n}"));
@@ -218,7 +218,7 @@ impl Job {
 
 impl Options {
     /// Checks the options (before any request).
-    pub fn check(&self) -> Result<(), ProbeError> {
+    pub(crate) fn check(&self) -> Result<(), ProbeError> {
         if self.cells.is_empty() {
             return Err(ProbeError::input(
                 "no cells to measure: give --context-len (and --depth, --trials) or --cells cells.csv",
@@ -263,7 +263,7 @@ impl Options {
     }
 
     /// The work, in order: each phase (concurrency), each cell, each trial.
-    pub fn jobs(&self) -> Vec<Job> {
+    pub(crate) fn jobs(&self) -> Vec<Job> {
         let phases: Vec<Option<u32>> =
             if self.concurrency.is_empty() { vec![None] } else { self.concurrency.iter().map(|&c| Some(c)).collect() };
         let mut out = Vec::new();
@@ -279,12 +279,12 @@ impl Options {
 
     /// The length trial `trial` of cell `cell` aims at (the server's count): the cell's length
     /// plus `trial mod spread`.
-    pub fn target(&self, cell: usize, trial: u64) -> u64 {
+    pub(crate) fn target(&self, cell: usize, trial: u64) -> u64 {
         self.cells[cell].context_len + trial % self.spread.max(1)
     }
 
     /// Sends per job.
-    pub fn passes(&self) -> usize {
+    pub(crate) fn passes(&self) -> usize {
         if self.prefix_cache_twice {
             2
         } else {
@@ -293,7 +293,7 @@ impl Options {
     }
 
     /// What identifies the run's requests: `--resume` continues only a run with the same one.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         let mut f = serde_json::json!({
             "dsa-sim probe": env!("CARGO_PKG_VERSION"),
             "url": client::shown_url(&self.url),
@@ -328,19 +328,19 @@ impl Options {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DryRun {
     /// The cells.
-    pub cells: Vec<Cell>,
+    pub(crate) cells: Vec<Cell>,
     /// Concurrency phases (empty: one phase at --max-inflight).
-    pub concurrency: Vec<u32>,
+    pub(crate) concurrency: Vec<u32>,
     /// Generation requests.
-    pub requests: u64,
+    pub(crate) requests: u64,
     /// Prompt tokens they send (the cells' target lengths).
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// Consecutive lengths each cell's trials spread over.
-    pub spread: u64,
+    pub(crate) spread: u64,
 }
 
 /// The dry run of `opts`: nothing is sent.
-pub fn dry_run(opts: &Options) -> Result<DryRun, ProbeError> {
+pub(crate) fn dry_run(opts: &Options) -> Result<DryRun, ProbeError> {
     opts.check()?;
     let jobs = opts.jobs();
     let passes = opts.passes() as u64;
@@ -356,53 +356,53 @@ pub fn dry_run(opts: &Options) -> Result<DryRun, ProbeError> {
 
 /// One row of the measured table.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// The server's count of the prompt's tokens.
-    pub context_len: u64,
+    pub(crate) context_len: u64,
     /// The deployment's k.
-    pub index_topk: u64,
+    pub(crate) index_topk: u64,
     /// Where the needle sat.
-    pub depth: String,
+    pub(crate) depth: String,
     /// Needle copies.
-    pub repeat: u32,
+    pub(crate) repeat: u32,
     /// The needle's length in tokens as counted, the run's median ([`Probed::needle_tokens`]):
     /// the table carries it, so the verdict models the needle that was sent.
-    pub needle_tokens: u64,
+    pub(crate) needle_tokens: u64,
     /// Condition values, in [`Probed::condition_columns`] order.
-    pub conditions: Vec<String>,
+    pub(crate) conditions: Vec<String>,
     /// Requests counted.
-    pub trials: u64,
+    pub(crate) trials: u64,
     /// Answers with the value.
-    pub hits: u64,
+    pub(crate) hits: u64,
 }
 
 /// A finished probe.
 #[derive(Debug, Clone)]
 pub struct Probed {
     /// The output folder.
-    pub out: PathBuf,
+    pub(crate) out: PathBuf,
     /// The server as named in outputs.
-    pub server: String,
+    pub(crate) server: String,
     /// The model id.
-    pub model: String,
+    pub(crate) model: String,
     /// How tokens were counted (`tokenize`, `usage` or `tokenizer`).
-    pub token_count: String,
+    pub(crate) token_count: String,
     /// Requests sent by this run (retried attempts counted once), discarded ones included.
-    pub sent: u64,
+    pub(crate) sent: u64,
     /// Requests taken from the transcript (`--resume`).
-    pub resumed: u64,
+    pub(crate) resumed: u64,
     /// The condition columns.
-    pub condition_columns: Vec<String>,
+    pub(crate) condition_columns: Vec<String>,
     /// The table's rows.
-    pub rows: Vec<Row>,
+    pub(crate) rows: Vec<Row>,
     /// Replies saved with the indexer's top-k.
-    pub captures: u64,
+    pub(crate) captures: u64,
     /// The median needle length in tokens.
-    pub needle_tokens: u64,
+    pub(crate) needle_tokens: u64,
     /// The seed.
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Notes (skipped cells, …).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// What counts a prompt's tokens during a run.
@@ -454,7 +454,7 @@ fn now_secs() -> u64 {
 }
 
 /// `YYYY-MM-DD HH:MM` (UTC) of a Unix time.
-pub fn utc_date(secs: u64) -> String {
+pub(crate) fn utc_date(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's civil_from_days.
@@ -762,7 +762,7 @@ fn other_tokenize(e: &ProbeError) -> bool {
 }
 
 /// Whether the local and the server's counts of a prompt agree within 1% (of the local count).
-pub fn agrees(local: u64, server: u64) -> bool {
+pub(crate) fn agrees(local: u64, server: u64) -> bool {
     local.abs_diff(server) as f64 <= 0.01 * local.max(1) as f64
 }
 
@@ -785,7 +785,7 @@ fn mismatch(tok: &LocalTokenizer, api: Api, local: u64, server: u64, what: &str)
 /// needle length (the upper median of an even count): a needle's key words move its length by a token or two
 /// from request to request, which is no property of a row, and one value keeps one model
 /// evaluation per cell.
-pub fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
+pub(crate) fn table(opts: &Options, records: &[Record]) -> (Vec<String>, Vec<Row>) {
     let mut cols: Vec<String> = opts.labels.iter().map(|(k, _)| k.clone()).collect();
     let conc = records.iter().any(|r| r.concurrency.is_some());
     let prefix = records.iter().any(|r| r.prefix_cache.is_some());
@@ -868,7 +868,7 @@ fn csv_text(provenance: &str, cols: &[String], rows: &[Row]) -> String {
 /// Runs the probe into the folder `out` (staged; `resume` continues an interrupted run's
 /// transcript). `inputs`: files the run reads (a haystack, a cells file), which the output
 /// folder must not hold.
-pub fn run(
+pub(crate) fn run(
     opts: &Options,
     out: &Path,
     resume: bool,
@@ -1136,7 +1136,7 @@ fn run_in(
 
 /// The finished folder's record of its run (hidden, like the other markers): its fingerprint,
 /// server, model and way of counting.
-pub const RUN_FILE: &str = ".probe-run.json";
+pub(crate) const RUN_FILE: &str = ".probe-run.json";
 
 /// The summary of a run's records (sorted).
 #[allow(clippy::too_many_arguments)]

@@ -7,11 +7,11 @@ use rand::Rng;
 
 /// The built-in haystack: RULER's neutral "noise" filler (`niah` with `type_haystack: noise`),
 /// repeated as long as needed.
-pub const NOISE_HAYSTACK: &str =
+pub(crate) const NOISE_HAYSTACK: &str =
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 
 /// The instruction before the haystack (RULER's niah template).
-pub const PREAMBLE: &str = "Some special magic numbers are hidden within the following text. Make sure to memorize it. I will quiz you about the numbers afterwards.\n";
+pub(crate) const PREAMBLE: &str = "Some special magic numbers are hidden within the following text. Make sure to memorize it. I will quiz you about the numbers afterwards.\n";
 
 /// Words the needle keys are made of.
 const KEY_WORDS: &[&str] = &[
@@ -24,9 +24,9 @@ const KEY_WORDS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Needle {
     /// What the question asks for.
-    pub key: String,
+    pub(crate) key: String,
     /// The answer: a 7-digit number.
-    pub value: String,
+    pub(crate) value: String,
 }
 
 impl Needle {
@@ -61,19 +61,19 @@ impl Needle {
 /// Every template is scored alike: a hit is an answer containing the needle's value (RULER's
 /// string_match_all), whatever scorer the harness it imitates uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Template {
+pub(crate) struct Template {
     /// `ruler`, `gkamradt`, or the file's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Before the haystack.
-    pub preamble: String,
+    pub(crate) preamble: String,
     /// The needle sentence: `{key}` and `{value}`.
-    pub needle: String,
+    pub(crate) needle: String,
     /// After the haystack: `{key}`.
-    pub question: String,
+    pub(crate) question: String,
     /// After the question (the start of the answer).
-    pub answer_prefix: String,
+    pub(crate) answer_prefix: String,
     /// The template's own filler text, if it has one.
-    pub haystack: Option<String>,
+    pub(crate) haystack: Option<String>,
 }
 
 /// Most characters a template's part may have.
@@ -82,7 +82,7 @@ const MAX_TEMPLATE_PART: usize = 4096;
 impl Template {
     /// RULER's niah shape (the default): its instruction, "One of the special magic numbers for
     /// KEY is: VALUE.", and its question with the answer's start.
-    pub fn ruler() -> Template {
+    pub(crate) fn ruler() -> Template {
         Template {
             name: "ruler".into(),
             preamble: PREAMBLE.into(),
@@ -97,7 +97,7 @@ impl Template {
     /// magic CITY number is: N.", the key a word pair here), its system line before the context
     /// and its instruction after the question. That harness scores with an LLM judge; the probe
     /// scores by the value, as for every template.
-    pub fn gkamradt() -> Template {
+    pub(crate) fn gkamradt() -> Template {
         Template {
             name: "gkamradt".into(),
             preamble: "You are a helpful AI bot that answers questions for a user. Keep your response short and direct.\n".into(),
@@ -110,7 +110,7 @@ impl Template {
 
     /// `--template`: `ruler`, `gkamradt`, or a TOML file's text (`name` for messages) with the
     /// keys `preamble`, `needle`, `question`, `answer_prefix` and `haystack` (optional).
-    pub fn from_toml(text: &str, name: &str) -> Result<Template, ProbeError> {
+    pub(crate) fn from_toml(text: &str, name: &str) -> Result<Template, ProbeError> {
         let bad = |m: String| ProbeError::input(format!("--template {name}: {m}"));
         let v: toml::Table = text.parse().map_err(|e: toml::de::Error| bad(e.message().to_string()))?;
         const KEYS: &[&str] = &["preamble", "needle", "question", "answer_prefix", "haystack"];
@@ -163,7 +163,7 @@ impl Template {
     }
 
     /// `ruler`, `gkamradt`, or a file read from disk.
-    pub fn parse(spec: &str) -> Result<Template, ProbeError> {
+    pub(crate) fn parse(spec: &str) -> Result<Template, ProbeError> {
         match spec.trim() {
             "ruler" => Ok(Template::ruler()),
             "gkamradt" => Ok(Template::gkamradt()),
@@ -176,17 +176,17 @@ impl Template {
     }
 
     /// The needle sentence of `n`.
-    pub fn sentence(&self, n: &Needle) -> String {
+    pub(crate) fn sentence(&self, n: &Needle) -> String {
         self.needle.replace("{key}", &n.key).replace("{value}", &n.value)
     }
 
     /// The question (and answer prefix) of `n`.
-    pub fn question(&self, n: &Needle) -> String {
+    pub(crate) fn question(&self, n: &Needle) -> String {
         format!("{}{}", self.question.replace("{key}", &n.key), self.answer_prefix)
     }
 
     /// A fingerprint of the template (FNV-1a), so that `--resume` refuses another.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for part in [&self.preamble, &self.needle, &self.question, &self.answer_prefix] {
             for b in part.bytes().chain(std::iter::once(0u8)) {
@@ -204,9 +204,9 @@ impl Template {
 pub struct Haystack {
     words: Vec<String>,
     /// Where the text came from (`built-in noise` or the file), for the provenance.
-    pub name: String,
+    pub(crate) name: String,
     /// The prompt's shape ([`Template::ruler`] unless `--template` says otherwise).
-    pub template: Template,
+    pub(crate) template: Template,
 }
 
 impl Haystack {
@@ -217,7 +217,7 @@ impl Haystack {
     }
 
     /// A haystack from a text (`name` for messages). At least 50 words.
-    pub fn from_text(text: &str, name: &str) -> Result<Haystack, ProbeError> {
+    pub(crate) fn from_text(text: &str, name: &str) -> Result<Haystack, ProbeError> {
         let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
         if words.len() < 10 {
             return Err(ProbeError::input(format!("--haystack {name}: {} words; at least 10 are needed", words.len())));
@@ -226,7 +226,7 @@ impl Haystack {
     }
 
     /// A fingerprint of the text (FNV-1a), so that `--resume` refuses another haystack.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for w in &self.words {
             for b in w.bytes().chain(std::iter::once(b' ')) {
@@ -268,7 +268,7 @@ impl Prompt {
         &self.text[..self.needle_at[0]]
     }
     /// The text up to the end of the first needle.
-    pub fn through_needle(&self) -> &str {
+    pub(crate) fn through_needle(&self) -> &str {
         &self.text[..self.needle_at[0] + self.needle_len]
     }
 }
@@ -342,12 +342,12 @@ pub fn within(tokens: u64, target: u64) -> bool {
 /// quarter of a token in any tokenizer, so more words than this means the server's counts are
 /// not this prompt's (zero, or jumping between requests); the search stops there instead of
 /// building ever longer prompts.
-pub fn max_words(target: u64) -> usize {
+pub(crate) fn max_words(target: u64) -> usize {
     usize::try_from(target.saturating_mul(4).saturating_add(1024)).unwrap_or(usize::MAX)
 }
 
 /// Most counts the secant phase of a search asks for.
-pub const MAX_EVALUATIONS: u32 = 24;
+pub(crate) const MAX_EVALUATIONS: u32 = 24;
 /// Phases of the filler tried when no word count hits the target exactly.
 const SKIPS: usize = 4;
 

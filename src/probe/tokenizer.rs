@@ -9,24 +9,24 @@ use std::io::Read;
 use std::path::Path;
 
 /// Largest tokenizer.json read (the biggest published ones are about 35 MB).
-pub const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
 /// A prompt's tokens as the local tokenizer counts them, and where the needle sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Located {
+pub(crate) struct Located {
     /// Tokens of the whole prompt, special tokens (BOS) included as the server adds them.
-    pub tokens: u64,
+    pub(crate) tokens: u64,
     /// Index of the needle's first token in the prompt's tokens.
-    pub needle_start: u64,
+    pub(crate) needle_start: u64,
     /// Tokens the needle's text spans.
-    pub needle_tokens: u64,
+    pub(crate) needle_tokens: u64,
 }
 
 /// A Hugging Face tokenizer read from a `tokenizer.json`.
-pub struct LocalTokenizer {
+pub(crate) struct LocalTokenizer {
     inner: tokenizers::Tokenizer,
     /// The file as given (for messages and the provenance).
-    pub name: String,
+    pub(crate) name: String,
     digest: String,
 }
 
@@ -48,7 +48,7 @@ fn one_line(e: &dyn std::fmt::Display) -> String {
 
 impl LocalTokenizer {
     /// Reads `path` (bad input, one line, when it cannot be read or is not a tokenizer.json).
-    pub fn from_file(path: &Path) -> Result<LocalTokenizer, ProbeError> {
+    pub(crate) fn from_file(path: &Path) -> Result<LocalTokenizer, ProbeError> {
         let name = path.display().to_string();
         let bad = |m: String| ProbeError::input(format!("--tokenizer {name}: {m}"));
         let file = std::fs::File::open(path).map_err(|e| bad(format!("cannot read: {e}")))?;
@@ -64,7 +64,7 @@ impl LocalTokenizer {
     }
 
     /// A tokenizer from the bytes of a tokenizer.json (`name` for messages).
-    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<LocalTokenizer, ProbeError> {
+    pub(crate) fn from_bytes(bytes: &[u8], name: &str) -> Result<LocalTokenizer, ProbeError> {
         let bad = |m: String| ProbeError::input(format!("--tokenizer {name}: {m}"));
         let mut inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| bad(format!("not a Hugging Face tokenizer.json ({})", one_line(&*e))))?;
@@ -79,13 +79,13 @@ impl LocalTokenizer {
     }
 
     /// A fingerprint of the file (FNV-1a of its bytes), so that `--resume` refuses another.
-    pub fn digest(&self) -> &str {
+    pub(crate) fn digest(&self) -> &str {
         &self.digest
     }
 
     /// Tokens of `text` as the server counts a prompt: the tokenizer's special tokens added
     /// (a BOS where its post-processor adds one, as vLLM and SGLang do for a completion).
-    pub fn count(&self, text: &str) -> Result<u64, ProbeError> {
+    pub(crate) fn count(&self, text: &str) -> Result<u64, ProbeError> {
         let e = self
             .inner
             .encode_fast(text, true)
@@ -96,7 +96,7 @@ impl LocalTokenizer {
     /// Tokens of `text` and the tokens the byte range `needle` (start, length) of it spans:
     /// the first token ending past its start up to the first starting at or past its end,
     /// special tokens (whose offsets point nowhere) skipped.
-    pub fn locate(&self, text: &str, needle: (usize, usize)) -> Result<Located, ProbeError> {
+    pub(crate) fn locate(&self, text: &str, needle: (usize, usize)) -> Result<Located, ProbeError> {
         let e = self
             .inner
             .encode(text, true)

@@ -71,13 +71,13 @@ pub struct Record {
 
 impl Record {
     /// Whether the record counts in the table.
-    pub fn counts(&self) -> bool {
+    pub(crate) fn counts(&self) -> bool {
         self.discarded.is_none()
     }
 }
 
 /// The transcript's file name in the output folder.
-pub const FILE: &str = "transcript.jsonl";
+pub(crate) const FILE: &str = "transcript.jsonl";
 
 /// Reads a transcript (`--resume`): every complete line; a last line cut off by a kill is
 /// dropped and the file truncated to the complete lines, so that appending continues cleanly.
@@ -86,7 +86,7 @@ pub fn read(path: &Path) -> Result<Vec<Record>, ProbeError> {
 }
 
 /// Reads a transcript's complete lines, changing nothing (a finished run's).
-pub fn read_only(path: &Path) -> Result<Vec<Record>, ProbeError> {
+pub(crate) fn read_only(path: &Path) -> Result<Vec<Record>, ProbeError> {
     read_lines(path, false)
 }
 

@@ -56,7 +56,7 @@ fn map_chars(
 
 /// An SVG document with every character XML 1.0 cannot hold replaced by its stand-in (see the
 /// module docs). The markup plotters writes has none of them, so only text content changes.
-pub fn svg_document(svg: &str) -> Cow<'_, str> {
+pub(crate) fn svg_document(svg: &str) -> Cow<'_, str> {
     map_chars(svg, |_| None, stand_in)
 }
 
@@ -64,7 +64,7 @@ pub fn svg_document(svg: &str) -> Cow<'_, str> {
 /// (emphasis, code spans, lists), with control characters shown as stand-ins, line ends
 /// normalised to `\n` and `<` outside code spans written `&lt;`, so no raw HTML (a `<!--` would
 /// hide the rest of the report) gets through. Inside a code span `<` is literal already.
-pub fn md_text(s: &str) -> String {
+pub(crate) fn md_text(s: &str) -> String {
     let s: String = s.replace("\r\n", "\n").replace('\r', "\n").chars().map(|c| stand_in(c).unwrap_or(c)).collect();
     let mut out = String::with_capacity(s.len());
     let mut rest = s.as_str();
@@ -101,13 +101,13 @@ pub fn md_text(s: &str) -> String {
 /// Plain text on one markdown line (a heading, a label, a table cell): line ends and tabs become
 /// spaces, control characters stand-ins, and `\ | < > &` are escaped, so the text shows as
 /// written and cannot end the line, split a table cell or open raw HTML.
-pub fn md_line(s: &str) -> String {
+pub(crate) fn md_line(s: &str) -> String {
     md_escaped(s, false)
 }
 
 /// [`md_line`] for the text of a link or an image (`[TEXT](…)`, `![TEXT](…)`): brackets are
 /// escaped too, so an unbalanced one cannot end the text early.
-pub fn md_link_text(s: &str) -> String {
+pub(crate) fn md_link_text(s: &str) -> String {
     md_escaped(s, true)
 }
 
@@ -130,7 +130,7 @@ fn md_escaped(s: &str, brackets: bool) -> String {
 /// run of backticks inside, padded with spaces when `s` starts or ends with one; line ends become
 /// spaces and control characters stand-ins. Not for table cells (GFM splits cells on `|` even
 /// inside code spans).
-pub fn md_code(s: &str) -> String {
+pub(crate) fn md_code(s: &str) -> String {
     let body = map_chars(s, |c| matches!(c, '\n' | '\r' | '\t').then_some(" "), stand_in);
     let mut longest = 0;
     let mut run = 0;
@@ -146,7 +146,7 @@ pub fn md_code(s: &str) -> String {
 /// A relative path as a markdown link destination: every byte outside the unreserved URL
 /// characters (`A-Z a-z 0-9 - . _ ~`) and `/` is percent-encoded, so spaces, parentheses, `<`,
 /// `>` and control characters cannot end the link.
-pub fn md_url(path: &str) -> String {
+pub(crate) fn md_url(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for b in path.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 
 /// How cell values become colours.
 #[derive(Debug, Clone)]
-pub enum CellColors {
+pub(crate) enum CellColors {
     /// A continuous value in [lo, hi] on a viridis-like scale, with a colour bar.
     Continuous {
         /// Colour bar label.
@@ -23,34 +23,34 @@ pub enum CellColors {
 
 /// One panel: `values[y][x]` (`None` = no data).
 #[derive(Debug, Clone)]
-pub struct Panel {
+pub(crate) struct Panel {
     /// Panel title (e.g. `k = 512`).
-    pub title: String,
+    pub(crate) title: String,
     /// Cell values, rows by y category.
-    pub values: Vec<Vec<Option<f64>>>,
+    pub(crate) values: Vec<Vec<Option<f64>>>,
 }
 
 /// A heatmap figure.
 #[derive(Debug, Clone)]
-pub struct Heatmap {
+pub(crate) struct Heatmap {
     /// Title.
-    pub title: String,
+    pub(crate) title: String,
     /// X axis label.
-    pub x_label: String,
+    pub(crate) x_label: String,
     /// Y axis label.
-    pub y_label: String,
+    pub(crate) y_label: String,
     /// X category labels, left to right.
-    pub x_cats: Vec<String>,
+    pub(crate) x_cats: Vec<String>,
     /// Y category labels, bottom to top.
-    pub y_cats: Vec<String>,
+    pub(crate) y_cats: Vec<String>,
     /// Panels, left to right.
-    pub panels: Vec<Panel>,
+    pub(crate) panels: Vec<Panel>,
     /// Colour scale.
-    pub colors: CellColors,
+    pub(crate) colors: CellColors,
     /// Print each cell's value (continuous scale only).
-    pub annotate: bool,
+    pub(crate) annotate: bool,
     /// A note printed under the plot.
-    pub note: String,
+    pub(crate) note: String,
 }
 
 /// A viridis-like colour for t in [0, 1].

@@ -4,19 +4,19 @@
 //! Text is drawn with the DejaVu Sans font embedded in the binary (`assets/fonts`, Bitstream
 //! Vera licence), so figures render the same on machines without system fonts.
 
-pub mod escape;
-pub mod heatmap;
-pub mod plot;
+pub(crate) mod escape;
+pub(crate) mod heatmap;
+pub(crate) mod plot;
 
-pub use heatmap::{CellColors, Heatmap, Panel};
-pub use plot::{Corner, LineChart, PointSet, RefLine, Series};
+pub(crate) use heatmap::{CellColors, Heatmap, Panel};
+pub(crate) use plot::{Corner, LineChart, PointSet, RefLine, Series};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// The font family every figure uses (registered from the embedded font).
-pub const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
@@ -33,7 +33,7 @@ fn ensure_fonts() -> Result<(), FigureError> {
 }
 
 /// Something drawable on any plotters backend.
-pub trait Figure {
+pub(crate) trait Figure {
     /// Draws the whole figure on `root`.
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), FigureError>;
 }
@@ -42,7 +42,7 @@ pub trait Figure {
 /// to has been checked before).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct FigureError(pub String);
+pub(crate) struct FigureError(pub(crate) String);
 
 impl crate::error::Classify for FigureError {
     fn kind(&self) -> crate::error::ErrorKind {
@@ -52,7 +52,12 @@ impl crate::error::Classify for FigureError {
 
 /// Draws `fig` to `DIR/STEM.svg` and `DIR/STEM.png` (each written under a temporary name, then
 /// renamed) and returns the two paths.
-pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) -> Result<Vec<PathBuf>, FigureError> {
+pub(crate) fn save_figure(
+    fig: &impl Figure,
+    dir: &Path,
+    stem: &str,
+    size: (u32, u32),
+) -> Result<Vec<PathBuf>, FigureError> {
     ensure_fonts()?;
     let fail = |e: &dyn std::fmt::Display| FigureError(e.to_string());
     let svg_path = dir.join(format!("{stem}.svg"));
@@ -80,10 +85,10 @@ pub fn save_figure(fig: &impl Figure, dir: &Path, stem: &str, size: (u32, u32)) 
 }
 
 /// A frame's plotting area and its footer note's area (when there is a note).
-pub type FramedAreas<DB> = (DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>);
+pub(crate) type FramedAreas<DB> = (DrawingArea<DB, Shift>, Option<DrawingArea<DB, Shift>>);
 
 /// Pixels kept free at each side of a line of subtitle or footer text.
-pub const TEXT_MARGIN: u32 = 14;
+pub(crate) const TEXT_MARGIN: u32 = 14;
 
 /// The footer note's font size and line height.
 const NOTE_SIZE: u32 = 15;
@@ -93,7 +98,7 @@ const NOTE_LINE: u32 = 19;
 /// it out (plotters' estimate, the same on every backend): greedily at spaces, and inside a
 /// word only when the word alone is wider than a line. Never drops a character but the
 /// spaces it breaks at.
-pub fn wrap_text<DB: DrawingBackend>(
+pub(crate) fn wrap_text<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     text: &str,
     style: &TextStyle,
@@ -140,7 +145,7 @@ fn note_lines<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, note: &str) -> 
 /// The common frame of every figure: a white background, a titled body and, when `note` is not
 /// empty, a footer strip below it for [`draw_note`] (30 pixels, and 19 more for each further
 /// line the note wraps to).
-pub fn frame<DB: DrawingBackend>(
+pub(crate) fn frame<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
     note: &str,
@@ -159,7 +164,10 @@ pub fn frame<DB: DrawingBackend>(
 }
 
 /// Writes a figure's note into the footer strip made by [`frame`], wrapped to its width.
-pub fn draw_note<DB: DrawingBackend>(foot: Option<DrawingArea<DB, Shift>>, note: &str) -> Result<(), FigureError> {
+pub(crate) fn draw_note<DB: DrawingBackend>(
+    foot: Option<DrawingArea<DB, Shift>>,
+    note: &str,
+) -> Result<(), FigureError> {
     if let Some(foot) = foot {
         for (i, line) in note_lines(&foot, note).into_iter().enumerate() {
             foot.draw(&Text::new(line, (TEXT_MARGIN as i32, 6 + (NOTE_LINE as i32) * i as i32), note_style()))
@@ -170,7 +178,7 @@ pub fn draw_note<DB: DrawingBackend>(foot: Option<DrawingArea<DB, Shift>>, note:
 }
 
 /// A colour-blind-safe palette (Okabe–Ito), indexed cyclically.
-pub fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     const P: [RGBColor; 7] = [
         RGBColor(0, 114, 178),
         RGBColor(213, 94, 0),
@@ -185,7 +193,7 @@ pub fn color(i: usize) -> RGBColor {
 
 /// An axis scale.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Scale {
+pub(crate) enum Scale {
     /// Linear.
     #[default]
     Linear,
@@ -197,11 +205,11 @@ pub enum Scale {
 
 impl Scale {
     /// Whether the scale is logarithmic.
-    pub fn is_log(self) -> bool {
+    pub(crate) fn is_log(self) -> bool {
         self != Scale::Linear
     }
     /// Data value to plotting coordinate.
-    pub fn to(self, x: f64) -> f64 {
+    pub(crate) fn to(self, x: f64) -> f64 {
         if self.is_log() {
             x.log10()
         } else {
@@ -209,7 +217,7 @@ impl Scale {
         }
     }
     /// Plotting coordinate to data value.
-    pub fn from(self, t: f64) -> f64 {
+    pub(crate) fn from(self, t: f64) -> f64 {
         if self.is_log() {
             10f64.powf(t)
         } else {
@@ -217,11 +225,11 @@ impl Scale {
         }
     }
     /// Whether the value can be drawn on this scale.
-    pub fn valid(self, x: f64) -> bool {
+    pub(crate) fn valid(self, x: f64) -> bool {
         x.is_finite() && (!self.is_log() || x > 0.0)
     }
     /// The data extent with a little room on both sides.
-    pub fn padded(self, (lo, hi): (f64, f64)) -> (f64, f64) {
+    pub(crate) fn padded(self, (lo, hi): (f64, f64)) -> (f64, f64) {
         if self.is_log() {
             let (lo, hi) = if lo == hi { (lo / 2.0, hi * 2.0) } else { (lo, hi) };
             let f = (hi / lo).powf(0.03);
@@ -233,7 +241,7 @@ impl Scale {
         }
     }
     /// Tick label for a data value.
-    pub fn label(self, x: f64) -> String {
+    pub(crate) fn label(self, x: f64) -> String {
         match self {
             Scale::Log2 => binary_label(x),
             Scale::Log10 => decimal_label(x),
@@ -246,7 +254,7 @@ impl Scale {
 }
 
 /// 1024 → "1K", 1048576 → "1M", 1536 → "1.5K".
-pub fn binary_label(x: f64) -> String {
+pub(crate) fn binary_label(x: f64) -> String {
     let x = x.round();
     for (div, suf) in [(1u64 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")] {
         let d = div as f64;
@@ -258,7 +266,7 @@ pub fn binary_label(x: f64) -> String {
 }
 
 /// 1000 → "1k", 2500000 → "2.5M".
-pub fn decimal_label(x: f64) -> String {
+pub(crate) fn decimal_label(x: f64) -> String {
     for (d, suf) in [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")] {
         if x >= d {
             return format!("{}{suf}", crate::sweep::fmt_num((x / d * 100.0).round() / 100.0));
@@ -268,7 +276,7 @@ pub fn decimal_label(x: f64) -> String {
 }
 
 /// Tick positions (data units) for a padded range.
-pub fn axis_ticks(scale: Scale, lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn axis_ticks(scale: Scale, lo: f64, hi: f64) -> Vec<f64> {
     match scale {
         Scale::Linear => {
             let span = (hi - lo).max(1e-12);
@@ -381,7 +389,7 @@ mod smoke {
 
 /// A linear f64 axis with explicit tick positions (plotting coordinates).
 #[derive(Debug, Clone)]
-pub struct Ticked {
+pub(crate) struct Ticked {
     lo: f64,
     hi: f64,
     keys: Vec<f64>,
@@ -389,7 +397,7 @@ pub struct Ticked {
 
 impl Ticked {
     /// An axis over `lo..hi` with ticks at `keys`.
-    pub fn new(lo: f64, hi: f64, keys: Vec<f64>) -> Ticked {
+    pub(crate) fn new(lo: f64, hi: f64, keys: Vec<f64>) -> Ticked {
         Ticked { lo, hi, keys }
     }
 }

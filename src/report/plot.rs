@@ -7,75 +7,75 @@ use plotters::prelude::*;
 
 /// One curve, optionally with a shaded band.
 #[derive(Debug, Clone, Default)]
-pub struct Series {
+pub(crate) struct Series {
     /// Legend text.
-    pub label: String,
+    pub(crate) label: String,
     /// Palette index.
-    pub color: usize,
+    pub(crate) color: usize,
     /// Draw dashed.
-    pub dashed: bool,
+    pub(crate) dashed: bool,
     /// (x, y) points, in x order.
-    pub points: Vec<(f64, f64)>,
+    pub(crate) points: Vec<(f64, f64)>,
     /// (x, low, high): a shaded band (e.g. the 5–95% range) around the curve.
-    pub band: Vec<(f64, f64, f64)>,
+    pub(crate) band: Vec<(f64, f64, f64)>,
 }
 
 /// A vertical or horizontal reference line.
 #[derive(Debug, Clone)]
-pub struct RefLine {
+pub(crate) struct RefLine {
     /// Where (data units).
-    pub at: f64,
+    pub(crate) at: f64,
     /// Text written next to the line.
-    pub label: String,
+    pub(crate) label: String,
     /// Palette index.
-    pub color: usize,
+    pub(crate) color: usize,
 }
 
 /// Measured points with their 95% intervals.
 #[derive(Debug, Clone, Default)]
-pub struct PointSet {
+pub(crate) struct PointSet {
     /// Legend text.
-    pub label: String,
+    pub(crate) label: String,
     /// Palette index.
-    pub color: usize,
+    pub(crate) color: usize,
     /// (x, y, low, high).
-    pub points: Vec<(f64, f64, f64, f64)>,
+    pub(crate) points: Vec<(f64, f64, f64, f64)>,
 }
 
 /// A line chart.
 #[derive(Debug, Clone, Default)]
-pub struct LineChart {
+pub(crate) struct LineChart {
     /// Title.
-    pub title: String,
+    pub(crate) title: String,
     /// Second title line (smaller).
-    pub subtitle: String,
+    pub(crate) subtitle: String,
     /// X axis label, with units.
-    pub x_label: String,
+    pub(crate) x_label: String,
     /// Y axis label, with units.
-    pub y_label: String,
+    pub(crate) y_label: String,
     /// X scale.
-    pub x_scale: Scale,
+    pub(crate) x_scale: Scale,
     /// Y scale.
-    pub y_scale: Scale,
+    pub(crate) y_scale: Scale,
     /// Fixed y range (data units); otherwise from the data.
-    pub y_range: Option<(f64, f64)>,
+    pub(crate) y_range: Option<(f64, f64)>,
     /// Curves.
-    pub series: Vec<Series>,
+    pub(crate) series: Vec<Series>,
     /// Vertical reference lines.
-    pub vlines: Vec<RefLine>,
+    pub(crate) vlines: Vec<RefLine>,
     /// Horizontal reference lines.
-    pub hlines: Vec<RefLine>,
+    pub(crate) hlines: Vec<RefLine>,
     /// Measured points.
-    pub points: Vec<PointSet>,
+    pub(crate) points: Vec<PointSet>,
     /// A note printed under the plot (e.g. the provenance of overlaid data).
-    pub note: String,
+    pub(crate) note: String,
     /// Where the legend goes.
-    pub legend: Corner,
+    pub(crate) legend: Corner,
 }
 
 /// A corner of the plotting area (for the legend).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Corner {
+pub(crate) enum Corner {
     /// Upper left.
     UpperLeft,
     /// Upper right.

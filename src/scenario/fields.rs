@@ -30,7 +30,7 @@ pub enum Scope {
 
 impl Scope {
     /// Whether a scenario of model `m` reads a field of this scope.
-    pub fn read_by(self, m: Model) -> bool {
+    pub(crate) fn read_by(self, m: Model) -> bool {
         match self {
             Scope::Both => true,
             Scope::Scalar => m == Model::Scalar,
@@ -106,7 +106,7 @@ impl Bounds {
     }
 
     /// The allowed range as error messages state it (`allowed …`).
-    pub fn allowed(&self) -> String {
+    pub(crate) fn allowed(&self) -> String {
         match *self {
             Bounds::Any => "any value".to_string(),
             Bounds::Count { min, max: None } => format!("allowed ≥ {min}"),
@@ -143,13 +143,13 @@ impl Bounds {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FitBounds {
     /// Lower end of the default search range.
-    pub lo: f64,
+    pub(crate) lo: f64,
     /// Upper end of the default search range.
-    pub hi: f64,
+    pub(crate) hi: f64,
     /// Whether `lo` is a physical limit of the field.
-    pub lo_physical: bool,
+    pub(crate) lo_physical: bool,
     /// Whether `hi` is a physical limit of the field.
-    pub hi_physical: bool,
+    pub(crate) hi_physical: bool,
 }
 
 const fn fit(lo: f64, hi: f64, lo_physical: bool, hi_physical: bool) -> Option<FitBounds> {
@@ -219,7 +219,7 @@ pub enum Value {
 
 impl Value {
     /// The value as a number, for count and real fields.
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match *self {
             Value::Count(x) => Some(x as f64),
             Value::Real(x) => Some(x),
@@ -228,8 +228,8 @@ impl Value {
     }
 
     /// The value as JSON (numbers as numbers, keywords and formats as strings).
-    pub fn to_json(&self) -> serde_json::Value {
-        match *self {
+    pub(crate) fn to_json(self) -> serde_json::Value {
+        match self {
             Value::Count(x) => serde_json::Value::from(x),
             Value::Real(x) => serde_json::Value::from(x),
             Value::Flag(b) => serde_json::Value::Bool(b),
@@ -719,7 +719,7 @@ impl Field {
     }
 
     /// Whether the field holds a real number (can be fitted or varied continuously).
-    pub fn is_real(self) -> bool {
+    pub(crate) fn is_real(self) -> bool {
         self.spec().kind == Kind::Real
     }
 
@@ -729,13 +729,13 @@ impl Field {
     }
 
     /// The fields that can be fitted, in table order.
-    pub fn fittable() -> impl Iterator<Item = Field> {
+    pub(crate) fn fittable() -> impl Iterator<Item = Field> {
         Field::ALL.iter().copied().filter(|f| f.spec().fit.is_some())
     }
 
     /// Whether `v` is a physical limit of this field (score_noise = 0, a probability of 0 or 1,
     /// …) rather than an arbitrary search bound.
-    pub fn is_physical_limit(self, v: f64) -> bool {
+    pub(crate) fn is_physical_limit(self, v: f64) -> bool {
         match self.spec().fit {
             Some(b) => (b.lo_physical && v == b.lo) || (b.hi_physical && v == b.hi),
             None => false,
@@ -743,7 +743,7 @@ impl Field {
     }
 
     /// Short symbol for value labels (`k`, `L`, `σ_q`, else the name).
-    pub fn symbol(self) -> &'static str {
+    pub(crate) fn symbol(self) -> &'static str {
         let s = self.spec().symbol;
         if s.is_empty() {
             self.name()
@@ -753,7 +753,7 @@ impl Field {
     }
 
     /// Axis title (without the scale).
-    pub fn axis_title(self) -> String {
+    pub(crate) fn axis_title(self) -> String {
         let spec = self.spec();
         match (spec.title, spec.unit) {
             ("", Unit::Plain) => spec.name.to_string(),
@@ -831,7 +831,7 @@ impl Scenario {
     }
 
     /// The canonical text of a field's value (see [`Value`]'s `Display`).
-    pub fn text(&self, field: Field) -> String {
+    pub(crate) fn text(&self, field: Field) -> String {
         self.get(field).to_string()
     }
 }

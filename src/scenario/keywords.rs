@@ -11,7 +11,7 @@ use std::str::FromStr;
 pub enum Distractor {
     /// Standard normal.
     Normal,
-    /// Student's t with 2 < `df` ≤ [`MAX_STUDENT_T_DF`] degrees of freedom, scaled to unit
+    /// Student's t with 2 < `df` ≤ `MAX_STUDENT_T_DF` degrees of freedom, scaled to unit
     /// variance (heavy tails).
     StudentT(f64),
     /// Gumbel (max-type extreme value), shifted and scaled to mean 0, variance 1.
@@ -84,7 +84,7 @@ pub enum TopkKernel {
 
 impl TopkKernel {
     /// The largest k the kernel supports (`None`: no kernel limit).
-    pub fn max_k(self) -> Option<u64> {
+    pub(crate) fn max_k(self) -> Option<u64> {
         match self {
             TopkKernel::Any => None,
             TopkKernel::SglangV1 => Some(1024),
@@ -102,7 +102,7 @@ impl TopkKernel {
     }
 
     /// The k values the kernel supports, in words.
-    pub fn supported_text(self) -> &'static str {
+    pub(crate) fn supported_text(self) -> &'static str {
         match self {
             TopkKernel::Any => "any k",
             TopkKernel::SglangV1 => "k = 512 or 1024",

@@ -17,11 +17,12 @@ mod stack;
 pub use fields::{
     parse_suffixed_count, Bounds, Field, FieldSpec, FitBounds, Kind, Scenario, Scope, Unit, Value, COUNT_SUFFIXES,
 };
-pub use keywords::{Compressor, Distractor, Model, Pooling, Readout, RepeatLayout, TopkKernel};
-pub use presets::{
-    find_preset, fp4_indexer, fp8_indexer, preset_values, Preset, PresetValue, PRESETS, PRESET_NAMES, SOURCES,
-};
-pub use stack::{LayerKind, Stack, StackEntry, HCA_DEFAULT_RATIO, MAX_STACK_ENTRIES};
+pub(crate) use keywords::Compressor;
+pub use keywords::{Distractor, Model, Pooling, Readout, RepeatLayout, TopkKernel};
+pub(crate) use presets::{find_preset, preset_values, SOURCES};
+pub use presets::{PRESETS, PRESET_NAMES};
+pub(crate) use stack::LayerKind;
+pub use stack::{Stack, StackEntry, HCA_DEFAULT_RATIO};
 
 use std::fmt;
 
@@ -70,16 +71,16 @@ impl crate::error::Classify for ScenarioError {
 /// functions lose accuracy as df grows (at df = 10^16 the analytic engine returned recall 0 for
 /// a needle the normal law retrieves 87% of the time); at 10^6 the law is within 10^-6 of the
 /// normal one, which is what larger df mean.
-pub const MAX_STUDENT_T_DF: f64 = 1e6;
+pub(crate) const MAX_STUDENT_T_DF: f64 = 1e6;
 
 /// Most candidate entries a vector-model scenario may have: a trial holds one f32 score per
 /// entry per thread (1 GiB here; its keys are streamed). `formats`, which keeps every key to
 /// compare formats on the same draws, has its own, lower limit.
-pub const MAX_VECTOR_ENTRIES: u64 = 1 << 28;
+pub(crate) const MAX_VECTOR_ENTRIES: u64 = 1 << 28;
 
 /// Largest context the model accepts (tokens). The exact paths never allocate per candidate,
 /// so this is a sanity bound, not a memory one.
-pub const MAX_CONTEXT_LEN: u64 = 1 << 40;
+pub(crate) const MAX_CONTEXT_LEN: u64 = 1 << 40;
 
 /// A real number as an error message shows it: shortest decimal form, exponent notation for very
 /// large or very small magnitudes (`1e300`, not three hundred digits).
@@ -233,7 +234,7 @@ impl Scenario {
     }
 
     /// Sets the selecting layers to `n` (the stack's selecting count, or `layers`).
-    pub fn set_selecting_layers(&mut self, n: u32) {
+    pub(crate) fn set_selecting_layers(&mut self, n: u32) {
         if self.stack.is_empty() {
             self.layers = n;
         } else {
@@ -305,7 +306,7 @@ impl Scenario {
     }
 
     /// Builds a scenario from an already parsed TOML table (see [`Scenario::from_toml_str`]).
-    pub fn from_toml_table(table: &toml::Table) -> Result<Scenario, ScenarioError> {
+    pub(crate) fn from_toml_table(table: &toml::Table) -> Result<Scenario, ScenarioError> {
         let mut s = match table.get("preset") {
             Some(toml::Value::String(name)) => Scenario::preset(name)?,
             Some(other) => return Err(parse_err("preset", &other.to_string(), "expected a preset name string")),
@@ -318,7 +319,7 @@ impl Scenario {
 
     /// Sets every field named in a TOML table (a `preset` key is skipped) without validating,
     /// so that later overrides can still fix a cross-field constraint.
-    pub fn apply_toml_table(&mut self, table: &toml::Table) -> Result<(), ScenarioError> {
+    pub(crate) fn apply_toml_table(&mut self, table: &toml::Table) -> Result<(), ScenarioError> {
         let s = self;
         for (key, value) in table {
             if key == "preset" {
@@ -359,13 +360,13 @@ impl Scenario {
     }
 
     /// The coverage horizon in tokens, k·c: up to about this context every entry is selected.
-    pub fn coverage_horizon_tokens(&self) -> u64 {
+    pub(crate) fn coverage_horizon_tokens(&self) -> u64 {
         self.index_topk.saturating_mul(self.compress_ratio)
     }
 }
 
 /// Formats a TOML error as one line: `line L, column C: message`.
-pub fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str) -> String {
+pub(crate) fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str) -> String {
     let msg = crate::input::cap_line(message.replace('\n', " ").trim()).into_owned();
     match span {
         Some(r) => {
@@ -380,7 +381,7 @@ pub fn one_line(message: &str, span: Option<std::ops::Range<usize>>, text: &str)
 
 /// The fields a scenario TOML table sets (its keys that name a field, by any accepted name):
 /// what a scenario file or an experiment's `[scenario]` gives, as against its preset.
-pub fn fields_in_table(table: &toml::Table) -> impl Iterator<Item = Field> + '_ {
+pub(crate) fn fields_in_table(table: &toml::Table) -> impl Iterator<Item = Field> + '_ {
     table.keys().filter_map(|k| Field::from_name(k).ok())
 }
 

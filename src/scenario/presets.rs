@@ -7,17 +7,18 @@
 //! [`SOURCES`]; a value that no reference code fixes says so.
 
 use super::{Field, Scenario, ScenarioError};
+#[cfg(test)]
 use crate::formats::Format;
 
 /// One value of a preset and where it comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PresetValue {
     /// The field.
-    pub field: Field,
+    pub(crate) field: Field,
     /// Its value, as a flag takes it.
-    pub value: &'static str,
+    pub(crate) value: &'static str,
     /// The file and line it comes from (or why it is not sourced).
-    pub source: &'static str,
+    pub(crate) source: &'static str,
 }
 
 /// A named preset.
@@ -38,7 +39,7 @@ const fn v(field: Field, value: &'static str, source: &'static str) -> PresetVal
 }
 
 /// The repositories the sources name, as read in December 2026.
-pub const SOURCES: &[(&str, &str)] = &[
+pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("V4-Flash", "DeepSeek-V4-Flash inference/ (model.py, kernel.py, config.json) @0825add (the copy vendored in AI-Hypercomputer/maxtext tests/utils/deepseek4_reference/ names the same lines, e.g. \"upstream model.py:499\")"),
     ("V4-Pro", "DeepSeek-V4-Pro inference/ (model.py, config.json) @2074660"),
     ("V3.2", "deepseek-ai/DeepSeek-V3.2-Exp inference/ (model.py, kernel.py, config_671B_v3.2.json) @87e509a, the last upstream commit (after 8631a81 \"fix indexer rope\")"),
@@ -165,13 +166,13 @@ pub const PRESET_NAMES: &[&str] = &[
 ];
 
 /// The preset named `name`.
-pub fn find_preset(name: &str) -> Result<&'static Preset, ScenarioError> {
+pub(crate) fn find_preset(name: &str) -> Result<&'static Preset, ScenarioError> {
     PRESETS.iter().find(|p| p.name == name.trim()).ok_or_else(|| ScenarioError::UnknownPreset(name.to_string()))
 }
 
 /// Every value preset `name` sets, its parents' first, each with its source (a later row of the
 /// same field replaces an earlier one).
-pub fn preset_values(name: &str) -> Result<Vec<PresetValue>, ScenarioError> {
+pub(crate) fn preset_values(name: &str) -> Result<Vec<PresetValue>, ScenarioError> {
     let p = find_preset(name)?;
     let mut out = match p.parent {
         Some(parent) => preset_values(parent)?,
@@ -198,13 +199,15 @@ impl Scenario {
 
 /// DeepSeek's FP8 indexer format: e4m3, blocks of 128, fp32 scale amax / 448 (amax floored at
 /// 1e-4), sglang's default V4 indexer key cache.
-pub fn fp8_indexer() -> Format {
+#[cfg(test)]
+pub(crate) fn fp8_indexer() -> Format {
     Format::Block(crate::formats::BlockScaled::deepseek_fp8(crate::formats::ScaleKind::Fp32))
 }
 
 /// DeepSeek-V4's FP4 indexer format: e2m1, blocks of 32, power-of-two (ue8m0) scale
 /// 2^ceil(log2(amax / 6)), as `fp4_act_quant` in V4's reference kernel.
-pub fn fp4_indexer() -> Format {
+#[cfg(test)]
+pub(crate) fn fp4_indexer() -> Format {
     Format::Block(crate::formats::BlockScaled::deepseek_fp4())
 }
 

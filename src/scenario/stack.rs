@@ -25,10 +25,10 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Most entries a stack may have (types repeat rarely: V4-Pro needs three).
-pub const MAX_STACK_ENTRIES: usize = 8;
+pub(crate) const MAX_STACK_ENTRIES: usize = 8;
 
 /// Most layers one entry may count.
-pub const MAX_STACK_LAYERS: u32 = 4096;
+pub(crate) const MAX_STACK_LAYERS: u32 = 4096;
 
 /// `n` as an entry's layer count, when it is one (1..=[`MAX_STACK_LAYERS`]).
 fn layer_count(n: u64) -> Option<u32> {
@@ -41,7 +41,7 @@ pub const HCA_DEFAULT_RATIO: u64 = 128;
 
 /// One kind of attention layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LayerKind {
+pub(crate) enum LayerKind {
     /// Compressed sparse attention: an indexer selects among compressed entries.
     #[default]
     Csa,
@@ -65,17 +65,17 @@ impl LayerKind {
     ];
 
     /// The keyword.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         LayerKind::ALL.iter().find(|(k, _)| *k == self).map_or("csa", |(_, n)| n)
     }
 
     /// Whether the layer selects with an indexer (counts toward the readout's layers).
-    pub fn selects(self) -> bool {
+    pub(crate) fn selects(self) -> bool {
         matches!(self, LayerKind::Csa | LayerKind::Dsa)
     }
 
     /// Whether the layer reads the needle outside its window with probability `diluted_read`.
-    pub fn reads_diluted(self) -> bool {
+    pub(crate) fn reads_diluted(self) -> bool {
         matches!(self, LayerKind::Hca | LayerKind::Dense)
     }
 }
@@ -100,15 +100,15 @@ impl FromStr for LayerKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StackEntry {
     /// The layers' type.
-    pub kind: LayerKind,
+    pub(crate) kind: LayerKind,
     /// How many layers.
-    pub count: u32,
+    pub(crate) count: u32,
     /// `hca` only: tokens per compressed entry (default [`HCA_DEFAULT_RATIO`]).
-    pub compress_ratio: Option<u64>,
+    pub(crate) compress_ratio: Option<u64>,
     /// Non-selecting types: their sliding window (default: the scenario's `window`).
-    pub window: Option<u64>,
+    pub(crate) window: Option<u64>,
     /// Non-selecting types: their attention sink (default: the scenario's `sink`).
-    pub sink: Option<u64>,
+    pub(crate) sink: Option<u64>,
 }
 
 impl StackEntry {
@@ -207,7 +207,7 @@ pub struct Stack {
 
 impl Stack {
     /// Builds a stack from entries (at most [`MAX_STACK_ENTRIES`], at least one selecting).
-    pub fn new(entries: &[StackEntry]) -> Result<Stack, String> {
+    pub(crate) fn new(entries: &[StackEntry]) -> Result<Stack, String> {
         if entries.len() > MAX_STACK_ENTRIES {
             return Err(format!("{} entries: a stack has at most {MAX_STACK_ENTRIES}", entries.len()));
         }
@@ -229,17 +229,17 @@ impl Stack {
     }
 
     /// The entries, in the order given.
-    pub fn entries(&self) -> &[StackEntry] {
+    pub(crate) fn entries(&self) -> &[StackEntry] {
         &self.entries[..self.len as usize]
     }
 
     /// Whether the stack is empty (the scenario's `layers` describe the model).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Selecting layers (csa + dsa), or `None` for an empty stack.
-    pub fn selecting_layers(&self) -> Option<u32> {
+    pub(crate) fn selecting_layers(&self) -> Option<u32> {
         (!self.is_empty()).then(|| self.entries().iter().filter(|e| e.kind.selects()).map(|e| e.count).sum())
     }
 
@@ -251,7 +251,7 @@ impl Stack {
     /// The same stack with its selecting layers set to `n` (one selecting entry; with several,
     /// they are merged into the first). For captured selections, whose layers are the model's
     /// selecting layers.
-    pub fn with_selecting_layers(&self, n: u32) -> Stack {
+    pub(crate) fn with_selecting_layers(&self, n: u32) -> Stack {
         let mut out = Stack::default();
         let mut placed = false;
         for e in self.entries() {
@@ -270,7 +270,7 @@ impl Stack {
     }
 
     /// The types of the selecting entries, when they differ (csa and dsa in one stack).
-    pub fn mixed_selecting_kinds(&self) -> bool {
+    pub(crate) fn mixed_selecting_kinds(&self) -> bool {
         let mut kinds = self.entries().iter().filter(|e| e.kind.selects()).map(|e| e.kind);
         let first = kinds.next();
         kinds.any(|k| Some(k) != first)
@@ -377,7 +377,7 @@ impl Stack {
     }
 
     /// The stack from a TOML array of tables (`stack = [{ type = "csa", count = 21 }, …]`).
-    pub fn from_toml_array(items: &[toml::Value]) -> Result<Stack, String> {
+    pub(crate) fn from_toml_array(items: &[toml::Value]) -> Result<Stack, String> {
         let docs: Vec<EntryDoc> = items
             .iter()
             .map(|v| {

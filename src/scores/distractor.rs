@@ -69,7 +69,7 @@ impl TokenLaw {
     }
 
     /// ln P(X ≤ x), accurate when the probability is close to 1 or tiny.
-    pub fn ln_cdf(&self, x: f64) -> f64 {
+    pub(crate) fn ln_cdf(&self, x: f64) -> f64 {
         match *self {
             TokenLaw::Normal => ln_norm_cdf(x),
             TokenLaw::Gumbel { mu, beta } => -(-(x - mu) / beta).exp(),
@@ -85,7 +85,7 @@ impl TokenLaw {
     }
 
     /// ln P(X > x).
-    pub fn ln_sf(&self, x: f64) -> f64 {
+    pub(crate) fn ln_sf(&self, x: f64) -> f64 {
         match *self {
             TokenLaw::Normal => ln_norm_sf(x),
             _ => {
@@ -116,7 +116,7 @@ impl TokenLaw {
 
     /// Draws one score.
     #[inline]
-    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+    pub(crate) fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match *self {
             TokenLaw::Normal => rng.sample(StandardNormal),
             TokenLaw::StudentT { df, scale, .. } => {
@@ -135,7 +135,7 @@ impl TokenLaw {
     }
 
     /// Whether every distribution function above is in closed form (no numerical convolution).
-    pub fn is_normal(&self) -> bool {
+    pub(crate) fn is_normal(&self) -> bool {
         matches!(self, TokenLaw::Normal)
     }
 }

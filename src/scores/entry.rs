@@ -40,7 +40,7 @@ fn ln_step_cdf(x: f64, at: f64) -> f64 {
 }
 
 /// ln(1 − e^a) for a ≤ 0, accurate across the range.
-pub fn ln1m_exp(a: f64) -> f64 {
+pub(crate) fn ln1m_exp(a: f64) -> f64 {
     if a > -std::f64::consts::LN_2 {
         (-a.exp_m1()).ln()
     } else {
@@ -50,7 +50,7 @@ pub fn ln1m_exp(a: f64) -> f64 {
 
 impl EntryLaw {
     /// ln P(score ≤ x).
-    pub fn ln_cdf(&self, x: f64) -> f64 {
+    pub(crate) fn ln_cdf(&self, x: f64) -> f64 {
         match *self {
             EntryLaw::Gauss { mean, sd } => {
                 if sd > 0.0 {
@@ -79,7 +79,7 @@ impl EntryLaw {
     }
 
     /// ln P(score > x).
-    pub fn ln_sf(&self, x: f64) -> f64 {
+    pub(crate) fn ln_sf(&self, x: f64) -> f64 {
         match *self {
             EntryLaw::Gauss { mean, sd } if sd > 0.0 => ln_norm_sf((x - mean) / sd),
             EntryLaw::Token(t) => t.ln_sf(x),
@@ -99,7 +99,7 @@ impl EntryLaw {
 
     /// (P(score > x), P(score ≤ x)), each accurate to relative precision (one erfc for a normal).
     #[inline]
-    pub fn sf_cdf(&self, x: f64) -> (f64, f64) {
+    pub(crate) fn sf_cdf(&self, x: f64) -> (f64, f64) {
         match *self {
             EntryLaw::Gauss { mean, sd } if sd > 0.0 => {
                 let z = (x - mean) / sd;
@@ -124,7 +124,7 @@ impl EntryLaw {
     /// tokens (an order statistic's every density evaluation on Quest's pages) computes its
     /// token's ln_cdf once for the three.
     #[inline]
-    pub fn sf_cdf_ln_pdf(&self, x: f64) -> (f64, f64, f64) {
+    pub(crate) fn sf_cdf_ln_pdf(&self, x: f64) -> (f64, f64, f64) {
         match *self {
             EntryLaw::Max { token, n_dist, n_needle: 0, .. } if n_dist > 0 => {
                 let l = token.ln_cdf(x);
@@ -143,7 +143,7 @@ impl EntryLaw {
 
     /// ln of the density at x. Only for laws with a density: a point mass, or a max with a
     /// point-mass needle token, returns NaN (such laws are only ever needle laws).
-    pub fn ln_pdf(&self, x: f64) -> f64 {
+    pub(crate) fn ln_pdf(&self, x: f64) -> f64 {
         match *self {
             EntryLaw::Gauss { mean, sd } => {
                 if sd > 0.0 {
@@ -166,7 +166,7 @@ impl EntryLaw {
 
     /// Draws one score.
     #[inline]
-    pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+    pub(crate) fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         use rand_distr::StandardNormal;
         match *self {
             EntryLaw::Gauss { mean, sd } => mean + sd * rng.sample::<f64, _>(StandardNormal),
@@ -185,7 +185,7 @@ impl EntryLaw {
     }
 
     /// A point where the law's CDF has a jump or a kink worth splitting an integral at.
-    pub fn breakpoint(&self) -> Option<f64> {
+    pub(crate) fn breakpoint(&self) -> Option<f64> {
         match *self {
             EntryLaw::Gauss { mean, sd: 0.0 } => Some(mean),
             EntryLaw::Max { n_needle, needle_mean, needle_sd, .. } if n_needle > 0 && needle_sd == 0.0 => {

@@ -13,25 +13,25 @@ use super::entry::EntryLaw;
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends the 16 hex digits of `n`.
-pub fn put_u64(out: &mut String, n: u64) {
+pub(crate) fn put_u64(out: &mut String, n: u64) {
     for shift in (0..16).rev() {
         out.push(HEX[((n >> (4 * shift)) & 0xf) as usize] as char);
     }
 }
 
 /// Appends `x` by its bits.
-pub fn put_f64(out: &mut String, x: f64) {
+pub(crate) fn put_f64(out: &mut String, x: f64) {
     put_u64(out, x.to_bits());
 }
 
 /// Appends a tag letter (a variant or a flag).
-pub fn put_tag(out: &mut String, tag: char) {
+pub(crate) fn put_tag(out: &mut String, tag: char) {
     out.push(tag);
 }
 
 impl TokenLaw {
     /// Appends the law's key.
-    pub fn put_key(&self, out: &mut String) {
+    pub(crate) fn put_key(&self, out: &mut String) {
         match *self {
             TokenLaw::Normal => put_tag(out, 'N'),
             TokenLaw::StudentT { df, scale, ln_norm } => {
@@ -51,7 +51,7 @@ impl TokenLaw {
 
 impl EntryLaw {
     /// Appends the law's key.
-    pub fn put_key(&self, out: &mut String) {
+    pub(crate) fn put_key(&self, out: &mut String) {
         match *self {
             EntryLaw::Gauss { mean, sd } => {
                 put_tag(out, 'g');

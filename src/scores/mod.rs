@@ -6,12 +6,13 @@
 //! exact-sampling Monte Carlo path inverts. [`ScoreModel`] maps a scenario and its geometry to
 //! those laws, and says when no closed form exists.
 
-pub mod distractor;
-pub mod entry;
-pub mod key;
+pub(crate) mod distractor;
+pub(crate) mod entry;
+pub(crate) mod key;
 mod model;
-pub mod ziggurat;
+pub(crate) mod ziggurat;
 
 pub use distractor::TokenLaw;
 pub use entry::EntryLaw;
-pub use model::{needle_token, NotExact, ScoreModel};
+pub use model::ScoreModel;
+pub(crate) use model::{needle_token, NotExact};

@@ -13,7 +13,7 @@ pub struct NotExact(pub String);
 
 /// Mean and sd of one needle token score: Normal(dprime, needle_sd²) split into a shared part
 /// √ρ·needle_sd·z and an independent part of sd √(1−ρ)·needle_sd. `z = None` gives the marginal.
-pub fn needle_token(dprime: f64, needle_sd: f64, rho: f64, z: Option<f64>) -> (f64, f64) {
+pub(crate) fn needle_token(dprime: f64, needle_sd: f64, rho: f64, z: Option<f64>) -> (f64, f64) {
     match z {
         Some(z) => (dprime + needle_sd * rho.sqrt() * z, needle_sd * (1.0 - rho).max(0.0).sqrt()),
         None => (dprime, needle_sd),
@@ -92,7 +92,7 @@ fn group_entries(entries: &[NeedleEntry], pooling: Pooling) -> Vec<(NeedleEntry,
 impl ScoreModel {
     /// Appends the model's exact key ([`super::key`]) leaving out where the needle sits: its
     /// entries' indices (the laws read only an entry's pool size and needle tokens).
-    pub fn put_key_without_index(&self, out: &mut String) {
+    pub(crate) fn put_key_without_index(&self, out: &mut String) {
         use super::key::{put_f64, put_tag, put_u64};
         self.token.put_key(out);
         self.distractor.put_key(out);
@@ -196,17 +196,17 @@ impl ScoreModel {
 
     /// Whether one layer's needle entries or tokens share the needle's component (see
     /// [`ScoreModel::shared`]).
-    pub fn shared_within_layer(&self) -> bool {
+    pub(crate) fn shared_within_layer(&self) -> bool {
         self.within_layer
     }
 
     /// Mean and sd of one needle token score given the shared component z (`None`: marginal,
     /// valid only when [`ScoreModel::shared`] is false).
-    pub fn needle_token(&self, z: Option<f64>) -> (f64, f64) {
+    pub(crate) fn needle_token(&self, z: Option<f64>) -> (f64, f64) {
         needle_token(self.dprime, self.needle_sd, self.rho, z)
     }
 
-    /// The law of a needle entry's score given z (see [`ScoreModel::needle_token`]).
+    /// The law of a needle entry's score given z (see `ScoreModel::needle_token`).
     pub fn needle_law(&self, entry: &NeedleEntry, z: Option<f64>) -> EntryLaw {
         let (mu, sd) = self.needle_token(z);
         let s2 = self.noise * self.noise;

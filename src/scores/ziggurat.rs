@@ -103,7 +103,7 @@ fn at_once(bits: u64) -> (f64, bool) {
 /// The largest of `n` draws of [`StandardNormal`] from `rng`, and `rng` where those draws leave
 /// it (−∞ for n = 0).
 #[inline]
-pub fn max_of_standard_normals<R: RngCore + Clone>(rng: &mut R, n: u64) -> f64 {
+pub(crate) fn max_of_standard_normals<R: RngCore + Clone>(rng: &mut R, n: u64) -> f64 {
     let mut acc = f64::NEG_INFINITY;
     let mut left = n;
     while left > 0 {

@@ -33,7 +33,7 @@ pub fn norm_cdf(x: f64) -> f64 {
 }
 
 /// ln Φ(x) without underflow for very negative x.
-pub fn ln_norm_cdf(x: f64) -> f64 {
+pub(crate) fn ln_norm_cdf(x: f64) -> f64 {
     if x > 0.0 {
         (-norm_sf(x)).ln_1p()
     } else if x > -30.0 {
@@ -50,7 +50,7 @@ pub fn ln_norm_cdf(x: f64) -> f64 {
 }
 
 /// ln(1 − Φ(x)).
-pub fn ln_norm_sf(x: f64) -> f64 {
+pub(crate) fn ln_norm_sf(x: f64) -> f64 {
     ln_norm_cdf(-x)
 }
 
@@ -106,7 +106,7 @@ fn bd0(x: f64, np: f64) -> f64 {
 /// ln P[Binomial(n, p) = x] with q = 1 − p given separately (both accurate), by Loader's
 /// saddle-point formula. Written here because the ln-gamma-difference form (statrs' pmf) loses
 /// about 1e-5 relative accuracy at n ~ 10^9, more than the analytic engine's error budget.
-pub fn ln_binom_pmf(n: u64, x: u64, p: f64, q: f64) -> f64 {
+pub(crate) fn ln_binom_pmf(n: u64, x: u64, p: f64, q: f64) -> f64 {
     if x > n {
         return f64::NEG_INFINITY;
     }

@@ -28,7 +28,7 @@ impl Axis {
     }
 
     /// Builds an axis from a field name and a value specification (see [`Axis::parse`]).
-    pub fn from_spec(field: &str, spec: &str) -> Result<Axis, SweepError> {
+    pub(crate) fn from_spec(field: &str, spec: &str) -> Result<Axis, SweepError> {
         let field = canonical_field(field)?;
         let texts = parse_values(field, spec)?;
         Axis::from_texts(field, texts)
@@ -40,7 +40,7 @@ impl Axis {
     }
 
     /// Builds an axis of `field` from its values as text, parsing each as the field's type.
-    pub fn from_texts(field: Field, texts: Vec<String>) -> Result<Axis, SweepError> {
+    pub(crate) fn from_texts(field: Field, texts: Vec<String>) -> Result<Axis, SweepError> {
         if texts.is_empty() {
             return Err(SweepError::Input(format!("axis `{field}` has no values")));
         }

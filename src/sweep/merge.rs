@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 /// The sidecar document of a sweep's CSV file (see the module docs). `run` is the run metadata
 /// a JSON sweep file carries under `run`.
-pub fn sidecar(grid: &Grid, run: &Value, shard: Shard) -> Value {
+pub(crate) fn sidecar(grid: &Grid, run: &Value, shard: Shard) -> Value {
     let axes: Vec<Value> = grid.axes.iter().map(|a| json!({"field": a.field.name(), "values": a.texts})).collect();
     let shard = if shard.is_whole() {
         Value::Null
@@ -43,15 +43,15 @@ pub fn sidecar(grid: &Grid, run: &Value, shard: Shard) -> Value {
 
 /// What a merge wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Merged {
+pub(crate) struct Merged {
     /// Grid points in the merged file.
-    pub points: usize,
+    pub(crate) points: usize,
     /// Parts read.
-    pub parts: usize,
+    pub(crate) parts: usize,
     /// Shards of the split.
-    pub shards: usize,
+    pub(crate) shards: usize,
     /// Files written (the output and, for CSV, its sidecar).
-    pub files: Vec<PathBuf>,
+    pub(crate) files: Vec<PathBuf>,
 }
 
 /// One part as read: its path, sidecar, shard and CSV text.
@@ -221,21 +221,21 @@ fn rows_of(part: &Part, grid: &Grid) -> Result<Vec<Row>, SweepError> {
 /// The parts of one sharded sweep, checked and joined: the grid, the run metadata and every
 /// row in grid order (see [`merge`] for what is refused).
 #[derive(Debug, Clone)]
-pub struct Joined {
+pub(crate) struct Joined {
     /// The grid the parts' sidecars describe.
-    pub grid: Grid,
+    pub(crate) grid: Grid,
     /// The run metadata (`run` of the sidecars).
-    pub run: Value,
+    pub(crate) run: Value,
     /// Every point's row, in grid order.
-    pub rows: Vec<Row>,
+    pub(crate) rows: Vec<Row>,
     /// Shards of the split.
-    pub shards: usize,
+    pub(crate) shards: usize,
     /// The first part given (to name in messages).
-    pub first: PathBuf,
+    pub(crate) first: PathBuf,
 }
 
 /// Reads and checks the parts of one sharded sweep and joins their rows in grid order.
-pub fn join(parts: &[PathBuf]) -> Result<Joined, SweepError> {
+pub(crate) fn join(parts: &[PathBuf]) -> Result<Joined, SweepError> {
     if parts.is_empty() {
         return Err(input("merge needs at least one part".into()));
     }
@@ -321,7 +321,7 @@ fn is_sweep_file(path: &Path) -> bool {
 
 /// Refuses to write `path` (a sweep's or a merge's `out`, or its sidecar) over a file that is not
 /// a sweep file: dsa-sim replaces only what it created (a user's notes.csv is never replaced).
-pub fn check_replaceable(path: &Path, out: &Path) -> Result<(), SweepError> {
+pub(crate) fn check_replaceable(path: &Path, out: &Path) -> Result<(), SweepError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Ok(m) if m.is_file() && !is_sweep_file(path) => {
@@ -339,7 +339,7 @@ pub fn check_replaceable(path: &Path, out: &Path) -> Result<(), SweepError> {
 /// Merges the parts of a sharded sweep into `out` (CSV with its sidecar, or JSON by the
 /// extension), byte-identical to the unsharded sweep's file (see the module docs). Nothing is
 /// written unless every part checks out.
-pub fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
+pub(crate) fn merge(parts: &[PathBuf], out: &Path) -> Result<Merged, SweepError> {
     let format = Format::from_path(out);
     // Every file the merge writes (the output and, for CSV, its sidecar) against every file it
     // reads (each part and its sidecar): an input is never written over.

@@ -11,16 +11,17 @@
 //! half-written, and a killed sweep keeps its finished rows for `--resume`.
 
 mod axis;
-pub mod merge;
+pub(crate) mod merge;
 mod runner;
 mod shard;
 
 pub use axis::{canonical_field, fmt_num, parse_values, Axis, MAX_RANGE_POINTS};
-pub use runner::{adopt_finished, partial_path, run_grid, Output, SweepOptions};
-pub use shard::{Shard, MAX_SHARDS};
+pub(crate) use runner::{adopt_finished, partial_path, run_grid, Output, SweepOptions};
+pub use shard::Shard;
+pub(crate) use shard::MAX_SHARDS;
 
 /// The sidecar of a sweep's CSV file: `FILE.meta.json` beside `FILE` (see [`merge`]).
-pub fn meta_path(path: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn meta_path(path: &std::path::Path) -> std::path::PathBuf {
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".meta.json");
     path.with_file_name(name)
@@ -50,7 +51,7 @@ pub enum SweepError {
 impl SweepError {
     /// A failed write to `path`: bad input when the path cannot be used (see
     /// [`crate::error::io_kind`]), else an output failure.
-    pub fn write(path: &std::path::Path, e: &std::io::Error) -> SweepError {
+    pub(crate) fn write(path: &std::path::Path, e: &std::io::Error) -> SweepError {
         let message = format!("cannot write {}: {e}", path.display());
         match io_kind(e) {
             ErrorKind::Input => SweepError::Input(message),
@@ -88,15 +89,15 @@ pub struct PointResult {
 
 /// One finished point: its index in the grid, the varied fields' values and the result.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Row {
+pub(crate) struct Row {
     /// Index of the point in grid order.
-    pub index: usize,
+    pub(crate) index: usize,
     /// Canonical text of each varied field's value, in axis order.
-    pub values: Vec<String>,
+    pub(crate) values: Vec<String>,
     /// The point's scenario, fully resolved.
-    pub scenario: Scenario,
+    pub(crate) scenario: Scenario,
     /// The evaluator's result.
-    pub result: PointResult,
+    pub(crate) result: PointResult,
 }
 
 /// A grid of scenarios: a base scenario and the axes varied over it.
@@ -112,7 +113,7 @@ pub struct Grid {
 
 /// Output format of a sweep file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Comma-separated values with a header line.
     Csv,
     /// One JSON object with the sweep's metadata and a `rows` array.
@@ -121,7 +122,7 @@ pub enum Format {
 
 impl Format {
     /// The format implied by a file name (`.json` → JSON, anything else CSV).
-    pub fn from_path(path: &std::path::Path) -> Format {
+    pub(crate) fn from_path(path: &std::path::Path) -> Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
             _ => Format::Csv,
@@ -173,7 +174,7 @@ impl Grid {
     }
 
     /// The index of each axis's value at point `i` (first axis outermost).
-    pub fn coords(&self, mut i: usize) -> Vec<usize> {
+    pub(crate) fn coords(&self, mut i: usize) -> Vec<usize> {
         let mut c = vec![0; self.axes.len()];
         for (k, a) in self.axes.iter().enumerate().rev() {
             c[k] = i % a.values.len();
@@ -200,7 +201,7 @@ impl Grid {
     /// Checks that the engine accepts every point under `opts` before anything is computed or
     /// written (an analytic-only sweep over a point without a closed form, a Monte Carlo point
     /// too large to draw), naming the first point it refuses.
-    pub fn check(&self, opts: &RunOptions) -> Result<(), SweepError> {
+    pub(crate) fn check(&self, opts: &RunOptions) -> Result<(), SweepError> {
         for i in 0..self.len() {
             let s = self.scenario(i)?;
             if let Err(e) = crate::engine::check(&s, opts) {
@@ -213,12 +214,12 @@ impl Grid {
     }
 
     /// The canonical values of the varied fields at a scenario.
-    pub fn values_of(&self, s: &Scenario) -> Vec<String> {
+    pub(crate) fn values_of(&self, s: &Scenario) -> Vec<String> {
         self.axes.iter().map(|a| s.text(a.field)).collect()
     }
 
     /// Column names of the sweep's CSV.
-    pub fn columns(&self) -> Vec<String> {
+    pub(crate) fn columns(&self) -> Vec<String> {
         let mut c: Vec<String> = self.axes.iter().map(|a| a.field.name().to_string()).collect();
         c.extend(["recall", "ci_low", "ci_high", "engine", "trials"].map(String::from));
         if self.rank {
@@ -234,7 +235,7 @@ fn rank_text(r: Option<u64>) -> String {
 }
 
 /// The CSV fields of one row (see [`Grid::columns`]).
-pub fn csv_record(grid: &Grid, row: &Row) -> Vec<String> {
+pub(crate) fn csv_record(grid: &Grid, row: &Row) -> Vec<String> {
     let r = &row.result;
     let mut out = row.values.clone();
     out.push(format!("{}", r.recall));
@@ -255,7 +256,7 @@ pub fn csv_record(grid: &Grid, row: &Row) -> Vec<String> {
 
 /// Parses a CSV record written by [`csv_record`] back into a row of point `index`: `None` unless
 /// it is that point's row with a result a sweep writes ([`check_result`]).
-pub fn parse_record(grid: &Grid, index: usize, rec: &csv::StringRecord) -> Option<Row> {
+pub(crate) fn parse_record(grid: &Grid, index: usize, rec: &csv::StringRecord) -> Option<Row> {
     parse_record_unchecked(grid, index, rec).filter(|r| check_result(&r.result).is_ok())
 }
 
@@ -304,7 +305,7 @@ pub(crate) fn parse_record_unchecked(grid: &Grid, index: usize, rec: &csv::Strin
 /// rank quantiles at least 1 and non-decreasing (`inf` last). A row read back from a file
 /// (a part being merged, a partial file being resumed) that breaks one was not written by a
 /// sweep, and is refused rather than copied.
-pub fn check_result(r: &PointResult) -> Result<(), String> {
+pub(crate) fn check_result(r: &PointResult) -> Result<(), String> {
     let unit = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
     if !(unit(r.recall) && unit(r.ci_low) && unit(r.ci_high)) {
         return Err(format!("recall {} [{}, {}]: allowed 0..=1", r.recall, r.ci_low, r.ci_high));
@@ -331,7 +332,7 @@ pub fn check_result(r: &PointResult) -> Result<(), String> {
 }
 
 /// The whole CSV text of a finished sweep.
-pub fn to_csv(grid: &Grid, rows: &[Row]) -> String {
+pub(crate) fn to_csv(grid: &Grid, rows: &[Row]) -> String {
     let mut w = csv::WriterBuilder::new().from_writer(Vec::new());
     // Writing to memory cannot fail.
     let _ = w.write_record(grid.columns());
@@ -342,7 +343,7 @@ pub fn to_csv(grid: &Grid, rows: &[Row]) -> String {
 }
 
 /// One row as a JSON object: varied fields typed as in the scenario, then the results.
-pub fn row_json(grid: &Grid, row: &Row) -> serde_json::Value {
+pub(crate) fn row_json(grid: &Grid, row: &Row) -> serde_json::Value {
     let mut m = serde_json::Map::new();
     for a in &grid.axes {
         m.insert(a.field.name().to_string(), row.scenario.get(a.field).to_json());
@@ -366,7 +367,7 @@ pub fn row_json(grid: &Grid, row: &Row) -> serde_json::Value {
 
 /// The JSON document of a finished sweep: metadata (`meta`, e.g. seed and engine), the base
 /// scenario, the axes and the rows.
-pub fn json_doc(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn json_doc(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> serde_json::Value {
     let axes: Vec<serde_json::Value> =
         grid.axes.iter().map(|a| serde_json::json!({"field": a.field.name(), "values": a.texts})).collect();
     serde_json::json!({
@@ -380,7 +381,7 @@ pub fn json_doc(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> serde_js
 }
 
 /// [`json_doc`] as the text every JSON output of a sweep holds (pretty, one final newline).
-pub fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
+pub(crate) fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
     let doc = json_doc(grid, rows, meta);
     let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');
@@ -389,7 +390,7 @@ pub fn to_json(grid: &Grid, rows: &[Row], meta: &serde_json::Value) -> String {
 
 /// Writes `bytes` to `path` atomically, only over a regular file
 /// ([`crate::output::write_file_atomic`]).
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), SweepError> {
+pub(crate) fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), SweepError> {
     crate::output::write_file_atomic(path, bytes).map_err(SweepError::from)
 }
 
@@ -406,7 +407,9 @@ impl From<crate::output::OutputError> for SweepError {
 
 /// The engine as a sweep evaluator: `eval(scenario, with_rank)` runs [`crate::engine::estimate`]
 /// (with rank quantiles) or [`crate::engine::estimate_recall`] with the given options.
-pub fn engine_evaluator(opts: RunOptions) -> impl Fn(&Scenario, bool) -> Result<PointResult, EngineError> + Sync {
+pub(crate) fn engine_evaluator(
+    opts: RunOptions,
+) -> impl Fn(&Scenario, bool) -> Result<PointResult, EngineError> + Sync {
     move |s: &Scenario, with_rank: bool| {
         let est = if with_rank { crate::engine::estimate(s, &opts) } else { crate::engine::estimate_recall(s, &opts) }?;
         let rank = with_rank.then_some(est.rank.quantiles);

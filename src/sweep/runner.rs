@@ -15,35 +15,35 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// How to run a sweep.
 #[derive(Debug, Clone)]
-pub struct SweepOptions {
+pub(crate) struct SweepOptions {
     /// Worker threads (default: rayon's count, i.e. the cores).
-    pub threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// Skip the rows already in the output's partial file.
-    pub resume: bool,
+    pub(crate) resume: bool,
     /// Compute at most this many new points, then stop and keep the partial file.
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// Output format.
-    pub format: Format,
+    pub(crate) format: Format,
     /// Identifies the sweep (scenario, axes, engine settings): a partial file of another
     /// sweep is refused on resume.
-    pub fingerprint: String,
+    pub(crate) fingerprint: String,
     /// Run metadata stored in JSON output (seed, engine, trials…).
-    pub meta: serde_json::Value,
+    pub(crate) meta: serde_json::Value,
     /// The points to compute: the whole grid, or one shard of it ([`Shard`]).
-    pub shard: Shard,
+    pub(crate) shard: Shard,
     /// For a CSV file output: the JSON document written beside it as `FILE.meta.json`
     /// ([`meta_path`]) when the sweep completes (before FILE itself), or nothing.
-    pub sidecar: Option<serde_json::Value>,
+    pub(crate) sidecar: Option<serde_json::Value>,
     /// Replace an existing file output (and its sidecar) only when it is a sweep file dsa-sim
     /// wrote ([`super::merge::check_replaceable`]): the command line's `--out`, a path the user
     /// chose. Checked after a resumed partial file is read (its own, more specific errors
     /// first) and before anything is written.
-    pub replace_only_ours: bool,
+    pub(crate) replace_only_ours: bool,
 }
 
 /// Where rows go.
 #[derive(Debug, Clone)]
-pub enum Output {
+pub(crate) enum Output {
     /// A file (CSV or JSON), written through `FILE.partial`.
     File(PathBuf),
     /// Standard output: CSV rows as they finish, JSON at the end.
@@ -53,7 +53,7 @@ pub enum Output {
 }
 
 /// The partial file that streams a sweep's rows for `path`.
-pub fn partial_path(path: &Path) -> PathBuf {
+pub(crate) fn partial_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".partial");
     path.with_file_name(name)
@@ -111,7 +111,7 @@ fn read_partial(path: &Path, grid: &Grid, shard: Shard, fingerprint: &str) -> Re
 /// already there), so that a resumed run reads its rows instead of recomputing them; `run_grid`
 /// then checks the rows against the grid as for any partial file. Does nothing without a
 /// finished file.
-pub fn adopt_finished(path: &Path, fingerprint: &str) -> Result<(), SweepError> {
+pub(crate) fn adopt_finished(path: &Path, fingerprint: &str) -> Result<(), SweepError> {
     let pp = partial_path(path);
     if pp.exists() {
         return Ok(());
@@ -166,7 +166,7 @@ fn stdout_result(r: std::io::Result<()>) -> Result<Flow, SweepError> {
 /// rows to `out` in grid order, reporting each finished point to `progress`. Returns every
 /// finished row (including resumed ones) and whether the grid is complete (it is not when
 /// `limit` stopped it, or when standard output was closed: then the sweep stops early).
-pub fn run_grid<F>(
+pub(crate) fn run_grid<F>(
     grid: &Grid,
     eval: F,
     out: &Output,

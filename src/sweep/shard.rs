@@ -15,21 +15,21 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
     /// Which shard, 0-based.
-    pub index: usize,
+    pub(crate) index: usize,
     /// How many shards.
-    pub count: usize,
+    pub(crate) count: usize,
 }
 
 /// Most shards a grid may be split into.
-pub const MAX_SHARDS: usize = 1_000_000;
+pub(crate) const MAX_SHARDS: usize = 1_000_000;
 
 impl Shard {
     /// The whole grid (shard 0 of 1).
-    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+    pub(crate) const WHOLE: Shard = Shard { index: 0, count: 1 };
 
     /// Parses `I/N` (0 ≤ I < N ≤ [`MAX_SHARDS`]) or `auto` (see the module docs), reading the
     /// environment through `env`.
-    pub fn parse_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, SweepError> {
+    pub(crate) fn parse_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, SweepError> {
         let t = text.trim();
         if t == "auto" {
             return Shard::from_env(env);
@@ -47,12 +47,12 @@ impl Shard {
     }
 
     /// Parses `I/N` or `auto` with the process environment.
-    pub fn parse(text: &str) -> Result<Shard, SweepError> {
+    pub(crate) fn parse(text: &str) -> Result<Shard, SweepError> {
         Shard::parse_with(text, &|k| std::env::var(k).ok())
     }
 
     /// The shard of this job-array task (see the module docs).
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, SweepError> {
+    pub(crate) fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, SweepError> {
         let num = |k: &str| -> Result<Option<usize>, SweepError> {
             match env(k) {
                 None => Ok(None),
@@ -97,12 +97,12 @@ impl Shard {
     }
 
     /// Whether this is the whole grid.
-    pub fn is_whole(&self) -> bool {
+    pub(crate) fn is_whole(&self) -> bool {
         self.count == 1
     }
 
     /// How many of `total` points the shard holds.
-    pub fn len(&self, total: usize) -> usize {
+    pub(crate) fn len(&self, total: usize) -> usize {
         if self.index >= total {
             0
         } else {
@@ -111,7 +111,7 @@ impl Shard {
     }
 
     /// The grid index of the shard's `pos`-th point.
-    pub fn point(&self, pos: usize) -> usize {
+    pub(crate) fn point(&self, pos: usize) -> usize {
         self.index + pos * self.count
     }
 }

@@ -3,7 +3,7 @@
 //! gives the same result in any order: Monte Carlo output does not depend on the thread count.
 
 /// Ranks up to this value are counted exactly.
-pub const EXACT_LIMIT: u64 = 1 << 12;
+pub(crate) const EXACT_LIMIT: u64 = 1 << 12;
 const EXACT_BITS: u64 = 12;
 const BINS_PER_OCTAVE: u64 = 512;
 const OCTAVES: u64 = 48;
@@ -14,9 +14,9 @@ pub struct RankHistogram {
     exact: Vec<u64>,
     log: Vec<u64>,
     /// Trials in which the needle was in no candidate entry (rank undefined).
-    pub never: u64,
+    pub(crate) never: u64,
     /// Trials recorded.
-    pub total: u64,
+    pub(crate) total: u64,
 }
 
 impl Default for RankHistogram {
@@ -44,7 +44,7 @@ fn log_bin_upper(b: usize) -> u64 {
 impl RankHistogram {
     /// Records one trial's rank (`None`: the needle was in no entry).
     #[inline]
-    pub fn record(&mut self, rank: Option<u64>) {
+    pub(crate) fn record(&mut self, rank: Option<u64>) {
         self.total += 1;
         match rank {
             None => self.never += 1,
@@ -59,7 +59,7 @@ impl RankHistogram {
     }
 
     /// Adds another histogram's counts.
-    pub fn merge(&mut self, other: &RankHistogram) {
+    pub(crate) fn merge(&mut self, other: &RankHistogram) {
         for (a, b) in self.exact.iter_mut().zip(&other.exact) {
             *a += b;
         }
@@ -89,7 +89,7 @@ impl RankHistogram {
 
     /// The smallest rank r with P(rank ≤ r) ≥ p (beyond 2^12, the upper edge of its bin), or
     /// `None` if that many trials never had the needle in an entry.
-    pub fn quantile(&self, p: f64) -> Option<u64> {
+    pub(crate) fn quantile(&self, p: f64) -> Option<u64> {
         let need = (p * self.total as f64).ceil().max(1.0) as u64;
         let mut c = 0u64;
         for (r, n) in self.exact.iter().enumerate() {

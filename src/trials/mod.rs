@@ -1,14 +1,14 @@
 //! Monte Carlo trials, shared by the scalar engine ([`crate::engine::montecarlo`]) and the vector
-//! model ([`crate::indexer`]): the generator of each trial ([`trial_rng`]), the counts a run
+//! model ([`crate::indexer`]): the generator of each trial (`trial_rng`), the counts a run
 //! accumulates ([`Tally`]), the readout rule that turns a trial's layers into an answer
-//! ([`ReadoutRule`]), and the one driver ([`run`]) that runs any [`TrialPlan`]'s trials in
+//! (`ReadoutRule`), and the one driver ([`run`]) that runs any [`TrialPlan`]'s trials in
 //! parallel and reports their progress.
 //!
 //! Trial i draws only from its own generator, seeded from (seed, i) with the portable
 //! Xoshiro256++ (rand_xoshiro), and per-chunk results are integer counts merged by addition, so
 //! a run's result is identical for any thread count, any schedule and any rerun.
 
-pub mod histogram;
+pub(crate) mod histogram;
 
 use crate::geometry::Geometry;
 use crate::progress::Progress;
@@ -21,7 +21,7 @@ use std::ops::Range;
 
 /// The generator of trial `i` under `seed`: portable, independent of threads and of other trials.
 #[inline]
-pub fn trial_rng(seed: u64, i: u64) -> Xoshiro256PlusPlus {
+pub(crate) fn trial_rng(seed: u64, i: u64) -> Xoshiro256PlusPlus {
     // seed_from_u64 expands its argument through SplitMix64 into the 256-bit state; one more
     // SplitMix64 of the seed keeps (seed, i) and (seed', i') streams apart.
     Xoshiro256PlusPlus::seed_from_u64(splitmix64(seed) ^ i)
@@ -51,7 +51,7 @@ pub struct Tally {
 
 impl Tally {
     /// Adds another run's counts.
-    pub fn merge(&mut self, other: &Tally) {
+    pub(crate) fn merge(&mut self, other: &Tally) {
         self.trials += other.trials;
         self.successes += other.successes;
         self.attended += other.attended;
@@ -66,7 +66,7 @@ pub trait TrialPlan: Sync {
     type Scratch: Default + Send;
     /// Trials per parallel work item (scheduling only: never the results).
     fn chunk(&self) -> u64;
-    /// Runs trials `range`, trial i drawing only from [`trial_rng`]`(seed, i)`, and adds their
+    /// Runs trials `range`, trial i drawing only from `trial_rng``(seed, i)`, and adds their
     /// successes, attendance and first-layer ranks to `tally` (not `tally.trials`: the driver
     /// counts those).
     fn run_trials(&self, seed: u64, range: Range<u64>, scratch: &mut Self::Scratch, tally: &mut Tally);
@@ -103,7 +103,7 @@ pub fn run<P: TrialPlan>(plan: &P, trials: u64, seed: u64, progress: &dyn Progre
 /// side of a materialising run, replayed at any needle parameters).
 ///
 /// [`Replay`]: crate::engine::montecarlo::Replay
-pub trait RecordPlan: Sync {
+pub(crate) trait RecordPlan: Sync {
     /// Per-worker buffers, reused across the trials of one worker.
     type Scratch: Default + Send;
     /// Trials per parallel work item (scheduling only: never the records).
@@ -118,7 +118,7 @@ pub trait RecordPlan: Sync {
 /// The records of trials `0..trials` of `plan`, trial i's at `i * stride` and drawn only from
 /// [`trial_rng`]`(seed, i)`: chunks in parallel on the current rayon pool like [`run`], each
 /// trial writing its own slots, so the records are identical for any thread count.
-pub fn record<P: RecordPlan>(plan: &P, trials: u64, seed: u64) -> Vec<f64> {
+pub(crate) fn record<P: RecordPlan>(plan: &P, trials: u64, seed: u64) -> Vec<f64> {
     let stride = plan.stride();
     let chunk = plan.chunk().max(1);
     let mut out = vec![0.0; (trials as usize) * stride];
@@ -138,7 +138,7 @@ pub fn record<P: RecordPlan>(plan: &P, trials: u64, seed: u64) -> Vec<f64> {
 /// scalar engine's [`NoiseReplay`]: a trial's record is as long as its layers' answers need).
 ///
 /// [`NoiseReplay`]: crate::engine::montecarlo::NoiseReplay
-pub trait VarRecordPlan: Sync {
+pub(crate) trait VarRecordPlan: Sync {
     /// Per-worker buffers, reused across the trials of one worker.
     type Scratch: Default + Send;
     /// Trials per parallel work item (scheduling only: never the records).
@@ -150,7 +150,7 @@ pub trait VarRecordPlan: Sync {
 /// The records of trials `0..trials` of `plan` and where each starts: trial i's record is
 /// `values[starts[i]..starts[i + 1]]`, drawn only from [`trial_rng`]`(seed, i)`; chunks in
 /// parallel, joined in trial order, so the records are identical for any thread count.
-pub fn record_var<P: VarRecordPlan>(plan: &P, trials: u64, seed: u64) -> (Vec<f64>, Vec<usize>) {
+pub(crate) fn record_var<P: VarRecordPlan>(plan: &P, trials: u64, seed: u64) -> (Vec<f64>, Vec<usize>) {
     let chunk = plan.chunk().max(1);
     let chunks: Vec<(Vec<f64>, Vec<usize>)> = (0..trials.div_ceil(chunk))
         .into_par_iter()
@@ -179,7 +179,7 @@ pub fn record_var<P: VarRecordPlan>(plan: &P, trials: u64, seed: u64) -> (Vec<f6
 /// attend it when the scenario's [`Readout`] is met; the answer is then correct with
 /// probability `p_read` (attended) or `p_guess` (not).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReadoutRule {
+pub(crate) struct ReadoutRule {
     always_attended: bool,
     k_eff: u64,
     layers: u32,
@@ -191,7 +191,7 @@ pub struct ReadoutRule {
 
 impl ReadoutRule {
     /// The rule of a scenario with its resolved geometry.
-    pub fn new(s: &Scenario, g: &Geometry) -> ReadoutRule {
+    pub(crate) fn new(s: &Scenario, g: &Geometry) -> ReadoutRule {
         ReadoutRule {
             always_attended: g.always_attended,
             k_eff: g.k_eff,
@@ -204,26 +204,26 @@ impl ReadoutRule {
 
     /// Indexer layers per trial.
     #[inline(always)]
-    pub fn layers(&self) -> u32 {
+    pub(crate) fn layers(&self) -> u32 {
         self.layers
     }
 
     /// Whether a layer with the needle at `rank` (`None`: in no entry) attends it.
     #[inline(always)]
-    pub fn attends(&self, rank: Option<u64>) -> bool {
+    pub(crate) fn attends(&self, rank: Option<u64>) -> bool {
         self.attends_within(rank.map(|r| r <= self.k_eff))
     }
 
     /// Whether a layer attends the needle when `within` says whether it ranks within the
     /// effective k (`None`: in no entry): for a replay that knows that but not the rank.
     #[inline(always)]
-    pub fn attends_within(&self, within: Option<bool>) -> bool {
+    pub(crate) fn attends_within(&self, within: Option<bool>) -> bool {
         self.always_attended || within == Some(true)
     }
 
     /// Whether `attending` of the trial's layers attending the needle meets the readout.
     #[inline(always)]
-    pub fn attended(&self, attending: u32) -> bool {
+    pub(crate) fn attended(&self, attending: u32) -> bool {
         match self.readout {
             Readout::Any => attending >= 1,
             Readout::All => attending == self.layers,
@@ -236,14 +236,14 @@ impl ReadoutRule {
     /// draw; none when the outcome is certain, the common p_read = 1, p_guess = 0) and counts
     /// a success.
     #[inline(always)]
-    pub fn conclude(&self, attending: u32, rng: &mut Xoshiro256PlusPlus, tally: &mut Tally) {
+    pub(crate) fn conclude(&self, attending: u32, rng: &mut Xoshiro256PlusPlus, tally: &mut Tally) {
         self.conclude_with(attending, || rng.random::<f64>(), tally)
     }
 
     /// [`ReadoutRule::conclude`] with the answer's uniform draw from `uniform` (called only when
     /// the outcome is uncertain): a replay passes the draw it recorded.
     #[inline(always)]
-    pub fn conclude_with(&self, attending: u32, uniform: impl FnOnce() -> f64, tally: &mut Tally) {
+    pub(crate) fn conclude_with(&self, attending: u32, uniform: impl FnOnce() -> f64, tally: &mut Tally) {
         let attended = self.attended(attending);
         tally.attended += attended as u64;
         let p = if attended { self.p_read } else { self.p_guess };

@@ -42,9 +42,9 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// Most files looked at under the given paths.
-pub const MAX_FILES: usize = 1_000_000;
+pub(crate) const MAX_FILES: usize = 1_000_000;
 /// Longest JSONL line read (one sample with a 1M-token prompt is a few MB).
-pub const MAX_LINE: usize = 64 << 20;
+pub(crate) const MAX_LINE: usize = 64 << 20;
 /// Default `--min-score` for gkamradt results: 10, the rubric's "completely accurate" answer.
 pub const DEFAULT_MIN_SCORE: f64 = 10.0;
 
@@ -53,7 +53,7 @@ pub const DEFAULT_MIN_SCORE: f64 = 10.0;
 pub struct HarnessError {
     kind: ErrorKind,
     /// One line naming the file, the line or sample, and the problem.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl HarnessError {
@@ -94,7 +94,7 @@ pub enum Format {
 
 impl Format {
     /// The name in outputs.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Gkamradt => "gkamradt",
             Format::Ruler => "ruler",
@@ -106,15 +106,15 @@ impl Format {
 
 /// One trial.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Trial {
+pub(crate) struct Trial {
     /// Context length in tokens.
-    pub context_len: u64,
+    pub(crate) context_len: u64,
     /// Depth in [0, 1], if known.
-    pub depth: Option<f64>,
+    pub(crate) depth: Option<f64>,
     /// What was hidden (task, needle text, dataset).
-    pub needle: String,
+    pub(crate) needle: String,
     /// Whether the answer was retrieved.
-    pub hit: bool,
+    pub(crate) hit: bool,
 }
 
 /// Options of an import.
@@ -596,11 +596,11 @@ fn clip_needle(s: &str) -> String {
 }
 
 /// The header of the measured table (the `needle` column is accepted by the reader).
-pub const CSV_HEADER: &str = "context_len,index_topk,depth,needle,trials,hits";
+pub(crate) const CSV_HEADER: &str = "context_len,index_topk,depth,needle,trials,hits";
 
 impl Import {
     /// The format(s) as one name (`a+b` when several).
-    pub fn format_name(&self) -> String {
+    pub(crate) fn format_name(&self) -> String {
         self.formats.iter().map(|f| f.name()).collect::<Vec<_>>().join("+")
     }
 
@@ -629,7 +629,7 @@ impl Import {
 
     /// The measured table: a `# provenance:` header naming the format and the paths, then one
     /// row per cell.
-    pub fn csv(&self) -> String {
+    pub(crate) fn csv(&self) -> String {
         let mut out = format!(
             "# provenance: dsa-sim import niah, {} results from {} ({} file(s){}); index_topk {} as given to the import{}\n",
             self.format_name(),

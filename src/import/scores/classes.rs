@@ -52,7 +52,7 @@ use super::ScoresError;
 pub const MAX_CLASSES: usize = 4;
 
 /// Cross-validation folds over queries.
-pub const FOLDS: usize = 5;
+pub(crate) const FOLDS: usize = 5;
 
 /// Held-out scoring floors a single excess's log-density here: a held-out excess beyond a
 /// bounded class's end (density 0) is very unlikely under that class, not impossible.
@@ -68,40 +68,40 @@ const TOL: f64 = 1e-10;
 
 /// One query's tail: its distractor count and its excesses over the layer's threshold.
 #[derive(Debug, Clone, PartialEq)]
-pub struct QueryTail {
+pub(crate) struct QueryTail {
     /// Distractors (below and above u).
-    pub n: usize,
+    pub(crate) n: usize,
     /// Excesses z − u > 0.
-    pub y: Vec<f64>,
+    pub(crate) y: Vec<f64>,
     /// The query's standardised needle score.
-    pub needle: f64,
+    pub(crate) needle: f64,
 }
 
 /// One tail class.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TailClass {
     /// Its share of the queries, π_c.
-    pub weight: f64,
+    pub(crate) weight: f64,
     /// P(a distractor of its queries exceeds u), p_c.
-    pub p_u: f64,
+    pub(crate) p_u: f64,
     /// The GPD of its excesses.
-    pub gpd: Gpd,
+    pub(crate) gpd: Gpd,
     /// Its queries' standardised needle scores: mean and sd of a normal.
-    pub needle_mean: f64,
+    pub(crate) needle_mean: f64,
     /// See `needle_mean`.
-    pub needle_sd: f64,
+    pub(crate) needle_sd: f64,
 }
 
 /// A fitted mixture.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mixture {
     /// The classes, lightest tail first at the start of EM (EM may reorder their meaning).
-    pub classes: Vec<TailClass>,
+    pub(crate) classes: Vec<TailClass>,
     /// Per query, its posterior class weights r_qc (every query, also those of weight 0 in the
     /// fit).
-    pub resp: Vec<Vec<f64>>,
+    pub(crate) resp: Vec<Vec<f64>>,
     /// The fit's log-likelihood (weighted by the queries' multiplicities).
-    pub loglik: f64,
+    pub(crate) loglik: f64,
 }
 
 /// The class count chosen for a layer, with the evidence.
@@ -117,7 +117,7 @@ pub struct ClassChoice {
 
 impl ClassChoice {
     /// The chosen number of classes.
-    pub fn classes(&self) -> usize {
+    pub(crate) fn classes(&self) -> usize {
         self.mixture.classes.len()
     }
 }
@@ -242,7 +242,7 @@ fn initial_resp(tails: &[QueryTail], mult: &[f64], k: usize) -> Vec<Vec<f64>> {
 }
 
 /// How EM starts.
-pub enum Start<'a> {
+pub(crate) enum Start<'a> {
     /// From scratch with this many classes (`initial_resp`).
     Classes(usize),
     /// From a fitted mixture's classes (a bootstrap resample's warm start).
@@ -251,7 +251,7 @@ pub enum Start<'a> {
 
 /// Fits a mixture by EM to the queries, query q counted `mult[q]` times (0: left out, as a
 /// held-out fold or a query a bootstrap resample did not draw).
-pub fn fit(tails: &[QueryTail], mult: &[f64], start: Start) -> Result<Mixture, ScoresError> {
+pub(crate) fn fit(tails: &[QueryTail], mult: &[f64], start: Start) -> Result<Mixture, ScoresError> {
     let flat = Flat::new(tails);
     let mut classes = match start {
         Start::Classes(k) => {
@@ -279,7 +279,7 @@ pub fn fit(tails: &[QueryTail], mult: &[f64], start: Start) -> Result<Mixture, S
 
 /// Chooses the number of classes by held-out likelihood and fits it on every query.
 /// At most `max_classes` (at least 1).
-pub fn choose(tails: &[QueryTail], max_classes: usize) -> Result<ClassChoice, ScoresError> {
+pub(crate) fn choose(tails: &[QueryTail], max_classes: usize) -> Result<ClassChoice, ScoresError> {
     let n = tails.len();
     let all = vec![1.0; n];
     let one = fit(tails, &all, Start::Classes(1))?;

@@ -21,9 +21,9 @@
 //! drawn from a law shared by the queries ([`top`], chosen in [`mod@predict`]).
 
 pub mod classes;
-pub mod law;
+pub(crate) mod law;
 pub mod predict;
-pub mod read;
+pub(crate) mod read;
 pub mod tail;
 pub mod top;
 
@@ -97,12 +97,12 @@ impl QueryScores {
     }
 
     /// The number of distractors scoring strictly above `x` (the sample is sorted).
-    pub fn above(&self, x: f64) -> usize {
+    pub(crate) fn above(&self, x: f64) -> usize {
         self.distractors.partition_point(|&d| d > x)
     }
 
     /// The distractors' sample mean and standard deviation (n − 1 denominator).
-    pub fn mean_sd(&self) -> (f64, f64) {
+    pub(crate) fn mean_sd(&self) -> (f64, f64) {
         let n = self.distractors.len() as f64;
         let mean = self.distractors.iter().sum::<f64>() / n;
         let var = self.distractors.iter().map(|d| (d - mean) * (d - mean)).sum::<f64>() / (n - 1.0);
@@ -135,25 +135,25 @@ impl CapturedScores {
 
 /// The ranks of one layer's needles: their quantiles and P(rank ≤ j) at chosen j.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RankSummary {
+pub(crate) struct RankSummary {
     /// The layer.
-    pub layer: usize,
+    pub(crate) layer: usize,
     /// Queries.
-    pub queries: usize,
+    pub(crate) queries: usize,
     /// Median number of candidates per query (distractors + the needle).
-    pub median_candidates: usize,
+    pub(crate) median_candidates: usize,
     /// (p, rank) for p in [`RANK_PROBS`]: the smallest rank r with P(rank ≤ r) ≥ p.
-    pub quantiles: Vec<(f64, u64)>,
+    pub(crate) quantiles: Vec<(f64, u64)>,
     /// (j, fraction of queries with rank ≤ j).
-    pub cdf: Vec<(u64, f64)>,
+    pub(crate) cdf: Vec<(u64, f64)>,
 }
 
 /// The rank quantiles reported.
-pub const RANK_PROBS: [f64; 5] = [0.1, 0.25, 0.5, 0.75, 0.9];
+pub(crate) const RANK_PROBS: [f64; 5] = [0.1, 0.25, 0.5, 0.75, 0.9];
 
 /// The ranks of every layer, P(rank ≤ j) at `js` (and at powers of two up to the largest
 /// candidate count when `js` is empty).
-pub fn rank_summary(c: &CapturedScores, js: &[u64]) -> Vec<RankSummary> {
+pub(crate) fn rank_summary(c: &CapturedScores, js: &[u64]) -> Vec<RankSummary> {
     c.layers
         .iter()
         .map(|l| {

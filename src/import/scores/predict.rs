@@ -119,10 +119,10 @@ impl TailChoice {
 }
 
 /// Random halvings of every query's distractors the tail models are validated on.
-pub const SPLITS: usize = 4;
+pub(crate) const SPLITS: usize = 4;
 
 /// The k at which validation compares predicted and measured recall.
-pub const VALIDATION_KS: [u64; 4] = [1, 4, 16, 64];
+pub(crate) const VALIDATION_KS: [u64; 4] = [1, 4, 16, 64];
 
 /// Keeps the validation's halvings apart from the bootstrap's resamples of the same seed.
 const VALIDATION_STREAM: u64 = 0x7661_6c69_6461_7465;
@@ -143,12 +143,12 @@ pub struct Validation {
 
 /// How many standard errors a validation error of the classes must reach at some k before
 /// another model may replace them.
-pub const SWITCH_SE: f64 = 3.0;
+pub(crate) const SWITCH_SE: f64 = 3.0;
 
 /// The smallest standard error a validation error is divided by in [`Validation::ln_weight`]:
 /// at a k where every query is certain the standard error is ~0, and an error of rounding size
 /// would otherwise decide the weights.
-pub const SE_FLOOR: f64 = 1e-3 / SWITCH_SE;
+pub(crate) const SE_FLOOR: f64 = 1e-3 / SWITCH_SE;
 
 impl Validation {
     /// The sum over k of the squared mean error (the smallest is chosen).
@@ -253,7 +253,7 @@ struct LayerModel {
 
 /// A query's captured distractors n and how many of them score above its needle, a (its rank
 /// − 1): the part of a larger candidate set the capture has already drawn.
-pub type Own = (u64, u64);
+pub(crate) type Own = (u64, u64);
 
 /// Per query, its (class weight, Q of its needle under that class) pairs.
 type Survival = Vec<Vec<(f64, f64)>>;
@@ -763,7 +763,7 @@ fn fit_layer(m: &LayerModel, layer: &LayerScores, opts: &PredictOptions) -> Resu
 /// tested): that sums from 0 with two `ln_binomial`s (six `ln_gamma`s) per term, and this runs
 /// per query, cell and bootstrap resample; here one term's logarithm starts the sum at the
 /// support's lower end and each further term is a ratio of its neighbour.
-pub fn hypergeom_cdf(n: u64, a: u64, m: u64, j: u64) -> f64 {
+pub(crate) fn hypergeom_cdf(n: u64, a: u64, m: u64, j: u64) -> f64 {
     debug_assert!(a <= n && m <= n);
     if j >= a.min(m) {
         return 1.0;

@@ -16,7 +16,7 @@ use statrs::distribution::{ContinuousCDF, Normal};
 pub const TAIL_FRACTION: f64 = 0.01;
 
 /// Fewest exceedances a tail fit accepts.
-pub const MIN_EXCEEDANCES: usize = 50;
+pub(crate) const MIN_EXCEEDANCES: usize = 50;
 
 /// A generalised Pareto law of the excess y = z − u > 0: survival (1 + ξ·y/σ)^(−1/ξ)
 /// (exp(−y/σ) at ξ = 0).
@@ -31,7 +31,7 @@ pub struct Gpd {
 
 impl Gpd {
     /// P(Y > y) for y ≥ 0.
-    pub fn sf(&self, y: f64) -> f64 {
+    pub(crate) fn sf(&self, y: f64) -> f64 {
         if y <= 0.0 {
             return 1.0;
         }
@@ -81,7 +81,7 @@ pub fn fit_gpd(y: &[f64]) -> Result<Gpd, ScoresError> {
 /// The weighted maximum-likelihood GPD: excess i counts `w[i]` times (a query's responsibility
 /// for a tail class in [`super::classes`], a bootstrap multiplicity). Unit weights are
 /// [`fit_gpd`] to the last bit. The effective count Σ w must reach [`MIN_EXCEEDANCES`].
-pub fn fit_gpd_weighted(y: &[f64], w: &[f64]) -> Result<Gpd, ScoresError> {
+pub(crate) fn fit_gpd_weighted(y: &[f64], w: &[f64]) -> Result<Gpd, ScoresError> {
     let wsum: f64 = w.iter().sum();
     if !(wsum >= MIN_EXCEEDANCES as f64) {
         return Err(ScoresError(format!("{} exceedances: a tail fit needs at least {MIN_EXCEEDANCES}", wsum.round())));
@@ -122,7 +122,7 @@ pub fn fit_gpd_weighted(y: &[f64], w: &[f64]) -> Result<Gpd, ScoresError> {
 /// the maximum moves a little, and five or so Newton steps (one pass over the excesses each)
 /// replace the grid's ~260 passes; where Newton is not safe (θ near the exponential limit, a
 /// non-convex profile, no descent) the grid search decides.
-pub fn refine_gpd_weighted(y: &[f64], w: &[f64], start: Gpd) -> Result<Gpd, ScoresError> {
+pub(crate) fn refine_gpd_weighted(y: &[f64], w: &[f64], start: Gpd) -> Result<Gpd, ScoresError> {
     let wsum: f64 = w.iter().sum();
     if !(wsum >= MIN_EXCEEDANCES as f64) {
         return Err(ScoresError(format!("{} exceedances: a tail fit needs at least {MIN_EXCEEDANCES}", wsum.round())));
@@ -197,7 +197,7 @@ pub fn refine_gpd_weighted(y: &[f64], w: &[f64], start: Gpd) -> Result<Gpd, Scor
 }
 
 /// ln of the GPD density of the excess y > 0 (−∞ beyond a bounded tail's end).
-pub fn gpd_ln_pdf(g: &Gpd, y: f64) -> f64 {
+pub(crate) fn gpd_ln_pdf(g: &Gpd, y: f64) -> f64 {
     if g.xi.abs() < 1e-12 {
         return -g.sigma.ln() - y / g.sigma;
     }
@@ -242,7 +242,7 @@ pub fn standardised(layer: &LayerScores) -> Vec<Vec<f64>> {
 }
 
 /// The pooled 1 − [`TAIL_FRACTION`] quantile of standardised samples (each sorted high first).
-pub fn threshold(z: &[Vec<f64>]) -> f64 {
+pub(crate) fn threshold(z: &[Vec<f64>]) -> f64 {
     let mut all: Vec<f64> = z.iter().flatten().cloned().collect();
     let i = threshold_rank(all.len());
     let (_, u, _) = all.select_nth_unstable_by(i, |a, b| b.total_cmp(a));
@@ -251,12 +251,12 @@ pub fn threshold(z: &[Vec<f64>]) -> f64 {
 
 /// The index of the threshold u among `n` pooled values sorted high first (so a caller that
 /// has them sorted reads u off as `sorted[threshold_rank(n)]`, the value [`threshold`] selects).
-pub fn threshold_rank(n: usize) -> usize {
+pub(crate) fn threshold_rank(n: usize) -> usize {
     (((n as f64) * TAIL_FRACTION).floor() as usize).min(n.saturating_sub(1))
 }
 
 /// The excesses z − u > 0 of the chosen queries (indices into `z`, repeats allowed).
-pub fn excesses(z: &[Vec<f64>], u: f64, queries: impl Iterator<Item = usize>) -> Vec<f64> {
+pub(crate) fn excesses(z: &[Vec<f64>], u: f64, queries: impl Iterator<Item = usize>) -> Vec<f64> {
     let mut y = Vec::new();
     for q in queries {
         y.extend(z[q].iter().take_while(|&&v| v > u).map(|v| v - u));

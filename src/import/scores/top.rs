@@ -38,15 +38,15 @@ use super::ScoresError;
 pub const TOP_FRACTIONS: [f64; 4] = [0.0025, 0.005, 0.01, 0.02];
 
 /// Fewest top scores a query's threshold leaves above it (before ties).
-pub const MIN_TOP: usize = 3;
+pub(crate) const MIN_TOP: usize = 3;
 
 /// Fewest queries with a top the hierarchical fit accepts.
-pub const MIN_QUERIES: usize = 10;
+pub(crate) const MIN_QUERIES: usize = 10;
 
 /// Spacing of the grid of ln σ the scale law is integrated on. The posterior of a query's ln σ
 /// has an sd of about 1/√m (m its excesses) and the trapezoid rule on a smooth peak of sd s
 /// with spacing h errs by about exp(−2π² s²/h²): under 3e-6 for m up to 40 (2% of 2,000).
-pub const LN_SIGMA_STEP: f64 = 0.2;
+pub(crate) const LN_SIGMA_STEP: f64 = 0.2;
 
 /// How far the grid reaches beyond the smallest and largest query's own ln(mean excess).
 const LN_SIGMA_MARGIN: f64 = 5.0;
@@ -55,17 +55,17 @@ const LN_SIGMA_MARGIN: f64 = 5.0;
 const XI_RANGE: (f64, f64) = (-0.5, 0.5);
 
 /// Posterior weights below this fraction of the largest are dropped (the prediction's nodes).
-pub const NODE_CUT: f64 = 1e-10;
+pub(crate) const NODE_CUT: f64 = 1e-10;
 
 /// Nodes of the law of a mass of the query's law: [`MASS_NODES`] equally weighted points.
-pub const MASS_NODES: usize = 8;
+pub(crate) const MASS_NODES: usize = 8;
 
 /// The mass of a query's law above a level that s of its n distractors exceed, as the Bayesian
 /// bootstrap (Rubin 1981) knows it: Beta(s, n − s) (mean s/n, the plug-in fraction; relative sd
 /// about 1/√s), given by its quantiles at the midpoints (i + ½)/[`MASS_NODES`]. The recall
 /// averages over them: a handful of top scores fixes the mass above the threshold only to
 /// within some 40%, and recall beyond the capture is not linear in it. s = 0: no mass.
-pub fn mass_nodes(s: usize, n: usize) -> [f64; MASS_NODES] {
+pub(crate) fn mass_nodes(s: usize, n: usize) -> [f64; MASS_NODES] {
     use statrs::distribution::{Beta, ContinuousCDF};
     if s == 0 {
         return [0.0; MASS_NODES];
@@ -80,19 +80,19 @@ pub fn mass_nodes(s: usize, n: usize) -> [f64; MASS_NODES] {
 
 /// One query's top: its threshold, how many distractors exceed it, and their mean excess.
 #[derive(Debug, Clone, PartialEq)]
-pub struct QueryTop {
+pub(crate) struct QueryTop {
     /// The threshold u_q.
-    pub u: f64,
+    pub(crate) u: f64,
     /// The query's distractors.
-    pub n: usize,
+    pub(crate) n: usize,
     /// Its distractors strictly above u_q.
-    pub above: usize,
+    pub(crate) above: usize,
     /// Their mean excess over u_q (0 when none is above: a query whose scores are all equal).
-    pub scale: f64,
+    pub(crate) scale: f64,
 }
 
 /// How many top scores a threshold at `fraction` leaves above it among n distractors.
-pub fn top_count(n: usize, fraction: f64) -> usize {
+pub(crate) fn top_count(n: usize, fraction: f64) -> usize {
     ((fraction * n as f64).round() as usize).max(MIN_TOP).min(n.saturating_sub(1))
 }
 
@@ -100,7 +100,7 @@ impl QueryTop {
     /// The top of one query's distractors (sorted high first). u_q is the (m + 1)-th largest;
     /// where ties put the largest at u_q too, u_q moves down to the first score below the
     /// largest, so every query with two distinct scores has a tail.
-    pub fn new(sorted: &[f64], fraction: f64) -> QueryTop {
+    pub(crate) fn new(sorted: &[f64], fraction: f64) -> QueryTop {
         let n = sorted.len();
         let m = top_count(n, fraction);
         let mut u = sorted[m];
@@ -113,7 +113,7 @@ impl QueryTop {
     }
 
     /// The excesses z − u_q of the query's top scores.
-    pub fn excesses<'a>(&'a self, sorted: &'a [f64]) -> impl Iterator<Item = f64> + 'a {
+    pub(crate) fn excesses<'a>(&'a self, sorted: &'a [f64]) -> impl Iterator<Item = f64> + 'a {
         sorted[..self.above].iter().map(move |v| v - self.u)
     }
 
@@ -122,6 +122,7 @@ impl QueryTop {
     /// x), above u_q the fraction above u_q times the law of the excess, less half the
     /// query's own atom at x (`ties` of its distractors score exactly x: the module's note on
     /// ties), not below 0.
+    #[cfg(test)]
     pub fn survival(&self, x: f64, own_above: usize, ties: usize, gpd: &Gpd) -> f64 {
         let s = if x <= self.u { own_above } else { self.above };
         self.survival_with(x, ties, gpd, s as f64 / self.n as f64)
@@ -129,7 +130,7 @@ impl QueryTop {
 
     /// [`QueryTop::survival`] with the mass of the query's law above u_q (x above u_q), or
     /// above x (at or below), given as `mass` ([`QueryTop::mass_count`], [`mass_nodes`]).
-    pub fn survival_with(&self, x: f64, ties: usize, gpd: &Gpd, mass: f64) -> f64 {
+    pub(crate) fn survival_with(&self, x: f64, ties: usize, gpd: &Gpd, mass: f64) -> f64 {
         if x <= self.u {
             return mass;
         }
@@ -141,7 +142,7 @@ impl QueryTop {
 
     /// How many of the query's distractors the mass in [`QueryTop::survival_with`] is that of:
     /// those above u_q where x lies above it, else those above x (`own_above`).
-    pub fn mass_count(&self, x: f64, own_above: usize) -> usize {
+    pub(crate) fn mass_count(&self, x: f64, own_above: usize) -> usize {
         if x <= self.u {
             own_above
         } else {
@@ -154,24 +155,24 @@ impl QueryTop {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TopPrior {
     /// The shape ξ every query's excesses share.
-    pub xi: f64,
+    pub(crate) xi: f64,
     /// The mean of ln σ_q.
-    pub mu: f64,
+    pub(crate) mu: f64,
     /// The sd of ln σ_q (at least half the grid's step).
-    pub tau: f64,
+    pub(crate) tau: f64,
 }
 
 /// The hierarchical fit of one threshold fraction: the law, its grid of ln σ and every query's
 /// log-likelihood of its excesses at each grid scale (under the law's shape).
 #[derive(Debug, Clone, PartialEq)]
-pub struct TopFit {
+pub(crate) struct TopFit {
     /// The fitted law.
-    pub prior: TopPrior,
+    pub(crate) prior: TopPrior,
     /// Ascending grid of ln σ.
-    pub ln_sigma: Vec<f64>,
+    pub(crate) ln_sigma: Vec<f64>,
     /// Per query, ln Π_i gpd(y_qi; ξ, σ_g) at every grid point (0 everywhere for a query with
     /// no excess: it says nothing of its scale).
-    pub loglik: Vec<Vec<f64>>,
+    pub(crate) loglik: Vec<Vec<f64>>,
 }
 
 /// The grid of ln σ for these tops: from the smallest query's ln(mean excess) less
@@ -240,7 +241,7 @@ fn marginal(table: &[Vec<f64>], lp: &[f64], mult: &[f64], mut post: Option<&mut 
 /// `start`, with its marginal log-likelihood. The M-step is the normal's weighted mean and sd of
 /// ln σ under the posteriors (tau floored at half the grid's step, where the discrete grid
 /// cannot tell a narrower law).
-pub fn fit_scale_law(table: &[Vec<f64>], ln_sigma: &[f64], mult: &[f64], start: (f64, f64)) -> (f64, f64, f64) {
+pub(crate) fn fit_scale_law(table: &[Vec<f64>], ln_sigma: &[f64], mult: &[f64], start: (f64, f64)) -> (f64, f64, f64) {
     let (mut mu, mut tau) = start;
     let floor = 0.5 * LN_SIGMA_STEP;
     let total: f64 = mult.iter().sum();
@@ -271,7 +272,7 @@ pub fn fit_scale_law(table: &[Vec<f64>], ln_sigma: &[f64], mult: &[f64], start: 
 /// The hierarchical fit of every query's top (query q counted `mult[q]` times, None: once
 /// each): the shape by golden section on the profile marginal likelihood (the scale law
 /// refitted by EM at each shape), searched over [−0.5, 0.5].
-pub fn fit_prior(tops: &[QueryTop], sorted: &[&[f64]], mult: Option<&[f64]>) -> Result<TopFit, ScoresError> {
+pub(crate) fn fit_prior(tops: &[QueryTop], sorted: &[&[f64]], mult: Option<&[f64]>) -> Result<TopFit, ScoresError> {
     let ones = vec![1.0; tops.len()];
     let mult = mult.unwrap_or(&ones);
     let with_top = tops.iter().zip(mult).filter(|(t, &m)| t.above > 0 && m > 0.0).count();
@@ -318,7 +319,7 @@ impl TopFit {
     /// Every query's posterior over the grid under the scale law (mu, tau) (the fit's own
     /// where None), as (grid index, weight) with weights below [`NODE_CUT`] of the largest
     /// dropped and the rest summing to 1.
-    pub fn posteriors(&self, law: Option<(f64, f64)>) -> Vec<Vec<(usize, f64)>> {
+    pub(crate) fn posteriors(&self, law: Option<(f64, f64)>) -> Vec<Vec<(usize, f64)>> {
         let (mu, tau) = law.unwrap_or((self.prior.mu, self.prior.tau));
         let lp = ln_prior(&self.ln_sigma, mu, tau);
         let mut post = vec![Vec::new(); self.loglik.len()];
@@ -334,7 +335,7 @@ impl TopFit {
     }
 
     /// The law of a query's excess at grid point g.
-    pub fn gpd(&self, g: usize) -> Gpd {
+    pub(crate) fn gpd(&self, g: usize) -> Gpd {
         Gpd { xi: self.prior.xi, sigma: self.ln_sigma[g].exp() }
     }
 }

@@ -17,16 +17,16 @@
 use std::io::{self, BufRead, Read};
 
 /// Deepest nesting accepted (replies nest 3 or 4 levels).
-pub const MAX_DEPTH: usize = 256;
+pub(crate) const MAX_DEPTH: usize = 256;
 /// Longest key remembered; a longer key never matches (`indexer_topk` is 12 bytes).
 const MAX_KEY: usize = 64;
 
 /// The key whose string values are captures.
-pub const CAPTURE_KEY: &[u8] = b"indexer_topk";
+pub(crate) const CAPTURE_KEY: &[u8] = b"indexer_topk";
 
 /// Where a capture string sits in its reply, which tells the layout of its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// Inside an object under a `meta_info` key: SGLang (raw little-endian int32).
     MetaInfo,
     /// Inside an array under a `choices` key: vLLM (the bytes of a `.npy` file).
@@ -37,13 +37,13 @@ pub enum Origin {
 
 /// A structural error of the JSON text, at a byte offset.
 #[derive(Debug)]
-pub struct ScanError {
+pub(crate) struct ScanError {
     /// Byte offset in the file.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
     /// The underlying I/O error when reading failed (not a JSON problem).
-    pub io: Option<io::Error>,
+    pub(crate) io: Option<io::Error>,
 }
 
 impl ScanError {
@@ -61,7 +61,7 @@ enum Frame {
 }
 
 /// The scanner over a buffered reader.
-pub struct Scanner<R: BufRead> {
+pub(crate) struct Scanner<R: BufRead> {
     r: R,
     offset: u64,
 }
@@ -69,7 +69,7 @@ pub struct Scanner<R: BufRead> {
 /// The characters of one JSON string, up to its closing quote, as a byte stream. `\/` is read
 /// as `/` (some serialisers escape slashes; base64 uses them); any other escape, or a control
 /// character, is an error (`InvalidData`), since base64 has none.
-pub struct StringChars<'a, R: BufRead> {
+pub(crate) struct StringChars<'a, R: BufRead> {
     s: &'a mut Scanner<R>,
     done: bool,
     start: u64,
@@ -153,14 +153,14 @@ impl<R: BufRead> StringChars<'_, R> {
     }
 
     /// Whether the closing quote has been read.
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.done
     }
 }
 
 impl<R: BufRead> Scanner<R> {
     /// A scanner at the start of `r`.
-    pub fn new(r: R) -> Scanner<R> {
+    pub(crate) fn new(r: R) -> Scanner<R> {
         Scanner { r, offset: 0 }
     }
 
@@ -297,7 +297,7 @@ impl<R: BufRead> Scanner<R> {
     /// `indexer_topk` key) calls `on_capture` with its ordinal (from 0), its origin and a
     /// reader of its characters. Whatever the callback leaves unread is skipped. Returns the
     /// number of captures.
-    pub fn scan<E>(
+    pub(crate) fn scan<E>(
         &mut self,
         mut on_capture: impl FnMut(u64, Origin, &mut StringChars<'_, R>) -> Result<(), E>,
         wrap: impl Fn(ScanError) -> E,

@@ -8,38 +8,38 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ManifestLine {
     /// The file as written in the manifest.
-    pub file: String,
+    pub(crate) file: String,
     /// The file, resolved against the manifest's folder.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Which capture in the file (the n-th `indexer_topk` string of a JSON/JSONL file; 0 for
     /// `.npy` / `.npz`).
-    pub request: u64,
+    pub(crate) request: u64,
     /// Row of that capture (the selection made at query token `row`).
-    pub row: u64,
+    pub(crate) row: u64,
     /// Tokens before the query.
-    pub context_len: u64,
+    pub(crate) context_len: u64,
     /// First needle token.
-    pub needle_start: u64,
+    pub(crate) needle_start: u64,
     /// Needle length in tokens.
-    pub needle_tokens: u64,
+    pub(crate) needle_tokens: u64,
     /// Free text naming the line in outputs.
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// 1-based data row of the manifest (the header is not counted).
-    pub row_no: usize,
+    pub(crate) row_no: usize,
     /// 1-based line of the manifest file.
-    pub line: u64,
+    pub(crate) line: u64,
 }
 
 impl ManifestLine {
     /// The name of this line in outputs: its label, else `row N` of the manifest.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.label.clone().unwrap_or_else(|| format!("row {}", self.row_no))
     }
 
     /// The needle's depth as the scenario field defines it (docs/model.md#geometry: a needle
     /// at depth d starts at floor(d · (L − m))): needle_start / (context_len − needle_tokens),
     /// 0 when the needle fills the context.
-    pub fn depth(&self) -> f64 {
+    pub(crate) fn depth(&self) -> f64 {
         let room = self.context_len - self.needle_tokens;
         if room == 0 {
             0.0
@@ -56,7 +56,12 @@ const COLUMNS: &[&str] = &["file", "row", "context_len", "needle_start", "needle
 /// exist.
 /// A column the manifest does not use (a misspelt `lable`) is named in a note in `notes`, as the
 /// measured reader names a table's.
-pub fn parse(text: &str, name: &str, dir: &Path, notes: &mut Vec<String>) -> Result<Vec<ManifestLine>, CaptureError> {
+pub(crate) fn parse(
+    text: &str,
+    name: &str,
+    dir: &Path,
+    notes: &mut Vec<String>,
+) -> Result<Vec<ManifestLine>, CaptureError> {
     let err = |m: String| CaptureError::input(format!("{name}: {m}"));
     let mut rdr =
         csv::ReaderBuilder::new().comment(Some(b'#')).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes());

@@ -17,11 +17,11 @@
 //! a shape that is not (rows, --layers, --index-topk), base64 that does not decode, a row or
 //! capture the file does not have.
 
-pub mod json;
+pub(crate) mod json;
 mod manifest;
-pub mod read;
+pub(crate) mod read;
 
-pub use manifest::ManifestLine;
+pub(crate) use manifest::ManifestLine;
 pub use read::{FileInfo, Layout, Shape};
 
 use crate::error::{Classify, ErrorKind};
@@ -35,17 +35,17 @@ use std::path::Path;
 pub struct CaptureError {
     kind: ErrorKind,
     /// The message.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl CaptureError {
     /// Bad input.
-    pub fn input(message: impl Into<String>) -> CaptureError {
+    pub(crate) fn input(message: impl Into<String>) -> CaptureError {
         CaptureError { kind: ErrorKind::Input, message: message.into() }
     }
 
     /// An I/O error on a named file: its kind decides ([`crate::error::io_kind`]).
-    pub fn io(message: impl Into<String>, e: &std::io::Error) -> CaptureError {
+    pub(crate) fn io(message: impl Into<String>, e: &std::io::Error) -> CaptureError {
         CaptureError { kind: crate::error::io_kind(e), message: message.into() }
     }
 }
@@ -65,7 +65,7 @@ impl Classify for CaptureError {
 }
 
 /// Most layers × index_topk per row (a row buffer stays ≤ 16 MiB of i64).
-pub const MAX_ROW_VALUES: u64 = 1 << 21;
+pub(crate) const MAX_ROW_VALUES: u64 = 1 << 21;
 
 /// Most indices of queries given in memory ([`import_arrays`]: queries × layers × index_topk),
 /// 1 GiB as i64; the Python package checks an array's shape against it before copying it.
@@ -274,12 +274,12 @@ pub struct Import {
 /// the request the import used to find the needle's entries (its exact first token and length,
 /// and the geometry assumed), which calibrate, verdict and plan apply to the request's row
 /// scenario (docs/capture.md#the-manifest).
-pub const CSV_HEADER: &str =
+pub(crate) const CSV_HEADER: &str =
     "request,context_len,depth,layer,index_topk,selected,needle_start,needle_tokens,compress_ratio,overlap";
 
 /// The first columns of every selections.csv dsa-sim has written (older versions wrote only
 /// these): what marks a file as one `import topk` may replace.
-pub const CSV_HEADER_PREFIX: &str = "request,context_len,depth,layer,index_topk,selected";
+pub(crate) const CSV_HEADER_PREFIX: &str = "request,context_len,depth,layer,index_topk,selected";
 
 /// Reads the manifest and every capture it names. Nothing is written; every check happens
 /// here, so a caller that writes only on success writes nothing for bad input.
@@ -447,7 +447,7 @@ impl Import {
     }
 
     /// Selections per layer: (selected, trials).
-    pub fn per_layer(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn per_layer(&self) -> Vec<(u64, u64)> {
         let mut v = vec![(0u64, 0u64); self.options.layers as usize];
         for s in &self.selections {
             for (l, &hit) in s.selected.iter().enumerate() {

@@ -34,7 +34,7 @@ pub enum Layout {
 
 impl Layout {
     /// The name used in outputs.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Layout::Npz => "npz",
             Layout::Npy => "npy",
@@ -48,18 +48,18 @@ impl Layout {
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
     /// Indexer layers.
-    pub layers: usize,
+    pub(crate) layers: usize,
     /// Indices per row and layer.
-    pub index_topk: usize,
+    pub(crate) index_topk: usize,
 }
 
 /// What was found in a file: its layout and the rows of each capture.
 #[derive(Debug, Clone)]
 pub struct FileInfo {
     /// How it was read.
-    pub layout: Layout,
+    pub(crate) layout: Layout,
     /// Rows of each capture, by request (a `.npy` / `.npz` holds one).
-    pub rows: Vec<u64>,
+    pub(crate) rows: Vec<u64>,
 }
 
 /// Element type of the indices.
@@ -79,10 +79,10 @@ impl Elem {
 }
 
 /// The callback of a wanted row: (manifest line indices, request, row, indices layer after layer).
-pub type OnRow<'a> = dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError> + 'a;
+pub(crate) type OnRow<'a> = dyn FnMut(&[usize], u64, u64, &[i64]) -> Result<(), CaptureError> + 'a;
 
 /// The rows the manifest wants: (request, row) → manifest line indices.
-pub type Wants = HashMap<(u64, u64), Vec<usize>>;
+pub(crate) type Wants = HashMap<(u64, u64), Vec<usize>>;
 
 /// Buffered reads of a capture (and of the strings inside it) in large chunks.
 const BUF: usize = 1 << 20;
@@ -91,7 +91,7 @@ const MAX_NPY_HEADER: usize = 1 << 16;
 
 /// Reads `path`, calling `on_row(lines, request, row, indices)` for every wanted row (the
 /// indices as i64, layer after layer). `name` names the file in messages.
-pub fn read_file(
+pub(crate) fn read_file(
     path: &Path,
     name: &str,
     shape: Shape,
@@ -122,7 +122,7 @@ pub fn read_file(
 
 /// A problem inside one array, before the file's name is attached.
 #[derive(Debug)]
-pub struct ArrayError {
+pub(crate) struct ArrayError {
     message: String,
     io: Option<io::Error>,
 }
