@@ -36,7 +36,7 @@ pub struct ScoreModel {
     pub n_hard: u64,
     /// The entries covering the needle.
     pub needle_entries: Vec<NeedleEntry>,
-    /// The needle entries grouped by law ([`group_entries`]): one representative per group with
+    /// The needle entries grouped by law (`group_entries`): one representative per group with
     /// its count, in order of first appearance (with max pooling one entry pooling all
     /// their tokens).
     pub needle_groups: Vec<(NeedleEntry, u64)>,
