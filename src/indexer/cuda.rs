@@ -6,7 +6,7 @@
 //! failing to load. It is the maintained Rust binding that offers exactly that (bindgen-level
 //! crates need the toolkit at build time; a framework would add gigabytes for three kernels).
 //!
-//! **What runs where.** Every draw of the vector model is counter-based ([`super::philox`]):
+//! **What runs where.** Every draw of the vector model is counter-based (`super::philox`):
 //! entry j's key in layer l of trial i is a pure function of (seed, i, l, j). So the card draws
 //! the keys itself. Per trial, the CPU thread that runs it computes each layer's small part —
 //! the queries (RoPE, Hadamard, q format), the signed weights, the compressor's positional

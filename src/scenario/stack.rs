@@ -234,12 +234,12 @@ impl Stack {
     }
 
     /// Whether the stack is empty (the scenario's `layers` describe the model).
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Selecting layers (csa + dsa), or `None` for an empty stack.
-    pub(crate) fn selecting_layers(&self) -> Option<u32> {
+    pub fn selecting_layers(&self) -> Option<u32> {
         (!self.is_empty()).then(|| self.entries().iter().filter(|e| e.kind.selects()).map(|e| e.count).sum())
     }
 
