@@ -111,6 +111,8 @@ struct OrderTable {
     /// density evaluations or fewer (with hard negatives each is a convolution, and a fit over
     /// their fields makes a table per evaluation).
     coarse: TableNodes,
+    /// T_j's mass over the coarse panels (1 to their resolution).
+    mass: f64,
     /// Each coarse panel's split to the needle's scale (all 1 when the table is not refined).
     splits: Vec<usize>,
     /// T_j's density, for the refined panels' new nodes.
@@ -338,36 +340,53 @@ impl OrderTable {
     /// The panels refined to the needle's scale: each coarse panel split as `splits` says, a
     /// panel left whole keeping its nodes and densities (the same arithmetic places them).
     fn fine(&self) -> &TableNodes {
-        self.fine.get_or_init(|| {
-            let c = &self.coarse;
-            let total: usize = self.splits.iter().sum();
-            let mut fine = TableNodes {
-                panels: Vec::with_capacity(total),
-                t: Vec::with_capacity(15 * total),
-                wf: Vec::with_capacity(15 * total),
-            };
-            let mut nodes = Vec::with_capacity(15);
-            for (p, (&(a, b), &n)) in c.panels.iter().zip(&self.splits).enumerate() {
-                if n == 1 {
-                    fine.panels.push((a, b));
-                    fine.t.extend_from_slice(&c.t[15 * p..15 * p + 15]);
-                    fine.wf.extend_from_slice(&c.wf[15 * p..15 * p + 15]);
-                    continue;
-                }
-                for i in 0..n {
-                    let lo = if i == 0 { a } else { a + (b - a) * i as f64 / n as f64 };
-                    let hi = if i + 1 == n { b } else { a + (b - a) * (i + 1) as f64 / n as f64 };
-                    fine.panels.push((lo, hi));
-                    nodes.clear();
-                    kronrod_nodes(lo, hi, &mut nodes);
-                    for &(t, w) in &nodes {
-                        fine.t.push(t);
-                        fine.wf.push(w * self.density.at(t));
-                    }
+        self.fine.get_or_init(|| self.split_panels(&self.splits))
+    }
+
+    /// The coarse panels with panel p split into `splits[p]` equal panels: a panel left whole
+    /// keeps its nodes and densities (the same arithmetic places them), a split one has T_j's
+    /// density at its new Kronrod nodes.
+    fn split_panels(&self, splits: &[usize]) -> TableNodes {
+        let c = &self.coarse;
+        let total: usize = splits.iter().sum();
+        let mut out = TableNodes {
+            panels: Vec::with_capacity(total),
+            t: Vec::with_capacity(15 * total),
+            wf: Vec::with_capacity(15 * total),
+        };
+        let mut nodes = Vec::with_capacity(15);
+        for (p, (&(a, b), &n)) in c.panels.iter().zip(splits).enumerate() {
+            if n == 1 {
+                out.panels.push((a, b));
+                out.t.extend_from_slice(&c.t[15 * p..15 * p + 15]);
+                out.wf.extend_from_slice(&c.wf[15 * p..15 * p + 15]);
+                continue;
+            }
+            for i in 0..n {
+                let lo = if i == 0 { a } else { a + (b - a) * i as f64 / n as f64 };
+                let hi = if i + 1 == n { b } else { a + (b - a) * (i + 1) as f64 / n as f64 };
+                out.panels.push((lo, hi));
+                nodes.clear();
+                kronrod_nodes(lo, hi, &mut nodes);
+                for &(t, w) in &nodes {
+                    out.t.push(t);
+                    out.wf.push(w * self.density.at(t));
                 }
             }
-            fine
-        })
+        }
+        out
+    }
+
+    /// The needle means at which a rule over the needle's own law is checked for a needle of sd
+    /// `sd` ([`OrderTable::needle_side`], [`OrderTable::sharp_max_side`]): every half of the finer
+    /// of the two scales (the needle's, T_j's support over 30) from 6 sd below T_j's support to 6
+    /// sd above, at most [`MAX_CHECK_CENTRES`], the middle ones first.
+    fn side_centres(&self, sd: f64) -> Vec<f64> {
+        let (lo, hi) = gauss_rule::span(&self.coarse.t);
+        let step = 0.5 * sd.min((hi - lo) / 30.0);
+        let (from, to) = (lo - 6.0 * sd, hi + 6.0 * sd);
+        let count = ((to - from) / step).ceil().clamp(2.0, MAX_CHECK_CENTRES as f64) as usize;
+        gauss_rule::centres(from, to, count)
     }
 
     /// F_{T_j} from the table's refined panels, made at the first call.
@@ -404,14 +423,7 @@ impl OrderTable {
         let law = gauss_rule::max_of_normals(c as u32);
         let at = (*self.needle_choices[c as usize - 1].get_or_init(|| {
             let sd = 4.0 * width;
-            let (lo, hi) = gauss_rule::span(&self.coarse.t);
-            let spread = hi - lo;
-            // Centres every half of the finer of the two scales (the needle's, T_j's support
-            // over 30), at most MAX_CHECK_CENTRES of them.
-            let step = 0.5 * sd.min(spread / 30.0);
-            let (from, to) = (lo - 6.0 * sd, hi + 6.0 * sd);
-            let count = ((to - from) / step).ceil().clamp(2.0, MAX_CHECK_CENTRES as f64) as usize;
-            let centres = gauss_rule::centres(from, to, count);
+            let centres = self.side_centres(sd);
             law.ladder
                 .choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| rule.integrate(|x| self.cdf().cdf(m + sd * x)))
         }))?;
@@ -445,8 +457,7 @@ impl OrderTable {
             return None;
         }
         let weighted = self.point_max_cdf(token, power);
-        let mass: f64 = self.coarse.wf.iter().sum();
-        let above = weighted.cdf(f64::INFINITY);
+        let (mass, above) = (self.mass, weighted.cdf(f64::INFINITY));
         if needle_sd == 0.0 {
             return Some(mass - (above - weighted.cdf(needle_mean)));
         }
@@ -462,11 +473,7 @@ impl OrderTable {
             Some(at) => at,
             None => {
                 let sd = 4.0 * width;
-                let (lo, hi) = gauss_rule::span(&self.coarse.t);
-                let step = 0.5 * sd.min((hi - lo) / 30.0);
-                let (from, to) = (lo - 6.0 * sd, hi + 6.0 * sd);
-                let count = ((to - from) / step).ceil().clamp(2.0, MAX_CHECK_CENTRES as f64) as usize;
-                let centres = gauss_rule::centres(from, to, count);
+                let centres = self.side_centres(sd);
                 let at = law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| {
                     rule.integrate(|y| weighted.cdf(m + sd * y))
                 });
@@ -482,8 +489,8 @@ impl OrderTable {
 
     /// x ↦ ∫_{−∞}^x f_{T_j}·F_tok^p as a [`TableCdf`], made at its first use per (token law, p):
     /// T_j's panels split until F_tok^p bends little over each ([`POINT_MAX_PANEL_PER_SCALE`]
-    /// of 1 / (d/dt) ln F_tok^p at the panel's left edge, where it is largest), the density read
-    /// at the panels' own nodes where a panel stays whole.
+    /// of 1 / (d/dt) ln F_tok^p at the panel's left edge, where it is largest;
+    /// [`OrderTable::split_panels`]).
     fn point_max_cdf(&self, token: TokenLaw, power: u64) -> Arc<TableCdf> {
         if let Ok(m) = self.point_max_cdfs.lock() {
             if let Some((_, c)) = m.iter().find(|(k, _)| *k == (token, power)) {
@@ -491,35 +498,21 @@ impl OrderTable {
             }
         }
         let p = power as f64;
-        let factor = |t: f64| if power == 0 { 1.0 } else { (p * token.ln_cdf(t)).exp() };
-        let c = &self.coarse;
-        let (mut panels, mut t, mut wf) = (Vec::new(), Vec::new(), Vec::new());
-        let mut nodes = Vec::with_capacity(15);
-        for (i, &(a, b)) in c.panels.iter().enumerate() {
-            // (d/dt) ln F_tok at a, by a forward difference (a bound on the bend, not a value
-            // the result reads).
-            let h = 1e-4 * (b - a).max(1e-9);
-            let slope = (p * (token.ln_cdf(a + h) - token.ln_cdf(a)) / h).abs();
-            let width = POINT_MAX_PANEL_PER_SCALE / slope.max(1e-300);
-            let n = ((b - a) / width).ceil().clamp(1.0, POINT_MAX_SPLITS) as usize;
-            if n == 1 {
-                panels.push((a, b));
-                for (&x, &w) in c.t[15 * i..15 * i + 15].iter().zip(&c.wf[15 * i..15 * i + 15]) {
-                    t.push(x);
-                    wf.push(w * factor(x));
-                }
-                continue;
-            }
-            for k in 0..n {
-                let lo = if k == 0 { a } else { a + (b - a) * k as f64 / n as f64 };
-                let hi = if k + 1 == n { b } else { a + (b - a) * (k + 1) as f64 / n as f64 };
-                panels.push((lo, hi));
-                nodes.clear();
-                kronrod_nodes(lo, hi, &mut nodes);
-                for &(x, w) in &nodes {
-                    t.push(x);
-                    wf.push(w * self.density.at(x) * factor(x));
-                }
+        // (d/dt) ln F_tok^p = p·f_tok/F_tok at each panel's left edge: a bound on the bend.
+        let splits: Vec<usize> = self
+            .coarse
+            .panels
+            .iter()
+            .map(|&(a, b)| {
+                let slope = p * (token.ln_pdf(a) - token.ln_cdf(a)).exp();
+                let width = POINT_MAX_PANEL_PER_SCALE / slope.max(1e-300);
+                ((b - a) / width).ceil().clamp(1.0, POINT_MAX_SPLITS) as usize
+            })
+            .collect();
+        let TableNodes { panels, t, mut wf } = self.split_panels(&splits);
+        if power > 0 {
+            for (w, &x) in wf.iter_mut().zip(&t) {
+                *w *= (p * token.ln_cdf(x)).exp();
             }
         }
         let made = Arc::new(TableCdf::new(&panels, &t, &wf));
@@ -973,6 +966,7 @@ impl Analytic {
         let wf: Vec<f64> =
             nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| density.at(t))).collect();
         Some(OrderTable {
+            mass: wf.iter().sum(),
             coarse: TableNodes { panels: coarse, t, wf },
             splits,
             density,
@@ -1676,10 +1670,7 @@ mod tests {
                 if p.table.as_ref().is_some_and(|t| t.rule_for(&laws).is_none() && t.needle_side(&laws).is_some()) {
                     needle_side += 1;
                 }
-                let (r, pmf) = (a.recall(), a.layer_count_pmf());
-                NO_RULES.with(|c| c.set(true));
-                let (r0, pmf0) = (a.recall(), a.layer_count_pmf());
-                NO_RULES.with(|c| c.set(false));
+                let ((r, pmf), (r0, pmf0)) = with_and_without_rules(&a);
                 worst = worst.max((r - r0).abs());
                 for (x, y) in pmf.iter().zip(&pmf0) {
                     worst = worst.max((x - y).abs());
@@ -1697,6 +1688,16 @@ mod tests {
         // The rules are what the rows ran on (not a comparison of the table with itself).
         assert!(used >= 8 && needle_side >= 3, "rules of T_j used on {used} rows, of the needle on {needle_side}");
         assert!(worst <= 1e-12, "{worst}");
+    }
+
+    /// Recall and layer-count pmf as `a` computes them, and over the whole table (no rule of T_j,
+    /// no integral over the needle's side): the reference every shortcut is checked against.
+    fn with_and_without_rules(a: &Analytic) -> ((f64, Vec<f64>), (f64, Vec<f64>)) {
+        let fast = (a.recall(), a.layer_count_pmf());
+        NO_RULES.with(|c| c.set(true));
+        let whole = (a.recall(), a.layer_count_pmf());
+        NO_RULES.with(|c| c.set(false));
+        (fast, whole)
     }
 
     /// Max-pooled needles (Quest's pages): the rule checked on the law's own family integrates
@@ -1731,10 +1732,7 @@ mod tests {
             assert!(matches!(laws[..], [(EntryLaw::Max { .. }, _)]), "{laws:?}");
             used += p.table.as_ref().is_some_and(|t| t.rule_for(&laws).is_some()) as u32;
             rows += 1;
-            let (r, pmf) = (a.recall(), a.layer_count_pmf());
-            NO_RULES.with(|c| c.set(true));
-            let (r0, pmf0) = (a.recall(), a.layer_count_pmf());
-            NO_RULES.with(|c| c.set(false));
+            let ((r, pmf), (r0, pmf0)) = with_and_without_rules(&a);
             assert!((r - r0).abs() <= 1e-12, "{ctx} k {k} corr {corr} sd {sd}: {r} vs {r0}");
             assert!(
                 pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12),
@@ -1827,10 +1825,7 @@ mod tests {
             assert!(matches!(laws[..], [(EntryLaw::Max { .. }, _)]), "{laws:?}");
             used += (table.rule_for(&laws).is_none() && table.sharp_max_side(&laws).is_some()) as u32;
             rows += 1;
-            let (r, pmf) = (a.recall(), a.layer_count_pmf());
-            NO_RULES.with(|c| c.set(true));
-            let (r0, pmf0) = (a.recall(), a.layer_count_pmf());
-            NO_RULES.with(|c| c.set(false));
+            let ((r, pmf), (r0, pmf0)) = with_and_without_rules(&a);
             assert!((r - r0).abs() <= 1e-12, "{ctx} k {k} corr {corr} sd {sd} tokens {needle_tokens}: {r} vs {r0}");
             assert!(
                 pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= 1e-12),
