@@ -1,6 +1,6 @@
 //! `calibrate`: the scenario's fields fitted to a measured table.
 
-use super::table::{check_rows, load, with_table_facts};
+use super::table::read;
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
 use crate::calibrate::report::CalibrationReport;
 use crate::calibrate::{parse_fit_spec, parse_predict_specs, run_calibration};
@@ -36,10 +36,8 @@ pub fn calibrate(
     let fit = req.fit.ok_or_else(|| CommandError::input("--fit FIELD,… is required (for example --fit dprime)"))?;
     let base = spec.resolve()?;
     let model = engine.model()?;
-    let data = load(data_path)?;
-    let base = with_table_facts(spec, base, &data)?;
+    let (data, base) = read(spec, engine, base, &[data_path])?;
     let model = model.expecting_topks(data.topks_asked(None));
-    check_rows(&data, &base, engine)?;
     let free = parse_fit_spec(fit, Some(&data))?;
     let specs = parse_predict_specs(req.predict)?;
     if let Some(path) = req.scores {
@@ -52,9 +50,8 @@ pub fn calibrate(
         })??;
         return Ok(report);
     }
-    let report = engine.in_pool(|| {
-        let cached = engine.cached(&model, observe);
-        run_calibration(&data, &base, free, &cached, req.compare, &specs, || model.describe())
+    let report = engine.in_pool_cached(&model, observe, |cached| {
+        run_calibration(&data, &base, free, cached, req.compare, &specs, || model.describe())
     })??;
     Ok(report)
 }

@@ -251,14 +251,16 @@ impl FitEngineSpec {
         Ok(crate::engine::check(s, &opts)?)
     }
 
-    /// The model behind a memo (each distinct scenario evaluated once: exact, the engines being
-    /// deterministic), reporting its evaluations to `observe`.
-    pub(crate) fn cached<'a>(
+    /// Runs `f` on `threads` workers with `model` behind a memo (each distinct scenario
+    /// evaluated once: exact, the engines being deterministic) that reports its evaluations to
+    /// `observe`.
+    pub(crate) fn in_pool_cached<T: Send>(
         &self,
-        model: &'a EngineModel,
-        observe: Evaluations<'a>,
-    ) -> crate::calibrate::cache::CachedModel<'a> {
-        crate::calibrate::cache::CachedModel::new(model).with_observer(observe)
+        model: &EngineModel,
+        observe: Evaluations,
+        f: impl FnOnce(&crate::calibrate::cache::CachedModel) -> T + Send,
+    ) -> Result<T, CommandError> {
+        self.in_pool(|| f(&crate::calibrate::cache::CachedModel::new(model).with_observer(observe)))
     }
 
     /// Runs `f` on `threads` workers.

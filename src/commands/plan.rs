@@ -1,11 +1,9 @@
 //! `plan`: the cells to measure next, and the table they would be measured against.
 
-use super::table::{check_rows, given_fields, load, load_all, with_table_facts};
+use super::table::{prepare, Prepared};
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
 use crate::calibrate::Dataset;
-use crate::diagnosis::numbers_scenario;
 use crate::diagnosis::plan::Plan;
-use crate::verdict::VerdictOptions;
 use std::path::Path;
 
 /// "Nothing to plan" as a result: the one line `plan` prints (exit 0) when no cell the kernel
@@ -78,24 +76,13 @@ pub fn plan(
         )));
     }
     let only = req.hypotheses.iter().map(|n| crate::calibrate::check_name(n)).collect::<Result<Vec<_>, _>>()?;
-    let (base, given) = spec.resolve_given()?;
-    let verdict = VerdictOptions { target: req.target.unwrap_or(0.9), max_topk: base.max_topk };
-    verdict.validate()?;
-    let model = engine.model()?;
-    engine.check(&base)?;
-    let data = if req.also.is_empty() {
-        load(path)?
-    } else {
-        load_all(&std::iter::once(path).chain(req.also.iter().copied()).collect::<Vec<_>>())?
-    };
-    let base = with_table_facts(spec, base, &data)?;
-    check_rows(&data, &base, engine)?;
+    let paths: Vec<&Path> = std::iter::once(path).chain(req.also.iter().copied()).collect();
     // The hypotheses' physical calls at the length the verdict on this table uses.
-    let (base, _) = numbers_scenario(&data, &base, given_fields(&given))?;
-    let model = model.expecting_topks(data.topks_asked(Some(&base)));
+    let Prepared { data, at, model, opts: verdict, .. } =
+        prepare(spec, engine, req.target.unwrap_or(0.9), &paths, None)?;
     let opts = crate::diagnosis::plan::PlanOptions { budget: req.budget, seed: engine.seed, only: &only, verdict };
-    let p = engine
-        .in_pool(|| crate::diagnosis::plan::plan_with(&data, &base, &[], &engine.cached(&model, observe), &opts))??;
+    let p =
+        engine.in_pool_cached(&model, observe, |m| crate::diagnosis::plan::plan_with(&data, &at, &[], m, &opts))??;
     Ok(Planned { plan: p, data })
 }
 

@@ -1,16 +1,91 @@
 //! What the commands on measured data share: reading a table (several joined into one), checking
 //! its rows against the engine, and the base scenario with what the table records of how it was
-//! measured.
+//! measured ([`read`]); for `verdict` and `plan`, all that and the numbers' scenario in one step
+//! ([`prepare`]).
 
 use super::{CommandError, FitEngineSpec, ScenarioSpec};
-use crate::calibrate::{load_csv, CalibError, Dataset};
-use crate::diagnosis::GivenFields;
+use crate::calibrate::{load_csv, parse_fit_spec, CalibError, Dataset, FreeParam};
+use crate::diagnosis::{pipeline, GivenFields, NumbersAt};
+use crate::engine::EngineModel;
 use crate::scenario::{Field, Scenario};
+use crate::verdict::VerdictOptions;
 use std::path::Path;
+
+/// What a verdict starts from, with or without a table ([`setup`]).
+pub(super) struct Setup {
+    /// The resolved scenario.
+    pub(super) base: Scenario,
+    /// Which of context_len and index_topk the user gave.
+    pub(super) given: GivenFields,
+    /// The verdict's target and the scenario's kernel maximum k, validated.
+    pub(super) opts: VerdictOptions,
+    /// The engine's model.
+    pub(super) model: EngineModel,
+}
+
+/// The scenario resolved (with the fields the user gave), the verdict's options at `target`
+/// validated, the engine's model, and the engine's check of the scenario, in that order.
+pub(super) fn setup(spec: &ScenarioSpec, engine: &FitEngineSpec, target: f64) -> Result<Setup, CommandError> {
+    let (base, given) = spec.resolve_given()?;
+    let opts = VerdictOptions { target, max_topk: base.max_topk };
+    opts.validate()?;
+    let model = engine.model()?;
+    engine.check(&base)?;
+    Ok(Setup { base, given: given_fields(&given), opts, model })
+}
+
+/// What `verdict --data` and `plan` compute from ([`prepare`]).
+pub(super) struct Prepared {
+    /// The tables joined into one.
+    pub(super) data: Dataset,
+    /// The resolved scenario with the table's facts ([`with_table_facts`]).
+    pub(super) base: Scenario,
+    /// The scenario the numbers are at ([`pipeline::numbers`]).
+    pub(super) at: Scenario,
+    /// Where the numbers' context length and k come from.
+    pub(super) length: NumbersAt,
+    /// The engine's model, expecting the k the table's rows ask at the numbers' length.
+    pub(super) model: EngineModel,
+    /// The verdict's options.
+    pub(super) opts: VerdictOptions,
+    /// The fields to fit (`--fit`), parsed against the table; `None` without `--fit`.
+    pub(super) free: Option<Vec<FreeParam>>,
+}
+
+/// The one preparation of a verdict or plan on measured tables: [`setup`], the tables read
+/// with their facts and rows checked ([`read`]), `fit` parsed against them, then the numbers'
+/// scenario and the model for it ([`pipeline::numbers`]).
+pub(super) fn prepare(
+    spec: &ScenarioSpec,
+    engine: &FitEngineSpec,
+    target: f64,
+    paths: &[&Path],
+    fit: Option<&str>,
+) -> Result<Prepared, CommandError> {
+    let Setup { base, given, opts, model } = setup(spec, engine, target)?;
+    let (data, base) = read(spec, engine, base, paths)?;
+    let free = fit.map(|f| parse_fit_spec(f, Some(&data))).transpose()?;
+    let (at, length, model) = pipeline::numbers(&data, &base, given, model)?;
+    Ok(Prepared { data, base, at, length, model, opts, free })
+}
+
+/// The tables at `paths` read and joined ([`load_all`]), `base` with their facts
+/// ([`with_table_facts`]) and every row checked with the engine ([`check_rows`]).
+pub(super) fn read(
+    spec: &ScenarioSpec,
+    engine: &FitEngineSpec,
+    base: Scenario,
+    paths: &[&Path],
+) -> Result<(Dataset, Scenario), CommandError> {
+    let data = load_all(paths)?;
+    let base = with_table_facts(spec, base, &data)?;
+    check_rows(&data, &base, engine)?;
+    Ok((data, base))
+}
 
 /// Checks every row of a table, applied to the base scenario, with the engine (see
 /// [`FitEngineSpec::check`]); rows that do not apply are left to the fit's own message.
-pub(crate) fn check_rows(data: &Dataset, base: &Scenario, engine: &FitEngineSpec) -> Result<(), CommandError> {
+fn check_rows(data: &Dataset, base: &Scenario, engine: &FitEngineSpec) -> Result<(), CommandError> {
     for r in &data.rows {
         if let Ok(s) = r.apply(base) {
             engine
@@ -21,12 +96,12 @@ pub(crate) fn check_rows(data: &Dataset, base: &Scenario, engine: &FitEngineSpec
     Ok(())
 }
 
-pub(super) fn load(path: &Path) -> Result<Dataset, CommandError> {
+fn load(path: &Path) -> Result<Dataset, CommandError> {
     Ok(load_csv(path).map_err(CalibError::from)?)
 }
 
 /// Several tables read and joined into one ([`crate::measured::join`]).
-pub(super) fn load_all(paths: &[&Path]) -> Result<Dataset, CommandError> {
+fn load_all(paths: &[&Path]) -> Result<Dataset, CommandError> {
     let tables = paths.iter().map(|p| load(p)).collect::<Result<Vec<_>, _>>()?;
     Ok(crate::measured::join(tables).map_err(CalibError::from)?)
 }
@@ -40,7 +115,7 @@ pub(super) fn load_all(paths: &[&Path]) -> Result<Dataset, CommandError> {
 /// geometry measured: a selection table's value where every row shares it, a recall table's
 /// needle_tokens as the lower median over its rows weighted by their trials (the shared value
 /// when they share one). A table without these columns is returned unchanged.
-pub(crate) fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> Result<Scenario, CommandError> {
+fn with_table_facts(spec: &ScenarioSpec, base: Scenario, data: &Dataset) -> Result<Scenario, CommandError> {
     let selection = data.is_selection();
     type Fact = fn(&crate::measured::Observation) -> Option<String>;
     let facts: [(Field, Fact); 3] = [
@@ -113,6 +188,6 @@ fn weighted_lower_median(values: impl Iterator<Item = (u64, u64)>) -> Option<u64
 
 /// Which of the fields the verdict's numbers on a table depend on the user gave (`given`:
 /// [`ScenarioSpec::resolve_given`]).
-pub(super) fn given_fields(given: &[Field]) -> GivenFields {
+fn given_fields(given: &[Field]) -> GivenFields {
     GivenFields { context_len: given.contains(&Field::ContextLen), index_topk: given.contains(&Field::IndexTopk) }
 }

@@ -1,14 +1,14 @@
 //! `verdict`: the call on a scenario, on a measured table (diagnosed) or on a calibrated fit.
 
-use super::table::{check_rows, given_fields, load_all, with_table_facts};
+use super::table::{prepare, setup, Prepared, Setup};
 use super::{CommandError, Evaluations, FitEngineSpec, ScenarioSpec};
 use crate::calibrate::report::CalibrationReport;
-use crate::calibrate::{parse_fit_spec, Dataset};
+use crate::calibrate::Dataset;
 use crate::diagnosis::pipeline;
-use crate::diagnosis::{numbers_scenario, CalibratedCall, Diagnosis};
+use crate::diagnosis::{CalibratedCall, Diagnosis};
 use crate::present::verdict as present;
 use crate::scenario::Scenario;
-use crate::verdict::{Verdict, VerdictOptions};
+use crate::verdict::Verdict;
 use std::path::Path;
 
 /// What `verdict` found: the call on the scenario alone, on a diagnosed table (`--data`), or on
@@ -65,43 +65,26 @@ pub fn verdict_tables(
     fit: Option<&str>,
     observe: Evaluations,
 ) -> Result<VerdictResult, CommandError> {
-    let data = (!tables.is_empty()).then_some(tables);
-    let (base, given) = spec.resolve_given()?;
-    let opts = VerdictOptions { target, max_topk: base.max_topk };
-    opts.validate()?;
-    let model = engine.model()?;
-    engine.check(&base)?;
-    match (data, fit) {
-        (Some(paths), Some(fit)) => {
-            let data = load_all(paths)?;
-            let base = with_table_facts(spec, base, &data)?;
-            check_rows(&data, &base, engine)?;
-            let free = parse_fit_spec(fit, Some(&data))?;
-            let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
-            let model = model.expecting_topks(data.topks_asked(Some(&at)));
-            let (report, call) = engine.in_pool(|| {
-                let req = pipeline::FitRequest::default();
-                let cached = engine.cached(&model, observe);
-                let report = pipeline::fit(&data, &base, free, &cached, req, String::new)?;
-                let call = pipeline::call(&data, (&at, length), &report, &cached, opts)?;
-                Ok::<_, crate::calibrate::CalibError>((report, call))
+    if tables.is_empty() {
+        let Setup { base, opts, model, .. } = setup(spec, engine, target)?;
+        if fit.is_some() {
+            return Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit"));
+        }
+        let v = engine.in_pool(|| crate::verdict::verdict(&base, &model, opts))??;
+        return Ok(VerdictResult::Scenario { verdict: Box::new(v), scenario: Box::new(base) });
+    }
+    let Prepared { data, base, at, length, model, opts, free } = prepare(spec, engine, target, tables, fit)?;
+    match free {
+        Some(free) => {
+            let (report, call) = engine.in_pool_cached(&model, observe, |m| {
+                pipeline::fitted_call(&data, &base, (&at, length), free, m, opts)
             })??;
             Ok(VerdictResult::Calibrated { report: Box::new(report), call: Box::new(call), data })
         }
-        (Some(paths), None) => {
-            let data = load_all(paths)?;
-            let base = with_table_facts(spec, base, &data)?;
-            check_rows(&data, &base, engine)?;
-            let (at, length) = numbers_scenario(&data, &base, given_fields(&given))?;
-            let model = model.expecting_topks(data.topks_asked(Some(&at)));
+        None => {
             let d = engine
-                .in_pool(|| pipeline::diagnosed(&data, (&at, length), &[], &engine.cached(&model, observe), opts))??;
+                .in_pool_cached(&model, observe, |m| pipeline::diagnosed(&data, (&at, length), &[], m, opts))??;
             Ok(VerdictResult::Diagnosed { diagnosis: Box::new(d), data })
-        }
-        (None, Some(_)) => Err(CommandError::input("--fit needs --data FILE.csv: the measured table to fit")),
-        (None, None) => {
-            let v = engine.in_pool(|| crate::verdict::verdict(&base, &model, opts))??;
-            Ok(VerdictResult::Scenario { verdict: Box::new(v), scenario: Box::new(base) })
         }
     }
 }

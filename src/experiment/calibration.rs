@@ -138,10 +138,9 @@ pub(crate) fn run_experiment_text(path: &Path, text: &str, out: Option<&Path>) -
     let sets = |f: Field| exp.scenario.as_ref().is_some_and(|t| crate::scenario::fields_in_table(t).any(|g| g == f));
     let given =
         crate::diagnosis::GivenFields { context_len: sets(Field::ContextLen), index_topk: sets(Field::IndexTopk) };
-    let (base, length) = crate::diagnosis::numbers_scenario(&data, &base, given)?;
     let model =
-        EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED))
-            .expecting_topks(data.topks_asked(Some(&base)));
+        EngineModel::new(exp.engine, exp.trials.unwrap_or(DEFAULT_FIT_TRIALS), exp.seed.unwrap_or(DEFAULT_SEED));
+    let (base, length, model) = crate::diagnosis::pipeline::numbers(&data, &base, given, model)?;
     let free = parse_fit_spec(&exp.fit, Some(&data))?;
     let opts = VerdictOptions { target: exp.target, max_topk: base.max_topk };
     opts.validate()?;
