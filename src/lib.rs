@@ -121,6 +121,7 @@ pub mod diagnosis;
 pub mod engine;
 pub mod error;
 pub mod experiment;
+pub(crate) mod figure;
 pub mod formats;
 pub mod geometry;
 #[allow(rustdoc::private_intra_doc_links)]
@@ -135,7 +136,6 @@ pub mod present;
 pub mod probe;
 pub mod progress;
 pub mod quadrature;
-pub(crate) mod report;
 pub mod scenario;
 pub mod scores;
 pub mod stats;

@@ -22,10 +22,10 @@ use crate::calibrate::predict::{parse_predict_specs, predict_grid};
 use crate::calibrate::report::CalibrationReport;
 use crate::calibrate::{load_csv, parse_fit_spec, CalibError, Problem};
 use crate::engine::{EngineChoice, EngineModel, RecallModel, DEFAULT_FIT_TRIALS, DEFAULT_SEED, MAX_TRIALS};
+use crate::output::escape::{md_code, md_line, md_text};
 use crate::output::{StageOptions, StagedDir};
 use crate::present::calibrate::{point_value, BAND_METHOD};
 use crate::present::verdict as present;
-use crate::report::escape::{md_code, md_line, md_text};
 use crate::scenario::{Field, Scenario};
 use crate::verdict::VerdictOptions;
 use serde::Deserialize;
@@ -437,8 +437,8 @@ fn draw_curves(
     target: f64,
     model: &dyn crate::engine::RecallModel,
 ) -> Result<Vec<String>, CalibError> {
-    use crate::report::plot::{LineChart, PointSet, RefLine, Series};
-    use crate::report::{save_figure, Scale};
+    use crate::figure::plot::{LineChart, PointSet, RefLine, Series};
+    use crate::figure::{save_figure, Scale};
     std::fs::create_dir_all(dir).map_err(|e| CalibError::Output(format!("{}: {e}", dir.display())))?;
     let mut drawn = Vec::new();
     for (f, pts) in curves {

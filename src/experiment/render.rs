@@ -5,11 +5,11 @@ use super::report::Spread;
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
 use crate::diagnosis::rule;
 use crate::engine::EngineError;
-use crate::output::{StageOptions, StagedDir, STAGE_MARKER};
-use crate::progress::Progress;
-use crate::report::{
+use crate::figure::{
     binary_label, save_figure, CellColors, Corner, Heatmap, LineChart, Panel, PointSet, RefLine, Scale, Series,
 };
+use crate::output::{StageOptions, StagedDir, STAGE_MARKER};
+use crate::progress::Progress;
 use crate::scenario::{Field, Scenario, Unit};
 use crate::sweep::{run_grid, to_json, Format, Grid, Output, PointResult, Row, SweepError, SweepOptions};
 use crate::verdict::Call;

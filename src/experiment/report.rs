@@ -1,7 +1,7 @@
 //! The markdown report of an experiment.
 
 use super::{Dataset, Experiment, FigureKind, PreparedFigure};
-use crate::report::escape::{md_code, md_line, md_link_text, md_text, md_url};
+use crate::output::escape::{md_code, md_line, md_link_text, md_text, md_url};
 use crate::scenario::{Field, Scenario};
 use std::fmt::Write as _;
 

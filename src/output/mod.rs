@@ -19,9 +19,13 @@
 //!   `STAGE_MARKER`, and `.NAME.tmp-PID` files), which the next run on the same output resumes
 //!   (`--resume`) or removes.
 //!
+//! The text a result folder holds is made safe here too: user text escaped for SVG and markdown
+//! (`escape`).
+//!
 //! This module imports nothing else of the crate but `crate::input`: every writer above it
-//! (sweep, experiment, calibrate, report) may use it.
+//! (sweep, experiment, calibrate, figure) may use it.
 
+pub(crate) mod escape;
 mod file;
 mod folder;
 mod lock;

@@ -1,10 +1,9 @@
-//! Reports: figures (plotters, SVG and PNG), measured-data overlays and the markdown report of
-//! an experiment.
+//! Figures: line charts and heatmaps (plotters, SVG and PNG) with measured-data overlays, for
+//! the experiments' result folders.
 //!
 //! Text is drawn with the DejaVu Sans font embedded in the binary (`assets/fonts`, Bitstream
 //! Vera licence), so figures render the same on machines without system fonts.
 
-pub(crate) mod escape;
 pub(crate) mod heatmap;
 pub(crate) mod plot;
 
@@ -68,7 +67,7 @@ pub(crate) fn save_figure(
         root.present().map_err(|e| fail(&e))?;
     }
     // The one place SVG text is made XML-safe: every title, label, legend entry and note.
-    let svg = escape::svg_document(&svg);
+    let svg = crate::output::escape::svg_document(&svg);
     crate::sweep::write_atomic(&svg_path, svg.as_bytes()).map_err(|e| fail(&e))?;
     let png_path = dir.join(format!("{stem}.png"));
     let tmp = dir.join(format!(".{stem}.tmp-{}.png", std::process::id()));

@@ -2,7 +2,7 @@
 //! for the two text formats of a result folder, one place per format:
 //!
 //! - **SVG**: [`svg_document`] is applied once to every drawn SVG document (by
-//!   [`super::save_figure`]). plotters already escapes `<`, `>`, `&`, `"` and `'`; this replaces
+//!   `figure::save_figure`). plotters already escapes `<`, `>`, `&`, `"` and `'`; this replaces
 //!   the characters XML 1.0 cannot hold at all, even as references (C0 controls other than tab,
 //!   line feed and carriage return, U+FFFE, U+FFFF), so every title, label, legend entry and note
 //!   gives well-formed XML.
