@@ -73,8 +73,6 @@ pub mod device;
 pub mod effective;
 pub(crate) mod hadamard;
 pub mod kernel;
-#[cfg(test)]
-pub(crate) mod normal;
 pub(crate) mod philox;
 
 use crate::formats::Format;

@@ -76,11 +76,11 @@ const OFF: &[(&str, &str)] = &[
 /// With the switches off, scores and ranks are bit-identical to the model before the mechanisms.
 /// History of the pinned fingerprints: recorded from commit ef4c5a6 (the code before the
 /// mechanisms) and matched by the commit that added them; then the key norm's sum of squares in 8
-/// lanes changed the last bits of cases 1 and 2; then the ziggurat of `indexer::normal` replaced
-/// rand_distr's f32 normals (a different random stream); then the counter-based Philox draws
-/// (`indexer::philox`, layer l of the fingerprint from (seed 7, trial 0, l)) replaced the
-/// ziggurat: re-recorded each time. They now guard the switches-off model against unintended
-/// change.
+/// lanes changed the last bits of cases 1 and 2; then the ziggurat of `indexer::normal` (since
+/// removed) replaced rand_distr's f32 normals (a different random stream); then the
+/// counter-based Philox draws (`indexer::philox`, layer l of the fingerprint from (seed 7,
+/// trial 0, l)) replaced the ziggurat: re-recorded each time. They now guard the switches-off
+/// model against unintended change.
 #[test]
 fn switches_off_is_bit_identical_to_the_model_before() {
     // At ef4c5a6: [0xe5323c9bd5819147, 0xbc807ddd4ae64e42, 0x92edbaf18c14c805].
