@@ -115,8 +115,6 @@
 // for the Python package (python/).
 pub mod calibrate;
 pub mod commands;
-// Docs of modules others are editing now link to items that are pub(crate): unlinked once settled.
-#[allow(rustdoc::private_intra_doc_links)]
 pub mod diagnosis;
 pub mod engine;
 pub mod error;
@@ -124,15 +122,12 @@ pub mod experiment;
 pub(crate) mod figure;
 pub mod formats;
 pub mod geometry;
-#[allow(rustdoc::private_intra_doc_links)]
 pub mod import;
 pub mod indexer;
 pub(crate) mod input;
 pub mod measured;
 pub mod output;
-#[allow(rustdoc::private_intra_doc_links)]
 pub mod present;
-#[allow(rustdoc::private_intra_doc_links)]
 pub mod probe;
 pub mod progress;
 pub mod quadrature;

@@ -27,7 +27,7 @@
 //! (likelihood-ratio statistic above twice the extra rates): the data then favour a difference the
 //! test cannot confirm, and no physical call may rest on the condition not mattering.
 //!
-//! Work is bounded: when the convolution would cost more than [`EXACT_WORK_MAX`] multiply-adds
+//! Work is bounded: when the convolution would cost more than `EXACT_WORK_MAX` multiply-adds
 //! (hundreds of thousands of trials), the p-value is the normal approximation of the same
 //! statistic (mean and variance summed over the cells, continuity-corrected) and
 //! [`ConditionTest::exact`] says so.
@@ -92,10 +92,10 @@ pub struct ConditionTest {
     pub exact: bool,
     /// `p_value < CONDITION_ALPHA`, on a column that is not a workload column.
     pub significant: bool,
-    /// The column names the workload ([`WORKLOAD_COLUMNS`]): a difference is physics.
+    /// The column names the workload (`WORKLOAD_COLUMNS`): a difference is physics.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub workload: bool,
-    /// A recall per value beats one recall per cell by AIC ([`favours_values`]) on a column that
+    /// A recall per value beats one recall per cell by AIC (`favours_values`) on a column that
     /// is not a workload column: the data favour a difference, significant or not.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub favoured: bool,

@@ -2,17 +2,17 @@
 //!
 //! The evidence comes from below: the row checks against the random-indexer floor
 //! ([`crate::calibrate::row_checks`](mod@crate::calibrate::row_checks)) and the named
-//! hypotheses fitted and ranked by AIC ([`crate::calibrate::hypotheses`], six of them defect
+//! hypotheses fitted and ranked by AIC (`crate::calibrate::hypotheses`, six of them defect
 //! classes). Here they become a call:
-//! [`signature`] names the patterns that point at a defect or a read failure, [`conditions`]
-//! tests the table's condition columns, [`error_rates`] measures by simulation how often the
-//! procedure is wrong on tables like the user's, and [`rule`] alone turns all of it, with the
+//! `signature` names the patterns that point at a defect or a read failure, [`conditions`]
+//! tests the table's condition columns, `error_rates` measures by simulation how often the
+//! procedure is wrong on tables like the user's, and `rule` alone turns all of it, with the
 //! verdict's numbers for a working indexer ([`crate::verdict`]), into the call. [`diagnose`]
-//! diagnoses a table (`verdict --data`); [`calibrated_call`] a calibrated fit (`verdict --data
+//! diagnoses a table (`verdict --data`); `calibrated_call` a calibrated fit (`verdict --data
 //! --fit`, calibration experiments); both return typed results, presented by
 //! [`crate::present::verdict`] alone, so the command line, the Python package and the
 //! experiments print one thing. [`plan`] proposes the measurement that would decide, and
-//! simulates how often the rule (the same [`rule::decide`] and [`rule::named_defect`]) then
+//! simulates how often the rule (the same `rule::decide` and `rule::named_defect`) then
 //! calls the truth right.
 
 pub(crate) mod calibrated;
@@ -66,7 +66,7 @@ pub(crate) enum NumbersTopk {
     EveryRows,
 }
 
-/// Where the verdict's numbers on a measured table are: [`numbers_scenario`].
+/// Where the verdict's numbers on a measured table are: `numbers_scenario`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NumbersAt {
     /// Where the context length comes from.
@@ -131,7 +131,7 @@ pub struct Diagnosis {
     /// The hypothesis the numbers come from.
     pub numbers_from: Hypothesis,
     /// Where the numbers' context length and k come from (set by the caller that knows:
-    /// [`Diagnosis::numbers_at`]).
+    /// `Diagnosis::numbers_at`).
     pub numbers_at: NumbersAt,
     /// The scenario the numbers come from.
     pub scenario: Scenario,
@@ -139,9 +139,9 @@ pub struct Diagnosis {
     pub conditions: Vec<ConditionTest>,
     /// The rule's simulated error rates at this table's design (recall tables).
     pub error_rates: Option<ErrorRates>,
-    /// With an undecided call: the cells that would decide it ([`plan::plan_from`] from the
+    /// With an undecided call: the cells that would decide it (`plan::plan_from` from the
     /// diagnosis's own hypotheses, budget [`plan::UNDECIDED_BUDGET`], seed
-    /// [`error_rates::SEED`]; None when no cell the kernel runs separates them).
+    /// `error_rates::SEED`; None when no cell the kernel runs separates them).
     pub plan: Option<plan::Plan>,
     /// Why the rule made the call.
     pub reason: rule::Reason,

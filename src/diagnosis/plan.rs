@@ -180,7 +180,7 @@ pub fn candidate_k(base: &Scenario, data: &Dataset) -> Vec<u64> {
 /// The candidate cells: context lengths 1000–64000 (and L + 3 when the compression ratio
 /// exceeds 1, to probe the length modulo c), the kernel's k ([`candidate_k`]), depths 0.1, 0.5
 /// and 0.9, each a valid scenario on `base`. The scenario has no context-window field: the
-/// lengths stop at [`MAX_PLANNED_CONTEXT`], within the window of every model the presets
+/// lengths stop at `MAX_PLANNED_CONTEXT`, within the window of every model the presets
 /// describe, or at the table's longest measured length when that is longer (the deployment ran
 /// it), doubling from 128,000 up to it.
 pub fn candidates(base: &Scenario, data: &Dataset) -> Vec<Observation> {
@@ -250,13 +250,13 @@ fn normalise(lnw: &[f64], w: &mut [f64], lw: &mut [f64]) {
     }
 }
 
-/// Spends `budget` trials over candidate cells, greedily in [`chunking`]'s chunks, each on the
+/// Spends `budget` trials over candidate cells, greedily in `chunking`'s chunks, each on the
 /// cell whose chunk most reduces the expected posterior entropy over the hypotheses given the
 /// chunks before it. `preds[h][c]` is hypothesis h's recall at candidate c; `prior` their prior.
 /// The new chunk's counts are summed exactly (every y with a binomial mass above 1e-300); the
-/// earlier chunks' outcomes are [`INFORMATION_SAMPLES`] draws per hypothesis (draw s from
+/// earlier chunks' outcomes are `INFORMATION_SAMPLES` draws per hypothesis (draw s from
 /// (seed, s)), merged when their outcomes coincide. A cell where all predictions agree within
-/// [`AGREE`] is never chosen; the design stops early when no cell adds [`MIN_GAIN_BITS`].
+/// `AGREE` is never chosen; the design stops early when no cell adds `MIN_GAIN_BITS`.
 pub fn information_design(prior: &[f64], preds: &[Vec<f64>], budget: u64, seed: u64) -> Design {
     let m = prior.len();
     let nc = preds.first().map_or(0, Vec::len);
@@ -385,14 +385,14 @@ pub struct RuleHypothesis {
     pub at_cells: Vec<f64>,
 }
 
-/// The diagnosis's decision rule ([`super::rule`], as [`super::diagnose`] applies it) applied to the measured table joined
+/// The diagnosis's decision rule (`super::rule`, as [`super::diagnose`] applies it) applied to the measured table joined
 /// with simulated counts at the planned cells, the hypotheses scored at their fitted predictions
 /// (a refit of every hypothesis per simulated table would cost hundreds of fits): a table is
 /// implementation-suspect when its rows lie jointly below the random-indexer floor, when the
 /// measured table already shows an exact defect signature (worse than random, a condition
 /// column that matters), or when the defect evidence AIC(best working) − AIC(best defect)
 /// exceeds τ (undecided instead when the design's false-alarm rate exceeds
-/// [`rule::MAX_FALSE_ALARM`]); otherwise read-limited when the table shows misses with every
+/// `rule::MAX_FALSE_ALARM`); otherwise read-limited when the table shows misses with every
 /// candidate selected or read-failure has the lowest AIC; otherwise the physical call of the
 /// lowest-AIC plain-scenario hypothesis. The diagnosis's other undecided case (the data leave
 /// the preferred defect plausible) is not simulated.

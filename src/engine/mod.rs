@@ -9,8 +9,6 @@
 pub mod analytic;
 pub mod binomial;
 pub(crate) mod gauss_rule;
-// Its docs link to pub(crate) items; it is being split into a folder now.
-#[allow(rustdoc::private_intra_doc_links)]
 pub mod montecarlo;
 pub(crate) mod recall_model;
 pub(crate) mod table_cdf;

@@ -1,4 +1,4 @@
-//! The calibration's presenter: the text and JSON of a [`CalibrationReport`] (`calibrate`, and
+//! The calibration's presenter: the text and JSON of a `CalibrationReport` (`calibrate`, and
 //! inside `verdict --data --fit` and calibration experiments) and of the ranked hypotheses. The
 //! report's `to_json` and `to_text` are implemented here, so that a front end prints it with a
 //! method call while its rendering lives with the other presenters.

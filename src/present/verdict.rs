@@ -1,7 +1,7 @@
 //! The verdict's presenter: the text and JSON of every verdict (`verdict` on a scenario, on a
-//! table — [`Diagnosis`] — and on a calibrated fit — [`CalibratedCall`]), built here alone from
+//! table — [`Diagnosis`] — and on a calibrated fit — `CalibratedCall`), built here alone from
 //! the typed results the domain returns. A diagnosis's text starts with the call, its one-line
-//! reason ([`crate::diagnosis::rule::Reason::sentence`], the one home of those sentences) and what
+//! reason (`crate::diagnosis::rule::Reason::sentence`, the one home of those sentences) and what
 //! to do next; the tables follow.
 
 use super::calibrate::{hypotheses_json, hypotheses_text};

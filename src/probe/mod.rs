@@ -10,7 +10,7 @@
 //! - [`cells`]: the grid (`2K..64K:x2` × depths × repeats) or the cells of `plan --out`;
 //! - [`prompt`]: haystack, needle, question, and the length search;
 //! - [`client`]: HTTP with timeouts, retries and backoff;
-//! - [`tokenizer`]: `--tokenizer tokenizer.json`, the served model's tokenizer counted locally;
+//! - `tokenizer`: `--tokenizer tokenizer.json`, the served model's tokenizer counted locally;
 //! - [`transcript`]: the per-request lines and their reading on `--resume`.
 
 pub mod cells;

@@ -354,7 +354,7 @@ const SKIPS: usize = 4;
 /// Finds the haystack words whose prompt counts `target` tokens (`count(words)`: the server's
 /// count of the prompt with that many words), starting from `start` words: secant steps, then
 /// single words towards the target. Returns the exact count when one is found, else the closest
-/// within ±1%; an error when none is within ±1% after [`MAX_EVALUATIONS`] counts.
+/// within ±1%; an error when none is within ±1% after `MAX_EVALUATIONS` counts.
 pub fn search(
     target: u64,
     start: usize,

@@ -2,7 +2,7 @@
 //!
 //! The scenario is prepared once into a plan, a [`TrialPlan`](crate::trials::TrialPlan) that the shared driver
 //! ([`crate::trials::run`]) runs chunk by chunk: trial i draws only from
-//! [`crate::trials::trial_rng`]`(seed, i)` and the counts merge by addition, so the output is
+//! `crate::trials::trial_rng(seed, i)` and the counts merge by addition, so the output is
 //! identical for any thread count and any rerun.
 //!
 //! Two paths:

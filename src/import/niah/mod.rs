@@ -31,9 +31,9 @@
 //! `lm_eval/tasks/ruler/common_utils.py` (`process_results`, `string_match_all`,
 //! `doc["max_length"]`); OpenCompass `configs/datasets/needlebench` (the `abbr` names).
 //!
-//! Reading is bounded: JSON files at 64 MiB ([`crate::input::read_to_string`]), JSONL line by
+//! Reading is bounded: JSON files at 64 MiB (`crate::input::read_to_string`), JSONL line by
 //! line with each line at most 64 MiB, folders walked without following symbolic links, at
-//! most [`MAX_FILES`] files.
+//! most `MAX_FILES` files.
 
 use crate::error::{Classify, ErrorKind};
 use std::collections::BTreeMap;
@@ -604,7 +604,7 @@ impl Import {
         self.formats.iter().map(|f| f.name()).collect::<Vec<_>>().join("+")
     }
 
-    /// [`Import::csv`], read back with the one reader ([`crate::measured::parse_csv`]) and
+    /// `Import::csv`, read back with the one reader ([`crate::measured::parse_csv`]) and
     /// checked to hold every cell's trials and hits: `calibrate --data` takes the table as
     /// written. A table that does not read back is a failure of the importer.
     pub fn checked_csv(&self, out: &str) -> Result<String, HarnessError> {

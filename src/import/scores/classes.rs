@@ -34,11 +34,11 @@
 //!
 //! Expectation–maximisation fits it: responsibilities r_qc ∝ π_c L_q(c); then π_c, p_c = Σ r m
 //! / Σ r n, the needle law's weighted mean and sd, and a weighted GPD fit per class
-//! ([`super::tail::fit_gpd_weighted`], Newton-refined from the previous iterate). EM starts
+//! (`super::tail::fit_gpd_weighted`, Newton-refined from the previous iterate). EM starts
 //! from the queries split into C groups by their mean excess per distractor (Σ_j y_qj / n_q,
 //! light to heavy), so it is deterministic.
 //!
-//! The number of classes is chosen by [`FOLDS`]-fold cross-validation over queries (query q in
+//! The number of classes is chosen by `FOLDS`-fold cross-validation over queries (query q in
 //! fold q mod FOLDS): a C-class fit on the other folds scores each held-out query by the
 //! marginal log-likelihood of its distractors' tail, ln Σ_c π_c L_q(c) without the needle term. C + 1 classes replace C only if the held-out
 //! log-likelihood rises by more than twice its standard error over queries (the paired
@@ -110,7 +110,7 @@ pub struct ClassChoice {
     /// The mixture of the chosen count fitted on every query.
     pub mixture: Mixture,
     /// (C, held-out log-likelihood summed over queries), for every C tried; None where the
-    /// C-class fit failed in some fold (a class with fewer than [`MIN_EXCEEDANCES`] effective
+    /// C-class fit failed in some fold (a class with fewer than `MIN_EXCEEDANCES` effective
     /// exceedances).
     pub heldout: Vec<(usize, Option<f64>)>,
 }

@@ -132,8 +132,8 @@ const VALIDATION_STREAM: u64 = 0x7661_6c69_6461_7465;
 pub struct Validation {
     /// The model.
     pub model: TailModel,
-    /// Per k of [`VALIDATION_KS`], predicted minus measured recall at the captured count from
-    /// half the distractors, averaged over the [`SPLITS`] halvings; None where the model could
+    /// Per k of `VALIDATION_KS`, predicted minus measured recall at the captured count from
+    /// half the distractors, averaged over the `SPLITS` halvings; None where the model could
     /// not be fitted on some half (too few exceedances).
     pub errors: Option<Vec<f64>>,
     /// Per k, the standard error of that mean error over queries (each query's prediction
@@ -166,7 +166,7 @@ impl Validation {
         Some(-0.5 * e.iter().zip(scale).map(|(e, s)| (e / s).powi(2)).sum::<f64>())
     }
 
-    /// Whether the error at some k exceeds [`SWITCH_SE`] standard errors (a model that fits
+    /// Whether the error at some k exceeds `SWITCH_SE` standard errors (a model that fits
     /// within its noise at every k is not replaced).
     pub fn biased(&self) -> bool {
         match (&self.errors, &self.standard_errors) {
@@ -178,7 +178,7 @@ impl Validation {
     }
 }
 
-/// Per k, the mean of the fitted candidates' standard errors, floored at [`SE_FLOOR`]: the scale
+/// Per k, the mean of the fitted candidates' standard errors, floored at `SE_FLOOR`: the scale
 /// every candidate's [`Validation::ln_weight`] divides its errors by (empty: none fitted).
 pub fn common_scale(validation: &[Validation]) -> Vec<f64> {
     let se: Vec<&Vec<f64>> = validation.iter().filter_map(|v| v.standard_errors.as_ref()).collect();

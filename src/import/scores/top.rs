@@ -2,7 +2,7 @@
 //! queries: the threshold u_q is the query's (m + 1)-th largest distractor (m a fixed fraction
 //! of its distractors), its excesses z − u_q over it are generalised-Pareto with one shape ξ
 //! for every query and a scale σ_q of its own, and the σ_q are drawn from one log-normal law
-//! across the queries, ln σ_q ~ N(μ, τ²) (a hierarchical model: [`fit_prior`] fits ξ, μ and τ
+//! across the queries, ln σ_q ~ N(μ, τ²) (a hierarchical model: `fit_prior` fits ξ, μ and τ
 //! by the marginal likelihood of every query's excesses, σ_q integrated out). A query's
 //! prediction then averages over its posterior σ_q (given its own excesses and the fitted
 //! law), at the recall level.

@@ -5,13 +5,13 @@
 //! names, for each needle query, the capture file, the capture in it (`request`, the n-th
 //! `indexer_topk` string of a JSON/JSONL file, from 0), the row (the selection made at query
 //! token `row`) and where the needle lies. Each capture is an array (rows, layers, index_topk)
-//! of entry indices, −1 padding unused slots ([`read`]: `.npz`, `.npy`, SGLang and vLLM
+//! of entry indices, −1 padding unused slots (`read`: `.npz`, `.npy`, SGLang and vLLM
 //! replies, detected by content). For every manifest line and layer the needle is **selected**
-//! when one of the entries that pool a needle token ([`crate::geometry::covering_entries`]: c
+//! when one of the entries that pool a needle token (`crate::geometry::covering_entries`: c
 //! tokens per entry, 2c with overlap) is among that layer's indices.
 //!
 //! Every file is read once, as a stream, in bounded memory (one row, one read buffer): a
-//! multi-gigabyte reply is scanned by [`json::Scanner`] and decoded in chunks; only the rows the
+//! multi-gigabyte reply is scanned by `json::Scanner` and decoded in chunks; only the rows the
 //! manifest names are checked. Every problem is bad input naming the file, the capture and row,
 //! and the manifest row: an index outside 0..N (N = floor(context_len / c) entries) or below −1,
 //! a shape that is not (rows, --layers, --index-topk), base64 that does not decode, a row or
