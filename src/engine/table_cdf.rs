@@ -21,8 +21,10 @@ pub(crate) struct TableCdf {
     b: Vec<f64>,
     /// Mass below each panel's left edge.
     below: Vec<f64>,
-    /// Legendre coefficients of the density in the panel's [−1, 1] coordinate, DEGREE + 1 each.
-    coef: Vec<[f64; DEGREE + 1]>,
+    /// Per panel, the Legendre coefficients of the mass from its left edge to u in its [−1, 1]
+    /// coordinate (the density's expansion integrated term by term, times the half-width),
+    /// DEGREE + 2 each: F at a point is one Legendre sum, without a division.
+    integral: Vec<[f64; DEGREE + 2]>,
     /// The whole table's mass (1 to its resolution).
     total: f64,
 }
@@ -35,7 +37,7 @@ impl TableCdf {
             a: Vec::with_capacity(panels.len()),
             b: Vec::with_capacity(panels.len()),
             below: Vec::new(),
-            coef: Vec::new(),
+            integral: Vec::new(),
             total: 0.0,
         };
         let mut p = [0.0; DEGREE + 1];
@@ -56,7 +58,16 @@ impl TableCdf {
             out.b.push(b);
             out.below.push(out.total);
             out.total += wf[15 * i..15 * i + 15].iter().sum::<f64>();
-            out.coef.push(coef);
+            // ∫_{−1}^{u} P_0 = P_1 + P_0; ∫_{−1}^{u} P_k = (P_{k+1} − P_{k−1}) / (2k + 1), k ≥ 1.
+            let mut integral = [0.0; DEGREE + 2];
+            integral[0] += coef[0];
+            integral[1] += coef[0];
+            for (k, &c) in coef.iter().enumerate().skip(1) {
+                let e = c / (2 * k + 1) as f64;
+                integral[k + 1] += e;
+                integral[k - 1] -= e;
+            }
+            out.integral.push(integral.map(|d| h * d));
         }
         out
     }
@@ -75,17 +86,31 @@ impl TableCdf {
         }
         let (c, h) = (0.5 * (a + b), 0.5 * (b - a));
         let u = ((x - c) / h).clamp(-1.0, 1.0);
-        // ∫_{−1}^{u} P_0 = u + 1; ∫_{−1}^{u} P_k = (P_{k+1}(u) − P_{k−1}(u)) / (2k + 1).
-        let mut p = [0.0; DEGREE + 2];
-        legendre(u, &mut p);
-        let coef = &self.coef[i];
-        let mut s = coef[0] * (u + 1.0);
+        let d = &self.integral[i];
+        // Bonnet's recurrence with its ratios tabled (this is the hot path of a needle integrated
+        // over its own law: a division per degree cost more than the rest).
+        let (mut p0, mut p1) = (1.0, u);
+        let mut s = d[0] + d[1] * u;
         for k in 1..=DEGREE {
-            s += coef[k] * (p[k + 1] - p[k - 1]) / (2 * k + 1) as f64;
+            let (a, b) = BONNET[k];
+            let p2 = a * u * p1 - b * p0;
+            s += d[k + 1] * p2;
+            (p0, p1) = (p1, p2);
         }
-        (self.below[i] + h * s).clamp(0.0, 1.0)
+        (self.below[i] + s).clamp(0.0, 1.0)
     }
 }
+
+/// ((2k + 1)/(k + 1), k/(k + 1)): P_{k+1}(u) = a·u·P_k(u) − b·P_{k−1}(u).
+const BONNET: [(f64, f64); DEGREE + 1] = {
+    let mut t = [(0.0, 0.0); DEGREE + 1];
+    let mut k = 1;
+    while k <= DEGREE {
+        t[k] = ((2 * k + 1) as f64 / (k + 1) as f64, k as f64 / (k + 1) as f64);
+        k += 1;
+    }
+    t
+};
 
 /// P_0(u) … P_{n−1}(u) into `p` by Bonnet's recurrence.
 #[inline]
