@@ -1034,14 +1034,14 @@ impl Analytic {
         laws: &mut Vec<(EntryLaw, f64)>,
     ) -> f64 {
         self.needle_laws(z, laws);
-        if let Some(p) = table.needle_side(laws) {
-            return p;
-        }
         if let Some(p) = table.max_side(laws) {
             return p;
         }
         if let Some(rule) = table.rule_with_parts(laws) {
             return rule.integrate(laws);
+        }
+        if let Some(p) = table.needle_side(laws) {
+            return p;
         }
         if !table.refined {
             // T_j's own panels are too wide for this needle's survival function.
@@ -1137,7 +1137,7 @@ impl Analytic {
             return None;
         }
         self.needle_laws(Some(0.0), laws);
-        if table.needle_side(laws).is_some() || table.max_side(laws).is_some() {
+        if table.max_side(laws).is_some() {
             // Integrated over the needle's own law at every z (`rank_le_tabled`).
             return None;
         }
@@ -1145,7 +1145,8 @@ impl Analytic {
     }
 
     /// Where P(rank ≤ j | z) moves, for needle laws whose location increases in z, read from
-    /// T_j's table (every node of which lies in [lo, hi]): below `from` every needle entry lies
+    /// T_j's table (every node of which lies in [lo, hi]; asked where a rule of the table
+    /// serves, or for a max-pooled needle): below `from` every needle entry lies
     /// [`TRANSITION_SDS`] sds below T_j's support, so P(rank ≤ j | z) is within c·Q(9) ≈ 1e-19
     /// per entry of its limit; above `to` the entries of one law lie that far above it, so it
     /// is within that of its limit (1, or the table's mass). A max-pooled law of N needle
@@ -1186,6 +1187,14 @@ impl Analytic {
         (from < to).then_some((from, to))
     }
 
+    /// Whether every needle law is max-pooled.
+    fn max_pooled(&self) -> bool {
+        self.model
+            .needle_groups
+            .iter()
+            .all(|(e, _)| matches!(self.model.needle_law(e, Some(0.0)), EntryLaw::Max { .. }))
+    }
+
     /// [`Analytic::rank_le`] at z, on `rule` when [`Analytic::shared_rule`] found one (what
     /// [`Analytic::rank_le_tabled`] would do at z, without looking for the rule again).
     fn rank_le_at(
@@ -1213,9 +1222,9 @@ impl Analytic {
             let (os, table) = (&p.os, p.table.as_ref());
             let rule = self.shared_rule(table, &mut laws);
             #[cfg(test)]
-            let trim = table.is_some() && !tests::NO_TRIM.with(|c| c.get());
+            let trim = (rule.is_some() || self.max_pooled()) && !tests::NO_TRIM.with(|c| c.get());
             #[cfg(not(test))]
-            let trim = table.is_some();
+            let trim = rule.is_some() || self.max_pooled();
             let rule = rule.as_ref();
             let Some((from, to)) = trim.then(|| self.transition(os, &mut laws)).flatten() else {
                 return integrate(
@@ -1599,7 +1608,8 @@ mod tests {
             let a = Analytic::new(&s).unwrap();
             let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
             let mut laws = Vec::new();
-            if p.table.is_some() && a.transition(&p.os, &mut laws).is_some() {
+            let served = a.shared_rule(p.table.as_ref(), &mut laws).is_some() || a.max_pooled();
+            if served && a.transition(&p.os, &mut laws).is_some() {
                 trimmed += 1;
                 trimmed_max += usize::from(matches!(laws[..], [(EntryLaw::Max { .. }, _)]));
             }
