@@ -112,15 +112,13 @@ const BONNET: [(f64, f64); DEGREE + 1] = {
     t
 };
 
-/// P_0(u) … P_{n−1}(u) into `p` by Bonnet's recurrence.
-#[inline]
-fn legendre(u: f64, p: &mut [f64]) {
+/// P_0(u) … P_DEGREE(u) into `p` by Bonnet's recurrence ([`BONNET`], as [`TableCdf::cdf`] runs it).
+fn legendre(u: f64, p: &mut [f64; DEGREE + 1]) {
     p[0] = 1.0;
-    if p.len() > 1 {
-        p[1] = u;
-    }
-    for k in 1..p.len() - 1 {
-        p[k + 1] = ((2 * k + 1) as f64 * u * p[k] - k as f64 * p[k - 1]) / (k + 1) as f64;
+    p[1] = u;
+    for k in 1..DEGREE {
+        let (a, b) = BONNET[k];
+        p[k + 1] = a * u * p[k] - b * p[k - 1];
     }
 }
 
