@@ -454,10 +454,11 @@ impl OrderTable {
     /// before a rule of T_j's table ([`OrderTable::max_rule`]): Y's rules are built once per
     /// token count, where a table's need the table's own recurrence, and a fit over hard
     /// negatives makes a new table at every evaluation, for which a table's rule often does
-    /// not exist within [`gauss_rule`]'s largest size. The rule of Y's law is checked once per (token law, powers) and sharpness class: every needle sd
-    /// below 4·width at 4·width, as [`OrderTable::needle_side`]'s is; a broader one at the
-    /// upper end of its quarter octave (a broader needle spreads Y over more of W's bends, so a
-    /// rule checked there integrates every sd of the class).
+    /// not exist within [`gauss_rule`]'s largest size. The rule of Y's law is checked once per
+    /// (token law, powers) and sharpness class: every needle sd below 4·width at 4·width, as
+    /// [`OrderTable::needle_side`]'s is; a broader one at the upper end of its quarter octave
+    /// (a broader needle spreads Y over more of W's bends, so a rule checked there integrates
+    /// every sd of the class).
     fn max_side(&self, laws: &[(EntryLaw, f64)]) -> Option<f64> {
         #[cfg(test)]
         if tests::NO_RULES.with(|c| c.get()) || tests::NO_MAX_SIDE.with(|c| c.get()) {
@@ -1604,10 +1605,7 @@ mod tests {
     fn the_transition_range_changes_no_recall() {
         let (mut worst, mut trimmed, mut trimmed_max) = (0.0f64, 0, 0);
         let mut check = |s: Scenario, what: &str| {
-            s.validate().unwrap();
-            let a = Analytic::new(&s).unwrap();
-            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
-            let mut laws = Vec::new();
+            let (a, p, mut laws) = at_zero(&s);
             let served = a.shared_rule(p.table.as_ref(), &mut laws).is_some() || a.max_pooled();
             if served && a.transition(&p.os, &mut laws).is_some() {
                 trimmed += 1;
@@ -1735,11 +1733,7 @@ mod tests {
                 ] {
                     s.set_text(f, v).unwrap();
                 }
-                s.validate().unwrap();
-                let a = Analytic::new(&s).unwrap();
-                let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
-                let mut laws = Vec::new();
-                a.needle_laws(Some(0.0), &mut laws);
+                let (a, p, laws) = at_zero(&s);
                 if p.table.as_ref().is_some_and(|t| t.rule_for(&laws).is_some()) {
                     used += 1;
                 }
@@ -1764,6 +1758,16 @@ mod tests {
         // The rules are what the rows ran on (not a comparison of the table with itself).
         assert!(used >= 8 && needle_side >= 3, "rules of T_j used on {used} rows, of the needle on {needle_side}");
         assert!(worst <= 1e-12, "{worst}");
+    }
+
+    /// `s` validated and prepared: its engine, T_j's table at its k, and the needle's laws at z = 0.
+    fn at_zero(s: &Scenario) -> (Analytic, Arc<Prepared>, Vec<(EntryLaw, f64)>) {
+        s.validate().unwrap();
+        let a = Analytic::new(s).unwrap();
+        let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+        let mut laws = Vec::new();
+        a.needle_laws(Some(0.0), &mut laws);
+        (a, p, laws)
     }
 
     /// Recall and layer-count pmf as `a` computes them, and over the whole table (no rule of T_j,
@@ -1801,11 +1805,7 @@ mod tests {
                 dprime,
                 ..Scenario::preset("quest-16").unwrap()
             };
-            s.validate().unwrap();
-            let a = Analytic::new(&s).unwrap();
-            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
-            let mut laws = Vec::new();
-            a.needle_laws(Some(0.0), &mut laws);
+            let (a, p, laws) = at_zero(&s);
             assert!(matches!(laws[..], [(EntryLaw::Max { .. }, _)]), "{laws:?}");
             let table = p.table.as_ref();
             rule_rows += table.is_some_and(|t| t.rule_for(&laws).is_some()) as u32;
@@ -1862,12 +1862,8 @@ mod tests {
                 depth,
                 ..Scenario::preset("quest-16").unwrap()
             };
-            s.validate().unwrap();
-            let a = Analytic::new(&s).unwrap();
-            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+            let (a, p, mut laws) = at_zero(&s);
             let (os, table) = (&p.os, p.table.as_ref().unwrap());
-            let mut laws = Vec::new();
-            a.needle_laws(Some(0.0), &mut laws);
             let [(EntryLaw::Max { needle_sd, .. }, _)] = laws[..] else { panic!("{laws:?}") };
             rows += 1;
             if table.side_class(needle_sd).is_some_and(|c| c > 0) && table.max_side(&laws).is_some() {
@@ -1967,12 +1963,8 @@ mod tests {
                 distractor,
                 ..Scenario::preset("quest-16").unwrap()
             };
-            s.validate().unwrap();
-            let a = Analytic::new(&s).unwrap();
-            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+            let (a, p, laws) = at_zero(&s);
             let table = p.table.as_ref().unwrap();
-            let mut laws = Vec::new();
-            a.needle_laws(Some(0.0), &mut laws);
             assert!(matches!(laws[..], [(EntryLaw::Max { .. }, _)]), "{laws:?}");
             used += (table.rule_for(&laws).is_none() && table.max_side(&laws).is_some()) as u32;
             rows += 1;
@@ -2011,12 +2003,8 @@ mod tests {
                 repeat,
                 ..Scenario::preset("quest-16").unwrap()
             };
-            s.validate().unwrap();
-            let a = Analytic::new(&s).unwrap();
-            let p = a.prepared(a.geometry.k_eff.max(1), a.needle_law_scale(Some(0.0)));
+            let (_, p, laws) = at_zero(&s);
             let table = p.table.as_ref().unwrap();
-            let mut laws = Vec::new();
-            a.needle_laws(Some(0.0), &mut laws);
             let [(EntryLaw::Max { token, n_dist, n_needle, .. }, entries)] = laws[..] else { panic!("{laws:?}") };
             for i in 0..200 {
                 let needle_mean = -2.0 + 0.05 * i as f64;
