@@ -224,10 +224,6 @@ const COARSE_XTOL: f64 = 3e-2;
 /// Starts whose coarse minimum is within this of the best coarse one are polished: twice the
 /// coarse tolerance.
 const POLISH_MARGIN: f64 = 2.0 * COARSE_FTOL;
-/// Two coarse minima nearer than this (a fraction of the box's width, on every coordinate)
-/// are one: the coarse pass stops once its simplex lies within [`COARSE_XTOL`] of its best
-/// vertex, so it locates a minimum no better than that.
-const SAME_MINIMUM: f64 = COARSE_XTOL;
 /// The polishing simplex's size, as a fraction of the first pass's initial steps.
 const POLISH_STEP: f64 = 0.1;
 
@@ -445,24 +441,6 @@ fn newton_polish(
     done(x, fx, obj.evals, false)
 }
 
-/// The coarse minima worth polishing, the best first: those within [`POLISH_MARGIN`] of the
-/// best, less any within [`SAME_MINIMUM`] of a better one (that minimum found twice: polishing
-/// it again walks to the same point, at a hard-negatives fit's cost a third of the fit).
-fn to_polish(mut rough: Vec<Minimum>, lo: &[f64], hi: &[f64]) -> Vec<Minimum> {
-    let floor = rough.iter().map(|m| m.fx).fold(f64::INFINITY, f64::min);
-    rough.retain(|m| m.fx <= floor + POLISH_MARGIN);
-    // Stable: equal values keep the starts' order.
-    rough.sort_by(|a, b| a.fx.total_cmp(&b.fx));
-    let mut kept: Vec<Minimum> = Vec::with_capacity(rough.len());
-    for r in rough {
-        let same = |k: &Minimum| (0..lo.len()).all(|i| (k.x[i] - r.x[i]).abs() <= SAME_MINIMUM * (hi[i] - lo[i]));
-        if !kept.iter().any(same) {
-            kept.push(r);
-        }
-    }
-    kept
-}
-
 /// Screening points over the box: a full grid for up to 4 parameters, a Halton design beyond.
 pub(crate) fn screening_design(lo: &[f64], hi: &[f64]) -> Vec<Vec<f64>> {
     let n = lo.len();
@@ -543,8 +521,7 @@ pub(crate) fn minimize_bounded(
     // is not smooth enough for it, the simplex): the simplex spends most of a run creeping the
     // last 1e-2 of a curved valley, which Newton crosses in two or three steps. A start that
     // ended further above the best stopped within about the coarse tolerance of its own
-    // minimum, too far to overtake by polishing; one that ended beside a better one found
-    // the same minimum ([`to_polish`]).
+    // minimum, too far to overtake by polishing.
     let coarse =
         NmOptions { ftol: opts.ftol.max(COARSE_FTOL), xtol: opts.xtol.max(COARSE_XTOL), max_evals: opts.max_evals };
     let rough: Vec<Minimum> = chosen
@@ -557,7 +534,8 @@ pub(crate) fn minimize_bounded(
         .collect();
     let polish: Vec<f64> = step.iter().map(|s| s * POLISH_STEP).collect();
     let mut best: Option<Minimum> = None;
-    for r in to_polish(rough, lo, hi) {
+    let floor = rough.iter().map(|m| m.fx).fold(f64::INFINITY, f64::min);
+    for r in rough.into_iter().filter(|m| m.fx <= floor + POLISH_MARGIN) {
         let (mut m, converged) = newton_polish(f, r, lo, hi, opts);
         evals += m.evals;
         if !converged {
@@ -587,28 +565,6 @@ pub(crate) fn minimize_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_coarse_minimum_found_twice_is_polished_once() {
-        let m = |x: [f64; 2], fx: f64| Minimum { x: x.to_vec(), fx, evals: 0 };
-        let (lo, hi) = ([0.0, -10.0], [1.0, 10.0]);
-        // Box widths 1 and 20: SAME_MINIMUM is 0.03 and 0.6 there.
-        let kept = to_polish(
-            vec![
-                m([0.50, 2.0], 10.004),
-                // The first found again, better: kept, the first dropped.
-                m([0.52, 2.5], 10.001),
-                // Within the margin, apart on the first coordinate alone: a minimum of its own.
-                m([0.60, 2.4], 10.010),
-                // Beyond the margin.
-                m([0.90, -8.0], 10.001 + 1.01 * POLISH_MARGIN),
-            ],
-            &lo,
-            &hi,
-        );
-        let xs: Vec<Vec<f64>> = kept.iter().map(|k| k.x.clone()).collect();
-        assert_eq!(xs, vec![vec![0.52, 2.5], vec![0.60, 2.4]]);
-    }
 
     #[test]
     fn cholesky_solves_a_positive_definite_system_and_refuses_an_indefinite_one() {

@@ -1689,30 +1689,14 @@ mod tests {
             (32000, 0.9, 3.0, 40, 0.01, 3.0),
             (8000, 0.0, 1.5, 9, 0.0, 2.0),
         ] {
-            let s = Scenario {
-                context_len: ctx,
-                layer_corr: corr,
-                dprime,
-                needle_tokens: tokens,
-                hard_negatives: hard,
-                hard_mean,
-                ..Scenario::preset("quest-16").unwrap()
-            };
+            let s = hard_row("quest-16", ctx, corr, dprime, tokens, hard, hard_mean);
             check(s, &format!("quest-16 {ctx} corr {corr} dprime {dprime} tokens {tokens} hard {hard}"));
         }
         // Normal needles over their own law first (hard negatives: `OrderTable::side_first`).
         for (ctx, corr, dprime, hard, hard_mean) in
             [(4002, 0.999991137, 4.7737, 1985.0 / 4002.0, 5.4687), (4003, 0.99090456, 4.4710, 2022.0 / 4003.0, 5.3527)]
         {
-            let s = Scenario {
-                context_len: ctx,
-                layer_corr: corr,
-                dprime,
-                needle_tokens: 16,
-                hard_negatives: hard,
-                hard_mean,
-                ..Scenario::preset("deepseek-v3.2").unwrap()
-            };
+            let s = hard_row("deepseek-v3.2", ctx, corr, dprime, 16, hard, hard_mean);
             let (a, p, mut laws) = at_zero(&s);
             assert!(matches!(a.inner_integral(p.table.as_ref(), &mut laws), Inner::OwnLaw), "{ctx}: the needle's side");
             check(s, &format!("deepseek-v3.2 {ctx} corr {corr} dprime {dprime} hard {hard}"));
@@ -1847,15 +1831,7 @@ mod tests {
             (64000, 0.447, 10.0, 16, 0.76, 11.0),
         ] {
             let corr = 1.0 - sd * sd;
-            let s = Scenario {
-                context_len: ctx,
-                layer_corr: corr,
-                dprime,
-                needle_tokens: tokens,
-                hard_negatives: hard,
-                hard_mean,
-                ..Scenario::preset("deepseek-v3.2").unwrap()
-            };
+            let s = hard_row("deepseek-v3.2", ctx, corr, dprime, tokens, hard, hard_mean);
             let (a, p, laws) = at_zero(&s);
             if p.table.as_ref().is_some_and(|t| t.side_first() && t.needle_side(&laws).is_some()) {
                 side += 1;
@@ -1871,6 +1847,20 @@ mod tests {
             assert!(pmf.iter().zip(&pmf0).all(|(x, y)| (x - y).abs() <= layers * 1e-12), "{what}: layer-count pmf");
         }
         assert!(side >= 4, "the needle's side served {side} of 12 rows");
+    }
+
+    /// `preset` with a needle of `tokens` tokens at `dprime`, `corr` of its score shared across
+    /// layers and tokens, and hard negatives (`hard`, at `hard_mean`): a hard-negatives fit's row.
+    fn hard_row(preset: &str, ctx: u64, corr: f64, dprime: f64, tokens: u64, hard: f64, hard_mean: f64) -> Scenario {
+        Scenario {
+            context_len: ctx,
+            layer_corr: corr,
+            dprime,
+            needle_tokens: tokens,
+            hard_negatives: hard,
+            hard_mean,
+            ..Scenario::preset(preset).unwrap()
+        }
     }
 
     /// `s` validated and prepared: its engine, T_j's table at its k, and the needle's laws at z = 0.
