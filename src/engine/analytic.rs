@@ -297,6 +297,14 @@ impl Inner<'_> {
     fn trims(&self, a: &Analytic) -> bool {
         !matches!(self, Inner::Table) || a.max_pooled()
     }
+
+    /// The table's rule, where one serves every z.
+    fn rule(&self) -> Option<&SharedRule<'_>> {
+        match self {
+            Inner::Rule(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 /// Steps per octave of the needle sd at which [`OrderTable::law_rule`] checks rules: a law is
@@ -1263,10 +1271,7 @@ impl Analytic {
             let trim = inner.trims(self) && !tests::NO_TRIM.with(|c| c.get());
             #[cfg(not(test))]
             let trim = inner.trims(self);
-            let rule = match &inner {
-                Inner::Rule(r) => Some(r),
-                _ => None,
-            };
+            let rule = inner.rule();
             let Some((from, to)) = trim.then(|| self.transition(os, &mut laws)).flatten() else {
                 return integrate(
                     |z| ln_norm_pdf(z).exp() * g(self.rank_le_at(os, table, rule, z, &mut laws)),
@@ -1327,10 +1332,7 @@ impl Analytic {
         let (os, table) = (&p.os, p.table.as_ref());
         let mut laws = Vec::with_capacity(self.model.needle_groups.len());
         let inner = if shared { self.inner_integral(table, &mut laws) } else { Inner::Table };
-        let rule = match &inner {
-            Inner::Rule(r) => Some(r),
-            _ => None,
-        };
+        let rule = inner.rule();
         let fill = |a: f64, w: f64, out: &mut [f64]| {
             let a = a.clamp(0.0, 1.0);
             for (m, o) in out.iter_mut().enumerate() {
