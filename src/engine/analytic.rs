@@ -1488,10 +1488,11 @@ fn sum_pmf_walk(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u
         return sum_pmf_direct(n_a, p_a, q_a, n_b, p_b, q_b, m);
     }
     let odds = (p_b / q_b) * (q_a / p_a);
-    // term(i + 1) / term(i); decreasing in i.
+    // term(i + 1) / term(i); decreasing in i. One division per term, not two: the walk's cost
+    // on a hard-negatives table, whose every node needs two such sums.
     let ratio = |i: u64| {
         let (i, na, nb, m) = (i as f64, n_a as f64, n_b as f64, m as f64);
-        (nb - i) / (i + 1.0) * (m - i) / (na - m + i + 1.0) * odds
+        (nb - i) * (m - i) * odds / ((i + 1.0) * (na - m + i + 1.0))
     };
     // The mode: the first i in [lo, hi] with ratio(i) < 1 (hi if there is none).
     let (mut a, mut b) = (lo, hi);
