@@ -219,20 +219,39 @@ impl OrderDensity {
             (n as f64).ln() + ln_binom_pmf(n - 1, j - 1, qr, fr) + gr
         } else {
             let (qh, fh, gh) = group(&self.hard);
-            let mut total = 0.0;
-            if self.n_regular > 0 {
-                total += (self.n_regular as f64).ln().exp()
-                    * gr.exp()
-                    * sum_pmf(self.n_regular - 1, qr, fr, self.n_hard, qh, fh, j - 1);
+            let (n_r, n_h) = (self.n_regular, self.n_hard);
+            // Σ over the other n − 1 of the two terms of `ln_two_sums` as one sum over i, the hard
+            // negatives above t, of P[Bin(n_h, q_h) = i]·P[Bin(n_r, q_r) = j − 1 − i] weighted by
+            // what each term contributes (Bin(n − 1, q; x) = Bin(n, q; x)·(n − x)/(n·F)): one
+            // walk where two took the density's whole cost (hard-negatives fits).
+            let (a, b) = (gr.exp() / fr, gh.exp() / fh);
+            if n_r > 0 && a.is_finite() && b.is_finite() {
+                let m = j - 1;
+                let weight = |i: f64| a * (n_r as f64 - m as f64 + i) + b * (n_h as f64 - i);
+                sum_pmf_weighted(n_r, qr, fr, n_h, qh, fh, m, weight).ln()
+            } else {
+                self.ln_two_sums(j, (qr, fr, gr), (qh, fh, gh))
             }
-            total += self.n_hard as f64 * gh.exp() * sum_pmf(self.n_regular, qr, fr, self.n_hard - 1, qh, fh, j - 1);
-            total.ln()
         };
         if v.is_nan() {
             f64::NEG_INFINITY
         } else {
             v
         }
+    }
+
+    /// ln f_{T_j}(t) with hard negatives as two sums, one per kind of the j-th entry (each with
+    /// its own binomial of the others): where a kind's cdf at t is 0 (the weights of the one
+    /// sum divide by it), or there are no regular distractors. `(q, F, ln f)` of each kind at t.
+    fn ln_two_sums(&self, j: u64, (qr, fr, gr): (f64, f64, f64), (qh, fh, gh): (f64, f64, f64)) -> f64 {
+        let mut total = 0.0;
+        if self.n_regular > 0 {
+            total += (self.n_regular as f64).ln().exp()
+                * gr.exp()
+                * sum_pmf(self.n_regular - 1, qr, fr, self.n_hard, qh, fh, j - 1);
+        }
+        total += self.n_hard as f64 * gh.exp() * sum_pmf(self.n_regular, qr, fr, self.n_hard - 1, qh, fh, j - 1);
+        total.ln()
     }
 
     /// f_{T_j}(t), 0 where its logarithm is −∞.
@@ -1472,12 +1491,32 @@ fn sum_pmf(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -
     // A term below half an ulp of the running total leaves it unchanged (round to nearest), and
     // every later one is smaller: stopping there gives the sum of a longer walk bit for bit.
     // Half an ulp is more than 2^-54 of the total (exactly so at the top of a binade).
-    sum_pmf_walk(n_a, p_a, q_a, n_b, p_b, q_b, m, f64::EPSILON / 4.0)
+    sum_pmf_walk(n_a, p_a, q_a, n_b, p_b, q_b, m, f64::EPSILON / 4.0, |_| 1.0)
 }
 
-/// [`sum_pmf`], walking until a term falls below `cut` of the sum.
+/// Σ_i P[Bin(n_b, p_b) = i] · P[Bin(n_a, p_a) = m − i] · w(i) for a weight w positive and
+/// linear in i ([`sum_pmf`]'s walk: a positive linear function is log-concave, so the weighted
+/// terms still rise to one mode and fall, and a term below half an ulp of the total is followed
+/// by smaller ones).
 #[allow(clippy::too_many_arguments)]
-fn sum_pmf_walk(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64, cut: f64) -> f64 {
+fn sum_pmf_weighted(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64, w: impl Fn(f64) -> f64) -> f64 {
+    sum_pmf_walk(n_a, p_a, q_a, n_b, p_b, q_b, m, f64::EPSILON / 4.0, w)
+}
+
+/// [`sum_pmf_weighted`], walking until a weighted term falls below `cut` of the sum (the
+/// weight 1: [`sum_pmf`], the same arithmetic, a product by 1 being exact).
+#[allow(clippy::too_many_arguments)]
+fn sum_pmf_walk(
+    n_a: u64,
+    p_a: f64,
+    q_a: f64,
+    n_b: u64,
+    p_b: f64,
+    q_b: f64,
+    m: u64,
+    cut: f64,
+    w: impl Fn(f64) -> f64,
+) -> f64 {
     let lo = m.saturating_sub(n_a);
     let hi = n_b.min(m);
     if lo > hi {
@@ -1485,7 +1524,7 @@ fn sum_pmf_walk(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u
     }
     let positive = |x: f64| x.is_finite() && x > 0.0;
     if !(positive(p_a) && positive(q_a) && positive(p_b) && positive(q_b)) || hi - lo < 16 {
-        return sum_pmf_direct(n_a, p_a, q_a, n_b, p_b, q_b, m);
+        return sum_pmf_direct(n_a, p_a, q_a, n_b, p_b, q_b, m, w);
     }
     let odds = (p_b / q_b) * (q_a / p_a);
     // term(i + 1) / term(i); decreasing in i. One division per term, not two: the walk's cost
@@ -1507,16 +1546,17 @@ fn sum_pmf_walk(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u
     let mode = a;
     let ln_peak = ln_binom_pmf(n_b, mode, p_b, q_b) + ln_binom_pmf(n_a, m - mode, p_a, q_a);
     if ln_peak == f64::NEG_INFINITY || ln_peak.is_nan() {
-        return sum_pmf_direct(n_a, p_a, q_a, n_b, p_b, q_b, m);
+        return sum_pmf_direct(n_a, p_a, q_a, n_b, p_b, q_b, m, w);
     }
-    let mut total = 1.0;
+    let mut total = w(mode as f64);
     let mut t = 1.0;
     let mut i = mode;
     while i < hi {
         t *= ratio(i);
         i += 1;
-        total += t;
-        if t < cut * total {
+        let term = t * w(i as f64);
+        total += term;
+        if term < cut * total {
             break;
         }
     }
@@ -1525,16 +1565,18 @@ fn sum_pmf_walk(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u
     while i > lo {
         t /= ratio(i - 1);
         i -= 1;
-        total += t;
-        if t < cut * total {
+        let term = t * w(i as f64);
+        total += term;
+        if term < cut * total {
             break;
         }
     }
     total * ln_peak.exp()
 }
 
-/// [`sum_pmf`] term by term, each with its own binomial pmfs.
-fn sum_pmf_direct(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64) -> f64 {
+/// [`sum_pmf_weighted`] term by term, each with its own binomial pmfs.
+#[allow(clippy::too_many_arguments)]
+fn sum_pmf_direct(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m: u64, w: impl Fn(f64) -> f64) -> f64 {
     let lo = m.saturating_sub(n_a);
     let hi = n_b.min(m);
     if lo > hi {
@@ -1542,7 +1584,7 @@ fn sum_pmf_direct(n_a: u64, p_a: f64, q_a: f64, n_b: u64, p_b: f64, q_b: f64, m:
     }
     let centre = ((n_b as f64 * p_b).round() as u64).clamp(lo, hi);
     // A term from the second binomial's log pmf at i (computed once: it is also the walk's test).
-    let term = |ln_b: f64, i: u64| (ln_b + ln_binom_pmf(n_a, m - i, p_a, q_a)).exp();
+    let term = |ln_b: f64, i: u64| (ln_b + ln_binom_pmf(n_a, m - i, p_a, q_a)).exp() * w(i as f64);
     let ln_b_peak = ln_binom_pmf(n_b, centre, p_b, q_b);
     let mut total = term(ln_b_peak, centre);
     // Walk outwards until the second binomial's pmf is negligible (it bounds every term).
@@ -2147,6 +2189,50 @@ mod tests {
         assert!(compared >= 1000 && table_nodes > 100_000, "{compared} {table_nodes}");
     }
 
+    /// The hard-negatives density as one weighted walk equals the two sums it replaced (one per
+    /// kind of the j-th entry), for few and many hard negatives, below and above the regular
+    /// distractors, j from 1 to beyond the hard count: to 1e-13 of the largest density over a
+    /// grid from 6 sds below the distractors to far above the hard ones (what a table's
+    /// integral sees), and to 1e-13 relative wherever the density is within 1e-6 of it (the
+    /// bulk; further out the two differ by the rounding of ln of a binomial pmf deep in its
+    /// tail, ~1e-12 relative at densities of e^-400).
+    #[test]
+    fn one_walk_hard_density_is_the_two_sums() {
+        for (n_regular, n_hard) in [(7_999, 1), (6_000, 2_000), (4_000, 4_000), (31_000, 32_000), (200, 30)] {
+            for hard_mean in [-1.0, 1.5, 4.0, 8.7] {
+                for j in [1, 2, 64, 2048] {
+                    if j > n_regular + n_hard {
+                        continue;
+                    }
+                    let d = OrderDensity {
+                        distractor: EntryLaw::Gauss { mean: 0.0, sd: 1.0 },
+                        hard: EntryLaw::Gauss { mean: hard_mean, sd: 1.0 },
+                        n_regular,
+                        n_hard,
+                        j,
+                    };
+                    let values: Vec<(f64, f64, f64)> = (0..=400)
+                        .map(|i| {
+                            let t = -6.0 + 0.05 * i as f64;
+                            let g = |law: &EntryLaw| law.sf_cdf_ln_pdf(t);
+                            let two = d.ln_two_sums(j, g(&d.distractor), g(&d.hard)).exp();
+                            (t, d.at(t), if two.is_nan() { 0.0 } else { two })
+                        })
+                        .collect();
+                    let peak = values.iter().map(|v| v.2).fold(0.0, f64::max);
+                    assert!(peak > 0.0, "n {n_regular}+{n_hard}, j {j}: no density on the grid");
+                    for &(t, one, two) in &values {
+                        let case = format!("n {n_regular}+{n_hard}, hard mean {hard_mean}, j {j}, t {t}");
+                        assert!((one - two).abs() <= 1e-13 * peak, "{case}: {one} against {two} (peak {peak})");
+                        if two >= 1e-6 * peak {
+                            assert!((one - two).abs() <= 1e-13 * two, "{case}: {one} against {two}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn sum_of_binomials_pmf_matches_direct_convolution() {
         for &(n_a, p_a, n_b, p_b) in
@@ -2193,7 +2279,7 @@ mod sum_pmf_tests {
                         let want = brute(n_a, p_a, n_b, p_b, m);
                         let got = sum_pmf(n_a, p_a, 1.0 - p_a, n_b, p_b, 1.0 - p_b, m);
                         // Stopping where the terms no longer change the sum: the longer walk's sum.
-                        let longer = sum_pmf_walk(n_a, p_a, 1.0 - p_a, n_b, p_b, 1.0 - p_b, m, 1e-30);
+                        let longer = sum_pmf_walk(n_a, p_a, 1.0 - p_a, n_b, p_b, 1.0 - p_b, m, 1e-30, |_| 1.0);
                         assert_eq!(got.to_bits(), longer.to_bits(), "n_a {n_a} p_a {p_a} n_b {n_b} p_b {p_b} m {m}");
                         let err = (got - want).abs() / want.max(1e-300);
                         if want > 1e-250 {
