@@ -230,7 +230,7 @@ impl OrderDensity {
                 let weight = |i: f64| a * (n_r as f64 - m as f64 + i) + b * (n_h as f64 - i);
                 sum_pmf_weighted(n_r, qr, fr, n_h, qh, fh, m, weight).ln()
             } else {
-                self.ln_two_sums(j, (qr, fr, gr), (qh, fh, gh))
+                self.ln_two_sums((qr, fr, gr), (qh, fh, gh))
             }
         };
         if v.is_nan() {
@@ -243,7 +243,8 @@ impl OrderDensity {
     /// ln f_{T_j}(t) with hard negatives as two sums, one per kind of the j-th entry (each with
     /// its own binomial of the others): where a kind's cdf at t is 0 (the weights of the one
     /// sum divide by it), or there are no regular distractors. `(q, F, ln f)` of each kind at t.
-    fn ln_two_sums(&self, j: u64, (qr, fr, gr): (f64, f64, f64), (qh, fh, gh): (f64, f64, f64)) -> f64 {
+    fn ln_two_sums(&self, (qr, fr, gr): (f64, f64, f64), (qh, fh, gh): (f64, f64, f64)) -> f64 {
+        let j = self.j;
         let mut total = 0.0;
         if self.n_regular > 0 {
             total += (self.n_regular as f64).ln().exp()
@@ -2215,7 +2216,7 @@ mod tests {
                         .map(|i| {
                             let t = -6.0 + 0.05 * i as f64;
                             let g = |law: &EntryLaw| law.sf_cdf_ln_pdf(t);
-                            let two = d.ln_two_sums(j, g(&d.distractor), g(&d.hard)).exp();
+                            let two = d.ln_two_sums(g(&d.distractor), g(&d.hard)).exp();
                             (t, d.at(t), if two.is_nan() { 0.0 } else { two })
                         })
                         .collect();

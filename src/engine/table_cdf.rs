@@ -4,9 +4,10 @@
 //! resolve it to 1e-13. On each panel the density's Legendre expansion to degree
 //! `DEGREE` follows from those values by the Kronrod rule (exact for the products with
 //! P_k up to degree 22), and its integral from the panel's left edge is a sum of Legendre
-//! polynomials: F(t) = F(a) + h Σ c_k ∫_{−1}^{u} P_k, kept as one polynomial in u. A needle whose score is sharper than T_j's
-//! law is then integrated over its own law (a few nodes, F at each) instead of over T_j's whole
-//! table, where every node would have to resolve the needle's survival function.
+//! polynomials: F(t) = F(a) + h Σ c_k ∫_{−1}^{u} P_k, kept as one polynomial in u. A needle
+//! whose score is sharper than T_j's law is then integrated over its own law (a few nodes, F at
+//! each) instead of over T_j's whole table, where every node would have to resolve the needle's
+//! survival function.
 
 /// Degree of each panel's expansion: the Kronrod rule projects densities of up to this degree
 /// exactly (f·P_k of degree ≤ 22), and a resolved panel's density is smooth far beyond it.
@@ -50,13 +51,12 @@ impl TableCdf {
     pub(crate) fn new(panels: &[(f64, f64)], t: &[f64], wf: &[f64]) -> TableCdf {
         let mut out =
             TableCdf { b: Vec::with_capacity(panels.len()), panels: Vec::with_capacity(panels.len()), total: 0.0 };
-        let basis = legendre_monomials();
         for (i, &(a, b)) in panels.iter().enumerate() {
             let integral = panel_legendre_integral((a, b), &t[15 * i..15 * i + 15], &wf[15 * i..15 * i + 15]);
             // Σ_k d_k P_k(u) as Σ_j m_j u^j.
             let mut m = [0.0; DEGREE + 2];
             for (k, &d) in integral.iter().enumerate() {
-                for (j, &p) in basis[k].iter().enumerate() {
+                for (j, &p) in LEGENDRE_MONOMIALS[k].iter().enumerate() {
                     m[j] += d * p;
                 }
             }
@@ -146,21 +146,25 @@ fn legendre(u: f64, p: &mut [f64; DEGREE + 1]) {
     }
 }
 
-/// The monomial coefficients of P_0 … P_{DEGREE+1}: row k holds P_k(u) = Σ_j row[j] u^j (by
-/// Bonnet's recurrence on the coefficient vectors).
-fn legendre_monomials() -> [[f64; DEGREE + 2]; DEGREE + 2] {
+/// The monomial coefficients of P_0 … P_{DEGREE+1}: row k holds P_k(u) = Σ_j row[j] u^j
+/// (Bonnet's recurrence, [`BONNET`], on the coefficient vectors), made once at compile time.
+const LEGENDRE_MONOMIALS: [[f64; DEGREE + 2]; DEGREE + 2] = {
     let mut p = [[0.0; DEGREE + 2]; DEGREE + 2];
     p[0][0] = 1.0;
     p[1][1] = 1.0;
-    for k in 1..=DEGREE {
-        let (a, b) = ((2 * k + 1) as f64 / (k + 1) as f64, k as f64 / (k + 1) as f64);
-        for j in 0..DEGREE + 2 {
+    let mut k = 1;
+    while k <= DEGREE {
+        let (a, b) = BONNET[k];
+        let mut j = 0;
+        while j < DEGREE + 2 {
             let up = if j > 0 { a * p[k][j - 1] } else { 0.0 };
             p[k + 1][j] = up - b * p[k - 1][j];
+            j += 1;
         }
+        k += 1;
     }
     p
-}
+};
 
 #[cfg(test)]
 mod tests {
@@ -204,7 +208,7 @@ mod tests {
             let u = ((x - 0.5 * (a + b)) / (0.5 * (b - a))).clamp(-1.0, 1.0);
             legendre(u, &mut p);
             // P_{DEGREE+1} from the last two.
-            let (ka, kb) = ((2 * DEGREE + 1) as f64 / (DEGREE + 1) as f64, DEGREE as f64 / (DEGREE + 1) as f64);
+            let (ka, kb) = BONNET[DEGREE];
             let top = ka * u * p[DEGREE] - kb * p[DEGREE - 1];
             return below + d[..=DEGREE].iter().zip(&p).map(|(d, p)| d * p).sum::<f64>() + d[DEGREE + 1] * top;
         }
