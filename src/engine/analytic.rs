@@ -1029,12 +1029,14 @@ impl Analytic {
         }
         // The densities the adaptive panels evaluate, by node: a panel the refinement leaves
         // whole has the same 15 nodes (the same arithmetic places them), whose densities are
-        // then looked up, not computed again (with hard negatives, each is a convolution).
-        let mut seen: HashMap<u64, f64> = HashMap::new();
+        // then looked up, not computed again (with hard negatives, each is a convolution). A
+        // sorted list, not a hash map: a few hundred entries written once and read once, where
+        // hashing and growing the map cost several percent of a hard-negatives fit.
+        let mut seen: Vec<(u64, f64)> = Vec::with_capacity(1024);
         let coarse = adaptive_panels(
             |t| {
                 let f = self.order_density(os.j, t);
-                seen.insert(t.to_bits(), f);
+                seen.push((t.to_bits(), f));
                 f
             },
             os.lo,
@@ -1042,6 +1044,9 @@ impl Analytic {
             &os.breaks,
             TOL_TABLE,
         );
+        // Equal keys hold equal values (the density is a function of t).
+        seen.sort_unstable_by_key(|e| e.0);
+        let looked_up = |t: f64| seen.binary_search_by_key(&t.to_bits(), |e| e.0).ok().map(|i| seen[i].1);
         // A panel holding less of T_j's mass than NEGLIGIBLE_MASS adds less than that to any
         // P(rank ≤ j | z) (the needle's survival is at most 1): dropped, so that the refinement
         // to the needle's scale covers only where T_j lies.
@@ -1062,8 +1067,7 @@ impl Analytic {
         }
         let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
         let density = self.order_density_of(os.j);
-        let wf: Vec<f64> =
-            nodes.iter().map(|&(t, w)| w * seen.get(&t.to_bits()).copied().unwrap_or_else(|| density.at(t))).collect();
+        let wf: Vec<f64> = nodes.iter().map(|&(t, w)| w * looked_up(t).unwrap_or_else(|| density.at(t))).collect();
         Some(OrderTable {
             mass: wf.iter().sum(),
             coarse: TableNodes { panels: coarse, t, wf },
