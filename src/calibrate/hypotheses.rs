@@ -136,11 +136,6 @@ enum Param {
     Log10L50,
     /// Read-decline: the steepness s of the read rate's fall, 1 / (1 + (L/L50)^s).
     ReadSlope,
-    /// Hard-negatives: hard_mean − dprime, the hard negatives' mean above the needle's (reported
-    /// as hard_mean). Fitted in place of hard_mean because the likelihood's ridge runs along
-    /// dprime at a fixed gap: once the needle is far above the regular distractors only its gap
-    /// to the hard negatives matters ([`least_separation`]).
-    HardGap,
 }
 
 impl Param {
@@ -154,7 +149,6 @@ impl Param {
             Param::Broken => "broken_fraction".into(),
             Param::Log10L50 => READ_L50.into(),
             Param::ReadSlope => "read_slope".into(),
-            Param::HardGap => Field::HardMean.name().into(),
         }
     }
     /// Whether `v` is a physical limit of the parameter (not an arbitrary search bound).
@@ -208,7 +202,7 @@ fn specs() -> Vec<Spec> {
         Spec {
             hypothesis: Hypothesis::HardNegatives,
             kind: Kind::HardNegatives,
-            params: vec![F(Field::Dprime), F(Field::HardNegatives), Param::HardGap],
+            params: vec![F(Field::Dprime), F(Field::HardNegatives), F(Field::HardMean)],
         },
         Spec {
             hypothesis: Hypothesis::Positional,
@@ -261,13 +255,6 @@ fn bounds_of(p: Param, user_free: &[FreeParam]) -> Result<(f64, f64), CalibError
         Param::Broken => (0.0, 1.0),
         Param::Log10L50 => (2.0, 7.0),
         Param::ReadSlope => (0.5, READ_SLOPE_MAX),
-        // Every (dprime, hard_mean) of their boxes, and points beyond whose hard_mean is clamped
-        // into its box ([`Surface::row_setup`]).
-        Param::HardGap => {
-            let (d_lo, d_hi) = bounds_of(Param::Field(Field::Dprime), user_free)?;
-            let (m_lo, m_hi) = bounds_of(Param::Field(Field::HardMean), user_free)?;
-            (m_lo - d_hi, m_hi - d_lo)
-        }
     })
 }
 
@@ -320,8 +307,6 @@ struct Surface<'a> {
     model: &'a dyn RecallModel,
     /// For length-periodic: the failing residue.
     residue: u64,
-    /// hard_mean's search box, into which dprime + [`Param::HardGap`] is clamped.
-    hard_mean_box: (f64, f64),
 }
 
 impl Surface<'_> {
@@ -345,12 +330,6 @@ impl Surface<'_> {
                 Param::Log10K => s.index_topk = (10f64.powf(v).round() as u64).clamp(1, s.n_candidates().max(1)),
                 _ => {}
             }
-        }
-        if let Some(i) = self.params.iter().position(|p| *p == Param::HardGap) {
-            // After the loop: dprime is set (a field earlier or later in the list).
-            let (lo, hi) = self.hard_mean_box;
-            let hard_mean = (s.dprime + theta[i]).clamp(lo, hi);
-            set_field(&mut s, Field::HardMean, hard_mean)?;
         }
         if self.kind == Kind::Positional {
             let (near, far, l0) = (theta[0], theta[1], theta[2]);
@@ -478,41 +457,47 @@ impl Surface<'_> {
 /// fit: the fit's own tolerance (the polish's `ftol`).
 const SAME_FIT_LOGLIK: f64 = 1e-6;
 
-/// Moves `hard-negatives`' fit (dprime first, [`Param::HardGap`] at `gap` fixed) down its ridge
-/// to the least dprime that fits as well (within [`SAME_FIT_LOGLIK`] of the better of the fit
-/// and the ridge's far end, the largest dprime in the box whose hard_mean keeps the gap);
-/// returns it and its log-likelihood. Once the needle is far above the regular distractors, none of them outranks
-/// it and only the gap to the hard negatives matters: the likelihood is flat in dprime from
-/// there on (to the last digit on probe tables), and where a fit stopped on that plateau is an
-/// accident of its path (on one table 5.4 from one start, 12.6 from another, alike to 1e-4).
-/// The data say only that the separation is at least so much, and the least value is the one
-/// they support: a verdict that judged the hypothesis by a dprime beyond what an indexer
-/// reaches would judge the optimiser's path. Bisection between dprime's lower bound and the
-/// fit or the far end (≤ 17 evaluations: to 1e-3, the estimates' printed precision, over a box
-/// of width ≤ 32).
+/// Moves `hard-negatives`' fit down its ridge — dprime (coordinate 0) and hard_mean (coordinate
+/// `mean`) together, their gap held — to the least dprime that fits as well (within
+/// [`SAME_FIT_LOGLIK`] of the better of the fit and the ridge's far end, where dprime or
+/// hard_mean reaches its box); returns it and its log-likelihood. Once the needle is far above
+/// the regular distractors none of them outranks it, and only the gap to the hard negatives
+/// matters: the likelihood is flat along the ridge from there on (to the last digit on probe
+/// tables), and where a fit stopped on that plateau is an accident of its path (on one table
+/// 5.4 from one start, 12.6 from another, alike to 1e-4). The data say only that the separation
+/// is at least so much, and the least value is the one they support: a verdict that judged the
+/// hypothesis by a dprime beyond what an indexer reaches would judge the optimiser's path.
+/// Bisection between the ridge's lower end in the box and the fit or the far end (≤ 17
+/// evaluations: to 1e-3, the estimates' printed precision, over a box of width ≤ 32).
 fn least_separation(
     surface: &Surface,
     theta: Vec<f64>,
     ll: f64,
-    gap: usize,
-    (d_lo, d_hi): (f64, f64),
+    mean: usize,
+    (lo, hi): (&[f64], &[f64]),
 ) -> Result<(Vec<f64>, f64), CalibError> {
+    let gap = theta[mean] - theta[0];
     let at = |d: f64| -> Result<(Vec<f64>, f64), CalibError> {
         let mut x = theta.clone();
         x[0] = d;
+        x[mean] = d + gap;
         let l = surface.loglik(&x)?;
         Ok((x, l))
     };
-    let far = d_hi.min(surface.hard_mean_box.1 - theta[gap]);
+    // The ridge within the box: dprime in its box, hard_mean = dprime + gap in its own.
+    let (d_lo, d_hi) = (lo[0].max(lo[mean] - gap), hi[0].min(hi[mean] - gap));
     let mut b = (theta.clone(), ll);
-    if far > theta[0] {
-        let end = at(far)?;
+    if d_hi > theta[0] {
+        let end = at(d_hi)?;
         if end.1 > ll {
             b = end;
         }
     }
     let reference = b.1;
     let as_good = |l: f64| l >= reference - SAME_FIT_LOGLIK;
+    if !(d_lo < b.0[0]) {
+        return Ok(b);
+    }
     let lowest = at(d_lo)?;
     if as_good(lowest.1) {
         return Ok(lowest);
@@ -629,7 +614,7 @@ fn nested_start(
         Param::Field(Field::Dprime) | Param::DprimeNear | Param::DprimeFar => dprime,
         Param::Field(f) => base.number(*f).unwrap_or(start[i]),
         Param::Log10K => (base.index_topk.max(1) as f64).log10(),
-        Param::Log10D0 | Param::ReadSlope | Param::HardGap => start[i],
+        Param::Log10D0 | Param::ReadSlope => start[i],
         Param::Broken => 0.0,
         // L50 beyond every length: the read rate as given at every row.
         Param::Log10L50 => hi[i],
@@ -669,17 +654,11 @@ pub(crate) fn hypothesis_recall(
             (spec.kind, spec.params)
         }
     };
-    let mut theta: Vec<f64> =
+    let theta: Vec<f64> =
         h.estimates.iter().filter(|(n, _)| n != "residue" && n != CANDIDATE_LIMIT).map(|(_, v)| *v).collect();
-    // The estimates report hard_mean; the surface takes its gap to dprime.
-    if let (Some(i), Some(d)) = (params.iter().position(|p| *p == Param::HardGap), h.estimate(Field::Dprime.name())) {
-        theta[i] -= d;
-    }
     let residue = h.estimate("residue").or(h.estimate(CANDIDATE_LIMIT)).unwrap_or(0.0) as u64;
     let (row_base, group_of_row) = row_bases(cells, base, &h.fixed)?;
-    let hard_mean_box = bounds_of(Param::Field(Field::HardMean), user_free)?;
-    let surface =
-        Surface { data: cells, kind, params, nuisance, row_base, group_of_row, model, residue, hard_mean_box };
+    let surface = Surface { data: cells, kind, params, nuisance, row_base, group_of_row, model, residue };
     surface.fitted(&theta)
 }
 
@@ -745,7 +724,6 @@ fn compare(
             _ => vec![],
         };
         let (row_base, group_of_row) = row_bases(data, base, &fixed)?;
-        let hard_mean_box = bounds_of(Param::Field(Field::HardMean), user_free)?;
         let mut lo = Vec::new();
         let mut hi = Vec::new();
         for p in &spec.params {
@@ -779,7 +757,6 @@ fn compare(
                 Param::Broken => 0.1,
                 Param::Log10L50 => (base.context_len.max(2) as f64).log10(),
                 Param::ReadSlope => 4.0,
-                Param::HardGap => base.hard_mean - base.dprime,
             })
             .chain(nuisance.iter().map(|p| base.number(p.field).unwrap_or(p.lo)))
             .chain(od.then_some(super::likelihood::START_OVERDISPERSION))
@@ -821,7 +798,6 @@ fn compare(
                 group_of_row: group_of_row.clone(),
                 model,
                 residue: res,
-                hard_mean_box,
             };
             fit_surface(&surface, &lo, &hi, &starts).map(|(theta, ll)| (theta, ll, res))
         };
@@ -853,11 +829,11 @@ fn compare(
             group_of_row,
             model,
             residue,
-            hard_mean_box,
         };
-        let (theta, ll) = match spec.params.iter().position(|p| *p == Param::HardGap) {
-            Some(gap) if gap > 0 && spec.params[0] == Param::Field(Field::Dprime) => {
-                least_separation(&surface, theta, ll, gap, (lo[0], hi[0]))?
+        let mean = spec.params.iter().position(|p| *p == Param::Field(Field::HardMean));
+        let (theta, ll) = match mean {
+            Some(mean) if spec.kind == Kind::HardNegatives && spec.params[0] == Param::Field(Field::Dprime) => {
+                least_separation(&surface, theta, ll, mean, (&lo, &hi))?
             }
             _ => (theta, ll),
         };
@@ -870,33 +846,20 @@ fn compare(
         let periodic = matches!(spec.kind, Kind::LengthPeriodic(_));
         let limited = spec.kind == Kind::CandidateLimit;
         let k = theta.len() + usize::from(periodic || limited);
-        // The values reported: hard_mean where the surface takes its gap to dprime (as clamped
-        // into its box), on that box's bounds.
-        let (mut reported, mut lo_rep, mut hi_rep) = (theta.clone(), lo.clone(), hi.clone());
-        if let Some(i) = spec.params.iter().position(|p| *p == Param::HardGap) {
-            let (a, b) = hard_mean_box;
-            reported[i] = (theta[0] + theta[i]).clamp(a, b);
-            (lo_rep[i], hi_rep[i]) = (a, b);
-        }
         let mut estimates: Vec<(String, f64)> = spec
             .params
             .iter()
             .map(|p| p.name())
             .chain(nuisance.iter().map(|p| p.field.name().to_string()))
             .chain(od.then(|| OVERDISPERSION.to_string()))
-            .zip(reported.iter().copied())
+            .zip(theta.iter().copied())
             .collect();
         let mut on_bound = Vec::new();
-        let all_params: Vec<Param> = spec
-            .params
-            .iter()
-            .map(|p| if *p == Param::HardGap { Param::Field(Field::HardMean) } else { *p })
-            .chain(nuisance.iter().map(|p| Param::Field(p.field)))
-            .collect();
-        let (lo, hi) = (lo_rep, hi_rep);
+        let all_params: Vec<Param> =
+            spec.params.iter().copied().chain(nuisance.iter().map(|p| Param::Field(p.field))).collect();
         for (j, p) in all_params.iter().enumerate() {
             let eps = 1e-6 * (hi[j] - lo[j]);
-            let v = reported[j];
+            let v = theta[j];
             // Within eps of a bound that is a physical limit (layer_corr 0, p_read 1) is that
             // limit, not a search bound, whatever the last digits the simplex stopped at.
             let at_lo = (v - lo[j]).abs() <= eps;
@@ -1153,24 +1116,22 @@ mod tests {
         }
     }
 
-    /// A recall with hard-negatives' plateau: the needle outranks the regular distractors with
-    /// probability Φ(2·(dprime − 2) − 2·log2(L/4000)) (more of them at longer lengths), 1 to the
-    /// last digit from dprime ≈ 9.2 on at every length up to 32K, and it is lost with probability
+    /// A recall with hard-negatives' plateau: below dprime 6 the regular distractors outrank the
+    /// needle half the time, from 6 on never (the likelihood is the same at every dprime ≥ 6 for
+    /// a fixed gap hard_mean − dprime), and it is lost to a hard negative with probability
     /// hard_negatives · (1 − Φ(dprime − hard_mean)^(L/4000)) (one of the L/4000 blocks' hard
     /// negatives outranks it: the hard fraction is the limit, the gap sets the approach to it).
     fn plateau_recall(s: &Scenario) -> f64 {
-        let doublings = (s.context_len as f64 / 4000.0).log2();
-        let reach = crate::stats::norm_cdf(2.0 * (s.dprime - 2.0) - 2.0 * doublings);
+        let reach = if s.dprime >= 6.0 { 1.0 } else { 0.5 };
         let stays = crate::stats::norm_cdf(s.dprime - s.hard_mean).powf(s.context_len as f64 / 4000.0);
         reach * (1.0 - s.hard_negatives * (1.0 - stays))
     }
 
-    /// On a likelihood flat in dprime beyond some value (at a fixed gap hard_mean − dprime),
-    /// `hard-negatives` reports the least dprime that fits as well (within SAME_FIT_LOGLIK),
-    /// whatever its start: fitted from starts at dprime 3 and 13 the estimates agree to 2e-3 (the
-    /// bisection's 1e-3 twice), the log-likelihood at the estimate is the best to 1e-6, and 0.01
-    /// below the estimate it is worse by more than that. Before, the fit stopped wherever its
-    /// path met the plateau (12.6 on a Quest probe table, judged beyond what an indexer reaches).
+    /// On a likelihood flat in dprime from 6 on (at a fixed gap hard_mean − dprime),
+    /// `hard-negatives` reports the least dprime that fits as well — 6, to the bisection's 1e-3 —
+    /// from starts at dprime 3 and 13 alike, its log-likelihood the plateau's, and 0.01 below it
+    /// the fit is worse. Before, the fit stopped wherever its path met the plateau (12.6 on a
+    /// Quest probe table, judged beyond what an indexer reaches).
     #[test]
     fn hard_negatives_reports_the_least_separation_that_fits_as_well() {
         use crate::engine::FnModel;
@@ -1181,8 +1142,7 @@ mod tests {
             hard_mean: 12.8,
             ..Scenario::preset("deepseek-v4-flash").unwrap().one_layer()
         };
-        // Expected hits of 40 trials at eight lengths (no sampling: the fit's optimum is the truth's
-        // plateau, whose lower end lies where the needle's reach at 32K first costs 1e-6).
+        // Expected hits of 40 trials at eight lengths (no sampling).
         let rows = (0..8u64)
             .map(|i| {
                 let l = 4000 * (i + 1);
@@ -1191,6 +1151,7 @@ mod tests {
             })
             .collect();
         let data = Dataset::of_rows("plateau", rows);
+        // The log-likelihood at dprime d on the fit's ridge (its gap and hard fraction).
         let loglik = |d: f64, est: &HypothesisResult| -> f64 {
             let s = Scenario {
                 dprime: d,
@@ -1209,26 +1170,17 @@ mod tests {
                 })
                 .sum()
         };
-        let mut found = Vec::new();
         for start in [3.0, 13.0] {
             let base = Scenario { dprime: start, hard_mean: start + 1.0, ..truth.clone() };
             let h = compare(&data, &base, &[], &model, false, Some(Hypothesis::HardNegatives)).unwrap();
             let hn = h.into_iter().find(|x| x.hypothesis == Hypothesis::HardNegatives).unwrap();
             let d = hn.estimate("dprime").unwrap();
-            assert!((loglik(d, &hn) - hn.loglik).abs() < 1e-9, "start {start}: reported loglik is the estimate's");
-            // The plateau (the same from dprime 10 on, to the last digit) is no better than the
-            // estimate by more than the tolerance, and 0.01 below the estimate it is.
-            let plateau = loglik(14.0, &hn);
-            assert_eq!(plateau, loglik(10.0, &hn));
-            assert!(plateau - hn.loglik <= SAME_FIT_LOGLIK, "start {start}: d {d}");
-            assert!(loglik(d - 0.01, &hn) < plateau - SAME_FIT_LOGLIK, "start {start}: d {d} is not the least");
+            assert!((6.0..=6.0 + 1.1e-3).contains(&d), "start {start}: dprime {d}");
+            assert_eq!(loglik(d, &hn), hn.loglik, "start {start}: the reported loglik is the estimate's");
+            assert_eq!(loglik(14.0, &hn), hn.loglik, "start {start}: the plateau's");
+            assert!(loglik(d - 0.01, &hn) < hn.loglik - 1.0, "start {start}: below the plateau");
             assert!(hn.on_bound.is_empty(), "start {start}: {:?}", hn.on_bound);
-            found.push(d);
         }
-        assert!((found[0] - found[1]).abs() <= 2e-3, "{found:?}");
-        // Below where the longest row's reach is 1 to the last digit (9.2), above where it costs
-        // 1e-3 (Q(x) ≈ 1e-3 / 40 at x ≈ 4: dprime 7).
-        assert!(found[0] > 7.0 && found[0] < 9.2, "{found:?}");
     }
 
     /// candidate-count-limit fitted at the thresholds its bound leaves in play is the fit of
