@@ -184,9 +184,12 @@ fn simplex(
             best_x = pts[bi].clone();
         }
         // Restarts go on while they improve by more than ftol; on a surface of steps (`settle`)
-        // a restart that gains less than a step's height only moves to a neighbouring step.
+        // a restart that gains less than a step's height only moves to a neighbouring step, and
+        // a settling simplex that gained less than that from its start (a Newton point) is at
+        // its step: restarting it only walks to the next (its first restart gained nothing on
+        // the slowest fits traced, at half the evaluations of the settling).
         let worth = if settle { opts.ftol * SETTLE_GAIN } else { opts.ftol };
-        if obj.evals >= opts.max_evals || (round > 0 && !(improved > worth)) {
+        if obj.evals >= opts.max_evals || ((round > 0 || settle) && !(improved > worth)) {
             break;
         }
         // Restart with a smaller fresh simplex: guards against collapse on a bound.
@@ -237,6 +240,13 @@ const FD_STEP: f64 = 1e-3;
 /// central differences' truncation, f''' h² / 6, then moves the minimum by a negligible amount
 /// where the curvature changes on a short scale (layer_corr near 1).
 const FD_DELTA: f64 = 1e-4;
+/// The most damping [`newton_polish`] may have needed where it stops as converged: its first
+/// level, and only with positive curvature measured along every free axis (a Hessian positive
+/// definite to within a thousandth of its diagonal). Its negative curvature then lies along a
+/// ridge between the axes: a flat direction (hard negatives' plateau, where every fit traced
+/// ended so) or finite-difference noise (a count or a k rounded to an integer). A zero on the
+/// diagonal is a surface of steps between the stencil's points, where the model says nothing.
+const FLAT_DAMPING: f64 = 1e-3;
 /// Most a damped Newton step is stretched along a ridge (in doublings, from 2).
 const RIDGE_STRETCH: f64 = 16.0;
 /// Most halvings of a Newton step that does not lower the objective.
@@ -389,11 +399,13 @@ fn newton_polish(
                 cholesky_solve(&a, m, &mut b);
                 break b;
             }
-            lambda = if lambda == 0.0 { 1e-3 } else { lambda * 10.0 };
+            lambda = if lambda == 0.0 { FLAT_DAMPING } else { lambda * 10.0 };
             if lambda > 1e12 {
                 return done(x, fx, obj.evals, false);
             }
         };
+        // Curvature measured along every free axis, not the floor `diag` puts under a zero.
+        let curved = free.iter().all(|&i| hess[i * n + i] > 0.0);
         // The model's decrease over the free coordinates' full step: ½ gᵀ H⁻¹ g.
         let decrement = -0.5 * free.iter().zip(&step).map(|(&i, s)| g[i] * s).sum::<f64>();
         let mut t = 1.0;
@@ -404,7 +416,7 @@ fn newton_polish(
                 z[i] = (x[i] + t * step[k]).clamp(lo[i], hi[i]);
             }
             let fz = obj.at(&z);
-            if t == 1.0 && decrement < opts.ftol && lambda == 0.0 {
+            if t == 1.0 && decrement < opts.ftol && (lambda == 0.0 || (lambda <= FLAT_DAMPING && curved)) {
                 // At the model's minimum to within ftol: take the step if it helps, and stop.
                 if fz < fx {
                     (x, fx) = (z, fz);
@@ -412,11 +424,16 @@ fn newton_polish(
                 return done(x, fx, obj.evals, true);
             }
             if fz < fx {
+                // The full step fell further than the model said: f flattens less than a
+                // quadratic along it (an exponential approach to a plateau, where each Newton
+                // step gains a fixed fraction of what is left: hard negatives' ridge).
+                let beyond_model = t == 1.0 && fx - fz > decrement;
                 (x, fx) = (z.clone(), fz);
                 moved = true;
-                if lambda > 0.0 && t == 1.0 {
-                    // The damped step of an indefinite Hessian (a curved ridge) is short: go on
-                    // along it while that keeps lowering f.
+                if t == 1.0 && (lambda > 0.0 || beyond_model) {
+                    // The damped step of an indefinite Hessian (a curved ridge) is short, and a
+                    // step the model underestimated stops short: go on along it while that keeps
+                    // lowering f.
                     let mut t = 2.0;
                     while t <= RIDGE_STRETCH && obj.evals < opts.max_evals {
                         for (k, &i) in free.iter().enumerate() {
@@ -535,9 +552,26 @@ pub(crate) fn minimize_bounded(
     let polish: Vec<f64> = step.iter().map(|s| s * POLISH_STEP).collect();
     let mut best: Option<Minimum> = None;
     let floor = rough.iter().map(|m| m.fx).fold(f64::INFINITY, f64::min);
-    for r in rough.into_iter().filter(|m| m.fx <= floor + POLISH_MARGIN) {
+    // The lowest first. A coarse minimum within the polishing simplex's size (every coordinate)
+    // of one whose Newton polish converged is that minimum reached again: the objective is smooth
+    // there, and a second polish walks the same last digits (V3.2 `var`'s hard-negatives fit: 358
+    // of its 1,398 evaluations). Where Newton failed (a surface of steps: an effective k) the
+    // nearby one is polished all the same, and finds what the first missed
+    // (tests/verdict/error_rates_refit.rs: skipping it there, the rerun procedure's power
+    // against an effective-k defect fell from 1 to 0.64).
+    let mut rough: Vec<Minimum> = rough.into_iter().filter(|m| m.fx <= floor + POLISH_MARGIN).collect();
+    rough.sort_by(|a, b| a.fx.total_cmp(&b.fx));
+    let mut smooth: Vec<Vec<f64>> = Vec::new();
+    for r in rough {
+        if smooth.iter().any(|p| (0..n).all(|i| (p[i] - r.x[i]).abs() <= polish[i])) {
+            continue;
+        }
+        let from = r.x.clone();
         let (mut m, converged) = newton_polish(f, r, lo, hi, opts);
         evals += m.evals;
+        if converged {
+            smooth.push(from);
+        }
         if !converged {
             // Not smooth enough for a quadratic model there (a Monte Carlo objective is piecewise
             // constant): the simplex finishes.
@@ -628,6 +662,41 @@ mod tests {
         // At x = 1: ∂f/∂y = 0.8 (1 − 1.5) + 2 (y − 0.2) = 0 → y = 0.4.
         assert_eq!(m.x[0], 1.0);
         assert!((m.x[1] - 0.4).abs() < 1e-6, "{m:?}");
+    }
+
+    #[test]
+    fn newton_polish_stretches_a_step_the_model_underestimates() {
+        // An exponential approach to a plateau (hard negatives' ridge): each Newton step gains
+        // 1 − 1/e of what is left, ten of them short of ftol from e^−1; stretched while f
+        // falls, the first step reaches e^−17 and the second iteration stops as converged.
+        let mut f = |x: &[f64]| (x[0] - 0.3).powi(2) + (-x[1]).exp();
+        let x0 = vec![0.3, 1.0];
+        let start = Minimum { fx: f(&x0), x: x0, evals: 0 };
+        let opts = NmOptions { ftol: 1e-6, xtol: 1e-4, max_evals: 400 };
+        let (m, converged) = newton_polish(&mut f, start, &[-1.0, 0.0], &[1.0, 30.0], opts);
+        assert!(converged, "{m:?}");
+        assert!(m.fx < 1e-6, "{m:?}");
+        assert!(m.x[1] > 13.8 && (m.x[0] - 0.3).abs() < 1e-6, "{m:?}");
+        assert!(m.evals <= 40, "{} evaluations", m.evals);
+    }
+
+    #[test]
+    fn newton_polish_converges_on_a_flat_ridge() {
+        // 50 (x − y)² − δ (x + y)²: curvature 100 across the ridge x = y and −4δ along it, so
+        // the Hessian is indefinite by a hair (its first damping makes it positive definite)
+        // and the box's lowest point, −4δ at a corner, is within ftol of every point of the
+        // ridge. Newton stops there as converged, where the undamped rule walked the ridge in
+        // steps of ~1e-6 until its iterations ran out.
+        let delta = 1e-7;
+        let mut f = |x: &[f64]| 50.0 * (x[0] - x[1]).powi(2) - delta * (x[0] + x[1]).powi(2);
+        let x0 = vec![0.2, 0.2];
+        let start = Minimum { fx: f(&x0), x: x0, evals: 0 };
+        let opts = NmOptions { ftol: 1e-6, xtol: 1e-4, max_evals: 400 };
+        let (m, converged) = newton_polish(&mut f, start, &[-1.0, -1.0], &[1.0, 1.0], opts);
+        assert!(converged, "{m:?}");
+        assert!(m.fx - (-4.0 * delta) < opts.ftol, "{m:?}");
+        // One stencil (refitted once to the curvature) and its step.
+        assert!(m.evals <= 2 * 6 + 1, "{} evaluations", m.evals);
     }
 
     #[test]
