@@ -243,9 +243,9 @@ const FD_DELTA: f64 = 1e-4;
 /// The most damping [`newton_polish`] may have needed where it stops as converged: its first
 /// level, and only with positive curvature measured along every free axis (a Hessian positive
 /// definite to within a thousandth of its diagonal). Its negative curvature then lies along a
-/// ridge between the axes: a flat direction (hard negatives' plateau, where every fit traced
-/// ended so) or finite-difference noise (a count or a k rounded to an integer). A zero on the
-/// diagonal is a surface of steps between the stencil's points, where the model says nothing.
+/// ridge between the axes: a flat direction or finite-difference noise. A zero or negative
+/// diagonal is a surface of steps between the stencil's points, where the model says nothing
+/// (hard negatives' count: on the probe bench tables that fit's polish never stops here).
 const FLAT_DAMPING: f64 = 1e-3;
 /// Most a damped Newton step is stretched along a ridge (in doublings, from 2).
 const RIDGE_STRETCH: f64 = 16.0;
@@ -571,8 +571,7 @@ pub(crate) fn minimize_bounded(
         evals += m.evals;
         if converged {
             smooth.push(from);
-        }
-        if !converged {
+        } else {
             // Not smooth enough for a quadratic model there (a Monte Carlo objective is piecewise
             // constant): the simplex finishes.
             let s = simplex(f, &m.x, &polish, lo, hi, opts, true);
