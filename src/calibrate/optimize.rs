@@ -329,14 +329,15 @@ fn newton_polish(
     let mut g = vec![0.0; n];
     let (mut fp, mut fm) = (vec![0.0; n], vec![0.0; n]);
     let mut y = x.clone();
-    for _ in 0..NEWTON_ITERS {
-        if obj.evals + 2 * n * n + 2 > opts.max_evals {
+    // Evaluations one stencil may take (its centre, 2n along the axes, n(n − 1) across them).
+    let stencil = 2 * n * n + 2;
+    'iteration: for _ in 0..NEWTON_ITERS {
+        if obj.evals + stencil > opts.max_evals {
             return done(x, fx, obj.evals, false);
         }
         // The stencil's centre: x, moved inside the box by a step where it is nearer a bound.
         let c: Vec<f64> = (0..n).map(|i| x[i].clamp(lo[i] + h[i], hi[i] - h[i])).collect();
         let fc = if c == x { fx } else { obj.at(&c) };
-        let mut recentred = false;
         for i in 0..n {
             loop {
                 y.copy_from_slice(&c);
@@ -352,25 +353,18 @@ fn newton_polish(
                 // differences then measure the surface the steps follow.
                 let stepped = fp[i] == fc || fm[i] == fc;
                 let grown = (h[i] * STEP_GROWTH).min(FD_STEP * width[i]);
-                if !stepped || grown <= h[i] || obj.evals + 2 * n * n + 2 > opts.max_evals {
+                if !stepped || grown <= h[i] || obj.evals + stencil > opts.max_evals {
                     break;
                 }
                 h[i] = grown;
                 least_h[i] = grown;
                 if x[i].clamp(lo[i] + h[i], hi[i] - h[i]) != c[i] {
                     // Near a bound the grown step moves the stencil's centre: take it again.
-                    recentred = true;
-                    break;
+                    continue 'iteration;
                 }
-            }
-            if recentred {
-                break;
             }
             g[i] = (fp[i] - fm[i]) / (2.0 * h[i]);
             hess[i * n + i] = (fp[i] - 2.0 * fc + fm[i]) / (h[i] * h[i]);
-        }
-        if recentred {
-            continue;
         }
         if !(fc.is_finite() && g.iter().chain(&hess).all(|v| v.is_finite())) {
             return done(x, fx, obj.evals, false);
@@ -595,16 +589,18 @@ pub(crate) fn minimize_bounded(
     // against an effective-k defect fell from 1 to 0.64).
     let mut rough: Vec<Minimum> = rough.into_iter().filter(|m| m.fx <= floor + POLISH_MARGIN).collect();
     rough.sort_by(|a, b| a.fx.total_cmp(&b.fx));
-    let mut smooth: Vec<Vec<f64>> = Vec::new();
+    // Coarse minima whose neighbourhood a polish has settled (Newton converged, or the settling
+    // simplex found nothing better).
+    let mut settled: Vec<Vec<f64>> = Vec::new();
     for r in rough {
-        if smooth.iter().any(|p| (0..n).all(|i| (p[i] - r.x[i]).abs() <= polish[i])) {
+        if settled.iter().any(|p| (0..n).all(|i| (p[i] - r.x[i]).abs() <= polish[i])) {
             continue;
         }
         let from = r.x.clone();
         let (mut m, converged) = newton_polish(f, r, lo, hi, opts);
         evals += m.evals;
         if converged {
-            smooth.push(from);
+            settled.push(from);
         } else {
             // Not smooth enough for a quadratic model there (a Monte Carlo objective is piecewise
             // constant): the simplex finishes.
@@ -615,7 +611,7 @@ pub(crate) fn minimize_bounded(
                 // nothing better: a coarse minimum near this one is this one again, as where
                 // Newton converged (V3.2 `var`'s hard-negatives fit: its second polish, 273
                 // evaluations, ended 2e-3 worse).
-                smooth.push(from);
+                settled.push(from);
             }
             if s.fx < m.fx {
                 m = s;
