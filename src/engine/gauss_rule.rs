@@ -360,8 +360,17 @@ pub(crate) struct Measure {
     pub(crate) t: Vec<f64>,
     /// Their weights.
     pub(crate) w: Vec<f64>,
+    /// Its standard deviation.
+    pub(crate) sd: f64,
     /// Its rules.
     pub(crate) ladder: Ladder,
+}
+
+/// The standard deviation of the measure (t, w) of positive mass.
+pub(crate) fn measure_sd(t: &[f64], w: &[f64]) -> f64 {
+    let mass: f64 = w.iter().sum();
+    let mean = t.iter().zip(w).map(|(x, w)| x * w).sum::<f64>() / mass;
+    (t.iter().zip(w).map(|(x, w)| (x - mean).powi(2) * w).sum::<f64>() / mass).sqrt()
 }
 
 /// Grid step of [`max_of_normals`]: the trapezoid rule of a smooth density decaying at both ends
@@ -388,7 +397,8 @@ pub(crate) fn max_of_normals(c: u32) -> std::sync::Arc<Measure> {
             MAX_LAW_STEP * c as f64 * ln.exp()
         })
         .collect();
-    let m = Arc::new(Measure { t, w, ladder: Ladder::new() });
+    let sd = measure_sd(&t, &w);
+    let m = Arc::new(Measure { t, w, sd, ladder: Ladder::new() });
     // A thread that built it concurrently may have kept its own first: every caller gets that
     // one, since a rule position chosen on one measure's ladder is read from whichever measure a
     // later call returns (`OrderTable::needle_side`), and another's ladder may not have it built.
