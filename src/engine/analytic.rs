@@ -511,7 +511,7 @@ impl OrderTable {
         let law = gauss_rule::max_of_normals(c as u32);
         let at = (*self.needle_choices[c as usize - 1].get_or_init(|| self.needle_rule(&law, 4.0 * width)))?;
         let rule = law.ladder.rule(at);
-        Some(rule.integrate(|x| self.cdf().cdf(mean + sd * x)))
+        Some(self.cdf().integrate_shifted(rule, mean, sd))
     }
 
     /// The rule of `law` (the largest of c standard normals) that integrates F_{T_j} over a
@@ -527,8 +527,7 @@ impl OrderTable {
             return None;
         }
         let centres = self.side_centres(sd);
-        law.ladder
-            .choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| rule.integrate(|x| self.cdf().cdf(m + sd * x)))
+        law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, |rule, m| self.cdf().integrate_shifted(rule, m, sd))
     }
 
     /// T_j's sd in sds of a needle of `sd` whose entries' maximum has the law `law`.
@@ -581,7 +580,7 @@ impl OrderTable {
             None => {
                 let sd = sharp * 2f64.powf(class as f64 / LAW_STEPS_PER_OCTAVE);
                 let centres = self.side_centres(sd);
-                let value = |rule: &GaussRule, m: f64| rule.integrate(|y| weighted.cdf(m + sd * y));
+                let value = |rule: &GaussRule, m: f64| weighted.integrate_shifted(rule, m, sd);
                 let at = match law.ladder.choose_by(&law.t, &law.w, &centres, TOL_RULE, value) {
                     Some(at) => Some((at, false)),
                     None => law.ladder.choose_by(&law.t, &law.w, &centres, TOL_SIDE_RULE, value).map(|at| (at, true)),
@@ -594,7 +593,7 @@ impl OrderTable {
         }?
         .0;
         let rule = law.ladder.rule(at);
-        Some(mass - above + rule.integrate(|y| weighted.cdf(needle_mean + needle_sd * y)))
+        Some(mass - above + weighted.integrate_shifted(rule, needle_mean, needle_sd))
     }
 
     /// Whether a rule [`OrderTable::max_side`] chose agreed only to [`TOL_SIDE_RULE`].

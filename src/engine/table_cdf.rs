@@ -9,6 +9,8 @@
 //! each) instead of over T_j's whole table, where every node would have to resolve the needle's
 //! survival function.
 
+use super::gauss_rule::GaussRule;
+
 /// Degree of each panel's expansion: the Kronrod rule projects densities of up to this degree
 /// exactly (f·P_k of degree ≤ 22), and a resolved panel's density is smooth far beyond it.
 const DEGREE: usize = 11;
@@ -72,7 +74,35 @@ impl TableCdf {
     #[inline]
     pub(crate) fn cdf(&self, x: f64) -> f64 {
         // The first panel whose right edge lies above x.
-        let i = self.b.partition_point(|&b| b <= x);
+        self.cdf_from(self.b.partition_point(|&b| b <= x), x)
+    }
+
+    /// `rule.integrate(|x| self.cdf(m + s · x))` for s > 0, in the same order and with the same
+    /// values: the rule's nodes increase, and so do the points, so each panel is found by
+    /// walking on from the last one instead of by a search from the start (the search was most
+    /// of a lookup on the needle's own law, which a hard-negatives fit's tables make at every
+    /// evaluation).
+    pub(crate) fn integrate_shifted(&self, rule: &GaussRule, m: f64, s: f64) -> f64 {
+        debug_assert!(s > 0.0 && rule.nodes.windows(2).all(|w| w[0] <= w[1]));
+        let mut i = 0;
+        rule.nodes
+            .iter()
+            .zip(&rule.weights)
+            .map(|(&t, &w)| {
+                let x = m + s * t;
+                // The partition point of `b` at x: every edge before i lies at or below the
+                // previous point, so at or below x.
+                while i < self.b.len() && self.b[i] <= x {
+                    i += 1;
+                }
+                w * self.cdf_from(i, x)
+            })
+            .sum()
+    }
+
+    /// [`TableCdf::cdf`] at x, `i` the first panel whose right edge lies above x.
+    #[inline]
+    fn cdf_from(&self, i: usize, x: f64) -> f64 {
         let Some(p) = self.panels.get(i) else { return self.total.min(1.0) };
         if x <= p.a {
             // Below the panel: in a gap between panels (mass dropped as negligible) or below all.
@@ -171,25 +201,65 @@ mod tests {
     use super::*;
     use crate::quadrature::kronrod_nodes;
 
+    /// The table of the standard normal density on `panels`.
+    fn normal_table(panels: &[(f64, f64)]) -> TableCdf {
+        let mut nodes = Vec::new();
+        for &(a, b) in panels {
+            kronrod_nodes(a, b, &mut nodes);
+        }
+        let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
+        let wf: Vec<f64> =
+            nodes.iter().map(|&(t, w)| w * (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt()).collect();
+        TableCdf::new(panels, &t, &wf)
+    }
+
     /// F of a table of the normal density equals Φ everywhere to 1e-13, inside panels, at
     /// their edges, in a gap and beyond the ends.
     #[test]
     fn the_table_cdf_is_the_normal_cdf_for_a_normal_table() {
         let edges: Vec<f64> = (0..=40).map(|i| -10.0 + 0.5 * i as f64).collect();
         let panels: Vec<(f64, f64)> = edges.windows(2).map(|w| (w[0], w[1])).collect();
-        let mut nodes = Vec::new();
-        for &(a, b) in &panels {
-            kronrod_nodes(a, b, &mut nodes);
-        }
-        let t: Vec<f64> = nodes.iter().map(|n| n.0).collect();
-        let wf: Vec<f64> =
-            nodes.iter().map(|&(t, w)| w * (-0.5 * t * t).exp() / (2.0 * std::f64::consts::PI).sqrt()).collect();
-        let f = TableCdf::new(&panels, &t, &wf);
+        let f = normal_table(&panels);
         for i in 0..=2400 {
             let x = -12.0 + 0.01 * i as f64 + 1e-3;
             let want = crate::stats::norm_cdf(x);
             assert!((f.cdf(x) - want).abs() < 1e-13, "x {x}: {} vs {want}", f.cdf(x));
         }
+    }
+
+    /// A rule integrated by walking the panels ([`TableCdf::integrate_shifted`]) is the sum of
+    /// [`TableCdf::cdf`] at its points bit for bit: on a table with a gap between its panels
+    /// and edges that fall on the points, for rules of 2 to 64 nodes whose points lie below all
+    /// panels, across them, in the gap and above them all.
+    #[test]
+    fn walking_the_panels_finds_what_the_search_finds() {
+        // Panels of uneven widths over [−6, 6] with (0.5, 1.5) left out: a gap.
+        let mut edges: Vec<f64> = (0..=24).map(|i| -6.0 + 0.5 * i as f64).collect();
+        edges.extend([6.25, 6.3, 7.0]);
+        let panels: Vec<(f64, f64)> =
+            edges.windows(2).map(|w| (w[0], w[1])).filter(|&(a, b)| !(a >= 0.5 && b <= 1.5)).collect();
+        let f = normal_table(&panels);
+        // Rules of the uniform measure on [−1, 1] (midpoints of 4000 cells).
+        let cells = 4000;
+        let xs: Vec<f64> = (0..cells).map(|i| -1.0 + (i as f64 + 0.5) * 2.0 / cells as f64).collect();
+        let ws = vec![2.0 / cells as f64; cells];
+        let mut compared = 0;
+        for n in [2, 3, 8, 17, 64] {
+            let rule = GaussRule::of_measure(&xs, &ws, n).unwrap();
+            for (m, s) in
+                [(0.0, 1.0), (-9.0, 1.0), (9.0, 2.0), (1.0, 0.5), (1.0, 0.01), (0.0, 8.0), (-5.75, 0.25), (3.0, 1e-9)]
+            {
+                let walked = f.integrate_shifted(&rule, m, s);
+                let searched = rule.integrate(|x| f.cdf(m + s * x));
+                assert_eq!(walked.to_bits(), searched.to_bits(), "{n} nodes, m {m}, s {s}: {walked} vs {searched}");
+                compared += 1;
+            }
+            // Points exactly on the panels' edges.
+            let edge_rule = GaussRule { nodes: edges.clone(), weights: vec![1.0; edges.len()] };
+            let walked = f.integrate_shifted(&edge_rule, 0.0, 1.0);
+            assert_eq!(walked.to_bits(), edge_rule.integrate(|x| f.cdf(x)).to_bits());
+        }
+        assert_eq!(compared, 40);
     }
 
     /// The Legendre sum the panels' polynomials stand for, by Bonnet's recurrence term by term.
