@@ -415,7 +415,7 @@ impl Surface<'_> {
             let (s, broken) = self.row_setup(g, theta)?;
             Ok(format!("{}|broken {broken:?}", self.model.evaluation_key(&s)))
         };
-        evaluate_distinct(self.model, self.row_base.len(), key, |g| self.row_base[g].n_candidates(), one)
+        evaluate_distinct(self.model, &self.row_base, key, one)
     }
 
     fn fitted(&self, theta: &[f64]) -> Result<Vec<f64>, CalibError> {

@@ -184,13 +184,7 @@ impl<'a> Problem<'a> {
             let s = self.row_scenario(i, theta)?;
             self.model.recall(&s).map_err(CalibError::Model)
         };
-        let distinct = evaluate_distinct(
-            self.model,
-            self.row_base.len(),
-            |i| self.row_key(i, theta),
-            |i| self.row_base[i].n_candidates(),
-            one,
-        )?;
+        let distinct = evaluate_distinct(self.model, &self.row_base, |i| self.row_key(i, theta), one)?;
         Ok(self.group_of_row.iter().map(|&g| distinct[g]).collect())
     }
 
@@ -229,13 +223,7 @@ impl<'a> Problem<'a> {
             let s = self.row_scenario(i, theta)?;
             self.model.layer_count_pmf(&s).map_err(CalibError::Model)
         };
-        evaluate_distinct(
-            self.model,
-            self.row_base.len(),
-            |i| self.row_key(i, theta),
-            |i| self.row_base[i].n_candidates(),
-            one,
-        )
+        evaluate_distinct(self.model, &self.row_base, |i| self.row_key(i, theta), one)
     }
 
     /// Log-likelihood of the saturated model (each row its own recall; for selection data,
@@ -312,22 +300,22 @@ pub(crate) fn set_field(s: &mut Scenario, field: Field, v: f64) -> Result<(), Ca
     s.set_real(field, v).map_err(|e| CalibError::Input(e.to_string()))
 }
 
-/// `one(i)` for i in 0..n, evaluated once per distinct `key(i)` (the first i of each key
+/// `one(i)` for each of the `rows` (by index i), evaluated once per distinct `key(i)` (the first i of each key
 /// answers for the others), the distinct ones in parallel when the model asks for it. Rows that
 /// differ only where the model does not look (the needle's depth beyond the window, for the
 /// exact engine: [`RecallModel::evaluation_key`]) then cost one evaluation, and two threads
 /// never compute the same one at once (the memo would only catch the second afterwards).
-/// `size(i)` orders the parallel work, largest first (row i's candidate count: what its tables
-/// cost grows with): in a table's own order, short rows to long as `probe` writes them, the
-/// longest came last and one thread finished each evaluation alone (V3.2 `var`'s verdict 2%
-/// longer). Each value is a function of its row alone, so the order changes no result.
+/// The parallel work goes largest row first (its candidate count: what its tables cost grows
+/// with): in a table's own order, short rows to long as `probe` writes them, the longest came
+/// last and one thread finished each evaluation alone (V3.2 `var`'s verdict 2% longer). Each
+/// value is a function of its row alone, so the order changes no result.
 pub(crate) fn evaluate_distinct<T: Send + Clone>(
     model: &dyn RecallModel,
-    n: usize,
+    rows: &[Scenario],
     key: impl Fn(usize) -> Result<String, CalibError>,
-    size: impl Fn(usize) -> u64,
     one: impl Fn(usize) -> Result<T, CalibError> + Sync,
 ) -> Result<Vec<T>, CalibError> {
+    let n = rows.len();
     let mut firsts: Vec<usize> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut of_row = Vec::with_capacity(n);
@@ -339,15 +327,13 @@ pub(crate) fn evaluate_distinct<T: Send + Clone>(
         of_row.push(at);
     }
     let values: Vec<T> = if model.parallel_rows() && firsts.len() > 1 {
-        // Largest first, stably; `at[k]`: where distinct value k lands in that order.
+        // Largest first, stably; then back in the order of `firsts`.
         let mut order: Vec<usize> = (0..firsts.len()).collect();
-        order.sort_by_key(|&k| std::cmp::Reverse(size(firsts[k])));
-        let computed: Vec<T> = order.par_iter().map(|&k| one(firsts[k])).collect::<Result<_, _>>()?;
-        let mut at = vec![0; order.len()];
-        for (position, &k) in order.iter().enumerate() {
-            at[k] = position;
-        }
-        at.iter().map(|&p| computed[p].clone()).collect()
+        order.sort_by_key(|&k| std::cmp::Reverse(rows[firsts[k]].n_candidates()));
+        let mut computed: Vec<(usize, T)> =
+            order.par_iter().map(|&k| one(firsts[k]).map(|v| (k, v))).collect::<Result<_, _>>()?;
+        computed.sort_unstable_by_key(|&(k, _)| k);
+        computed.into_iter().map(|(_, v)| v).collect()
     } else {
         firsts.iter().map(|&i| one(i)).collect::<Result<_, _>>()?
     };
@@ -370,7 +356,9 @@ mod tests {
         let want: Vec<Vec<f64>> = (0..n).map(|i| vec![(i % 7) as f64, ((i % 7) * (i % 7)) as f64]).collect();
         let sizes: [&dyn Fn(usize) -> u64; 3] = [&|i| i as u64, &|_| 5, &|i| (i * 37 % 11) as u64];
         for size in sizes {
-            let got = evaluate_distinct(&model, n, key, size, one).unwrap();
+            let rows: Vec<Scenario> =
+                (0..n).map(|i| Scenario { context_len: 1000 + 64 * size(i), ..Scenario::default() }).collect();
+            let got = evaluate_distinct(&model, &rows, key, one).unwrap();
             assert_eq!(got, want);
         }
     }

@@ -254,12 +254,12 @@ mod tests {
                 assert_eq!(walked.to_bits(), searched.to_bits(), "{n} nodes, m {m}, s {s}: {walked} vs {searched}");
                 compared += 1;
             }
-            // Points exactly on the panels' edges.
-            let edge_rule = GaussRule { nodes: edges.clone(), weights: vec![1.0; edges.len()] };
-            let walked = f.integrate_shifted(&edge_rule, 0.0, 1.0);
-            assert_eq!(walked.to_bits(), edge_rule.integrate(|x| f.cdf(x)).to_bits());
         }
         assert_eq!(compared, 40);
+        // Points exactly on the panels' edges.
+        let edge_rule = GaussRule { nodes: edges.clone(), weights: vec![1.0; edges.len()] };
+        let walked = f.integrate_shifted(&edge_rule, 0.0, 1.0);
+        assert_eq!(walked.to_bits(), edge_rule.integrate(|x| f.cdf(x)).to_bits());
     }
 
     /// The Legendre sum the panels' polynomials stand for, by Bonnet's recurrence term by term.
